@@ -1,0 +1,14 @@
+"""`incident-bot diagnose`: not built yet; the owning issue replaces this module."""
+
+from __future__ import annotations
+
+import typer
+
+from bot.errors import NotBuiltError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(name="diagnose", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def _cmd(ctx: typer.Context) -> None:
+        """Run a diagnostic playbook on TARGET over SSH. (not built yet)"""
+        raise NotBuiltError("`incident-bot diagnose`")

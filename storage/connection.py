@@ -1,0 +1,19 @@
+"""The one place a Redis client is made; everything else takes it as an argument."""
+
+from __future__ import annotations
+
+from redis import Redis
+
+
+def connect(url: str, *, decode: bool = True) -> Redis:
+    """A client with short socket timeouts so an outage is an error, not a hang.
+
+    RQ needs ``decode=False`` (it stores pickled bytes).
+    """
+    return Redis.from_url(
+        url,
+        decode_responses=decode,
+        socket_connect_timeout=2.0,
+        socket_timeout=5.0,
+        health_check_interval=30,
+    )

@@ -1,0 +1,134 @@
+"""Every Redis key the bot uses, built in one place (like rq's ``Job.key_for``).
+
+All keys live under one prefix so a shared Redis can host several deployments.
+Add new keys here, never as string literals elsewhere.
+"""
+
+from __future__ import annotations
+
+PREFIX = "ib"
+
+
+def _k(*parts: object) -> str:
+    return ":".join([PREFIX, *(str(p) for p in parts)])
+
+
+# incidents
+def incident(incident_id: str) -> str:
+    return _k("incident", incident_id)
+
+
+def incident_seq() -> str:
+    return _k("incident", "seq")
+
+
+def incidents_open() -> str:
+    """Set of open incident ids."""
+    return _k("incidents", "open")
+
+
+def incidents_all() -> str:
+    """Sorted set of incident ids by creation time."""
+    return _k("incidents", "all")
+
+
+def incident_by_host_kind(host: str, kind: str) -> str:
+    """The open incident for (host, kind): one at a time."""
+    return _k("incident", "open", host, kind)
+
+
+def group(kind: str) -> str:
+    """The open parent incident grouping hosts of one kind within group_wait."""
+    return _k("group", kind)
+
+
+def alert_fingerprint(fingerprint: str, status: str) -> str:
+    """Dedup marker for an Alertmanager notification (HA pairs send each twice)."""
+    return _k("alert", "fp", fingerprint, status)
+
+
+def alerts_stream() -> str:
+    return _k("alerts")
+
+
+def silence(host: str, kind: str) -> str:
+    return _k("silence", host, kind)
+
+
+def silences() -> str:
+    return _k("silences")
+
+
+# audit
+def audit(incident_id: str) -> str:
+    """Per-incident audit stream."""
+    return _k("audit", incident_id)
+
+
+def audit_all() -> str:
+    return _k("audit", "all")
+
+
+# approvals
+def approval(approval_id: str) -> str:
+    return _k("approval", approval_id)
+
+
+def approvals_pending() -> str:
+    return _k("approvals", "pending")
+
+
+# chat
+def chat_message(incident_id: str) -> str:
+    """Where an incident's message lives (channel, ts) so later steps edit it."""
+    return _k("chat", "msg", incident_id)
+
+
+def chat_update_gate(channel: str, ts: str) -> str:
+    return _k("chat", "update", channel, ts)
+
+
+# extraction
+def job_events(job_id: str) -> str:
+    return _k("job", job_id, "events")
+
+
+def job_control(job_id: str) -> str:
+    """pause/cancel requests read by the running job."""
+    return _k("job", job_id, "control")
+
+
+def jobs_by_host(host: str) -> str:
+    return _k("jobs", "host", host)
+
+
+def jobs_all() -> str:
+    return _k("jobs")
+
+
+def job_incident(job_id: str) -> str:
+    return _k("job", job_id, "incident")
+
+
+def queue_name(host: str) -> str:
+    """RQ queue for one host's workers (RQ adds its own ``rq:queue:`` prefix)."""
+    return f"{PREFIX}-extract-{host}"
+
+
+# scheduler
+def scheduler_lease() -> str:
+    return _k("scheduler", "lease")
+
+
+def firing(job: str, slot: str) -> str:
+    """SET NX guard so a handover never fires one slot twice."""
+    return _k("firing", job, slot)
+
+
+def samples(host: str, metric: str) -> str:
+    """Time series of host samples (GPU memory/util, disk) for digests."""
+    return _k("samples", host, metric)
+
+
+def escalated(incident_id: str) -> str:
+    return _k("escalated", incident_id)
