@@ -1,0 +1,73 @@
+"""The chat side-effect interface and the pure message model every backend renders.
+
+Backends (errbot style, one module each, chosen by ``settings.chat_backend``):
+``bot.chat.slack`` (Slack Web API, base URL from settings) and ``bot.chat.terminal``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+
+class ButtonStyle(StrEnum):
+    PRIMARY = "primary"
+    DANGER = "danger"
+    DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Button:
+    label: str
+    action_id: str  # "approve" | "deny" | "revert" | ...
+    value: str  # opaque approval id, never the command itself
+    style: ButtonStyle = ButtonStyle.DEFAULT
+    confirm: str | None = None  # confirm-dialog text for destructive actions
+
+
+@dataclass(frozen=True)
+class Section:
+    text: str  # mrkdwn-ish; backends adapt
+    fields: tuple[str, ...] = ()
+    code: str | None = None  # preformatted block (commands, GPU tables)
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """What a person sees: header, sections, buttons. Pure data, rendered per backend."""
+
+    text: str  # plain fallback / notification text
+    header: str | None = None
+    sections: tuple[Section, ...] = ()
+    buttons: tuple[Button, ...] = ()
+    context: tuple[str, ...] = ()  # small grey lines (state, who approved, ids)
+
+
+@dataclass(frozen=True)
+class MessageRef:
+    """Where a posted message lives, so later steps edit it and reply in its thread."""
+
+    channel: str
+    ts: str
+
+
+@dataclass
+class Ephemeral:
+    user: str
+    text: str
+    channel: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class ChatBackend(Protocol):
+    def post(self, channel: str, message: ChatMessage, thread: MessageRef | None = None) -> MessageRef: ...
+
+    def update(self, ref: MessageRef, message: ChatMessage) -> None: ...
+
+    def ephemeral(self, note: Ephemeral) -> None: ...
+
+    def upload(self, ref: MessageRef, path: Path, title: str) -> None:
+        """Attach a file (a digest chart) in the message's thread."""
+        ...
