@@ -1,0 +1,115 @@
+"""Simulated hosts: start-up cost, 32 hosts at once, and per-command latency, measured
+side by side in one run.
+
+    python bench/bench_sim.py [--hosts 32]
+
+Prints: seconds per host started one after another and 32 at once (threads); an
+OpenSSH client round trip with the sim's key exchange vs the sntrup761 default it
+disables; one paramiko connection running commands over channels; the tool shim's
+interpreter start with ``-S`` vs without.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bot.sim.sshd import SimHost, start_sim
+
+
+def timed(fn: Callable[[], object], n: int) -> float:
+    """Median seconds of ``n`` calls."""
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+
+
+def bench_start(n_hosts: int, root: Path) -> tuple[float, float, list[SimHost]]:
+    t = time.perf_counter()
+    seq = [start_sim("seed", workdir=root / f"seq{i}") for i in range(8)]
+    per_seq = (time.perf_counter() - t) / 8
+    for h in seq:
+        h.stop()
+    t = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=n_hosts) as pool:
+        hosts = list(pool.map(lambda i: start_sim("seed", workdir=root / f"par{i}"),
+                              range(n_hosts)))
+    wall = time.perf_counter() - t
+    return per_seq, wall, hosts
+
+
+def ssh_round_trip(host: SimHost, extra: list[str]) -> float:
+    argv = host.ssh_argv("true")
+    argv[1:1] = extra
+    return timed(lambda: subprocess.run(argv, capture_output=True, check=True), 5)
+
+
+def paramiko_channels(host: SimHost) -> tuple[float, float, float]:
+    import paramiko
+
+    client = paramiko.SSHClient()
+    client.load_host_keys(str(host.known_hosts_path))
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    t = time.perf_counter()
+    client.connect("127.0.0.1", port=host.port, username=host.user,
+                   key_filename=str(host.key_path), look_for_keys=False, allow_agent=False)
+    connect = time.perf_counter() - t
+
+    def run(cmd: str) -> None:
+        _, out, _ = client.exec_command(cmd)
+        out.read()
+        out.channel.recv_exit_status()
+
+    shell = timed(lambda: run("true"), 7)
+    smi = timed(lambda: run("nvidia-smi --query-gpu=index,memory.used --format=csv"), 7)
+    client.close()
+    return connect, shell, smi
+
+
+def interpreter_start(flag: list[str]) -> float:
+    argv = [sys.executable, *flag, "-c", "import json"]
+    return timed(lambda: subprocess.run(argv, check=True), 7)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--hosts", type=int, default=32)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-sim-") as tmp:
+        per_seq, wall, hosts = bench_start(args.hosts, Path(tmp))
+        try:
+            alive = sum(h.alive() for h in hosts)
+            print(f"start one host (sequential, median of 8): {per_seq * 1000:.0f} ms")
+            print(f"start {args.hosts} hosts at once: {wall:.2f} s wall, {alive} alive, "
+                  f"{wall / args.hosts * 1000:.0f} ms/host")
+            for h in hosts[2:]:
+                h.stop()
+            pq = start_sim("seed", workdir=Path(tmp) / "pq",
+                           overrides={"sshd": {"fast_kex": False}})
+            hosts.append(pq)
+            fast, slow = ssh_round_trip(hosts[0], []), ssh_round_trip(pq, [])
+            print(f"OpenSSH client round trip `true`: {fast * 1000:.0f} ms (sim: curve25519) vs "
+                  f"{slow * 1000:.0f} ms (sshd default: sntrup761) -> x{slow / fast:.2f}")
+            connect, shell, smi = paramiko_channels(hosts[1])
+            print(f"paramiko: connect {connect * 1000:.0f} ms; per channel `true` "
+                  f"{shell * 1000:.0f} ms, nvidia-smi query {smi * 1000:.0f} ms")
+            with_s, without_s = interpreter_start(["-S"]), interpreter_start([])
+            print(f"tool interpreter start: {with_s * 1000:.0f} ms with -S vs "
+                  f"{without_s * 1000:.0f} ms without -> x{without_s / with_s:.2f}")
+        finally:
+            for h in hosts:
+                h.stop()
+
+
+if __name__ == "__main__":
+    main()

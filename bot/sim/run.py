@@ -1,0 +1,79 @@
+"""Entry point of every tool shim: ``python -S -m bot.sim.run WORKDIR TOOL ARGS...``.
+
+Imports only the stdlib and the one tool module it needs: it runs once per command on
+the simulated host, so start-up time is what a probe pays.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+
+from bot.sim.log import append_log
+
+ENV_DIR = "INCIDENT_BOT_SIM_DIR"
+
+# shim name -> module under bot.sim.tools
+TOOLS = {
+    "nvidia-smi": "nvidia_smi", "systemctl": "systemctl", "ps": "ps", "kill": "kill",
+    "df": "disk", "du": "disk", "lsof": "files", "fuser": "files", "journalctl": "journal",
+    "uptime": "misc", "who": "misc", "crontab": "misc", "free": "misc", "dmesg": "misc",
+    "hostname": "misc", "docker": "docker", "sudo": "sudo",
+}
+SESSION = "__session__"
+
+
+def session(workdir: str) -> int:
+    """ForceCommand: log what the client asked for, then run it under bash with the shims.
+
+    ``SHLVL=1`` stops Debian's bash from treating itself as started by sshd, which would
+    source ~/.bashrc (the real host's PATH) instead of ``BASH_ENV`` (our ``simrc``).
+    """
+    command = os.environ.get("SSH_ORIGINAL_COMMAND")
+    append_log(workdir, {"ts": time.time(), "command": command})
+    bindir = os.path.join(workdir, "bin")
+    env = dict(os.environ)
+    env.update(PATH=f"{bindir}:{env.get('PATH', '/usr/bin:/bin')}",
+               BASH_ENV=os.path.join(bindir, "simrc"), INCIDENT_BOT_SIM_DIR=workdir, SHLVL="1",
+               TZ="UTC")  # the tools print UTC; so must the real `date`
+    argv = ["bash", "-c", command] if command is not None else ["bash", "-l"]
+    os.execve("/bin/bash", argv, env)
+    return 127  # pragma: no cover - execve does not return
+
+
+def run_tool(workdir: str, tool: str, argv: list[str]) -> int:
+    from bot.sim.state import Ctx
+
+    append_log(workdir, {"ts": time.time(), "tool": tool, "argv": argv})
+    module = importlib.import_module(f"bot.sim.tools.{TOOLS[tool]}")
+    ctx = Ctx(workdir)
+    entry = getattr(module, f"main_{tool.replace('-', '_')}", None) or module.main
+    code: int = entry(argv, ctx)
+    return code
+
+
+def main(args: list[str]) -> int:
+    if len(args) < 2 or (args[1] not in TOOLS and args[1] != SESSION):
+        sys.stderr.write("usage: python -m bot.sim.run WORKDIR TOOL [ARGS...]\n")
+        return 2
+    workdir = args[0]
+    os.environ.setdefault(ENV_DIR, workdir)
+    if args[1] == SESSION:
+        return session(workdir)
+    try:
+        code = run_tool(workdir, args[1], args[2:])
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (head, a closed channel): exit quietly like coreutils
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,35 @@
+"""The ``bin/`` directory of a sim host: one tiny ``#!/bin/sh`` shim per fake tool, the
+ForceCommand wrapper, and ``simrc`` (read by bash through ``BASH_ENV``) which disables
+bash's builtin ``kill`` so the shim answers: a sim must never signal a real PID.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import bot
+from bot.sim.run import SESSION, TOOLS
+
+SIMRC = """# sourced by every non-interactive bash on this simulated host (BASH_ENV)
+enable -n kill
+"""
+
+
+def _shim(workdir: Path, tool: str) -> str:
+    root = Path(bot.__file__).resolve().parent.parent
+    q = shlex.quote
+    return (f"#!/bin/sh\nPYTHONPATH={q(str(root))} PYTHONUTF8=1 exec {q(sys.executable)} -S "
+            f"-m bot.sim.run {q(str(workdir))} {tool} \"$@\"\n")
+
+
+def write_shims(workdir: Path) -> Path:
+    bindir = workdir / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    for tool in [*TOOLS, SESSION]:
+        path = bindir / ("sim-session" if tool == SESSION else tool)
+        path.write_text(_shim(workdir, tool))
+        path.chmod(0o755)
+    (bindir / "simrc").write_text(SIMRC)
+    return bindir

@@ -1,0 +1,38 @@
+"""``sudo [-n] [-E] [-H] [-u root] [--] CMD ARGS...``: the sim user is already root, so run
+CMD from PATH (our shims first); bot configurations for non-root users say ``sudo -n``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from bot.sim.state import Ctx
+
+NO_ARG = {"-n", "--non-interactive", "-E", "--preserve-env", "-H", "--set-home", "-S"}
+
+
+def main(argv: list[str], ctx: Ctx) -> int:
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] == "--":
+            i += 1
+            break
+        if argv[i] in ("-u", "--user"):
+            if i + 1 >= len(argv) or argv[i + 1] not in ("root", "0", "#0"):
+                ctx.error("sudo: this simulated host only runs commands as root")
+                return 1
+            i += 2
+        elif argv[i] in NO_ARG:
+            i += 1
+        else:
+            ctx.error(f"sudo: unknown option: {argv[i]}")
+            return 1
+    if i >= len(argv):
+        ctx.error("usage: sudo [-n] command")
+        return 1
+    ctx.out.flush()
+    try:
+        os.execvp(argv[i], argv[i:])
+    except OSError:
+        ctx.error(f"sudo: {argv[i]}: command not found")
+    return 1
