@@ -32,6 +32,7 @@ class Section:
     text: str  # mrkdwn-ish; backends adapt
     fields: tuple[str, ...] = ()
     code: str | None = None  # preformatted block (commands, GPU tables)
+    buttons: tuple[Button, ...] = ()  # shown right under this section (one action's Approve/Deny)
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class ChatMessage:
     sections: tuple[Section, ...] = ()
     buttons: tuple[Button, ...] = ()
     context: tuple[str, ...] = ()  # small grey lines (state, who approved, ids)
+    incident_id: str = ""  # for the audit trail when delivery finally fails
 
 
 @dataclass(frozen=True)

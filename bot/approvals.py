@@ -1,0 +1,126 @@
+"""Approval policy and the approval record: pure data and pure decisions.
+
+Who may approve is decided here, from settings, with no I/O: the store
+(``storage/approvals.py``) applies the decision atomically in Redis, and the chat side
+resolves a user's Slack usergroups before asking. Fail closed: no configured approvers
+means nobody may approve (``*`` means anyone in the workspace).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from bot.settings import ApprovalSettings, Settings
+
+ANYONE = "*"
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+
+class ClaimOutcome(StrEnum):
+    """What one click did. Only CLAIMED (approve) and DENIED-by-this-call act."""
+
+    CLAIMED = "claimed"  # this click completed the approval: run the action now
+    NEED_SECOND_APPROVER = "need_second_approver"  # recorded; two-person rule waits
+    ALREADY_DONE = "already_done"  # approved (or denied, for a deny) before this click
+    DENIED = "denied"  # the approval is denied (by this deny, or earlier for an approve)
+    EXPIRED = "expired"
+    UNAUTHORISED = "unauthorised"
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True)
+class Approval:
+    """One pending decision on one proposed action; its id is the button's value."""
+
+    id: str
+    incident_id: str
+    action: dict[str, Any]  # id, kind, params, reason, risk, commands
+    evidence_hash: str  # sha256 of the rendered findings the approver saw
+    requested_by: str  # user id, or "alertmanager"/"agent" for alerts
+    created_at: float
+    expires_at: float
+    status: ApprovalStatus = ApprovalStatus.PENDING
+    required: int = 1  # approvers needed (2 under the two-person rule)
+    approvers: tuple[str, ...] = ()
+    decided_by: str = ""
+    decided_at: float = 0.0
+    reason: str = ""  # deny reason
+    channel: str = ""  # where the message with the button lives, once posted
+    message_ts: str = ""
+
+    @property
+    def kind(self) -> str:
+        return str(self.action.get("kind", ""))
+
+    @property
+    def is_open(self) -> bool:
+        return self.status is ApprovalStatus.PENDING
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """Who may approve what. Entries are Slack user ids (U…/W…) or usergroup ids (S…)."""
+
+    approvers: frozenset[str] = frozenset()
+    per_kind: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    allow_self_approval: bool = True
+    two_person: frozenset[str] = frozenset()  # action kinds needing two distinct approvers
+    expiry_s: float = 1800.0
+
+    def approvers_for(self, kind: str) -> frozenset[str]:
+        """A per-kind list replaces the global one (narrower rights for riskier actions)."""
+        return self.per_kind.get(kind, self.approvers)
+
+    def required_for(self, kind: str) -> int:
+        return 2 if kind in self.two_person else 1
+
+    def all_groups(self) -> frozenset[str]:
+        """Every usergroup id mentioned anywhere, so callers resolve membership once."""
+        entries = set(self.approvers).union(*self.per_kind.values())
+        return frozenset(e for e in entries if is_usergroup(e))
+
+
+def is_usergroup(entry: str) -> bool:
+    return entry.startswith("S") and entry[1:].isalnum()
+
+
+def policy_from_settings(settings: Settings) -> ApprovalPolicy:
+    return policy_from(settings.slack.approvers, settings.approvals)
+
+
+def policy_from(approvers: Iterable[str], cfg: ApprovalSettings) -> ApprovalPolicy:
+    return ApprovalPolicy(
+        approvers=frozenset(approvers),
+        per_kind={k: frozenset(v) for k, v in cfg.per_kind.items()},
+        allow_self_approval=cfg.allow_self_approval,
+        two_person=frozenset(cfg.two_person),
+        expiry_s=cfg.expiry_s,
+    )
+
+
+def may_decide(
+    policy: ApprovalPolicy, kind: str, user: str, user_groups: Iterable[str], requested_by: str
+) -> bool:
+    """True when ``user`` may approve or deny an action of ``kind`` (pure, no I/O)."""
+    if not user:
+        return False
+    if user == requested_by and not policy.allow_self_approval:
+        return False
+    allowed = policy.approvers_for(kind)
+    if ANYONE in allowed or user in allowed:
+        return True
+    return any(g in allowed for g in user_groups)
+
+
+def refusal_is_self(policy: ApprovalPolicy, user: str, requested_by: str) -> bool:
+    """Whether a refusal is due to the self-approval rule (for a precise message)."""
+    return user == requested_by and not policy.allow_self_approval

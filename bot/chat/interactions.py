@@ -1,0 +1,275 @@
+"""The approval desk: one click → one atomic claim → at most one callback, any backend.
+
+Slack buttons and terminal commands both end here, so the rules (who may approve,
+two-person, expiry, exactly once) are enforced in one place. Every refusal and every
+decision is audited; the reply text for the clicking person comes from ``bot.strings``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bot import strings
+from bot.approvals import (
+    Approval,
+    ApprovalPolicy,
+    ClaimOutcome,
+    is_usergroup,
+    may_decide,
+    refusal_is_self,
+)
+from bot.chat.text import escape, inline_code, mention, mentions
+from bot.errors import log_internal
+from storage.approvals import ApprovalStore, ClaimResult
+
+log = logging.getLogger(__name__)
+
+# (incident_id, actor, action, detail): ``AuditLog(redis).append`` fits; see ``audit_sink``
+AuditFn = Callable[[str, str, str, dict[str, Any]], object]
+O = ClaimOutcome  # noqa: E741 - short alias keeps the outcome tables readable
+
+
+class GroupResolver(Protocol):
+    def groups_of(self, user: str, groups: frozenset[str]) -> frozenset[str]:
+        """Which of ``groups`` (usergroup ids) ``user`` belongs to."""
+        ...
+
+
+class StaticGroups:
+    """Group membership from a mapping (terminal demo, tests)."""
+
+    def __init__(
+        self, members: Mapping[str, frozenset[str] | set[str] | list[str]] | None = None
+    ) -> None:
+        self.members = {g: frozenset(m) for g, m in (members or {}).items()}
+
+    def groups_of(self, user: str, groups: frozenset[str]) -> frozenset[str]:
+        return frozenset(g for g in groups if user in self.members.get(g, frozenset()))
+
+
+@dataclass(frozen=True)
+class ApprovalCallbacks:
+    """What the flow does once a decision is final (runs in a worker, never in the ack)."""
+
+    on_approved: Callable[[Approval, str], None]
+    on_denied: Callable[[Approval, str, str], None]
+    on_expired: Callable[[Approval], None] | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: ClaimOutcome
+    approval: Approval | None
+    text: str  # the reply to the person who clicked (ephemeral in Slack)
+    mark: str = ""  # a note that replaces this approval's buttons on the message ("" → keep)
+    acted: bool = False  # this call ran on_approved / on_denied
+
+
+class ApprovalDesk:
+    def __init__(
+        self,
+        store: ApprovalStore,
+        policy: ApprovalPolicy,
+        callbacks: ApprovalCallbacks,
+        audit: AuditFn | None = None,
+        groups: GroupResolver | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store, self.policy, self.callbacks = store, policy, callbacks
+        self._audit_fn, self.groups, self.clock = audit, groups or StaticGroups(), clock
+
+    def approve(self, approval_id: str, user: str) -> Decision:
+        """Record a click on Approve (or Revert); run ``on_approved`` iff this click won."""
+        result = self.store.claim(approval_id, user, self.clock(), self.policy, self._groups(user))
+        self._audit_result(result, user, "approve", "")
+        if result.outcome is O.CLAIMED and result.approval is not None:
+            return self._run_approved(result.approval, user)
+        return self._decision(result, user)
+
+    def check(self, approval_id: str, user: str) -> Decision | None:
+        """Before the deny modal opens: None if ``user`` may deny now, else the refusal."""
+        current = self.store.get(approval_id)
+        if current is None:
+            return self._decision(ClaimResult(O.NOT_FOUND, None), user)
+        if not may_decide(
+            self.policy, current.kind, user, self._groups(user), current.requested_by
+        ):
+            result = ClaimResult(O.UNAUTHORISED, current)
+            self._audit_result(result, user, "deny", "")
+            return self._decision(result, user)
+        if not current.is_open:
+            done = O.DENIED if current.status == "denied" else O.ALREADY_DONE
+            return self._decision(
+                ClaimResult(O.EXPIRED if current.status == "expired" else done, current), user
+            )
+        if self.clock() >= current.expires_at:
+            return self._decision(ClaimResult(O.EXPIRED, current), user)
+        return None
+
+    def deny(self, approval_id: str, user: str, reason: str) -> Decision:
+        result = self.store.deny(
+            approval_id, user, reason, self.clock(), self.policy, self._groups(user)
+        )
+        self._audit_result(result, user, "deny", reason)
+        decision = self._decision(result, user)
+        if result.outcome is O.DENIED and result.changed and result.approval is not None:
+            try:
+                self.callbacks.on_denied(result.approval, user, reason)
+            except Exception as exc:  # the deny stands; report, don't crash the worker
+                log_internal(exc, "on_denied")
+            return Decision(
+                decision.outcome, decision.approval, decision.text, decision.mark, acted=True
+            )
+        return decision
+
+    def expire_due(self) -> list[Approval]:
+        """Scheduler hook: expire overdue approvals, audit each, tell the flow."""
+        expired = self.store.expire_due(self.clock())
+        for approval in expired:
+            detail = {"approval_id": approval.id, "kind": approval.kind}
+            self._audit(approval.incident_id, "bot", "approval.expired", detail)
+            if self.callbacks.on_expired is not None:
+                try:
+                    self.callbacks.on_expired(approval)
+                except Exception as exc:  # one failure must not stop the sweep
+                    log_internal(exc, "on_expired")
+        return expired
+
+    def _run_approved(self, approval: Approval, user: str) -> Decision:
+        mark = strings.APPROVAL_MARK_APPROVED.format(who=mentions(approval.approvers))
+        try:
+            self.callbacks.on_approved(approval, user)
+        except Exception as exc:  # claimed once; tell the person, with an id
+            error_id = log_internal(exc, "on_approved")
+            return Decision(
+                O.CLAIMED, approval, strings.APPROVAL_FAILED.format(error_id=error_id), mark, True
+            )
+        text = strings.APPROVAL_GRANTED.format(who=mention(user), kind=approval.kind)
+        return Decision(O.CLAIMED, approval, text, mark, acted=True)
+
+    def _groups(self, user: str) -> frozenset[str]:
+        wanted = self.policy.all_groups()
+        if not wanted:
+            return frozenset()
+        try:
+            return self.groups.groups_of(user, wanted)
+        except Exception as exc:  # fail closed: no groups means fewer rights
+            log.warning("usergroup lookup failed for %s: %s", user, exc)
+            return frozenset()
+
+    def _decision(self, result: ClaimResult, user: str) -> Decision:
+        return Decision(
+            result.outcome,
+            result.approval,
+            reply_text(result, user, self.policy),
+            mark_text(result),
+        )
+
+    def _audit_result(self, result: ClaimResult, user: str, verb: str, reason: str) -> None:
+        a = result.approval
+        if a is None:
+            log.warning("%s click by %s on an unknown approval", verb, user)
+            return
+        action = _AUDIT_ACTION.get((verb, result.outcome, result.changed))
+        if action is not None:
+            detail: dict[str, Any] = {
+                "approval_id": a.id,
+                "kind": a.kind,
+                "evidence_hash": a.evidence_hash,
+            }
+            if reason:
+                detail["reason"] = reason
+            self._audit(a.incident_id, user, action, detail)
+
+    def _audit(self, incident_id: str, actor: str, action: str, detail: dict[str, Any]) -> None:
+        if self._audit_fn is None:
+            return
+        try:
+            self._audit_fn(incident_id, actor, action, detail)
+        except Exception as exc:  # an audit outage is logged loudly, never silent
+            log_internal(exc, "audit")
+
+
+_AUDIT_ACTION: dict[tuple[str, ClaimOutcome, bool], str] = {
+    ("approve", O.CLAIMED, True): "approval.approved",
+    ("approve", O.NEED_SECOND_APPROVER, True): "approval.first_approver",
+    ("approve", O.UNAUTHORISED, False): "approval.refused",
+    ("approve", O.EXPIRED, True): "approval.expired",
+    ("approve", O.EXPIRED, False): "approval.expired_click",
+    ("deny", O.DENIED, True): "approval.denied",
+    ("deny", O.UNAUTHORISED, False): "approval.refused",
+    ("deny", O.EXPIRED, True): "approval.expired",
+}
+
+
+def reply_text(result: ClaimResult, user: str, policy: ApprovalPolicy) -> str:
+    """The ephemeral answer for one click (pure)."""
+    a = result.approval
+    if a is None:
+        return strings.APPROVAL_NOT_FOUND
+    match result.outcome:
+        case O.UNAUTHORISED:
+            if refusal_is_self(policy, user, a.requested_by):
+                return strings.APPROVAL_REFUSED_SELF
+            return strings.APPROVAL_REFUSED.format(kind=a.kind, who=approver_list(policy, a.kind))
+        case O.EXPIRED:
+            return strings.APPROVAL_EXPIRED.format(when=_utc(a.expires_at))
+        case O.ALREADY_DONE:
+            who = mentions(a.approvers) if a.status == "approved" else mentions([a.decided_by])
+            return strings.APPROVAL_ALREADY_DONE.format(status=a.status.value, who=who)
+        case O.DENIED:
+            if result.changed:
+                return strings.APPROVAL_DENIED_OK.format(kind=a.kind, reason=escape(a.reason))
+            return strings.APPROVAL_WAS_DENIED.format(
+                who=mentions([a.decided_by]), reason=escape(a.reason)
+            )
+        case O.NEED_SECOND_APPROVER:
+            if result.changed:
+                return strings.APPROVAL_NEED_SECOND.format(have=len(a.approvers), need=a.required)
+            return strings.APPROVAL_SAME_PERSON
+        case O.CLAIMED:
+            return strings.APPROVAL_GRANTED.format(who=mention(user), kind=a.kind)
+    return strings.APPROVAL_NOT_FOUND
+
+
+def mark_text(result: ClaimResult) -> str:
+    """The note replacing buttons once an approval is final (empty while it is open)."""
+    a = result.approval
+    if a is None:
+        return ""
+    if result.outcome is O.EXPIRED:
+        return strings.APPROVAL_MARK_EXPIRED.format(when=_utc(a.expires_at))
+    if result.outcome is O.DENIED:
+        return strings.APPROVAL_MARK_DENIED.format(
+            who=mentions([a.decided_by]), reason=escape(a.reason)
+        )
+    if result.outcome is O.CLAIMED:
+        return strings.APPROVAL_MARK_APPROVED.format(who=mentions(a.approvers))
+    return ""
+
+
+def approver_list(policy: ApprovalPolicy, kind: str) -> str:
+    """Users as mentions, usergroups as ids (an ephemeral must not ping a whole group)."""
+    entries = sorted(policy.approvers_for(kind))
+    if not entries:
+        return strings.NO_APPROVERS
+    return ", ".join(inline_code(e) if is_usergroup(e) or e == "*" else mention(e) for e in entries)
+
+
+def _utc(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts))
+
+
+def audit_sink(audit_log: Any) -> AuditFn:
+    """Adapt ``storage.audit.AuditLog``: entries without an incident go to the global stream."""
+
+    def sink(incident_id: str, actor: str, action: str, detail: dict[str, Any]) -> object:
+        if incident_id:
+            return audit_log.append(incident_id, actor, action, detail)
+        return audit_log.append_global(actor, action, detail)
+
+    return sink

@@ -1,0 +1,224 @@
+"""Bolt listeners for buttons, the deny modal and ``/ir``: ack at once, work in a pool.
+
+Each listener hands its work to an executor *before* acking (so a drain after the HTTP
+answer sees it), then ``ack()``s: Slack wants an answer within 3 s, and the claim,
+callbacks, ephemerals and message edits can take longer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, wait
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt import App
+
+from bot import slash as slash_mod
+from bot import strings
+from bot.chat.base import Ephemeral, MessageRef
+from bot.chat.blockkit import DENY_CALLBACK, REASON_BLOCK, REASON_INPUT, deny_modal, mark_decided
+from bot.chat.interactions import ApprovalDesk, Decision
+from bot.chat.slack import SlackBackend
+from bot.errors import log_internal
+
+APPROVE_RE = re.compile(r"^(approve|revert)(:\d+)?$")
+DENY_RE = re.compile(r"^deny(:\d+)?$")
+
+
+@dataclass(frozen=True)
+class Click:
+    """The parts of a block_actions payload we use."""
+
+    user: str
+    value: str
+    channel: str
+    ts: str
+    trigger_id: str
+    text: str
+    blocks: list[dict[str, Any]]
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> Click:
+        action = (body.get("actions") or [{}])[0]
+        container, message = body.get("container") or {}, body.get("message") or {}
+        return cls(
+            user=str((body.get("user") or {}).get("id", "")),
+            value=str(action.get("value", "")),
+            channel=str((body.get("channel") or {}).get("id") or container.get("channel_id", "")),
+            ts=str(container.get("message_ts") or message.get("ts", "")),
+            trigger_id=str(body.get("trigger_id", "")),
+            text=str(message.get("text", "")),
+            blocks=list(message.get("blocks") or []),
+        )
+
+
+class Listeners:
+    """Bolt listeners: ack, then work in ``executor``."""
+
+    def __init__(
+        self,
+        desk: ApprovalDesk,
+        backend: SlackBackend,
+        handlers: slash_mod.SlashHandlers,
+        command: str,
+        executor: Executor,
+    ) -> None:
+        self.desk, self.backend, self.handlers = desk, backend, handlers
+        self.command, self.executor = command, executor
+        self._inflight: set[Future[None]] = set()
+        self._lock = threading.Lock()
+
+    def register(self, app: App) -> None:
+        app.action(APPROVE_RE)(self.approve)
+        app.action(DENY_RE)(self.deny)
+        app.view(DENY_CALLBACK)(self.deny_submit)
+        app.command(self.command)(self.slash)
+
+    def _submit(self, fn: Callable[..., None], *args: Any, tell: Click | None = None) -> None:
+        """Run ``fn`` in the pool; on a crash, log it with an id and tell the clicker that id."""
+
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception as exc:  # a worker must survive one bad request
+                error_id = log_internal(exc, f"slack listener {fn.__name__}")
+                if tell is not None and tell.channel:
+                    text = strings.INTERNAL_ERROR.format(error_id=error_id)
+                    self.backend.ephemeral(
+                        Ephemeral(user=tell.user, text=text, channel=tell.channel)
+                    )
+
+        future = self.executor.submit(run)
+        with self._lock:
+            self._inflight.add(future)
+        future.add_done_callback(self._done)
+
+    def _done(self, future: Future[None]) -> None:
+        with self._lock:
+            self._inflight.discard(future)
+
+    def wait_idle(self, timeout_s: float = 10.0) -> bool:
+        """Wait for every handed-off piece of work (tests, graceful shutdown)."""
+        with self._lock:
+            pending = set(self._inflight)
+        return not wait(pending, timeout=timeout_s).not_done
+
+    def approve(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
+        click = Click.from_body(body)
+        self._submit(self._approve, click, tell=click)
+        ack()
+
+    def _approve(self, click: Click) -> None:
+        self._answer(click, self.desk.approve(click.value, click.user))
+
+    def deny(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
+        click = Click.from_body(body)
+        self._submit(self._deny_click, click, tell=click)
+        ack()
+
+    def _deny_click(self, click: Click) -> None:
+        refusal = self.desk.check(click.value, click.user)
+        if refusal is not None:
+            self._answer(click, refusal)
+            return
+        current = self.desk.store.get(click.value)
+        kind = current.kind if current is not None else ""
+        self.backend.open_modal(
+            click.trigger_id, deny_modal(click.value, click.channel, click.ts, kind)
+        )
+
+    def deny_submit(
+        self, ack: Callable[..., None], body: dict[str, Any], view: dict[str, Any]
+    ) -> None:
+        values = ((view.get("state") or {}).get("values") or {}).get(REASON_BLOCK) or {}
+        reason = str((values.get(REASON_INPUT) or {}).get("value") or "").strip()
+        if len(reason) < 3:
+            ack(response_action="errors", errors={REASON_BLOCK: strings.DENY_REASON_REQUIRED})
+            return
+        meta = _metadata(view.get("private_metadata", ""))
+        user = str((body.get("user") or {}).get("id", ""))
+        tell = Click(user, "", meta.get("channel", ""), "", "", "", [])
+        self._submit(self._deny_submit, user, meta, reason, tell=tell)
+        ack()
+
+    def _deny_submit(self, user: str, meta: dict[str, str], reason: str) -> None:
+        decision = self.desk.deny(meta.get("approval_id", ""), user, reason)
+        click = Click(
+            user,
+            meta.get("approval_id", ""),
+            meta.get("channel", ""),
+            meta.get("ts", ""),
+            "",
+            "",
+            [],
+        )
+        if decision.mark and click.channel and click.ts:
+            message = self.backend.fetch_message(MessageRef(click.channel, click.ts)) or {}
+            click = Click(
+                click.user,
+                click.value,
+                click.channel,
+                click.ts,
+                "",
+                str(message.get("text", "")),
+                list(message.get("blocks") or []),
+            )
+        self._answer(click, decision)
+
+    def _answer(self, click: Click, decision: Decision) -> None:
+        """Tell the clicker privately; replace decided buttons on the message at once."""
+        incident_id = decision.approval.incident_id if decision.approval else ""
+        if click.channel:
+            self.backend.ephemeral(
+                Ephemeral(
+                    user=click.user,
+                    text=decision.text,
+                    channel=click.channel,
+                    extra={"incident_id": incident_id},
+                )
+            )
+        if decision.mark and click.blocks and click.channel and click.ts:
+            blocks = mark_decided(click.blocks, click.value, decision.mark)
+            self.backend.update_blocks(
+                MessageRef(click.channel, click.ts),
+                click.text or decision.mark,
+                blocks,
+                incident_id,
+            )
+
+    def slash(
+        self, ack: Callable[..., None], body: dict[str, Any], respond: Callable[..., Any]
+    ) -> None:
+        try:
+            cmd = slash_mod.parse(str(body.get("text", "")), self.command)
+        except slash_mod.UsageError as exc:
+            ack(text=str(exc), response_type="ephemeral")
+            return
+        user = str(body.get("user_id", ""))
+        if isinstance(cmd, slash_mod.Help):
+            help_text = slash_mod.run(cmd, self.handlers, user, self.command).text
+            ack(text=help_text, response_type="ephemeral")
+            return
+        self._submit(self._slash, cmd, user, respond)
+        ack()
+
+    def _slash(self, cmd: slash_mod.SlashCommand, user: str, respond: Callable[..., Any]) -> None:
+        try:
+            reply = slash_mod.run(cmd, self.handlers, user, self.command)
+        except Exception as exc:  # answer the person with an id to quote
+            reply = slash_mod.SlashReply(
+                strings.INTERNAL_ERROR.format(error_id=log_internal(exc, "slash"))
+            )
+        respond(text=reply.text, response_type="in_channel" if reply.in_channel else "ephemeral")
+
+
+def _metadata(raw: str) -> dict[str, str]:
+    try:
+        data = json.loads(raw or "{}")
+    except ValueError:
+        return {}
+    return {k: str(v) for k, v in data.items()} if isinstance(data, dict) else {}

@@ -1,0 +1,234 @@
+"""The Slack chat backend over ``slack_sdk.WebClient`` (base URL from settings).
+
+Every Web API call goes through ``call_with_retry``: a 429 waits exactly the
+``Retry-After`` Slack sent, server errors and network failures back off and retry, and a
+call that finally fails is logged and audited, never dropped silently. Edits of one
+message are coalesced (``UpdateCoalescer``): at most one ``chat.update`` per interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from redis import Redis
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web import SlackResponse
+
+from bot import strings
+from bot.chat.base import ChatMessage, Ephemeral, MessageRef
+from bot.chat.blockkit import to_payload
+from bot.chat.coalesce import UpdateCoalescer, redis_gate
+from bot.chat.interactions import AuditFn
+from bot.chat.text import clip
+from bot.settings import Settings, secret
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_ERRORS = frozenset(
+    {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+)
+
+
+class ChatDeliveryError(RuntimeError):
+    """A Web API call that still failed after its retries (already logged and audited)."""
+
+    def __init__(self, method: str, attempts: int, error: str) -> None:
+        super().__init__(
+            strings.CHAT_DELIVERY_FAILED.format(method=method, attempts=attempts, error=error)
+        )
+        self.method, self.attempts, self.error = method, attempts, error
+
+
+def make_client(settings: Settings, timeout_s: int = 10) -> WebClient:
+    """A WebClient on the configured API URL; retries are ours, so the SDK's are off."""
+    base = settings.slack.api_url.rstrip("/") + "/"
+    return WebClient(
+        token=secret(settings.slack_bot_token), base_url=base, timeout=timeout_s, retry_handlers=[]
+    )
+
+
+def retry_after(response: Any, default: float = 1.0) -> float:
+    headers = getattr(response, "headers", {}) or {}
+    raw = headers.get("Retry-After", headers.get("retry-after"))
+    if isinstance(raw, list):
+        raw = raw[0] if raw else None
+    try:
+        return max(0.0, float(raw)) if raw is not None else default
+    except ValueError:
+        return default
+
+
+def call_with_retry(
+    method: str,
+    call: Callable[[], SlackResponse],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    attempts: int = 4,
+    base_delay_s: float = 0.5,
+    max_delay_s: float = 20.0,
+    max_rate_limited: int = 8,
+) -> SlackResponse:
+    """Run one Web API call: honour 429 Retry-After; back off on 5xx/network; raise the rest."""
+    failures = limited = 0
+    while True:
+        try:
+            return call()
+        except SlackApiError as exc:
+            resp = exc.response
+            status = getattr(resp, "status_code", 0)
+            error = str(resp.get("error", "")) if hasattr(resp, "get") else str(exc)
+            if status == 429 and limited < max_rate_limited:
+                limited += 1
+                wait = retry_after(resp)
+                log.info("%s rate limited; waiting %.1fs as Slack asked", method, wait)
+                sleep(wait)
+                continue
+            if status < 500 and error not in RETRYABLE_ERRORS:
+                raise ChatDeliveryError(
+                    method, failures + limited + 1, error or f"HTTP {status}"
+                ) from None
+            reason = error or f"HTTP {status}"
+        except (SlackClientError, OSError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        failures += 1
+        if failures >= attempts:
+            raise ChatDeliveryError(method, failures + limited, clip(reason, 300))
+        sleep(min(max_delay_s, base_delay_s * 2 ** (failures - 1)))
+
+
+class SlackBackend:
+    """``ChatBackend`` for Slack, plus what the Slack app needs (modals, raw edits)."""
+
+    def __init__(
+        self,
+        client: WebClient,
+        *,
+        audit: AuditFn | None = None,
+        update_interval_s: float = 2.0,
+        redis: Redis | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        attempts: int = 4,
+    ) -> None:
+        self.client, self._audit, self._sleep, self._attempts = client, audit, sleep, attempts
+        gate = redis_gate(redis, update_interval_s) if redis is not None else None
+        self.updates = UpdateCoalescer(self._send_update, update_interval_s, gate)
+
+    def post(
+        self, channel: str, message: ChatMessage, thread: MessageRef | None = None
+    ) -> MessageRef:
+        args: dict[str, Any] = {"channel": channel, **to_payload(message)}
+        if thread is not None:
+            args["thread_ts"] = thread.ts
+        resp = self._call(
+            "chat.postMessage", message.incident_id, lambda: self.client.chat_postMessage(**args)
+        )
+        return MessageRef(channel=str(resp["channel"]), ts=str(resp["ts"]))
+
+    def update(self, ref: MessageRef, message: ChatMessage) -> None:
+        """Queue an edit; sent at most once per interval per message, newest content wins."""
+        self.updates.submit(ref, (message.incident_id, to_payload(message)))
+
+    def update_blocks(
+        self, ref: MessageRef, text: str, blocks: list[dict[str, Any]], incident_id: str = ""
+    ) -> None:
+        self.updates.submit(ref, (incident_id, {"text": text, "blocks": blocks}))
+
+    def ephemeral(self, note: Ephemeral) -> None:
+        self._call(
+            "chat.postEphemeral",
+            note.extra.get("incident_id", ""),
+            lambda: self.client.chat_postEphemeral(
+                channel=note.channel, user=note.user, text=note.text
+            ),
+        )
+
+    def upload(self, ref: MessageRef, path: Path, title: str) -> None:
+        self._call(
+            "files.uploadV2",
+            "",
+            lambda: self.client.files_upload_v2(
+                channel=ref.channel,
+                thread_ts=ref.ts,
+                file=str(path),
+                title=title,
+                filename=path.name,
+            ),
+        )
+
+    def open_modal(self, trigger_id: str, view: dict[str, Any]) -> None:
+        self._call(
+            "views.open", "", lambda: self.client.views_open(trigger_id=trigger_id, view=view)
+        )
+
+    def fetch_message(self, ref: MessageRef) -> dict[str, Any] | None:
+        """The posted message (blocks included), from ``conversations.replies``."""
+        resp = self._call(
+            "conversations.replies",
+            "",
+            lambda: self.client.conversations_replies(
+                channel=ref.channel, ts=ref.ts, limit=1, inclusive=True
+            ),
+        )
+        messages = resp.get("messages") or []
+        return dict(messages[0]) if messages else None
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        return self.updates.flush(timeout_s)
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        self.updates.close(timeout_s)
+
+    def _send_update(self, ref: MessageRef, item: tuple[str, dict[str, Any]]) -> None:
+        incident_id, payload = item
+        self._call(
+            "chat.update",
+            incident_id,
+            lambda: self.client.chat_update(channel=ref.channel, ts=ref.ts, **payload),
+        )
+
+    def _call(
+        self, method: str, incident_id: str, call: Callable[[], SlackResponse]
+    ) -> SlackResponse:
+        try:
+            return call_with_retry(method, call, sleep=self._sleep, attempts=self._attempts)
+        except ChatDeliveryError as exc:
+            log.error("slack delivery failed: %s", exc)
+            if self._audit is not None:
+                try:
+                    detail = {"method": exc.method, "attempts": exc.attempts, "error": exc.error}
+                    self._audit(incident_id, "bot", "chat.delivery_failed", detail)
+                except Exception:  # both Slack and the audit failed: the log has it
+                    log.exception("could not audit a failed Slack call")
+            raise
+
+
+class SlackGroups:
+    """Usergroup membership from ``usergroups.users.list``, cached for ``ttl_s``."""
+
+    def __init__(self, client: WebClient, ttl_s: float = 300.0) -> None:
+        self.client, self.ttl_s = client, ttl_s
+        self._cache: dict[str, tuple[float, frozenset[str]]] = {}
+        self._lock = threading.Lock()
+
+    def groups_of(self, user: str, groups: frozenset[str]) -> frozenset[str]:
+        return frozenset(g for g in groups if user in self._members(g))
+
+    def _members(self, group: str) -> frozenset[str]:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(group)
+        if hit is not None and now - hit[0] < self.ttl_s:
+            return hit[1]
+        resp = call_with_retry(
+            "usergroups.users.list", lambda: self.client.usergroups_users_list(usergroup=group)
+        )
+        members = frozenset(str(u) for u in resp.get("users") or [])
+        with self._lock:
+            self._cache[group] = (now, members)
+        return members

@@ -1,0 +1,143 @@
+"""The slack-bolt app: buttons, the deny modal and ``/ir``, mounted at ``/slack/events``.
+
+Every listener ``ack()``s at once (Slack wants an answer within 3 s) and hands the work
+to an executor: the claim in Redis, the callbacks, ephemerals and message edits. Bolt
+verifies each request's signature and rejects stale ones (over 5 minutes) before any
+listener runs. HTTP mode mounts in the bot's Starlette service (several replicas behind
+a load balancer are fine: claims are atomic in Redis); Socket Mode is used when
+``SLACK_APP_TOKEN`` is set and no public URL exists.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from redis import Redis
+from slack_bolt import App
+from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
+from slack_sdk import WebClient
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from bot import slash as slash_mod
+from bot.approvals import policy_from_settings
+from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk, AuditFn, GroupResolver
+from bot.chat.listeners import Listeners
+from bot.chat.slack import SlackBackend, SlackGroups, make_client
+from bot.errors import ConfigError
+from bot.settings import Settings, secret
+from storage.approvals import ApprovalStore
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1_048_576
+
+
+@dataclass
+class SlackApp:
+    """Everything the Slack side needs, built once per process."""
+
+    bolt: App
+    backend: SlackBackend
+    desk: ApprovalDesk
+    executor: ThreadPoolExecutor
+    listeners: Listeners
+
+    def routes(self, path: str = "/slack/events") -> list[Route]:
+        return slack_routes(self.bolt, path)
+
+    def drain(self, timeout_s: float = 10.0) -> None:
+        """Wait for queued listener work and message edits (tests, shutdown)."""
+        self.listeners.wait_idle(timeout_s)
+        self.backend.flush(timeout_s)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True)
+        self.backend.close()
+
+
+def create_slack_app(
+    settings: Settings,
+    redis: Redis,
+    callbacks: ApprovalCallbacks,
+    *,
+    slash: slash_mod.SlashHandlers | None = None,
+    audit: AuditFn | None = None,
+    client: WebClient | None = None,
+    groups: GroupResolver | None = None,
+    workers: int = 8,
+    update_interval_s: float = 2.0,
+    clock: Callable[[], float] = time.time,
+) -> SlackApp:
+    """Wire store, policy, backend and bolt from settings; callbacks come from the flow."""
+    signing_secret = secret(settings.slack_signing_secret)
+    if not signing_secret:
+        raise ConfigError("SLACK_SIGNING_SECRET is not set: Slack requests cannot be verified")
+    if client is None and not secret(settings.slack_bot_token):
+        raise ConfigError("SLACK_BOT_TOKEN is not set: the bot cannot post to Slack")
+    client = client or make_client(settings)
+    backend = SlackBackend(client, audit=audit, update_interval_s=update_interval_s, redis=redis)
+    desk = ApprovalDesk(
+        ApprovalStore(redis),
+        policy_from_settings(settings),
+        callbacks,
+        audit=audit,
+        groups=groups or SlackGroups(client),
+        clock=clock,
+    )
+    bolt = App(
+        signing_secret=signing_secret,
+        client=client,
+        token_verification_enabled=False,
+        process_before_response=False,
+        name="incident-bot",
+    )
+    executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slack-work")
+    listeners = Listeners(
+        desk, backend, slash or slash_mod.Unavailable(), settings.slack.slash_command, executor
+    )
+    listeners.register(bolt)
+    return SlackApp(bolt, backend, desk, executor, listeners)
+
+
+def slack_routes(app: App, path: str = "/slack/events") -> list[Route]:
+    """Starlette routes for Bolt; dispatch runs in a thread so the event loop never blocks."""
+
+    async def events(request: Request) -> Response:
+        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+            return PlainTextResponse("request body too large", status_code=413)
+        body = await request.body()
+        bolt_response = await run_in_threadpool(app.dispatch, to_bolt_request(request, body))
+        return to_starlette_response(bolt_response)
+
+    return [Route(path, events, methods=["POST"])]
+
+
+def socket_mode_wanted(settings: Settings) -> bool:
+    if settings.slack.socket_mode is not None:
+        return settings.slack.socket_mode
+    return bool(secret(settings.slack_app_token))
+
+
+def socket_mode_handler(app: SlackApp, settings: Settings) -> Any:
+    """A Socket Mode handler on the app's WebClient (so the configured API URL is used)."""
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+    token = secret(settings.slack_app_token)
+    if not token:
+        raise ConfigError("Socket Mode needs SLACK_APP_TOKEN (an xapp- token)")
+    return SocketModeHandler(app=app.bolt, app_token=token)
+
+
+def start_socket_mode(app: SlackApp, settings: Settings) -> Any:
+    """Connect over Socket Mode (no public URL) without blocking; ``.close()`` the result."""
+    handler = socket_mode_handler(app, settings)
+    handler.connect()
+    return handler

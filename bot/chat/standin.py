@@ -1,0 +1,277 @@
+"""A local stand-in for Slack's Web API: a real HTTP server on a free loopback port.
+
+It answers the methods the bot uses, records every call (method, arguments, token),
+keeps posted messages so ``conversations.replies`` and ``chat.update`` behave, accepts
+file uploads and ``response_url`` posts, and can be told to answer 429 with a
+``Retry-After`` (or a 5xx) for the next N calls of a method. Tests and the demo point
+``slack.api_url`` at it; the bot's code cannot tell the difference.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+Params = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str  # Web API method, "upload" or "response_url"
+    params: Params
+    token: str | None
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Fault:
+    times: int
+    status: int
+    retry_after: float | None
+    error: str
+
+
+class SlackStandIn:
+    def __init__(
+        self, token: str | None = None, groups: dict[str, list[str]] | None = None
+    ) -> None:
+        self.token = token  # when set, calls without this bearer token get invalid_auth
+        self.groups = dict(groups or {})
+        self.calls: list[Call] = []
+        self.messages: dict[tuple[str, str], Params] = {}
+        self.uploads: dict[str, bytes] = {}
+        self._faults: dict[str, _Fault] = {}
+        self._ids = itertools.count(1)
+        self._cv = threading.Condition()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def start(self) -> SlackStandIn:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="slack-standin", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> SlackStandIn:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    @property
+    def base(self) -> str:
+        assert self._server is not None, "stand-in not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.base}/api/"
+
+    # --- test controls -------------------------------------------------------------------
+    def rate_limit(self, method: str, times: int = 1, retry_after: float = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` with 429 and ``Retry-After``."""
+        self._faults[method] = _Fault(times, 429, retry_after, "ratelimited")
+
+    def fail(
+        self, method: str, times: int = 1, status: int = 500, error: str = "internal_error"
+    ) -> None:
+        self._faults[method] = _Fault(times, status, None, error)
+
+    def calls_of(self, method: str) -> list[Call]:
+        with self._cv:
+            return [c for c in self.calls if c.method == method]
+
+    def wait_for(self, method: str, count: int = 1, timeout_s: float = 10.0) -> list[Call]:
+        """Block until ``count`` calls of ``method`` arrived; raise AssertionError if not."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while len([c for c in self.calls if c.method == method]) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    seen = sorted({c.method for c in self.calls})
+                    raise AssertionError(
+                        f"stand-in: fewer than {count} {method} calls (saw {seen})"
+                    )
+                self._cv.wait(left)
+            return [c for c in self.calls if c.method == method]
+
+    # --- request handling ------------------------------------------------------------------
+    def handle(
+        self, path: str, params: Params, raw: bytes, token: str | None
+    ) -> tuple[int, Params, dict[str, str]]:
+        """One request → (status, JSON body, extra headers)."""
+        if path.startswith("/upload/"):
+            self.uploads[path.rsplit("/", 1)[-1]] = raw
+            self._record(
+                Call("upload", {"file_id": path.rsplit("/", 1)[-1], "size": len(raw)}, token)
+            )
+            return 200, {"ok": True}, {}
+        if path.startswith("/respond/"):
+            self._record(Call("response_url", params, token))
+            return 200, {"ok": True}, {}
+        method = path.removeprefix("/api/")
+        self._record(Call(method, params, token))
+        fault = self._take_fault(method)
+        if fault is not None:
+            headers = (
+                {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
+            )
+            return fault.status, {"ok": False, "error": fault.error}, headers
+        if self.token is not None and token != self.token:
+            return 200, {"ok": False, "error": "invalid_auth"}, {}
+        answer = self._methods().get(method)
+        if answer is None:
+            return 200, {"ok": False, "error": "unknown_method"}, {}
+        return 200, {"ok": True, **answer(params)}, {}
+
+    def _record(self, call: Call) -> None:
+        with self._cv:
+            self.calls.append(call)
+            self._cv.notify_all()
+
+    def _take_fault(self, method: str) -> _Fault | None:
+        with self._cv:
+            fault = self._faults.get(method)
+            if fault is None or fault.times <= 0:
+                return None
+            fault.times -= 1
+            return fault
+
+    def _methods(self) -> dict[str, Callable[[Params], Params]]:
+        return {
+            "auth.test": lambda p: {
+                "user_id": "UBOT",
+                "bot_id": "BBOT",
+                "team_id": "T0001",
+                "team": "stand-in",
+                "url": f"{self.base}/",
+                "user": "incident-bot",
+            },
+            "chat.postMessage": self._post,
+            "chat.update": self._update,
+            "chat.postEphemeral": lambda p: {"message_ts": self._ts()},
+            "views.open": lambda p: {"view": {"id": f"V{next(self._ids):06d}"}},
+            "usergroups.users.list": lambda p: {
+                "users": self.groups.get(str(p.get("usergroup")), [])
+            },
+            "files.getUploadURLExternal": self._upload_url,
+            "files.completeUploadExternal": lambda p: {"files": _as_list(p.get("files"))},
+            "conversations.replies": self._replies,
+        }
+
+    def _ts(self) -> str:
+        return f"{int(time.time())}.{next(self._ids):06d}"
+
+    def _post(self, p: Params) -> Params:
+        ts, channel = self._ts(), str(p.get("channel", ""))
+        message = {
+            "type": "message",
+            "ts": ts,
+            "text": p.get("text", ""),
+            "blocks": _as_list(p.get("blocks")),
+            "user": "UBOT",
+            "bot_id": "BBOT",
+        }
+        if p.get("thread_ts"):
+            message["thread_ts"] = str(p["thread_ts"])
+        with self._cv:
+            self.messages[(channel, ts)] = message
+        return {"channel": channel, "ts": ts, "message": message}
+
+    def _update(self, p: Params) -> Params:
+        key = (str(p.get("channel", "")), str(p.get("ts", "")))
+        with self._cv:
+            if key not in self.messages:
+                return {"ok": False, "error": "message_not_found"}
+            self.messages[key].update(text=p.get("text", ""), blocks=_as_list(p.get("blocks")))
+        return {"channel": key[0], "ts": key[1], "text": p.get("text", "")}
+
+    def _upload_url(self, p: Params) -> Params:
+        file_id = f"F{next(self._ids):08d}"
+        return {"upload_url": f"{self.base}/upload/{file_id}", "file_id": file_id}
+
+    def _replies(self, p: Params) -> Params:
+        channel, ts = str(p.get("channel", "")), str(p.get("ts", ""))
+        with self._cv:
+            parent = self.messages.get((channel, ts))
+            replies = [
+                m
+                for (c, _), m in sorted(self.messages.items())
+                if c == channel and m.get("thread_ts") == ts
+            ]
+        if parent is None:
+            return {"ok": False, "error": "thread_not_found"}
+        return {"messages": [parent, *replies], "has_more": False}
+
+
+def _as_list(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    return list(value) if isinstance(value, list) else []
+
+
+def _parse(content_type: str, raw: bytes, query: str) -> Params:
+    params: Params = dict(parse_qsl(query))
+    if not raw:
+        return params
+    if "json" in content_type:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return params
+        return {**params, **body} if isinstance(body, dict) else params
+    if "form" in content_type:
+        params.update(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+    return params
+
+
+def _handler_for(standin: SlackStandIn) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self._serve(b"")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            self._serve(self.rfile.read(length) if length else b"")
+
+        def _serve(self, raw: bytes) -> None:
+            url = urlsplit(self.path)
+            params = _parse(self.headers.get("Content-Type", ""), raw, url.query)
+            auth = self.headers.get("Authorization", "")
+            token = (
+                auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else params.get("token")
+            )
+            status, body, headers = standin.handle(url.path, params, raw, token)
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
+            return
+
+    return Handler

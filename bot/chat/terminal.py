@@ -1,0 +1,187 @@
+"""The terminal chat backend (the demo's default): messages print, buttons become commands.
+
+Each approval shown gets a short number that stays the same across edits, so a person
+types ``approve 3`` or ``deny 3 "reason"`` where Slack would show buttons. Text from hosts
+is printed as ``rich.text.Text`` (never parsed as rich markup), and the typed commands
+drive the same ``ApprovalDesk`` as Slack clicks, so the rules are identical.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console, Group, RenderableType
+from rich.emoji import Emoji
+from rich.panel import Panel
+from rich.text import Text
+
+from bot import strings
+from bot.chat.base import Button, ChatMessage, Ephemeral, MessageRef, Section
+from bot.chat.interactions import ApprovalDesk, Decision
+from bot.chat.text import mention, to_plain
+from bot.errors import UserError
+
+VERBS = ("approve", "deny", "revert")
+BOLD_RE = re.compile(r"\*([^*\n]+)\*")
+
+
+class TerminalInputError(UserError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=2)
+
+
+@dataclass(frozen=True)
+class TerminalCommand:
+    verb: str  # approve | deny | revert | help | quit
+    number: int | None = None
+    reason: str = ""
+
+
+def parse_command(line: str) -> TerminalCommand:
+    """``approve 3`` / ``deny 3 "reason"`` / ``revert 4`` / ``help`` / ``quit`` (pure)."""
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise TerminalInputError(f"{exc}. {strings.TERMINAL_USAGE}") from None
+    if not words:
+        raise TerminalInputError(strings.TERMINAL_USAGE)
+    verb = words[0].lower()
+    if verb in ("help", "?", "quit", "exit") and len(words) == 1:
+        return TerminalCommand("quit" if verb in ("quit", "exit") else "help")
+    if verb not in VERBS or len(words) < 2 or not words[1].isdigit():
+        raise TerminalInputError(strings.TERMINAL_USAGE)
+    reason = " ".join(words[2:]).strip()
+    if verb == "deny" and len(reason) < 3:
+        raise TerminalInputError(strings.DENY_REASON_REQUIRED + " " + strings.TERMINAL_USAGE)
+    if verb != "deny" and reason:
+        raise TerminalInputError(strings.TERMINAL_USAGE)
+    return TerminalCommand(verb, int(words[1]), reason)
+
+
+class TerminalBackend:
+    """``ChatBackend`` that prints with rich; ``history`` keeps what was shown (tests)."""
+
+    def __init__(self, console: Console | None = None, upload_dir: Path | None = None) -> None:
+        self.console = console or Console(highlight=False)
+        self.upload_dir = upload_dir
+        self.history: list[tuple[MessageRef, ChatMessage]] = []
+        self._ts = itertools.count(1)
+        self._numbers: dict[str, int] = {}
+        self._buttons: dict[int, dict[str, Button]] = {}
+
+    def post(
+        self, channel: str, message: ChatMessage, thread: MessageRef | None = None
+    ) -> MessageRef:
+        ref = MessageRef(channel=channel or "terminal", ts=f"{next(self._ts)}")
+        self._show(ref, message, f"↳ reply in #{thread.ts}" if thread else f"message #{ref.ts}")
+        return ref
+
+    def update(self, ref: MessageRef, message: ChatMessage) -> None:
+        self._show(ref, message, f"message #{ref.ts} (edited)")
+
+    def ephemeral(self, note: Ephemeral) -> None:
+        prefix = strings.TERMINAL_ONLY_YOU.format(user=to_plain(mention(note.user)))
+        self.console.print(Text(f"{prefix} {_plain(note.text)}", style="dim"))
+
+    def upload(self, ref: MessageRef, path: Path, title: str) -> None:
+        shown = path
+        if self.upload_dir is not None:
+            self.upload_dir.mkdir(parents=True, exist_ok=True)
+            shown = Path(shutil.copy2(path, self.upload_dir / path.name))
+        self.console.print(Text(f"📎 {title}: {shown}  (in #{ref.ts})"))
+
+    def read_command(self, line: str) -> TerminalCommand:
+        """Parse a typed line and check its number refers to a shown button."""
+        cmd = parse_command(line)
+        if cmd.number is not None:
+            self.button_for(cmd)
+        return cmd
+
+    def button_for(self, cmd: TerminalCommand) -> Button:
+        known = self._buttons.get(cmd.number or -1)
+        if known is None:
+            listed = ", ".join(str(n) for n in sorted(self._buttons)) or "none"
+            raise TerminalInputError(
+                strings.TERMINAL_UNKNOWN_NUMBER.format(n=cmd.number, known=listed)
+            )
+        button = known.get(cmd.verb)
+        if button is None:
+            raise TerminalInputError(
+                strings.TERMINAL_NO_VERB.format(
+                    n=cmd.number, verb=cmd.verb, verbs=", ".join(sorted(known))
+                )
+            )
+        return button
+
+    def number_of(self, value: str) -> int | None:
+        return self._numbers.get(value)
+
+    def _show(self, ref: MessageRef, message: ChatMessage, where: str) -> None:
+        self.history.append((ref, message))
+        body: list[RenderableType] = [self._section(s) for s in message.sections]
+        if message.buttons:
+            body.append(self._buttons_line(message.buttons))
+        body += [_rich(c, style="dim") for c in message.context]
+        title = Text(_plain(message.header or message.text), style="bold")
+        self.console.print(
+            Panel(Group(*body), title=title, subtitle=Text(where), title_align="left")
+        )
+
+    def _section(self, section: Section) -> RenderableType:
+        parts: list[RenderableType] = [_rich(section.text)] if section.text.strip() else []
+        parts += [_rich(f) for f in section.fields]
+        if section.code:
+            parts.append(Text(to_plain(section.code), style="cyan"))
+        if section.buttons:
+            parts.append(self._buttons_line(section.buttons))
+        return Group(*parts)
+
+    def _buttons_line(self, buttons: tuple[Button, ...]) -> Text:
+        line = Text()
+        for value in dict.fromkeys(b.value for b in buttons):
+            n = self._numbers.setdefault(value, len(self._numbers) + 1)
+            verbs = {b.action_id.split(":")[0]: b for b in buttons if b.value == value}
+            self._buttons[n] = verbs
+            cmds = [f'deny {n} "reason"' if v == "deny" else f"{v} {n}" for v in verbs]
+            line.append(f"[{n}] ", style="bold")
+            line.append("  |  ".join(cmds), style="bold green")
+            if any(b.confirm for b in verbs.values()):
+                line.append("  (runs commands on the host)", style="yellow")
+        return line
+
+
+def handle_line(
+    backend: TerminalBackend, desk: ApprovalDesk, user: str, line: str
+) -> Decision | None:
+    """One typed line → the same desk as a Slack click; prints the private answer."""
+    cmd = backend.read_command(line)
+    if cmd.number is None:
+        backend.console.print(Text(strings.TERMINAL_USAGE))
+        return None
+    button = backend.button_for(cmd)
+    if cmd.verb == "deny":
+        decision = desk.check(button.value, user) or desk.deny(button.value, user, cmd.reason)
+    else:
+        decision = desk.approve(button.value, user)
+    backend.ephemeral(Ephemeral(user=user, text=decision.text, channel="terminal"))
+    return decision
+
+
+def _plain(text: str) -> str:
+    return Emoji.replace(to_plain(text))
+
+
+def _rich(text: str, style: str = "") -> Text:
+    """mrkdwn ``*bold*`` → bold; everything else literal (no rich markup parsing)."""
+    plain, out, pos = _plain(text), Text(style=style), 0
+    for m in BOLD_RE.finditer(plain):
+        out.append(plain[pos : m.start()])
+        out.append(m.group(1), style="bold")
+        pos = m.end()
+    out.append(plain[pos:])
+    return out

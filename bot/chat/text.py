@@ -1,0 +1,58 @@
+"""Text conventions for ``ChatMessage``: Slack mrkdwn, with untrusted text escaped.
+
+Message text is mrkdwn-ish (``*bold*``, ``<@U123>`` mentions). Anything that came from a
+host, an alert or a person (process names, unit names, deny reasons) goes through
+``escape`` so it can never ping a channel (``<!channel>``), forge a link or break out
+of a code block. The terminal backend turns the same text back into plain text.
+"""
+
+from __future__ import annotations
+
+import re
+
+MENTION_RE = re.compile(r"<@([UW][A-Z0-9]{1,20})>")
+LINK_RE = re.compile(r"<(https?://[^|>\s]+)\|([^>]*)>")
+FENCE = "```"
+
+
+def escape(text: object) -> str:
+    """Slack's three control characters, escaped as Slack documents (``&``, ``<``, ``>``)."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def code_safe(text: object) -> str:
+    """Escaped, and a stray triple backtick cannot close our code fence."""
+    return escape(text).replace(FENCE, "`\u200b`\u200b`")
+
+
+def inline_code(text: object) -> str:
+    """A value shown as ``code``; backticks in it are replaced so the span stays closed."""
+    return "`" + escape(text).replace("`", "'") + "`"
+
+
+def mention(user: str) -> str:
+    """A user mention for ids that look like Slack ids; anything else is shown escaped."""
+    if re.fullmatch(r"[UW][A-Z0-9]{1,20}", user):
+        return f"<@{user}>"
+    return escape(user)
+
+
+def mentions(users: tuple[str, ...] | list[str]) -> str:
+    return ", ".join(mention(u) for u in users) if users else "nobody"
+
+
+def to_plain(text: str) -> str:
+    """mrkdwn → terminal text: mentions as @U…, links as label (url), entities unescaped."""
+    text = MENTION_RE.sub(r"@\1", text)
+    text = LINK_RE.sub(r"\2 (\1)", text)
+    text = text.replace("\u200b", "")
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def clip(text: str, limit: int, marker: str = "…") -> str:
+    """At most ``limit`` characters; a cut is marked so nobody mistakes it for the whole."""
+    if len(text) <= limit:
+        return text
+    if limit <= len(marker):
+        return text[:limit]
+    return text[: limit - len(marker)] + marker

@@ -1,0 +1,236 @@
+"""The ``/ir`` slash command: pure parsing into typed commands, handlers injected.
+
+Parsing never does I/O, so every bad input is answered with the usage line before any
+work starts; the Slack app acks with that line at once. Arguments are validated here
+(host names, playbook names, job ids, durations) because they later reach SSH and Redis.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot import strings
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+PLAYBOOK_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+KIND_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
+JOB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+DURATION_RE = re.compile(r"^(\d{1,6})([smhd])$")
+UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_SILENCE_S = 30 * 86400
+
+
+class UsageError(ValueError):
+    """Bad slash input; the message is the reply (a reason plus the usage line)."""
+
+
+@dataclass(frozen=True)
+class Help:
+    pass
+
+
+@dataclass(frozen=True)
+class Status:
+    pass
+
+
+@dataclass(frozen=True)
+class Incidents:
+    pass
+
+
+@dataclass(frozen=True)
+class Diag:
+    host: str
+    playbook: str | None = None
+
+
+@dataclass(frozen=True)
+class Jobs:
+    pass
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+
+
+@dataclass(frozen=True)
+class Silence:
+    host: str
+    kind: str
+    duration_s: int
+
+
+@dataclass(frozen=True)
+class DigestNow:
+    pass
+
+
+SlashCommand = Help | Status | Incidents | Diag | Jobs | Job | Silence | DigestNow
+
+
+@dataclass(frozen=True)
+class SlashReply:
+    text: str
+    in_channel: bool = False  # ephemeral unless the command starts an incident
+
+
+class SlashHandlers(Protocol):
+    """What the bot does for each command; the lead wires real ones, tests pass fakes."""
+
+    def status(self, user: str) -> SlashReply: ...
+    def incidents(self, user: str) -> SlashReply: ...
+    def diag(self, user: str, host: str, playbook: str | None) -> SlashReply: ...
+    def jobs(self, user: str) -> SlashReply: ...
+    def job(self, user: str, job_id: str) -> SlashReply: ...
+    def silence(self, user: str, host: str, kind: str, duration_s: int) -> SlashReply: ...
+    def digest_now(self, user: str) -> SlashReply: ...
+
+
+def usage(command: str = "/ir", reason: str = "") -> str:
+    line = strings.SLASH_USAGE.format(cmd=command)
+    return f"{reason}\n{line}" if reason else line
+
+
+def parse(text: str, command: str = "/ir") -> SlashCommand:
+    """Turn the text after ``/ir`` into a command; raise UsageError with the reply."""
+    try:
+        words = shlex.split(text or "")
+    except ValueError as exc:
+        raise UsageError(usage(command, f"Could not read that: {exc}.")) from None
+    if not words:
+        return Help()
+    verb, args = words[0].lower(), words[1:]
+    parser = _PARSERS.get(verb)
+    if parser is None:
+        raise UsageError(usage(command, f"Unknown subcommand `{_clip(verb)}`."))
+    try:
+        return parser(args)
+    except ValueError as exc:
+        raise UsageError(usage(command, f"`{verb}`: {exc}")) from None
+
+
+def _no_args(make: Callable[[], SlashCommand]) -> Callable[[list[str]], SlashCommand]:
+    def parse_it(args: list[str]) -> SlashCommand:
+        if args:
+            raise ValueError("takes no arguments.")
+        return make()
+
+    return parse_it
+
+
+def _diag(args: list[str]) -> SlashCommand:
+    if not 1 <= len(args) <= 2:
+        raise ValueError("needs HOST and optionally PLAYBOOK.")
+    playbook = _check(args[1], PLAYBOOK_RE, "playbook") if len(args) == 2 else None
+    return Diag(_check(args[0], NAME_RE, "host"), playbook)
+
+
+def _job(args: list[str]) -> SlashCommand:
+    if len(args) != 1:
+        raise ValueError("needs one job ID.")
+    return Job(_check(args[0], JOB_RE, "job ID"))
+
+
+def _silence(args: list[str]) -> SlashCommand:
+    if len(args) != 3:
+        raise ValueError("needs HOST KIND DURATION.")
+    return Silence(
+        _check(args[0], NAME_RE, "host"), _check(args[1], KIND_RE, "kind"), parse_duration(args[2])
+    )
+
+
+def _digest(args: list[str]) -> SlashCommand:
+    if [a.lower() for a in args] != ["now"]:
+        raise ValueError("only `digest now` is supported.")
+    return DigestNow()
+
+
+def parse_duration(text: str) -> int:
+    """``30m`` → 1800; at most 30 days, at least one second."""
+    m = DURATION_RE.match(text.strip().lower())
+    if not m:
+        raise ValueError(f"duration `{_clip(text)}` must look like 30m, 2h or 1d.")
+    seconds = int(m.group(1)) * UNIT_S[m.group(2)]
+    if not 0 < seconds <= MAX_SILENCE_S:
+        raise ValueError("duration must be between 1s and 30d.")
+    return seconds
+
+
+def _check(value: str, pattern: re.Pattern[str], what: str) -> str:
+    if not pattern.match(value):
+        raise ValueError(f"`{_clip(value)}` is not a valid {what}.")
+    return value
+
+
+def _clip(text: str, n: int = 40) -> str:
+    """Echo user input safely: short, no backticks or Slack control characters."""
+    cleaned = "".join(c for c in text if c not in "`<>&*_~" and c.isprintable())
+    return cleaned[:n] + ("…" if len(cleaned) > n else "")
+
+
+_PARSERS: dict[str, Callable[[list[str]], SlashCommand]] = {
+    "help": _no_args(Help),
+    "status": _no_args(Status),
+    "incidents": _no_args(Incidents),
+    "diag": _diag,
+    "jobs": _no_args(Jobs),
+    "job": _job,
+    "silence": _silence,
+    "digest": _digest,
+}
+
+
+def run(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: str = "/ir") -> SlashReply:
+    """Dispatch one parsed command to its handler (help is answered here)."""
+    match cmd:
+        case Help():
+            return SlashReply(strings.SLASH_HELP.format(cmd=command))
+        case Status():
+            return handlers.status(user)
+        case Incidents():
+            return handlers.incidents(user)
+        case Diag(host=host, playbook=playbook):
+            return handlers.diag(user, host, playbook)
+        case Jobs():
+            return handlers.jobs(user)
+        case Job(job_id=job_id):
+            return handlers.job(user, job_id)
+        case Silence(host=host, kind=kind, duration_s=duration_s):
+            return handlers.silence(user, host, kind, duration_s)
+        case DigestNow():
+            return handlers.digest_now(user)
+    raise AssertionError(f"unhandled slash command {cmd!r}")  # pragma: no cover
+
+
+class Unavailable:
+    """Handlers for a deployment that wires none yet: each says so, politely."""
+
+    def _no(self, name: str) -> SlashReply:
+        return SlashReply(strings.SLASH_UNAVAILABLE.format(name=name))
+
+    def status(self, user: str) -> SlashReply:
+        return self._no("status")
+
+    def incidents(self, user: str) -> SlashReply:
+        return self._no("incidents")
+
+    def diag(self, user: str, host: str, playbook: str | None) -> SlashReply:
+        return self._no("diag")
+
+    def jobs(self, user: str) -> SlashReply:
+        return self._no("jobs")
+
+    def job(self, user: str, job_id: str) -> SlashReply:
+        return self._no("job")
+
+    def silence(self, user: str, host: str, kind: str, duration_s: int) -> SlashReply:
+        return self._no("silence")
+
+    def digest_now(self, user: str) -> SlashReply:
+        return self._no("digest")

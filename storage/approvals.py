@@ -1,0 +1,294 @@
+"""Pending approvals in Redis, claimed atomically so an action runs exactly once.
+
+Each approval is a hash under ``keys.approval(id)``; its opaque random id is the Slack
+button's value. A click is checked and applied in one Lua script (status, expiry,
+approvers so far, two-person count), so double clicks, concurrent clicks, Slack's retries
+and several bot replicas all see one winner. Authorisation is decided in Python by the
+pure policy first (it depends only on immutable fields: kind and requester). Records are
+in Redis (AOF), so pending approvals survive a bot restart.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from redis import Redis
+
+from bot.approvals import Approval, ApprovalPolicy, ApprovalStatus, ClaimOutcome, may_decide
+from storage import keys
+
+RETENTION_S = 30 * 86400  # decided records are kept this long after expiry, for audits
+
+_SNAP = """
+local function snap(outcome, changed)
+  local r = redis.call('HGETALL', KEYS[1])
+  table.insert(r, 1, changed)
+  table.insert(r, 1, outcome)
+  return r
+end
+"""
+
+_GUARDS = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {'not_found', '0'} end
+if ARGV[4] ~= '1' then return snap('unauthorised', '0') end
+"""
+
+_EXPIRY = """
+if tonumber(ARGV[3]) >= tonumber(redis.call('HGET', KEYS[1], 'expires_at')) then
+  redis.call('HSET', KEYS[1], 'status', 'expired')
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return snap('expired', '1')
+end
+"""
+
+CLAIM_LUA = (
+    _SNAP
+    + _GUARDS
+    + """
+if st == 'approved' then return snap('already_done', '0') end
+if st == 'denied' then return snap('denied', '0') end
+if st == 'expired' then return snap('expired', '0') end
+"""
+    + _EXPIRY
+    + """
+local have = redis.call('HGET', KEYS[1], 'approvers') or ''
+local n = 0
+for u in string.gmatch(have, '[^,]+') do
+  if u == ARGV[2] then return snap('need_second_approver', '0') end
+  n = n + 1
+end
+if have == '' then have = ARGV[2] else have = have .. ',' .. ARGV[2] end
+n = n + 1
+redis.call('HSET', KEYS[1], 'approvers', have)
+if n >= tonumber(redis.call('HGET', KEYS[1], 'required')) then
+  redis.call('HSET', KEYS[1], 'status', 'approved', 'decided_by', ARGV[2], 'decided_at', ARGV[3])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return snap('claimed', '1')
+end
+return snap('need_second_approver', '1')
+"""
+)
+
+DENY_LUA = (
+    _SNAP
+    + _GUARDS
+    + """
+if st == 'approved' or st == 'denied' then return snap('already_done', '0') end
+if st == 'expired' then return snap('expired', '0') end
+"""
+    + _EXPIRY
+    + """
+redis.call('HSET', KEYS[1], 'status', 'denied', 'decided_by', ARGV[2], 'decided_at', ARGV[3],
+           'reason', ARGV[5])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return snap('denied', '1')
+"""
+)
+
+EXPIRE_LUA = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if st ~= 'pending' then redis.call('ZREM', KEYS[2], ARGV[1]); return 0 end
+if tonumber(ARGV[2]) < tonumber(redis.call('HGET', KEYS[1], 'expires_at')) then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'expired')
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    outcome: ClaimOutcome
+    approval: Approval | None  # the record as it stood right after this call
+    changed: bool = False  # this call wrote something (first approval, claim, deny, expiry)
+
+
+class ApprovalStore:
+    """Create, claim, deny and expire approvals; needs a ``decode_responses`` client."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self._claim = redis.register_script(CLAIM_LUA)
+        self._deny = redis.register_script(DENY_LUA)
+        self._expire = redis.register_script(EXPIRE_LUA)
+
+    def create(
+        self,
+        incident_id: str,
+        action: Mapping[str, Any],
+        *,
+        evidence_hash: str,
+        requested_by: str,
+        now: float,
+        policy: ApprovalPolicy,
+    ) -> Approval:
+        """Store a pending approval with a fresh unguessable id (the button's value)."""
+        kind = str(action.get("kind", ""))
+        approval = Approval(
+            id=secrets.token_urlsafe(12),
+            incident_id=incident_id,
+            action=dict(action),
+            evidence_hash=evidence_hash,
+            requested_by=requested_by,
+            created_at=now,
+            expires_at=now + policy.expiry_s,
+            required=policy.required_for(kind),
+        )
+        key = keys.approval(approval.id)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hset(key, mapping=_to_hash(approval))
+        pipe.expire(key, int(policy.expiry_s + RETENTION_S))
+        pipe.zadd(keys.approvals_pending(), {approval.id: approval.expires_at})
+        pipe.sadd(keys.approvals_of_incident(incident_id), approval.id)
+        pipe.expire(keys.approvals_of_incident(incident_id), int(policy.expiry_s + RETENTION_S))
+        pipe.execute()
+        return approval
+
+    def get(self, approval_id: str) -> Approval | None:
+        if not _valid_id(approval_id):
+            return None
+        data = cast(dict[Any, Any], self.redis.hgetall(keys.approval(approval_id)))
+        return _from_hash(_decode_map(data)) if data else None
+
+    def attach_message(self, approval_id: str, channel: str, ts: str) -> None:
+        """Remember where the button was posted (expiry sweeps edit that message)."""
+        key = keys.approval(approval_id)
+        if self.redis.exists(key):
+            self.redis.hset(key, mapping={"channel": channel, "message_ts": ts})
+
+    def claim(
+        self,
+        approval_id: str,
+        user: str,
+        now: float,
+        policy: ApprovalPolicy,
+        groups_of_user: Iterable[str] = (),
+    ) -> ClaimResult:
+        """Record ``user``'s approval; CLAIMED means this call, and only this, completed it."""
+        return self._decide(self._claim, approval_id, user, now, policy, groups_of_user)
+
+    def deny(
+        self,
+        approval_id: str,
+        user: str,
+        reason: str,
+        now: float,
+        policy: ApprovalPolicy,
+        groups_of_user: Iterable[str] = (),
+    ) -> ClaimResult:
+        """Deny with a reason; DENIED with ``changed`` means this call denied it."""
+        return self._decide(self._deny, approval_id, user, now, policy, groups_of_user, reason)
+
+    def _decide(
+        self,
+        script: Any,
+        approval_id: str,
+        user: str,
+        now: float,
+        policy: ApprovalPolicy,
+        groups: Iterable[str],
+        reason: str = "",
+    ) -> ClaimResult:
+        if not _valid_id(approval_id):
+            return ClaimResult(ClaimOutcome.NOT_FOUND, None)
+        # kind and requester never change after create, so reading them outside the script
+        # is safe; the script re-checks existence and applies everything else atomically
+        fields = cast(
+            list[Any], self.redis.hmget(keys.approval(approval_id), ["action", "requested_by"])
+        )
+        action_json, requested_by = (_s(f) if f is not None else None for f in fields)
+        if action_json is None:
+            return ClaimResult(ClaimOutcome.NOT_FOUND, None)
+        kind = str(json.loads(action_json).get("kind", ""))
+        ok = "," not in user and may_decide(policy, kind, user, groups, requested_by or "")
+        raw = script(
+            keys=[keys.approval(approval_id), keys.approvals_pending()],
+            args=[approval_id, user, repr(now), "1" if ok else "0", reason],
+        )
+        items = [_s(x) for x in raw]
+        outcome, changed, flat = ClaimOutcome(items[0]), items[1] == "1", items[2:]
+        record = _from_hash(dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
+        return ClaimResult(outcome, record, changed)
+
+    def expire_due(self, now: float) -> list[Approval]:
+        """Mark pending approvals past their expiry as expired; return those this call expired."""
+        due = cast(list[Any], self.redis.zrangebyscore(keys.approvals_pending(), "-inf", now))
+        expired: list[Approval] = []
+        for approval_id in (_s(x) for x in due):
+            if self._expire(
+                keys=[keys.approval(approval_id), keys.approvals_pending()],
+                args=[approval_id, repr(now)],
+            ):
+                record = self.get(approval_id)
+                if record is not None:
+                    expired.append(record)
+        return expired
+
+    def pending(self) -> list[Approval]:
+        ids = [_s(x) for x in cast(list[Any], self.redis.zrange(keys.approvals_pending(), 0, -1))]
+        return [a for a in (self.get(i) for i in ids) if a is not None and a.is_open]
+
+    def for_incident(self, incident_id: str) -> list[Approval]:
+        ids = sorted(
+            _s(x)
+            for x in cast(set[Any], self.redis.smembers(keys.approvals_of_incident(incident_id)))
+        )
+        found = [a for a in (self.get(i) for i in ids) if a is not None]
+        return sorted(found, key=lambda a: a.created_at)
+
+
+def _valid_id(approval_id: str) -> bool:
+    """Button values come from the network: only our own id alphabet reaches Redis keys."""
+    return 0 < len(approval_id) <= 64 and all(c.isalnum() or c in "-_" for c in approval_id)
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _decode_map(data: Mapping[Any, Any]) -> dict[str, str]:
+    return {_s(k): _s(v) for k, v in data.items()}
+
+
+def _to_hash(a: Approval) -> dict[str, str]:
+    return {
+        "id": a.id,
+        "incident_id": a.incident_id,
+        "action": json.dumps(a.action, sort_keys=True),
+        "evidence_hash": a.evidence_hash,
+        "requested_by": a.requested_by,
+        "created_at": repr(a.created_at),
+        "expires_at": repr(a.expires_at),
+        "status": a.status.value,
+        "required": str(a.required),
+        "approvers": ",".join(a.approvers),
+        "decided_by": a.decided_by,
+        "decided_at": repr(a.decided_at),
+        "reason": a.reason,
+        "channel": a.channel,
+        "message_ts": a.message_ts,
+    }
+
+
+def _from_hash(d: Mapping[str, str]) -> Approval:
+    return Approval(
+        id=d["id"],
+        incident_id=d.get("incident_id", ""),
+        action=json.loads(d.get("action", "{}")),
+        evidence_hash=d.get("evidence_hash", ""),
+        requested_by=d.get("requested_by", ""),
+        created_at=float(d.get("created_at", 0)),
+        expires_at=float(d.get("expires_at", 0)),
+        status=ApprovalStatus(d.get("status", "pending")),
+        required=int(d.get("required", 1)),
+        approvers=tuple(u for u in d.get("approvers", "").split(",") if u),
+        decided_by=d.get("decided_by", ""),
+        decided_at=float(d.get("decided_at", 0) or 0),
+        reason=d.get("reason", ""),
+        channel=d.get("channel", ""),
+        message_ts=d.get("message_ts", ""),
+    )

@@ -1,0 +1,192 @@
+"""The terminal backend: messages print, buttons become commands, and typed commands drive
+the same approval desk (real Redis) as Slack clicks."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import pytest
+from redis import Redis
+from rich.console import Console
+
+from bot.approvals import Approval, ApprovalPolicy, ApprovalStatus, ClaimOutcome
+from bot.chat.base import Ephemeral, MessageRef
+from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk
+from bot.chat.render import ActionPlan, IncidentHeader, render_incident
+from bot.chat.terminal import (
+    TerminalBackend,
+    TerminalCommand,
+    TerminalInputError,
+    handle_line,
+    parse_command,
+)
+from bot.models import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
+from storage.approvals import ApprovalStore
+
+ACTION = ProposedAction("a1", "systemd.stop_disable", {"unit": "vllm.service"}, "frees the GPUs")
+GPUS = [
+    {
+        "index": i,
+        "memory_used_mib": 77_619,
+        "memory_total_mib": 81_559,
+        "utilization_pct": 0,
+        "holder": "[bold red]vllm[/]",
+    }
+    for i in range(2)
+]
+DIAG = Diagnosis(
+    "gpu-01",
+    "vram_idle",
+    DiagnosisStatus.OK,
+    0.4,
+    (
+        Finding(
+            "gpu.idle_vram_held", Severity.CRITICAL, "GPUs held <!channel>", evidence={"gpus": GPUS}
+        ),
+    ),
+    (ACTION,),
+)
+INCIDENT = IncidentHeader("42", "gpu-01", "vram_idle", "critical", "awaiting_approval")
+POLICY = ApprovalPolicy(approvers=frozenset({"demo-user", "UALICE"}))
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("approve 3", TerminalCommand("approve", 3)),
+        ("APPROVE 3", TerminalCommand("approve", 3)),
+        ('deny 3 "not now, it is 49% done"', TerminalCommand("deny", 3, "not now, it is 49% done")),
+        ("deny 3 not now please", TerminalCommand("deny", 3, "not now please")),
+        ("revert 4", TerminalCommand("revert", 4)),
+        ("help", TerminalCommand("help")),
+        ("quit", TerminalCommand("quit")),
+    ],
+)
+def test_parse_command(line: str, expected: TerminalCommand) -> None:
+    assert parse_command(line) == expected
+
+
+@pytest.mark.parametrize(
+    "line", ["", "approve", "approve x", "approve 3 now", "deny 3", 'deny 3 "ok', "rm -rf 3"]
+)
+def test_parse_command_rejects_bad_input(line: str) -> None:
+    with pytest.raises(TerminalInputError) as err:
+        parse_command(line)
+    assert err.value.exit_code == 2 and "approve N" in err.value.message
+
+
+def make_rig(
+    redis: Redis,
+) -> tuple[TerminalBackend, io.StringIO, ApprovalDesk, list[tuple[str, ...]], Approval]:
+    out = io.StringIO()
+    backend = TerminalBackend(Console(file=out, width=140, color_system=None))
+    events: list[tuple[str, ...]] = []
+    store = ApprovalStore(redis)
+    approval = store.create(
+        "42",
+        ACTION.to_dict(),
+        evidence_hash="e",
+        requested_by="alertmanager",
+        now=time.time(),
+        policy=POLICY,
+    )
+    desk = ApprovalDesk(
+        store,
+        POLICY,
+        ApprovalCallbacks(
+            on_approved=lambda a, u: events.append(("approved", a.id, u)),
+            on_denied=lambda a, u, r: events.append(("denied", a.id, u, r)),
+        ),
+        audit=lambda *e: events.append(("audit", *e)),
+    )
+    msg = render_incident(
+        INCIDENT, DIAG, [ActionPlan(ACTION, ("systemctl stop vllm.service",), approval.id)]
+    )
+    backend.post("terminal", msg)
+    return backend, out, desk, events, approval
+
+
+def test_message_prints_with_commands_and_literal_host_text(redis: Redis) -> None:
+    backend, out, _, _, approval = make_rig(redis)
+    text = out.getvalue()
+    assert "gpu-01 · vram_idle · critical · awaiting approval" in text
+    assert "$ systemctl stop vllm.service" in text
+    assert '[1] approve 1  |  deny 1 "reason"' in text
+    assert "[bold red]vllm[/]" in text, "host text is printed literally, never as rich markup"
+    assert "GPUs held <!channel>" in text and "&lt;" not in text
+    assert "75.8 / 79.6 GiB" in text
+    assert backend.number_of(approval.id) == 1
+
+
+def test_approve_by_number_runs_once(redis: Redis) -> None:
+    backend, out, desk, events, approval = make_rig(redis)
+    decision = handle_line(backend, desk, "demo-user", "approve 1")
+    assert decision is not None and decision.outcome is ClaimOutcome.CLAIMED
+    again = handle_line(backend, desk, "UALICE", "approve 1")
+    assert again is not None and again.outcome is ClaimOutcome.ALREADY_DONE
+    assert [e for e in events if e[0] == "approved"] == [("approved", approval.id, "demo-user")]
+    assert "(only demo-user sees this) Approved by demo-user" in out.getvalue()
+
+
+def test_deny_with_reason_and_unauthorised_user(redis: Redis) -> None:
+    backend, out, desk, events, approval = make_rig(redis)
+    refused = handle_line(backend, desk, "mallory", 'deny 1 "because"')
+    assert refused is not None and refused.outcome is ClaimOutcome.UNAUTHORISED
+    detail = {"approval_id": approval.id, "kind": "systemd.stop_disable", "evidence_hash": "e"}
+    assert ("audit", "42", "mallory", "approval.refused", detail) in events
+    denied = handle_line(backend, desk, "UALICE", 'deny 1 "the run is 49% done"')
+    assert denied is not None and denied.outcome is ClaimOutcome.DENIED and denied.acted
+    assert ("denied", approval.id, "UALICE", "the run is 49% done") in events
+    stored = desk.store.get(approval.id)
+    assert stored is not None and stored.status is ApprovalStatus.DENIED
+    assert "(only @UALICE sees this) Denied `systemd.stop_disable`" in out.getvalue()
+
+
+def test_unknown_number_or_verb(redis: Redis) -> None:
+    backend, _, desk, _, _ = make_rig(redis)
+    with pytest.raises(TerminalInputError, match=r"No button numbered 7 \(known: 1\)"):
+        handle_line(backend, desk, "demo-user", "approve 7")
+    with pytest.raises(TerminalInputError, match="has no `revert` button"):
+        backend.read_command("revert 1")
+    assert handle_line(backend, desk, "demo-user", "help") is None
+
+
+def test_edits_ephemerals_and_uploads(redis: Redis, tmp_path: Path) -> None:
+    out = io.StringIO()
+    backend = TerminalBackend(
+        Console(file=out, width=120, color_system=None), upload_dir=tmp_path / "up"
+    )
+    ref = backend.post("terminal", render_incident(INCIDENT, DIAG))
+    backend.update(
+        ref,
+        render_incident(IncidentHeader("42", "gpu-01", "vram_idle", "critical", "verified"), DIAG),
+    )
+    backend.ephemeral(Ephemeral(user="UALICE", text="*hi* <@UBOB>"))
+    chart = tmp_path / "digest.png"
+    chart.write_bytes(b"png")
+    backend.upload(MessageRef("terminal", ref.ts), chart, "GPU digest")
+    text = out.getvalue()
+    assert "message #1 (edited)" in text and "verified" in text
+    assert "(only @UALICE sees this) *hi* @UBOB" in text
+    assert (tmp_path / "up" / "digest.png").read_bytes() == b"png" and "GPU digest" in text
+    assert [r.ts for r, _ in backend.history] == ["1", "1"]
+
+
+def test_backend_is_chosen_by_name() -> None:
+    from bot.chat.backends import make_backend
+    from bot.chat.slack import SlackBackend
+    from bot.errors import ConfigError
+    from bot.settings import Settings
+
+    assert isinstance(make_backend(Settings(chat_backend="terminal")), TerminalBackend)
+    with pytest.raises(ConfigError, match="SLACK_BOT_TOKEN"):
+        make_backend(Settings(chat_backend="slack"))
+    with pytest.raises(ConfigError, match="unknown backend 'irc'"):
+        make_backend(Settings(chat_backend="irc"))
+    slack = make_backend(
+        Settings.model_validate({"chat_backend": "slack", "slack_bot_token": "xoxb-1"})
+    )
+    assert isinstance(slack, SlackBackend) and slack.client.base_url == "https://slack.com/api/"
+    slack.close()
