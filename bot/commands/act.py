@@ -1,14 +1,170 @@
-"""`incident-bot act`: not built yet; the owning issue replaces this module."""
+"""`incident-bot act TARGET KIND key=value...`: one catalog action from the terminal.
+
+The same path as a Slack approval: validate, show the exact commands, ask (unless
+``--yes``), capture, act with deadlines, verify, audit. The actor is the local user;
+outside an incident the audit goes under ``cli-<unix time>``. A real run refuses to
+start when the audit log (Redis) is unreachable; ``--dry-run`` touches nothing.
+"""
 
 from __future__ import annotations
 
+import getpass
+import json
+from typing import Annotated, Any
+
+import click
 import typer
 
-from bot.errors import NotBuiltError
+from bot import strings
+from bot.errors import UserError
+from bot.inventory import resolve
+from bot.remediation import catalog
+from bot.remediation.execute import AuditSink, audit_refusal, cli_incident_id, execute
+from bot.remediation.followup import chain_resumes, offers
+from bot.remediation.options import options_from_extra
+from bot.remediation.result import ActionResult
+from bot.settings import Settings, env_redis_url, load_settings
+from bot.ssh.base import SSHTarget
+
+
+def resolve_target(settings: Settings, spec: str, key: str | None,
+                   known_hosts: str | None) -> SSHTarget:
+    """An inventory name from the config, or ``user@host:port``; flags override the config."""
+    return resolve(settings, spec, key=key, known_hosts=known_hosts)
+
+
+def _audit_log(settings: Settings, required: bool) -> tuple[AuditSink | None, Any]:
+    """(AuditLog, bytes client for the queue), or (None, None) when Redis is optional."""
+    from redis.exceptions import RedisError
+
+    from storage.audit import AuditLog
+    from storage.connection import connect
+
+    url = env_redis_url(settings.redis_url) or settings.redis_url
+    client = connect(url)
+    try:
+        client.ping()
+    except RedisError as exc:
+        if required:
+            raise UserError(strings.REM_NO_AUDIT.format(url=url, why=exc)) from None
+        return None, None
+    return AuditLog(client), connect(url, decode=False)
+
+
+def _print_plan(kind: str, target: SSHTarget, commands: list[str]) -> None:
+    risk = catalog.get(kind).risk
+    click.echo(strings.REM_PLAN_HEADER.format(kind=kind, host=target.name, address=target.address,
+                                              risk=risk))
+    for i, command in enumerate(commands, 1):
+        click.echo(f"  {i}. {command}")
+
+
+def _interrupted(queue_conn: Any, host: str) -> list[str]:
+    """Interrupted extraction jobs on ``host`` (none when the extraction package is absent)."""
+    if queue_conn is None:
+        return []
+    try:
+        from bot.extract.status import interrupted_jobs
+    except ImportError:
+        return []
+    return [s.job_id for s in interrupted_jobs(queue_conn, host)]
+
+
+def _print_result(result: ActionResult, interrupted: list[str]) -> None:
+    for rec in result.commands:
+        if rec.skipped:
+            state = f"skipped ({rec.skipped})"
+        elif rec.timed_out:
+            state = f"TIMED OUT after {rec.duration_s:.1f} s"
+        else:
+            state = f"exit {rec.exit_status} in {rec.duration_s:.2f} s"
+        click.echo(f"  {rec.command}: {state}")
+        if rec.reprobe:
+            seen = {k: v for k, v in rec.reprobe.items() if k not in ("after_s",)}
+            click.echo(f"    re-probe: {json.dumps(seen, sort_keys=True)}")
+    click.echo(f"{result.outcome.value}: {result.summary}")
+    for offer in offers(result, interrupted):
+        pairs = " ".join(f"{k}={v}" for k, v in offer.params.items())
+        revert = offer.kind == "systemd.revert"
+        label = strings.REM_OFFER_REVERT if revert else strings.REM_OFFER_RESUME
+        click.echo(strings.REM_OFFER.format(label=label, host=result.host, kind=offer.kind,
+                                            params=pairs))
+
+
+def _confirm(n: int, target: SSHTarget, actor: str) -> bool:
+    """Ask once; end of input counts as no."""
+    try:
+        return bool(typer.confirm(strings.REM_CONFIRM.format(n=n, host=target.name, actor=actor)))
+    except (typer.Abort, click.exceptions.Abort):
+        return False
+
+
+def _refused(settings: Settings, target: SSHTarget, kind: str, params: dict[str, str],
+             actor: str, incident: str, exc: catalog.ActionRefused) -> None:
+    audit, _ = _audit_log(settings, required=False)
+    audit_refusal(audit, incident, actor, kind, params, target, exc.message, None)
+
+
+def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes: bool,
+            as_json: bool, config: str | None, ssh_key: str | None, known_hosts: str | None,
+            incident: str | None) -> int:
+    settings = load_settings(config)
+    target = resolve_target(settings, target_spec, ssh_key, known_hosts)
+    actor, incident_id = getpass.getuser(), incident or cli_incident_id()
+    params = catalog.parse_params(pairs)
+    try:
+        commands = catalog.plan(kind, params, target)
+    except catalog.ActionRefused as exc:
+        _refused(settings, target, kind, params, actor, incident_id, exc)
+        raise
+    if not as_json:
+        _print_plan(kind, target, commands)
+    audit, queue_conn = _audit_log(settings, required=not dry_run)
+    if not dry_run and not yes and not _confirm(len(commands), target, actor):
+        raise UserError(strings.REM_ABORTED, 130)
+    from bot.ssh.pool import ParamikoPool
+
+    options = options_from_extra(settings.extra, redis=queue_conn)
+    pool = ParamikoPool(settings.ssh_defaults)
+    try:
+        result = execute(pool, target, kind, params, approver=actor, evidence_hash=None,
+                         audit=audit, dry_run=dry_run, incident_id=incident_id, options=options)
+        interrupted = [] if dry_run else _interrupted(queue_conn, target.name)
+        chained = chain_resumes(pool, target, result, interrupted, options=options, audit=audit)
+    finally:
+        pool.close()
+    if as_json:
+        click.echo(json.dumps({**result.to_dict(), "chained": [r.to_dict() for r in chained]},
+                              sort_keys=True))
+    else:
+        _print_result(result, [] if chained else interrupted)
+        for extra in chained:
+            click.echo(f"{extra.outcome.value}: {extra.summary}")
+    return 0 if result.ok and all(r.ok for r in chained) else 1
+
+
+_KINDS = ", ".join(sorted(catalog.CATALOG))
+_Target = Annotated[str, typer.Argument(help="inventory host name or user@host:port")]
+_Kind = Annotated[str, typer.Argument(help=f"one of: {_KINDS}")]
+_Params = Annotated[list[str] | None, typer.Argument(help="key=value, e.g. unit=vllm.service")]
+_DryRun = Annotated[bool, typer.Option("--dry-run", help="show the commands, run nothing")]
+_Yes = Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")]
+_Json = Annotated[bool, typer.Option("--json", help="print the result as one JSON object")]
+_Config = Annotated[str | None, typer.Option("--config", "-c", help="config file (YAML)")]
+_Key = Annotated[str | None, typer.Option("--ssh-key", help="private key (overrides config)")]
+_Known = Annotated[str | None, typer.Option("--known-hosts", help="known_hosts file")]
+_Incident = Annotated[str | None, typer.Option("--incident", help="audit under this incident")]
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(name="act", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def _cmd(ctx: typer.Context) -> None:
-        """Run one catalog action on TARGET with capture, verify and audit. (not built yet)"""
-        raise NotBuiltError("`incident-bot act`")
+    @app.command(name="act")
+    def _cmd(target: _Target, kind: _Kind, params: _Params = None, dry_run: _DryRun = False,
+             yes: _Yes = False, as_json: _Json = False, config: _Config = None,
+             ssh_key: _Key = None, known_hosts: _Known = None,
+             incident: _Incident = None) -> None:
+        """Run one catalog action on TARGET with capture, verify and audit."""
+        code = run_act(target, kind, params or [], dry_run=dry_run, yes=yes, as_json=as_json,
+                       config=config, ssh_key=ssh_key, known_hosts=known_hosts,
+                       incident=incident)
+        if code:
+            raise typer.Exit(code)

@@ -1,0 +1,54 @@
+"""Capture the before-state of an action: what Revert restores and verify compares to.
+
+The unit (or process) the action touches must be readable, or the action does not
+run: acting blind is what the bot exists to avoid. GPU and journal readings are
+evidence; a host without ``nvidia-smi`` still gets its unit stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from bot.remediation.catalog import ActionSpec
+from bot.remediation.options import RemediationOptions
+from bot.remediation.probes import (
+    ProbeFailed,
+    read_gpus,
+    read_journal_bytes,
+    read_process,
+    read_unit,
+)
+from bot.remediation.state import CapturedState, GpuHolder, GpuState
+from bot.ssh.base import SSHRunner, SSHTarget
+
+
+def capture(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mapping[str, str],
+            options: RemediationOptions) -> CapturedState:
+    """Read what the action will change. ``ProbeFailed`` if the subject cannot be read."""
+    t = options.probe_timeout_s
+    units = (read_unit(runner, target, params["unit"], t),) if "unit" in params else ()
+    processes = (read_process(runner, target, params["pid"], t),) if "pid" in params else ()
+    errors: list[str] = []
+    gpus: list[GpuState] = []
+    holders: list[GpuHolder] = []
+    if spec.frees_gpus or spec.kind == "systemd.revert":
+        try:
+            gpus, holders = read_gpus(runner, target, t)
+        except ProbeFailed as exc:
+            errors.append(str(exc))
+    journal = None
+    if spec.kind == "disk.journal_vacuum":
+        journal = read_journal_bytes(runner, target, t)
+    return CapturedState(
+        kind=spec.kind, params=dict(params), host=target.name, captured_at=time.time(),
+        units=units, gpus=tuple(gpus), holders=tuple(holders), processes=processes,
+        journal_bytes=journal, errors=tuple(errors))
+
+
+def subject_pids(captured: CapturedState) -> set[int]:
+    """The processes the action is meant to end: the unit's cgroup, or the PID."""
+    pids = {p for u in captured.units for p in u.pids}
+    pids |= {u.main_pid for u in captured.units if u.main_pid}
+    pids |= {p.pid for p in captured.processes if p.alive}
+    return pids

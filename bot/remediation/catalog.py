@@ -1,0 +1,207 @@
+"""The action catalog: every command the bot may run to change a host, and nothing else.
+
+Chat and the CLI name an action kind and typed parameters; they never send a command.
+Each parameter is checked against ``bot.validate``'s grammar (or a closed set of
+values) before it can reach a command line, and every argument is ``shlex.quote``d
+anyway. ``plan`` gives the exact text that will be sent, which is what the approver
+sees and what ``deploy/sudoers/incident-bot`` allows.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from bot import validate
+from bot.errors import UserError
+from bot.ssh.base import SSHTarget
+
+SUDO = ("sudo", "-n")
+_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+class ActionRefused(UserError):
+    """A kind or parameter that must not reach a host; the reason is shown verbatim."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=2)
+
+
+def _choice(name: str, allowed: tuple[str, ...]) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        if value not in allowed:
+            raise validate.InvalidIdentifier(name, value, f"must be one of {', '.join(allowed)}")
+        return str(value)
+    return check
+
+
+def job_id(value: object) -> str:
+    """An extraction job id (RQ ids are uuid hex; ours may carry a readable prefix)."""
+    if not isinstance(value, str) or not _JOB_ID.match(value):
+        raise validate.InvalidIdentifier("job", value, "expected 1-64 of [A-Za-z0-9_-]")
+    return value
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    check: Callable[[object], str]
+    help: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One remote command of an action, with its own deadline."""
+
+    name: str  # stop | disable | mask | unmask | enable | start | term | kill | vacuum
+    argv: tuple[str, ...]
+    timeout_s: float
+    binary: bool = False  # must run the program, never a shell builtin of the same name
+
+    def text(self, sudo: bool) -> str:
+        """The exact command line: every argument quoted, ``sudo -n`` for non-root users.
+
+        ``kill`` is also a shell builtin; ``env`` (or sudo, which execs) makes the host
+        run the program found on PATH, so what runs does not depend on the login shell.
+        """
+        if sudo:
+            return shlex.join((*SUDO, *self.argv))
+        return shlex.join(("env", *self.argv) if self.binary else self.argv)
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    kind: str
+    title: str  # past tense for summaries: "stopped and disabled"
+    params: tuple[ParamSpec, ...]
+    render: Callable[[Mapping[str, str]], tuple[Step, ...]]
+    risk: str
+    frees_gpus: bool = False
+    revertable: bool = False
+    remote: bool = True  # False: acts on the bot's own queue, not over SSH
+
+    def validate(self, params: Mapping[str, object]) -> dict[str, str]:
+        """Canonical parameters, or ``ActionRefused`` naming the first bad one."""
+        names = {p.name for p in self.params}
+        extra = sorted(set(params) - names)
+        if extra:
+            raise ActionRefused(f"refused {self.kind}: unknown parameter {extra[0]!r} "
+                                f"(takes {', '.join(sorted(names))})")
+        out: dict[str, str] = {}
+        for spec in self.params:
+            if spec.name not in params:
+                raise ActionRefused(
+                    f"refused {self.kind}: missing parameter {spec.name!r} ({spec.help})")
+            try:
+                out[spec.name] = spec.check(params[spec.name])
+            except validate.InvalidIdentifier as exc:
+                raise ActionRefused(f"refused {self.kind}: {exc}") from None
+        return out
+
+
+def _systemctl(verb: str, unit: str, timeout_s: float) -> Step:
+    return Step(verb, ("systemctl", verb, unit), timeout_s)
+
+
+def _stop_disable(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (_systemctl("stop", p["unit"], 15.0), _systemctl("disable", p["unit"], 10.0))
+
+
+def _mask(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (_systemctl("stop", p["unit"], 15.0), _systemctl("mask", p["unit"], 10.0))
+
+
+def _revert(p: Mapping[str, str]) -> tuple[Step, ...]:
+    """Back to the captured state: the file state first, then the active state.
+
+    A masked unit cannot be started, so a unit captured masked-and-active is started
+    before it is masked again.
+    """
+    unit, file_state, active = p["unit"], p["unit_file_state"], p["active_state"]
+    steps = [_systemctl("unmask", unit, 10.0)] if file_state != "masked" else []
+    if file_state in ("enabled", "disabled"):
+        steps.append(_systemctl(file_state[:-1], unit, 10.0))  # enable | disable
+    steps.append(_systemctl("start" if active == "active" else "stop", unit, 30.0))
+    if file_state == "masked":
+        steps.append(_systemctl("mask", unit, 10.0))
+    return tuple(steps)
+
+
+def _terminate(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("term", ("kill", "-TERM", p["pid"]), 5.0, binary=True),
+            Step("kill", ("kill", "-KILL", p["pid"]), 5.0, binary=True))
+
+
+def _vacuum(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("vacuum", ("journalctl", f"--vacuum-size={p['size']}"), 120.0),)
+
+
+_UNIT = ParamSpec("unit", validate.unit_name, "a systemd unit name, e.g. vllm.service")
+
+CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
+    ActionSpec("systemd.stop_disable", "stopped and disabled", (_UNIT,), _stop_disable,
+               risk="stops the service now and keeps it from starting at boot",
+               frees_gpus=True, revertable=True),
+    ActionSpec("systemd.mask", "stopped and masked", (_UNIT,), _mask,
+               risk="stops the service; nothing can start it until it is unmasked",
+               frees_gpus=True, revertable=True),
+    ActionSpec("systemd.revert", "restored", (
+        _UNIT,
+        ParamSpec("unit_file_state", _choice("unit_file_state", ("enabled", "disabled", "masked")),
+                  "enabled, disabled or masked"),
+        ParamSpec("active_state", _choice("active_state", ("active", "inactive")),
+                  "active or inactive"),
+    ), _revert, risk="starts the service again if it was running: it may take the GPUs back"),
+    ActionSpec("process.terminate", "terminated",
+               (ParamSpec("pid", validate.pid, "a process id"),), _terminate,
+               risk="SIGTERM, then SIGKILL after a grace period; unsaved work is lost",
+               frees_gpus=True),
+    ActionSpec("disk.journal_vacuum", "vacuumed",
+               (ParamSpec("size", validate.size, "journal size to keep, e.g. 500M"),), _vacuum,
+               risk="deletes the oldest archived journal files"),
+    ActionSpec("extraction.resume", "resumed", (ParamSpec("job", job_id, "an extraction job id"),),
+               lambda p: (), risk="restarts the extraction where it stopped", remote=False),
+)}
+
+
+def get(kind: str) -> ActionSpec:
+    try:
+        return CATALOG[kind]
+    except KeyError:
+        known = ", ".join(sorted(CATALOG))
+        raise ActionRefused(f"unknown action kind {kind!r} (known: {known})") from None
+
+
+def steps(kind: str,
+          params: Mapping[str, object]) -> tuple[ActionSpec, dict[str, str], tuple[Step, ...]]:
+    """Validate and render in one go: the only way commands are made."""
+    spec = get(kind)
+    clean = spec.validate(params)
+    return spec, clean, spec.render(clean)
+
+
+def plan(kind: str, params: Mapping[str, object], target: SSHTarget | None = None) -> list[str]:
+    """The exact commands an action may run on ``target``, in order (what chat shows).
+
+    Steps whose effect already holds are skipped at run time; nothing else is added.
+    """
+    spec, clean, rendered = steps(kind, params)
+    if not spec.remote:
+        return [f"(on the bot) resume extraction job {clean['job']}"]
+    sudo = bool(target and target.sudo)
+    return [s.text(sudo) for s in rendered]
+
+
+def parse_params(pairs: list[str]) -> dict[str, str]:
+    """CLI ``key=value`` words to a dict; validation happens in the catalog."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ActionRefused(f"expected key=value, got {pair!r}")
+        if key in out:
+            raise ActionRefused(f"parameter {key!r} given twice")
+        out[key] = value
+    return out

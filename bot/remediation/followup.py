@@ -1,0 +1,59 @@
+"""What to offer after an action: Revert, and resuming an interrupted extraction.
+
+The chat message shows these as buttons; the CLI prints them as commands. With
+``chain_resume`` set, a GPU-freeing success resumes the host's interrupted jobs at
+once under the same approval (the approver already saw the job in the findings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.models import ProposedAction
+from bot.remediation.catalog import CATALOG
+from bot.remediation.execute import AuditSink, execute
+from bot.remediation.options import RemediationOptions
+from bot.remediation.result import ActionResult, Outcome
+from bot.ssh.base import SSHRunner, SSHTarget
+from playbooks.base import action_id
+
+GPU_FREEING = ("systemd.stop_disable", "systemd.mask", "process.terminate")
+
+
+def revert_action(result: ActionResult) -> ProposedAction | None:
+    if not result.revertable or result.revert_params is None:
+        return None
+    params = dict(result.revert_params)
+    return ProposedAction(id=action_id(result.host, "systemd.revert", params),
+                          kind="systemd.revert", params=params,
+                          reason=f"undo {result.kind}: back to the captured state",
+                          risk=CATALOG["systemd.revert"].risk)
+
+
+def resume_actions(result: ActionResult, interrupted_jobs: Sequence[str]) -> list[ProposedAction]:
+    """After GPUs were freed on a host with interrupted extractions: resume each."""
+    if result.kind not in GPU_FREEING or not result.ok or result.outcome is Outcome.DRY_RUN:
+        return []
+    return [ProposedAction(id=action_id(result.host, "extraction.resume", {"job": job}),
+                           kind="extraction.resume", params={"job": job},
+                           reason=f"GPUs on {result.host} are free; job {job} was interrupted",
+                           risk="restarts the extraction where it stopped")
+            for job in interrupted_jobs]
+
+
+def offers(result: ActionResult, interrupted_jobs: Sequence[str] = ()) -> list[ProposedAction]:
+    """Everything the result message should offer, Revert first."""
+    revert = revert_action(result)
+    return ([revert] if revert else []) + resume_actions(result, interrupted_jobs)
+
+
+def chain_resumes(runner: SSHRunner, target: SSHTarget, result: ActionResult,
+                  interrupted_jobs: Sequence[str], *, options: RemediationOptions,
+                  audit: AuditSink | None) -> list[ActionResult]:
+    """Run the resume offers now when ``options.chain_resume`` is set; else nothing."""
+    if not options.chain_resume:
+        return []
+    return [execute(runner, target, a.kind, a.params, approver=result.approver,
+                    evidence_hash=result.evidence_hash, audit=audit, options=options,
+                    incident_id=result.incident_id)
+            for a in resume_actions(result, interrupted_jobs)]

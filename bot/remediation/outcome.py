@@ -1,0 +1,68 @@
+"""Pure: from what ran and what verification saw, the outcome and the one-line summary.
+
+The summary is what a person reads first in the thread or terminal, so it says what
+happened to the host, not what the bot intended: "stopped and disabled X; 8/8 GPUs free
+(max 0 MiB) after 1.2 s", or the respawn, or the deadline and what the re-probe found.
+"""
+
+from __future__ import annotations
+
+from bot import strings
+from bot.remediation.catalog import ActionSpec
+from bot.remediation.result import CommandRecord, Outcome, Verification
+from bot.remediation.steps import hard_failure
+
+
+def decide(records: list[CommandRecord], verification: Verification, *,
+           noop: bool = False) -> Outcome:
+    timed_out = any(r.timed_out for r in records)
+    if any(hard_failure(r) for r in records):
+        return Outcome.FAILED
+    if verification.ok:
+        if noop:
+            return Outcome.NOOP
+        return Outcome.TIMED_OUT_BUT_DONE if timed_out else Outcome.SUCCEEDED
+    if verification.respawned:
+        return Outcome.RESPAWNED
+    if verification.evidence.get("held_by_others"):
+        return Outcome.STILL_HELD
+    return Outcome.TIMED_OUT if timed_out else Outcome.FAILED
+
+
+def _secs(records: list[CommandRecord], verification: Verification) -> float:
+    return sum(r.duration_s for r in records if r.ran) + verification.elapsed_s
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0][:200] if lines else "no output"
+
+
+def summarize(spec: ActionSpec, subject: str, host: str, outcome: Outcome,
+              records: list[CommandRecord], verification: Verification) -> str:
+    detail = verification.detail
+    done = strings.REM_SUCCEEDED.format(title=spec.title, subject=subject, detail=detail,
+                                        secs=_secs(records, verification))
+    late = next((r for r in records if r.timed_out), None)
+    if outcome is Outcome.SUCCEEDED:
+        return done
+    if outcome is Outcome.NOOP:
+        why = "; ".join(sorted({r.skipped for r in records if r.skipped}))
+        return strings.REM_NOOP.format(subject=subject, why=why or "already done", detail=detail)
+    if outcome is Outcome.TIMED_OUT_BUT_DONE and late is not None:
+        return strings.REM_TIMED_OUT_BUT_DONE.format(command=late.command,
+                                                     deadline=late.timeout_s or 0, rest=done)
+    if outcome is Outcome.RESPAWNED:
+        return strings.REM_RESPAWNED.format(title=spec.title, subject=subject, detail=detail)
+    if outcome is Outcome.STILL_HELD:
+        return strings.REM_STILL_HELD.format(title=spec.title, subject=subject, detail=detail)
+    if outcome is Outcome.TIMED_OUT and late is not None:
+        return strings.REM_TIMED_OUT.format(command=late.command, deadline=late.timeout_s or 0,
+                                            detail=detail)
+    failed = next((r for r in records if hard_failure(r)), None)
+    if failed is not None:
+        why = failed.error or _first_line(failed.stderr or failed.stdout)
+        return strings.REM_FAILED_STEP.format(command=failed.command, status=failed.exit_status,
+                                              why=why, detail=detail)
+    ran = sum(1 for r in records if r.ran)
+    return strings.REM_FAILED_VERIFY.format(n=ran, host=host, detail=detail)

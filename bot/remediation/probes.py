@@ -1,0 +1,148 @@
+"""Read-only probes remediation needs, and their pure parsers.
+
+These run before (capture), during (re-probe after a timeout) and after (verify) an
+action. They read only: no ``sudo`` except for the journal, which a non-root user
+cannot size. Output from the host is untrusted: parsers keep numbers and identifiers
+and never hand text back to a command line.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import replace
+
+from bot.models import ProbeResult
+from bot.remediation.state import GpuHolder, GpuState, ProcState, UnitState
+from bot.ssh.base import Command, SSHRunner, SSHTarget
+from playbooks.parsers.common import size_bytes
+from playbooks.parsers.disk import parse_journal_usage
+from playbooks.parsers.nvidia import (
+    QUERY_APPS_FIELDS,
+    QUERY_GPU_FIELDS,
+    parse_compute_apps,
+    parse_query_gpu,
+)
+from playbooks.parsers.systemd import parse_show, unit_from_cgroup
+
+SHOW_PROPS = "LoadState,ActiveState,SubState,UnitFileState,MainPID,Restart,FragmentPath"
+_CSV = "--format=csv,noheader,nounits"
+GPU_QUERY = f"nvidia-smi --query-gpu={QUERY_GPU_FIELDS} {_CSV}"
+APPS_QUERY = f"nvidia-smi --query-compute-apps={QUERY_APPS_FIELDS} {_CSV}"
+PS_CGROUPS = "ps -eo pid=,cgroup="
+JOURNAL_USAGE = "journalctl --disk-usage"
+
+
+class ProbeFailed(Exception):
+    """A probe that could not answer (timeout, nonzero exit, unparsable)."""
+
+    def __init__(self, probe: ProbeResult, why: str) -> None:
+        super().__init__(f"{probe.name}: {why}")
+        self.probe = probe
+
+
+def plain(target: SSHTarget) -> SSHTarget:
+    """The same host without the pool's ``sudo -n`` wrapper (reads need no root)."""
+    return replace(target, sudo=False) if target.sudo else target
+
+
+# --- pure parsers (the diagnostics' parsers, composed) ---------------------------------
+def unit_state(name: str, props: dict[str, str], pids: tuple[int, ...] = ()) -> UnitState:
+    main = props.get("MainPID", "0")
+    return UnitState(
+        name=name, load_state=props.get("LoadState", ""), active_state=props.get("ActiveState", ""),
+        sub_state=props.get("SubState", ""), unit_file_state=props.get("UnitFileState", ""),
+        main_pid=int(main) if main.isdigit() else 0, restart=props.get("Restart", ""),
+        fragment_path=props.get("FragmentPath", ""), pids=pids)
+
+
+def gpu_states(text: str) -> list[GpuState]:
+    """Rows with both memory figures; ``[N/A]`` rows are left out."""
+    return [GpuState(g.index, g.uuid, float(g.memory_used_mib), float(g.memory_total_mib))
+            for g in parse_query_gpu(text)
+            if g.memory_used_mib is not None and g.memory_total_mib is not None]
+
+
+def gpu_apps(text: str) -> list[tuple[int, str, float]]:
+    """(pid, gpu uuid, MiB) per compute app; empty inside containers."""
+    return [(a.pid, a.gpu_uuid, float(a.used_memory_mib or 0))
+            for a in parse_compute_apps(text) if a.pid is not None]
+
+
+def parse_cgroups(text: str) -> dict[int, str | None]:
+    """``ps -eo pid=,cgroup=`` → pid → unit (no command lines: nothing hostile to parse)."""
+    out: dict[int, str | None] = {}
+    for line in text.splitlines():
+        parts = line.split(None, 1)
+        if parts and parts[0].isdigit():
+            out[int(parts[0])] = unit_from_cgroup(parts[1]) if len(parts) > 1 else None
+    return out
+
+
+def parse_size(text: str) -> int | None:
+    """``500M`` → bytes (journald's sizes are 1024-based)."""
+    return size_bytes(text)
+
+
+# --- I/O helpers ---------------------------------------------------------------------
+def _run(runner: SSHRunner, target: SSHTarget, name: str, text: str,
+         timeout_s: float) -> ProbeResult:
+    return runner.run(plain(target), Command(name, text, timeout_s))
+
+
+def _ok(probe: ProbeResult) -> ProbeResult:
+    if probe.timed_out:
+        raise ProbeFailed(probe, "timed out")
+    if probe.exit_status != 0 or probe.error:
+        raise ProbeFailed(probe, f"exit {probe.exit_status}: {(probe.error or probe.stderr)[:200]}")
+    return probe
+
+
+def read_unit(runner: SSHRunner, target: SSHTarget, unit: str, timeout_s: float) -> UnitState:
+    """Unit state plus the PIDs in its cgroup (``systemctl show`` exits 0 for unknown units)."""
+    text = f"systemctl show {shlex.quote(unit)} -p {SHOW_PROPS}"
+    show, ps = runner.run_many(plain(target), [Command("unit", text, timeout_s),
+                                               Command("cgroups", PS_CGROUPS, timeout_s)])
+    pids = tuple(sorted(p for p, u in parse_cgroups(_ok(ps).stdout).items() if u == unit))
+    return unit_state(unit, parse_show(_ok(show).stdout), pids)
+
+
+def read_gpus(runner: SSHRunner, target: SSHTarget,
+              timeout_s: float) -> tuple[list[GpuState], list[GpuHolder]]:
+    """Per-GPU memory and the processes holding it, with their units."""
+    gpus, apps, ps = runner.run_many(plain(target), [
+        Command("gpus", GPU_QUERY, timeout_s), Command("gpu-apps", APPS_QUERY, timeout_s),
+        Command("cgroups", PS_CGROUPS, timeout_s)])
+    units = parse_cgroups(ps.stdout) if ps.ok else {}
+    holders = [GpuHolder(pid, uuid, mib, units.get(pid))
+               for pid, uuid, mib in gpu_apps(apps.stdout if apps.ok else "")]
+    return gpu_states(_ok(gpus).stdout), holders
+
+
+def read_gpu_memory(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> list[GpuState]:
+    return gpu_states(_ok(_run(runner, target, "gpus", GPU_QUERY, timeout_s)).stdout)
+
+
+def read_process(runner: SSHRunner, target: SSHTarget, pid: str, timeout_s: float) -> ProcState:
+    """Alive or gone, and its unit. The cgroup is read alone so that the command line
+    (hostile text, spaces and all) can never shift the fields; it comes separately, as
+    evidence only, first line, cut short."""
+    q = shlex.quote(pid)
+    ident, args = runner.run_many(plain(target), [
+        Command("process", f"ps -o pid=,cgroup= -p {q}", timeout_s),
+        Command("process-args", f"ps -o args= -p {q}", timeout_s)])
+    if ident.timed_out or ident.error:
+        raise ProbeFailed(ident, "no answer")
+    first = ident.stdout.strip().splitlines()[0] if ident.stdout.strip() else ""
+    parts = first.split(None, 1)
+    if ident.exit_status != 0 or not parts or parts[0] != pid:
+        return ProcState(int(pid), alive=False)
+    unit = unit_from_cgroup(parts[1]) if len(parts) > 1 else None
+    shown = args.stdout.strip().splitlines()[0][:300] if args.ok and args.stdout.strip() else ""
+    return ProcState(int(pid), alive=True, unit=unit, command=shown)
+
+
+def read_journal_bytes(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> int | None:
+    """Journal size; through ``sudo -n`` for non-root users (allowlisted, read-only)."""
+    text = f"sudo -n {JOURNAL_USAGE}" if target.sudo else JOURNAL_USAGE
+    probe = _ok(_run(runner, target, "journal", text, timeout_s))
+    return parse_journal_usage(probe.stdout + "\n" + probe.stderr)

@@ -1,0 +1,146 @@
+"""Run an action's commands: skip what already holds, enforce deadlines, re-probe.
+
+A command that hits its deadline, or fails, is not taken at its word: the host is
+asked again whether the step's effect holds (``systemctl stop`` that timed out may
+still have stopped the unit, as in the story). The answer goes into the record.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bot.remediation.catalog import Step
+from bot.remediation.probes import parse_size, plain, read_journal_bytes, read_process, read_unit
+from bot.remediation.result import CommandRecord
+from bot.remediation.state import CapturedState, ProcState, UnitState
+from bot.remediation.verify import Ctx
+from bot.ssh.base import Command
+
+_SYSTEMD = frozenset({"stop", "start", "disable", "enable", "mask", "unmask"})
+
+
+def skip_reason(step: Step, unit: UnitState | None = None, proc: ProcState | None = None,
+                journal: tuple[int | None, int] | None = None) -> str | None:
+    """Why a step need not run: its effect already holds. ``None``: run it."""
+    if step.name in _SYSTEMD and unit is not None:
+        return _unit_skip(step.name, unit)
+    if step.name in ("term", "kill") and proc is not None and not proc.alive:
+        return "process already gone"
+    if step.name == "vacuum" and journal is not None:
+        size, limit = journal
+        if size is not None and size <= limit:
+            return "journal already within the limit"
+    return None
+
+
+def _unit_skip(verb: str, u: UnitState) -> str | None:
+    if verb == "stop" and not u.running:
+        return f"already {u.active_state or 'inactive'}"
+    if verb == "start" and u.running:
+        return f"already {u.active_state}"
+    if verb == "disable" and not u.enabled:
+        return f"unit file already {u.unit_file_state or 'disabled'}"
+    if verb == "enable" and u.enabled:
+        return "unit file already enabled"
+    if verb == "mask" and u.masked:
+        return "unit file already masked"
+    if verb == "unmask" and not u.masked:
+        return "unit file not masked"
+    return None
+
+
+def _journal_limit(ctx: Ctx) -> int:
+    return parse_size(ctx.params.get("size", "")) or 0
+
+
+def precheck(ctx: Ctx, step: Step, captured: CapturedState) -> str | None:
+    """Skip reason against the captured state; for SIGKILL, first wait out the grace."""
+    if step.name == "kill":
+        return _wait_gone(ctx, captured.processes[0].pid)
+    unit = captured.units[0] if captured.units else None
+    proc = captured.processes[0] if captured.processes else None
+    journal = (captured.journal_bytes, _journal_limit(ctx)) if step.name == "vacuum" else None
+    return skip_reason(step, unit, proc, journal)
+
+
+def _wait_gone(ctx: Ctx, pid: int) -> str | None:
+    start = time.monotonic()
+    while True:
+        proc = read_process(ctx.runner, ctx.target, str(pid), ctx.options.probe_timeout_s)
+        waited = time.monotonic() - start
+        if not proc.alive:
+            return f"exited {waited:.1f} s after SIGTERM"
+        if waited >= ctx.options.term_grace_s:
+            return None
+        time.sleep(min(ctx.options.poll_interval_s, ctx.options.term_grace_s))
+
+
+def observe(ctx: Ctx, step: Step, captured: CapturedState) -> tuple[bool, dict[str, Any]]:
+    """Does the step's effect hold right now, and what was seen."""
+    t = ctx.options.probe_timeout_s
+    if step.name in _SYSTEMD:
+        unit = read_unit(ctx.runner, ctx.target, captured.units[0].name, t)
+        seen = {"active_state": unit.active_state, "unit_file_state": unit.unit_file_state,
+                "main_pid": unit.main_pid, "pids": list(unit.pids)}
+        return _unit_skip(step.name, unit) is not None, seen
+    if step.name in ("term", "kill"):
+        proc = read_process(ctx.runner, ctx.target, str(captured.processes[0].pid), t)
+        return not proc.alive, {"pid": proc.pid, "alive": proc.alive}
+    size = read_journal_bytes(ctx.runner, ctx.target, t)
+    before = captured.journal_bytes
+    shrank = before is not None and size is not None and size < before
+    done = size is not None and (size <= _journal_limit(ctx) or shrank)
+    return done, {"journal_bytes": size}
+
+
+def reprobe(ctx: Ctx, step: Step, captured: CapturedState, patient: bool) -> dict[str, Any]:
+    """Ask the host what actually happened; after a timeout, keep asking for ``reprobe_s``."""
+    start = time.monotonic()
+    while True:
+        done, seen = observe(ctx, step, captured)
+        elapsed = time.monotonic() - start
+        if done or not patient or elapsed >= ctx.options.reprobe_s:
+            return {"effect": done, "after_s": round(elapsed, 3), **seen}
+        time.sleep(ctx.options.poll_interval_s)
+
+
+def run_one(ctx: Ctx, step: Step, captured: CapturedState) -> CommandRecord:
+    text = step.text(ctx.target.sudo)
+    deadline = ctx.options.step_deadline(step.timeout_s)
+    probe = ctx.runner.run(plain(ctx.target), Command(f"action.{step.name}", text, deadline))
+    record = CommandRecord.from_probe(step.name, text, probe, deadline)
+    if record.ok:
+        return record
+    return CommandRecord(**{**record.to_dict(),
+                            "reprobe": reprobe(ctx, step, captured, patient=probe.timed_out)})
+
+
+def hard_failure(record: CommandRecord) -> bool:
+    """Failed, not by a deadline, and the host confirms the effect is missing."""
+    if record.ok or record.timed_out:
+        return False
+    return not (record.reprobe and record.reprobe.get("effect"))
+
+
+def run_steps(ctx: Ctx, steps: tuple[Step, ...], captured: CapturedState,
+              records: list[CommandRecord]) -> list[CommandRecord]:
+    """Each step once, in order; stop at the first hard failure.
+
+    Appends to ``records`` as it goes, so a connection lost mid-way keeps what ran.
+    """
+    for step in steps:
+        reason = precheck(ctx, step, captured)
+        if reason is not None:
+            records.append(CommandRecord(step.name, step.text(ctx.target.sudo), skipped=reason))
+            continue
+        record = run_one(ctx, step, captured)
+        records.append(record)
+        if hard_failure(record):
+            break
+    return records
+
+
+def all_skipped(ctx: Ctx, steps: tuple[Step, ...], captured: CapturedState) -> bool:
+    """Idempotence: nothing to run when every step's effect already holds."""
+    return all(precheck(ctx, s, captured) is not None for s in steps if s.name != "kill")

@@ -1,0 +1,280 @@
+"""Prove the effect: poll until it holds (and keeps holding), or say what stands in the way.
+
+For GPU actions that means every affected GPU under ``gpu_free_mib``, checked twice
+``settle_s`` apart, because a unit with ``Restart=always`` or a watchdog comes back
+within a second. When the GPUs stay held, the report names the holder: the same unit
+under a new PID (a respawn) or another unit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bot import strings
+from bot.remediation.capture import subject_pids
+from bot.remediation.catalog import ActionSpec
+from bot.remediation.options import RemediationOptions
+from bot.remediation.probes import (
+    ProbeFailed,
+    parse_size,
+    read_gpu_memory,
+    read_gpus,
+    read_journal_bytes,
+    read_process,
+    read_unit,
+)
+from bot.remediation.result import Verification
+from bot.remediation.state import CapturedState, GpuHolder, GpuState, UnitState
+from bot.ssh.base import SSHRunner, SSHTarget
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """One action run: where, what, and how patient to be."""
+
+    runner: SSHRunner
+    target: SSHTarget
+    spec: ActionSpec
+    params: dict[str, str]
+    options: RemediationOptions
+
+
+@dataclass(frozen=True)
+class _Look:
+    """One observation: is the goal met, did the subject come back, the evidence."""
+
+    done: bool
+    respawn: str | None
+    evidence: dict[str, Any]
+
+
+def gpu_range(indexes: list[int] | tuple[int, ...]) -> str:
+    """[0..7] → "0-7"; [0, 2] → "0,2" (what an operator would type into nvidia-smi -i)."""
+    s = sorted(indexes)
+    if len(s) > 2 and s == list(range(s[0], s[-1] + 1)):
+        return f"{s[0]}-{s[-1]}"
+    return ",".join(str(i) for i in s)
+
+
+def gpu_detail(gpus: list[GpuState], affected: tuple[int, ...], free_mib: float) -> str:
+    chosen = [g for g in gpus if g.index in affected]
+    free = [g for g in chosen if g.memory_used_mib < free_mib]
+    top = max((g.memory_used_mib for g in chosen), default=0.0)
+    return strings.REM_GPUS_FREE.format(free=len(free), total=len(affected), max=f"{top:.0f}")
+
+
+def unit_goal(kind: str, params: dict[str, str]) -> Callable[[UnitState], bool]:
+    """The unit state each systemd action aims for."""
+    if kind == "systemd.stop_disable":
+        return lambda u: not u.running and not u.enabled
+    if kind == "systemd.mask":
+        return lambda u: not u.running and u.masked
+    want_file, want_active = params["unit_file_state"], params["active_state"] == "active"
+    return lambda u: u.unit_file_state.startswith(want_file) and u.running == want_active
+
+
+def _held(gpus: list[GpuState], affected: tuple[int, ...], free_mib: float) -> list[int]:
+    return [g.index for g in gpus if g.index in affected and g.memory_used_mib >= free_mib]
+
+
+def _gpu_evidence(gpus: list[GpuState], affected: tuple[int, ...]) -> dict[str, Any]:
+    return {"affected": list(affected),
+            "gpus": [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]}
+
+
+def _poll(ctx: Ctx, look: Callable[[], _Look], patient: bool) -> tuple[_Look, float]:
+    """Look until done twice ``settle_s`` apart, a respawn, or the deadline."""
+    o = ctx.options
+    start = time.monotonic()
+    deadline = start + (o.verify_timeout_s if patient else 0.0)
+    first_done: float | None = None
+    while True:
+        seen = look()
+        now = time.monotonic()
+        if seen.respawn:
+            return seen, now - start
+        if seen.done:
+            first_done = first_done if first_done is not None else now
+            if not patient or now - first_done >= o.settle_s:
+                return seen, first_done - start
+            time.sleep(min(o.settle_s - (now - first_done), o.settle_s) + 0.01)
+            continue
+        first_done = None
+        if now >= deadline:
+            return seen, now - start
+        time.sleep(o.poll_interval_s)
+
+
+def _holders_on(ctx: Ctx, held: list[int]) -> tuple[list[GpuHolder], dict[str, int]]:
+    """Who holds the still-held GPUs (uuid → index for the report)."""
+    gpus, holders = read_gpus(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
+    uuids = {g.uuid: g.index for g in gpus if g.index in held}
+    return [h for h in holders if h.gpu_uuid in uuids], uuids
+
+
+def _describe_holders(holders: list[GpuHolder], uuids: dict[str, int]) -> list[dict[str, Any]]:
+    by_pid: dict[int, dict[str, Any]] = {}
+    for h in holders:
+        entry = by_pid.setdefault(h.pid, {"pid": h.pid, "unit": h.unit, "gpus": []})
+        entry["gpus"].append(uuids[h.gpu_uuid])
+    return sorted(by_pid.values(), key=lambda e: e["pid"])
+
+
+def verify_unit(ctx: Ctx, captured: CapturedState, patient: bool = True) -> Verification:
+    before = captured.units[0]
+    goal = unit_goal(ctx.spec.kind, ctx.params)
+    free = ctx.options.gpu_free_mib
+    affected = captured.affected_gpus(subject_pids(captured), free) if ctx.spec.frees_gpus else ()
+    show_gpus = ctx.spec.frees_gpus and bool(captured.gpus)  # evidence even when none affected
+    t = ctx.options.probe_timeout_s
+
+    def look() -> _Look:
+        unit = read_unit(ctx.runner, ctx.target, before.name, t)
+        gpus = read_gpu_memory(ctx.runner, ctx.target, t) if show_gpus else []
+        held = _held(gpus, affected, free)
+        ev = {"unit": _unit_evidence(unit), **_gpu_evidence(gpus, affected), "held": held}
+        new_pid = unit.running and unit.main_pid and unit.main_pid not in subject_pids(captured)
+        respawn = (strings.REM_RESPAWN_UNIT.format(unit=unit.name, pid=unit.main_pid,
+                                                   was=before.main_pid or "-")
+                   if new_pid and ctx.spec.frees_gpus else None)
+        return _Look(goal(unit) and not held, respawn, ev)
+
+    seen, elapsed = _poll(ctx, look, patient)
+    return _conclude(ctx, seen, elapsed, affected, before.name, subject_pids(captured), before.name)
+
+
+def verify_process(ctx: Ctx, captured: CapturedState, patient: bool = True) -> Verification:
+    before = captured.processes[0]
+    free = ctx.options.gpu_free_mib
+    affected = captured.affected_gpus({before.pid}, free)
+    t = ctx.options.probe_timeout_s
+
+    def look() -> _Look:
+        proc = read_process(ctx.runner, ctx.target, str(before.pid), t)
+        gpus = read_gpu_memory(ctx.runner, ctx.target, t) if captured.gpus else []
+        held = _held(gpus, affected, free)
+        ev = {"process": {"pid": proc.pid, "alive": proc.alive}, **_gpu_evidence(gpus, affected),
+              "held": held}
+        respawn = None
+        if not proc.alive and held and before.unit:
+            holders, _ = _holders_on(ctx, held)
+            again = [h for h in holders if h.unit == before.unit and h.pid != before.pid]
+            if again:
+                respawn = strings.REM_RESPAWN_UNIT.format(unit=before.unit, pid=again[0].pid,
+                                                          was=before.pid)
+        return _Look(not proc.alive and not held, respawn, ev)
+
+    seen, elapsed = _poll(ctx, look, patient)
+    return _conclude(ctx, seen, elapsed, affected, f"PID {before.pid}", {before.pid}, before.unit)
+
+
+def _conclude(ctx: Ctx, seen: _Look, elapsed: float, affected: tuple[int, ...],
+              subject: str, own: set[int], own_unit: str | None) -> Verification:
+    ev = dict(seen.evidence)
+    gpus = [GpuState(g["index"], "", g["used_mib"], 0.0) for g in ev.get("gpus", [])]
+    shown = affected or tuple(g.index for g in gpus)
+    gdetail = gpu_detail(gpus, shown, ctx.options.gpu_free_mib) if shown else ""
+    if seen.done:
+        return Verification(True, gdetail or _state_detail(ev, subject), elapsed, evidence=ev)
+    respawn = seen.respawn
+    held = ev.get("held") or []
+    if held:
+        holders, uuids = _holders_on(ctx, held)
+        ev["holders"] = _describe_holders(holders, uuids)
+        others = [h for h in holders if h.pid not in own and h.unit != own_unit]
+        again = [h for h in holders if h.pid not in own and own_unit and h.unit == own_unit]
+        ev["held_by_others"] = bool(others)
+        if again and respawn is None:
+            respawn = strings.REM_RESPAWN_UNIT.format(unit=own_unit, pid=again[0].pid,
+                                                      was=min(own) if own else "-")
+    detail = _not_done_detail(ev, subject, gdetail)
+    if respawn:
+        detail = f"{respawn}; {detail}" if detail else respawn
+    return Verification(False, detail, elapsed, respawned=respawn is not None, evidence=ev)
+
+
+def _state_detail(ev: dict[str, Any], subject: str) -> str:
+    unit = ev.get("unit")
+    if not unit:
+        return strings.REM_STATE_OK
+    return strings.REM_UNIT_NOW.format(unit=subject, active=unit["active_state"],
+                                       file=unit["unit_file_state"] or "-")
+
+
+def _not_done_detail(ev: dict[str, Any], subject: str, gdetail: str) -> str:
+    parts = []
+    unit = ev.get("unit")
+    if unit:
+        parts.append(strings.REM_UNIT_NOW.format(unit=subject, active=unit["active_state"],
+                                                 file=unit["unit_file_state"] or "-"))
+    proc = ev.get("process")
+    if proc and proc["alive"]:
+        parts.append(strings.REM_PROC_ALIVE.format(pid=proc["pid"]))
+    holders = ev.get("holders") or []
+    if holders:
+        who = "; ".join(strings.REM_HOLDER.format(pid=h["pid"], unit=h["unit"] or "no unit",
+                                                  gpus=gpu_range(h["gpus"])) for h in holders)
+        parts.append(strings.REM_HELD_BY.format(who=who))
+    elif ev.get("held"):
+        parts.append(strings.REM_HELD.format(gpus=gpu_range(ev["held"])))
+    if gdetail:
+        parts.append(gdetail)
+    return "; ".join(parts)
+
+
+def _unit_evidence(unit: UnitState) -> dict[str, Any]:
+    return {"active_state": unit.active_state, "sub_state": unit.sub_state,
+            "unit_file_state": unit.unit_file_state, "main_pid": unit.main_pid,
+            "pids": list(unit.pids)}
+
+
+def verify_journal(ctx: Ctx, captured: CapturedState) -> Verification:
+    start = time.monotonic()
+    after = read_journal_bytes(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
+    limit = parse_size(ctx.params["size"]) or 0
+    before = captured.journal_bytes
+    ok = after is not None and (after <= limit or (before is not None and after < before))
+    detail = strings.REM_JOURNAL.format(before=_human(before), after=_human(after),
+                                        limit=ctx.params["size"])
+    ev = {"before_bytes": before, "after_bytes": after, "limit_bytes": limit}
+    return Verification(ok, detail, time.monotonic() - start, evidence=ev)
+
+
+def _human(n: int | None) -> str:
+    if n is None:
+        return "?"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover
+
+
+def _with_gpu_report(ctx: Ctx, v: Verification) -> Verification:
+    """After a revert: is the memory taken again? Evidence, not a condition."""
+    try:
+        gpus = read_gpu_memory(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
+    except ProbeFailed:
+        return v
+    if not gpus:
+        return v
+    held = [g for g in gpus if g.memory_used_mib >= ctx.options.gpu_free_mib]
+    top = max(g.memory_used_mib for g in gpus)
+    note = strings.REM_GPUS_HELD.format(held=len(held), total=len(gpus), max=f"{top:.0f}")
+    after = [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]
+    ev = {**v.evidence, "gpus_after": after}
+    return replace(v, detail=f"{v.detail}; {note}", evidence=ev)
+
+
+def verify(ctx: Ctx, captured: CapturedState, patient: bool = True) -> Verification:
+    if ctx.spec.kind == "systemd.revert":
+        return _with_gpu_report(ctx, verify_unit(ctx, captured, patient))
+    if ctx.spec.kind.startswith("systemd."):
+        return verify_unit(ctx, captured, patient)
+    if ctx.spec.kind == "process.terminate":
+        return verify_process(ctx, captured, patient)
+    return verify_journal(ctx, captured)

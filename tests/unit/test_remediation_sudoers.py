@@ -1,0 +1,110 @@
+"""deploy/sudoers/incident-bot grants exactly the catalog's commands.
+
+Read the file the way sudo does for what it contains (Cmnd_Alias lists of a path and an
+anchored POSIX ERE over the arguments joined by spaces) and check every command the
+catalog renders for a non-root target against it. tests/integration has the same check
+through the real sudo.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from bot.remediation.catalog import plan
+from bot.remediation.probes import JOURNAL_USAGE
+from bot.ssh.base import SSHTarget
+
+SUDOERS = Path(__file__).resolve().parents[2] / "deploy" / "sudoers" / "incident-bot"
+NONROOT = SSHTarget(name="gpu-01", host="10.0.0.1", user="incident-bot", sudo=True)
+UNITS = ("vllm-kimi-k25-int4.service", "getty@tty1.service", "a:b_c.d-e.service", "x.socket")
+
+# Every kind with parameters covering each branch of its rendering.
+CASES: list[tuple[str, dict[str, str]]] = [
+    *[("systemd.stop_disable", {"unit": u}) for u in UNITS],
+    *[("systemd.mask", {"unit": u}) for u in UNITS],
+    *[
+        ("systemd.revert", {"unit": u, "unit_file_state": f, "active_state": a})
+        for u in UNITS[:2]
+        for f in ("enabled", "disabled", "masked")
+        for a in ("active", "inactive")
+    ],
+    *[("process.terminate", {"pid": p}) for p in ("2", "440", "4194304")],
+    *[("disk.journal_vacuum", {"size": s}) for s in ("1K", "500M", "2G", "999999T")],
+]
+
+
+def allowlist() -> list[tuple[str, str]]:
+    """(command path, argument pattern) for every command in every Cmnd_Alias."""
+    text = SUDOERS.read_text().replace("\\\n", " ")
+    entries = []
+    for line in text.splitlines():
+        if line.strip().startswith("Cmnd_Alias"):
+            body = line.split("=", 1)[1].strip()
+            for command in re.split(r",\s*(?=/)", body):
+                path, _, args = command.strip().partition(" ")
+                entries.append((path, args.strip()))
+    return entries
+
+
+def allowed(argv: list[str]) -> bool:
+    path, args = f"/usr/bin/{argv[0]}", " ".join(argv[1:])
+    for entry_path, pattern in allowlist():
+        if entry_path != path:
+            continue
+        if pattern.startswith("^") and pattern.endswith("$"):
+            if re.fullmatch(pattern[1:-1], args):
+                return True
+        elif pattern == args:
+            return True
+    return False
+
+
+def _sudo_argv(command: str) -> list[str]:
+    argv = shlex.split(command)
+    assert argv[:2] == ["sudo", "-n"], command
+    return argv[2:]
+
+
+@pytest.mark.parametrize(("kind", "params"), CASES)
+def test_every_rendered_catalog_command_matches_an_allowlist_line(
+    kind: str, params: dict[str, str]
+) -> None:
+    for command in plan(kind, params, NONROOT):
+        assert allowed(_sudo_argv(command)), command
+
+
+def test_the_journal_probe_that_needs_root_is_allowed() -> None:
+    assert allowed(shlex.split(JOURNAL_USAGE))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["systemctl", "stop", "a.service", "b.service"],
+        ["systemctl", "stop", "x.service;", "reboot"],
+        ["systemctl", "stop", "-.mount"],
+        ["systemctl", "restart", "vllm.service"],
+        ["systemctl", "stop", "vllm"],
+        ["kill", "-TERM", "1"],
+        ["kill", "-9", "440"],
+        ["kill", "-TERM", "440", "441"],
+        ["journalctl", "--vacuum-size=500M", "--vacuum-time=1s"],
+        ["journalctl", "--rotate"],
+        ["bash", "-c", "id"],
+        ["timeout", "-k", "2", "5", "bash", "-c", "systemctl stop x.service"],
+    ],
+)
+def test_anything_else_is_not_allowed(argv: list[str]) -> None:
+    assert not allowed(argv)
+
+
+def test_the_user_line_grants_only_the_aliases() -> None:
+    text = SUDOERS.read_text()
+    aliases = re.findall(r"^Cmnd_Alias (\w+) =", text, re.M)
+    grant = re.search(r"^incident-bot ALL=\(root\) NOPASSWD: (.+)$", text, re.M)
+    assert grant is not None and sorted(grant[1].split(", ")) == sorted(aliases)
+    assert not re.search(r"NOPASSWD:\s*ALL\b", text)
