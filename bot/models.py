@@ -98,3 +98,23 @@ class Diagnosis:
             "actions": [a.to_dict() for a in self.actions],
             "probes": [p.summary() for p in self.probes],
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Diagnosis:
+        """Rebuild a stored diagnosis (incident meta) so any replica can re-render it."""
+        return cls(
+            host=str(data["host"]), playbook=str(data["playbook"]),
+            status=DiagnosisStatus(data["status"]), duration_s=float(data["duration_s"]),
+            findings=tuple(Finding(code=f["code"], severity=Severity(f["severity"]),
+                                   title=f["title"], detail=f.get("detail", ""),
+                                   evidence=dict(f.get("evidence") or {}))
+                           for f in data.get("findings", ())),
+            actions=tuple(ProposedAction(id=a["id"], kind=a["kind"], params=dict(a["params"]),
+                                         reason=a.get("reason", ""), risk=a.get("risk", ""))
+                          for a in data.get("actions", ())),
+            probes=tuple(ProbeResult(name=p["name"], command=p["command"],
+                                     exit_status=p.get("exit_status"),
+                                     duration_s=float(p.get("duration_s", 0.0)),
+                                     timed_out=bool(p.get("timed_out", False)))
+                         for p in data.get("probes", ())),
+        )

@@ -12,6 +12,10 @@ from pathlib import Path
 import bot
 from bot.sim.run import SESSION, TOOLS
 
+# `sh -c CMD` (the SSH pool's wrapper) must not reach dash, whose builtin ``kill`` would
+# signal real PIDs on this machine: on a sim host ``sh`` is bash, which reads ``simrc``.
+SH_SHIM = "#!/bin/sh\nexec /bin/bash \"$@\"\n"
+
 SIMRC = """# sourced by every non-interactive bash on this simulated host (BASH_ENV)
 enable -n kill
 """
@@ -31,5 +35,8 @@ def write_shims(workdir: Path) -> Path:
         path = bindir / ("sim-session" if tool == SESSION else tool)
         path.write_text(_shim(workdir, tool))
         path.chmod(0o755)
+    for name in ("sh", "dash"):
+        (bindir / name).write_text(SH_SHIM)
+        (bindir / name).chmod(0o755)
     (bindir / "simrc").write_text(SIMRC)
     return bindir

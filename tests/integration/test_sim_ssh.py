@@ -99,6 +99,18 @@ def test_kill_never_reaches_a_real_process(seed_sim: SimHost) -> None:
         sleeper.wait()
 
 
+def test_sh_c_wrapper_never_reaches_a_real_process(seed_sim: SimHost) -> None:
+    """The SSH pool wraps commands in ``sh -c``; dash's builtin kill must not run there."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        r = ssh(seed_sim, f"timeout 5 sh -c 'kill -TERM {sleeper.pid}'")
+        assert "No such process" in r.stderr
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def test_unknown_field_and_unknown_unit(seed_sim: SimHost) -> None:
     r = ssh(seed_sim, "nvidia-smi --query-gpu=index,nope --format=csv")
     assert (r.returncode, r.stdout) == (2, 'Field "nope" is not a valid field to query.\n\n')

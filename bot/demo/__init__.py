@@ -1,0 +1,1 @@
+"""``incident-bot demo``: the seed story end to end on a simulated host, terminal chat."""

@@ -1,0 +1,140 @@
+"""The seed story, step by step, through the same code paths as production: a real alert
+over HTTP, the flow consumer, the approval desk, remediation over SSH, an RQ worker.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+import httpx
+from rich.console import Console
+
+from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk
+from bot.chat.terminal import TerminalBackend, TerminalInputError, handle_line
+from bot.demo.stage import DEMO_APPROVER, DEMO_HOST, Stage, start_worker
+from bot.extract import queue, records
+from bot.extract.spec import load_spec
+from bot.extract.states import JobState
+from bot.flow import approve_step, progress_step
+from bot.flow.consumer import GROUP, consumer_name, run_once
+from bot.flow.context import FlowContext, build_context
+from bot.http import create_app
+from bot.incident import IncidentState
+from bot.serving import ServedApp
+from bot.ssh.pool import ParamikoPool
+from storage.events import IncidentEvents
+
+INTRUDER = "U0INTERN01"
+
+
+@contextmanager
+def timed(stage: Stage, label: str) -> Iterator[None]:
+    t0 = time.monotonic()
+    yield
+    stage.timings.append((label, time.monotonic() - t0))
+
+
+def crashed_job(stage: Stage) -> str:
+    """Record the extraction that was running on the host when the VM died."""
+    conn = stage_ctx_bytes(stage)
+    job_id = queue.submit(conn, load_spec(stage.spec_path), host=DEMO_HOST)
+    queue.pause(conn, job_id)  # take the run off the queue: nothing runs it now
+    records.write(conn, job_id, state=JobState.INTERRUPTED.value)
+    records.event(conn, job_id, "interrupted", reason="host restarted")
+    return job_id
+
+
+def stage_ctx_bytes(stage: Stage):  # type: ignore[no-untyped-def]
+    from storage.connection import connect
+
+    return connect(stage.redis_url, decode=False)
+
+
+def alert_payload(now: datetime) -> dict[str, object]:
+    """What Alertmanager posts for our GpuHostRebooted rule (webhook payload version 4)."""
+    labels = {"alertname": "GpuHostRebooted", "instance": f"{DEMO_HOST}:9100",
+              "severity": "critical"}
+    alert = {"status": "firing", "labels": labels,
+             "annotations": {"summary": f"{DEMO_HOST} booted 2 minutes ago"},
+             "startsAt": now.isoformat().replace("+00:00", "Z"),
+             "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "", "fingerprint": "5e3d1c0ffee0a1b2"}
+    return {"version": "4", "groupKey": "{}:{alertname=\"GpuHostRebooted\"}", "status": "firing",
+            "receiver": "incident-bot", "groupLabels": {"alertname": "GpuHostRebooted"},
+            "commonLabels": labels, "commonAnnotations": {}, "externalURL": "",
+            "truncatedAlerts": 0, "alerts": [alert]}
+
+
+def send_alert(stage: Stage, url: str) -> str:
+    token = stage.settings.incident_bot_alert_token
+    secret = token.get_secret_value() if token else ""
+    reply = httpx.post(f"{url}/alerts/alertmanager", content=json.dumps(alert_payload(
+        datetime.now(UTC))), headers={"Authorization": f"Bearer {secret}",
+                                      "Content-Type": "application/json"}, timeout=10)
+    reply.raise_for_status()
+    return str(reply.json()["incidents"][0])
+
+
+def make_desk(ctx: FlowContext) -> ApprovalDesk:
+    callbacks = ApprovalCallbacks(
+        on_approved=lambda a, u: approve_step.on_approved(ctx, a, u),
+        on_denied=lambda a, u, r: approve_step.on_denied(ctx, a, u, r),
+        on_expired=lambda a: approve_step.on_expired(ctx, a))
+    return ApprovalDesk(ctx.approvals, ctx.policy, callbacks,
+                        audit=lambda i, actor, action, d: ctx.audit.append(i, actor, action, d))
+
+
+def approve(ctx: FlowContext, backend: TerminalBackend, desk: ApprovalDesk, incident_id: str,
+            yes: bool, ask: Callable[[str], str]) -> None:
+    """--yes: an intruder's click is refused, then the on-call approves; else read lines."""
+    if yes:
+        for user, line in ((INTRUDER, "approve 1"), (DEMO_APPROVER, "approve 1")):
+            backend.console.print(f"[dim]{user} types:[/dim] {line}")
+            handle_line(backend, desk, user, line)
+        return
+    while ctx.incidents.require(incident_id).state is IncidentState.AWAITING_APPROVAL:
+        line = ask(f"you are {DEMO_APPROVER}; type e.g. 'approve 1' or 'deny 1 \"why\"' > ")
+        try:
+            handle_line(backend, desk, DEMO_APPROVER, line)
+        except TerminalInputError as exc:
+            backend.console.print(str(exc))
+
+
+def follow_progress(ctx: FlowContext, incident_id: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = progress_step.poll_incident(ctx, incident_id)
+        if status is None or status.state in progress_step.DONE:
+            return
+        time.sleep(ctx.progress_interval_s)
+    raise TimeoutError(f"extraction did not finish within {timeout_s:.0f}s")
+
+
+def run_story(stage: Stage, console: Console, *, yes: bool,
+              ask: Callable[[str], str]) -> str:
+    backend = TerminalBackend(console)
+    pool = ParamikoPool(stage.settings.ssh_defaults)
+    ctx = build_context(stage.settings, pool, backend)
+    ctx.progress_interval_s = 1.0
+    try:
+        stage.worker = start_worker(stage.redis_url, stage.workdir)
+        job_id = crashed_job(stage)
+        console.rule(f"VM {DEMO_HOST} restarted; extraction {job_id} was 49% done")
+        stage.http = ServedApp(create_app(stage.settings, ctx.redis)).start()
+        with timed(stage, "alert received (Alertmanager webhook → incident)"):
+            incident_id = send_alert(stage, stage.http.url)
+        with timed(stage, "diagnosis over SSH and findings posted"):
+            events = IncidentEvents(ctx.redis)
+            events.ensure_group(GROUP)
+            while ctx.incidents.require(incident_id).state is not IncidentState.AWAITING_APPROVAL:
+                run_once(ctx, events, consumer_name(), block_ms=500)
+        with timed(stage, "approval → stop/disable → GPUs verified free → resume queued"):
+            approve(ctx, backend, make_desk(ctx), incident_id, yes, ask)
+        with timed(stage, "extraction resumed and finished (RQ worker)"):
+            follow_progress(ctx, incident_id)
+        return incident_id
+    finally:
+        pool.close()

@@ -1,0 +1,114 @@
+"""Step 1: an opened incident is diagnosed over SSH and posted with its buttons."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from bot import inventory
+from bot.chat.base import MessageRef
+from bot.chat.render import ActionPlan, evidence_hash, render_incident
+from bot.errors import UserError
+from bot.flow.context import FlowContext, playbook_for
+from bot.incident import IncidentState
+from bot.incidents import Incident
+from bot.models import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
+from bot.remediation import catalog
+from bot.ssh.base import SSHTarget
+from playbooks import run_playbook
+
+log = logging.getLogger(__name__)
+S = IncidentState
+
+
+def interrupted_job_ids(ctx: FlowContext, host: str) -> list[str]:
+    """Jobs on ``host`` that stopped without finishing (vm_restart reports them)."""
+    from bot.extract.status import interrupted_jobs  # torch-free, but keep the flow lazy
+
+    return [j.job_id for j in interrupted_jobs(ctx.redis_bytes, host)]
+
+
+def diagnose(ctx: FlowContext, incident: Incident,
+             target: SSHTarget | None) -> tuple[Diagnosis, dict[str, Any]]:
+    """Run the incident kind's playbook; an unknown host is a finding, not a crash."""
+    context: dict[str, Any] = {"interrupted_jobs": []}
+    try:
+        context["interrupted_jobs"] = [
+            {"job_id": j} for j in interrupted_job_ids(ctx, incident.host)]
+    except Exception:  # the job list is context, never a reason not to diagnose
+        log.warning("could not read interrupted jobs for %s", incident.host, exc_info=True)
+    name = playbook_for(incident.kind)
+    if target is None:
+        finding = Finding("inventory.unknown_host", Severity.WARNING,
+                          f"{incident.host} is not in the inventory",
+                          "Add it under `hosts:` in the config to diagnose it over SSH.")
+        return Diagnosis(incident.host, name, DiagnosisStatus.UNREACHABLE, 0.0, (finding,)), context
+    options = inventory.options_for(ctx.settings, target)
+    return run_playbook(ctx.runner, target, name, options=options, context=context), context
+
+
+def target_for(ctx: FlowContext, host: str) -> SSHTarget | None:
+    try:
+        return inventory.resolve(ctx.settings, host)
+    except UserError:
+        return None
+
+
+def make_plans(ctx: FlowContext, incident: Incident, diagnosis: Diagnosis,
+               target: SSHTarget) -> list[ActionPlan]:
+    """One pending approval per proposed action; the button carries only its opaque id."""
+    ev_hash = evidence_hash(diagnosis)
+    plans = []
+    for action in diagnosis.actions:
+        commands = tuple(catalog.plan(action.kind, action.params, target))
+        approval = ctx.approvals.create(
+            incident.id, {**action.to_dict(), "commands": list(commands)},
+            evidence_hash=ev_hash, requested_by=ctx.bot_user, now=ctx.clock(), policy=ctx.policy)
+        plans.append(ActionPlan(action, commands, approval.id))
+    return plans
+
+
+def plans_to_meta(plans: list[ActionPlan]) -> list[dict[str, Any]]:
+    return [{"action": p.action.to_dict(), "commands": list(p.commands),
+             "approval_id": p.approval_id} for p in plans]
+
+
+def plans_from_meta(raw: list[dict[str, Any]]) -> list[ActionPlan]:
+    out = []
+    for p in raw:
+        a = p["action"]
+        action = ProposedAction(a["id"], a["kind"], dict(a["params"]), a.get("reason", ""),
+                                a.get("risk", ""))
+        out.append(ActionPlan(action, tuple(p["commands"]), p["approval_id"]))
+    return out
+
+
+def on_incident_opened(ctx: FlowContext, incident_id: str) -> Incident:
+    """Diagnose, post the findings with Approve/Deny, and wait for a person."""
+    started = time.monotonic()
+    incident = ctx.incidents.transition(incident_id, S.DIAGNOSING, ctx.bot_user, "alert received")
+    target = target_for(ctx, incident.host)
+    diagnosis, _ = diagnose(ctx, incident, target)
+    plans = make_plans(ctx, incident, diagnosis, target) if target is not None else []
+    next_state = S.AWAITING_APPROVAL if plans or diagnosis.findings else S.RESOLVED
+    reason = f"{len(diagnosis.findings)} findings, {len(plans)} proposed actions"
+    incident = ctx.incidents.transition(incident_id, next_state, ctx.bot_user, reason,
+                                        evidence_hash(diagnosis))
+    approvals = {p.approval_id: ctx.approvals.get(p.approval_id) for p in plans}
+    message = render_incident(incident, diagnosis, plans,
+                              {k: v for k, v in approvals.items() if v is not None})
+    ref = ctx.chat.post(ctx.channel, message)
+    for plan in plans:
+        ctx.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
+    ctx.incidents.set_meta(incident_id, diagnosis=diagnosis.to_dict(),
+                           plans=plans_to_meta(plans), chat={"channel": ref.channel, "ts": ref.ts},
+                           evidence_hash=evidence_hash(diagnosis))
+    ctx.notes.append(f"diagnosed {incident.host} ({diagnosis.playbook}) in "
+                     f"{diagnosis.duration_s:.2f}s; posted in {time.monotonic() - started:.2f}s")
+    return incident
+
+
+def message_ref(incident: Incident) -> MessageRef | None:
+    chat = incident.meta.get("chat")
+    return MessageRef(chat["channel"], chat["ts"]) if chat else None
