@@ -26,7 +26,7 @@ app = typer.Typer(
 
 # One module per subcommand (or group); each exposes ``register(app)``.
 COMMAND_MODULES = (
-    "demo", "serve", "diagnose", "act", "incidents", "worker", "agent", "sim", "extract",
+    "demo", "serve", "diagnose", "act", "incidents", "worker", "agent", "sim", "extract", "digest",
 )
 
 

@@ -1,0 +1,68 @@
+"""`incident-bot digest now`: the health digest on demand, in the terminal.
+
+Same numbers and chart as the scheduled Slack digest (``DigestRunner``), rendered by
+the terminal backend: the message is printed and the chart PNG written to ``--out``,
+its path printed last so scripts can pick it up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from redis.exceptions import RedisError
+
+from bot import strings
+from bot.chat.terminal import TerminalBackend
+from bot.digest_runner import AuditActions, DigestResult, DigestRunner, StoreIncidents
+from bot.errors import UserError
+from bot.scheduler_jobs import load_sections
+from bot.settings import load_settings
+from storage.connection import connect
+from storage.incidents import IncidentStore
+from storage.samples import SampleStore
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML config file")]
+OutOpt = Annotated[Path, typer.Option("--out", help="Directory for the chart PNG")]
+HoursOpt = Annotated[float, typer.Option("--hours", help="Period ending now, in hours")]
+MAX_HOURS = 744.0  # a month: samples are kept eight days by default anyway
+
+
+def digest_now(config: Path | None, out: Path, hours: float) -> DigestResult:
+    if not 0 < hours <= MAX_HOURS:
+        raise UserError(f"--hours must be more than 0 and at most {MAX_HOURS:g}, got {hours:g}", 2)
+    settings = load_settings(config)
+    _, digest_cfg, _ = load_sections(settings.extra)
+    redis = connect(settings.redis_url)
+    try:
+        redis.ping()
+    except RedisError as exc:
+        raise UserError(f"cannot reach Redis at {settings.redis_url}: {exc}") from None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create output directory {out}: {exc.strerror}", 2) from None
+    runner = DigestRunner(SampleStore(redis), TerminalBackend(), out,
+                          incidents=StoreIncidents(IncidentStore(redis)),
+                          actions=AuditActions(redis), cfg=digest_cfg)
+    try:
+        return runner.now("terminal", hours)
+    finally:
+        redis.close()
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(help="Health digests: GPU memory and utilisation, disks, incidents.",
+                        no_args_is_help=True)
+
+    @group.command(name="now")
+    def now(config: ConfigOpt = None, out: OutOpt = Path("digests"),
+            hours: HoursOpt = 24.0) -> None:
+        """Render the digest for the last --hours now; write the chart and print its path."""
+        result = digest_now(config, out, hours)
+        if result.chart is None:
+            raise UserError("the digest was printed but its chart could not be drawn (see log)")
+        typer.echo(strings.DIGEST_CHART_WRITTEN.format(path=result.chart.resolve()))
+
+    app.add_typer(group, name="digest")

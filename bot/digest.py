@@ -1,0 +1,280 @@
+"""The health digest's numbers, computed purely from samples and records.
+
+Why pure: the digest is what operators read every morning, so every figure (idle
+GPU-minutes, days until a disk is full, time to resolve) is a function tested on
+hand-made data; fetching (Redis) and posting (chat) live in ``bot.digest_runner``.
+Rendering to a ``ChatMessage`` is in ``bot.digest_render``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import statistics
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Point = tuple[float, float]
+GPU_METRIC = re.compile(r"^gpu(?P<index>\d{1,3})\.(?P<field>mem_used_mib|mem_total_mib|util_pct)$")
+DISK_METRIC = re.compile(r"^disk:(?P<mount>/.*)\.(?P<field>used_bytes|size_bytes)$")
+DAY_S = 86400.0
+
+
+class DigestSchedule(BaseModel):
+    """One digest: when (crontab, in ``timezone``), where, and over how long."""
+
+    model_config = ConfigDict(extra="forbid")
+    cron: str = "0 8 * * *"
+    channel: str = ""  # empty: slack.channel
+    period_hours: float = Field(default=24.0, gt=0, le=24 * 31)
+
+
+class DigestSettings(BaseModel):
+    """``settings.extra["digest"]``: thresholds and schedules."""
+
+    model_config = ConfigDict(extra="forbid")
+    # VRAM held at or above idle_mem_mib at or below idle_util_pct is idle
+    idle_mem_mib: float = Field(default=1024.0, ge=0)
+    idle_util_pct: float = Field(default=5.0, ge=0, le=100)
+    max_gap_s: float = Field(default=600.0, gt=0)  # a longer sample gap counts only this much
+    timezone: str = "UTC"
+    schedules: list[DigestSchedule] = Field(default_factory=lambda: [DigestSchedule()])
+
+
+@dataclass(frozen=True)
+class Stat:
+    min: float
+    avg: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stat | None:
+        if not values:
+            return None
+        return cls(min(values), statistics.fmean(values), max(values))
+
+
+@dataclass(frozen=True)
+class GpuStats:
+    index: int
+    mem_used_mib: Stat | None
+    util_pct: Stat | None
+    mem_total_mib: float | None
+    idle_minutes: float
+
+
+@dataclass(frozen=True)
+class DiskStats:
+    mount: str
+    used_bytes: float
+    size_bytes: float | None
+    growth_bytes_per_day: float | None
+    days_until_full: float | None
+
+    @property
+    def used_pct(self) -> float | None:
+        return 100.0 * self.used_bytes / self.size_bytes if self.size_bytes else None
+
+
+@dataclass(frozen=True)
+class HostStats:
+    host: str
+    gpus: tuple[GpuStats, ...] = ()
+    disks: tuple[DiskStats, ...] = ()
+
+    @property
+    def idle_gpu_minutes(self) -> float:
+        return sum(g.idle_minutes for g in self.gpus)
+
+    def gpu_stat(self, name: str) -> Stat | None:
+        """Host-wide min/avg/max over every GPU's (``mem_used_mib`` or ``util_pct``) stats."""
+        stats = [s for g in self.gpus if (s := getattr(g, name)) is not None]
+        if not stats:
+            return None
+        return Stat(min(s.min for s in stats), statistics.fmean(s.avg for s in stats),
+                    max(s.max for s in stats))
+
+
+@dataclass(frozen=True)
+class IncidentRecord:
+    id: str
+    host: str
+    kind: str
+    severity: str
+    state: str
+    opened_at: float
+    resolved_at: float | None = None
+
+
+@dataclass(frozen=True)
+class ActionRecord:
+    incident_id: str
+    kind: str
+    result: str  # "verified" | "failed" | "reverted" | ...
+    at: float
+    actor: str = ""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: str
+    host: str
+    state: str
+    done: int
+    total: int
+    rate: float | None = None
+
+
+@dataclass(frozen=True)
+class IncidentStats:
+    opened: int
+    resolved: int
+    still_open: int
+    ttr_median_s: float | None
+    ttr_max_s: float | None
+    opened_by_kind: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Digest:
+    start: float
+    end: float
+    hosts: tuple[HostStats, ...]
+    incidents: IncidentStats
+    actions: dict[tuple[str, str], int]
+    jobs: tuple[JobRecord, ...]
+
+    @property
+    def idle_gpu_minutes(self) -> float:
+        return sum(h.idle_gpu_minutes for h in self.hosts)
+
+
+GpuSeries = dict[int, dict[str, list[Point]]]
+DiskSeries = dict[str, dict[str, list[Point]]]
+
+
+def split_metrics(series: Mapping[str, Sequence[Point]]) -> tuple[GpuSeries, DiskSeries]:
+    """Group raw series into ``{gpu index: {field: points}}`` and ``{mount: {field: points}}``."""
+    gpus: GpuSeries = {}
+    disks: DiskSeries = {}
+    for name, points in series.items():
+        if m := GPU_METRIC.match(name):
+            gpus.setdefault(int(m["index"]), {})[m["field"]] = sorted(points)
+        elif m := DISK_METRIC.match(name):
+            disks.setdefault(m["mount"], {})[m["field"]] = sorted(points)
+    return gpus, disks
+
+
+def _nearest(points: Sequence[Point], ts: float, max_gap_s: float) -> float | None:
+    """Value of the sample nearest ``ts`` (within ``max_gap_s``), or None."""
+    if not points:
+        return None
+    i = bisect_left(points, (ts, float("-inf")))
+    near = [points[j] for j in (i - 1, i) if 0 <= j < len(points)]
+    best = min(near, key=lambda p: abs(p[0] - ts))
+    return best[1] if abs(best[0] - ts) <= max_gap_s else None
+
+
+def idle_minutes(mem: Sequence[Point], util: Sequence[Point], cfg: DigestSettings,
+                 start: float, end: float) -> float:
+    """Minutes between samples where VRAM was held (>= idle_mem_mib) at ~0 utilisation."""
+    total = 0.0
+    for (t0, used), (t1, _) in itertools.pairwise(mem):
+        lo, hi = max(t0, start), min(t1, end, t0 + cfg.max_gap_s)
+        if hi <= lo or used < cfg.idle_mem_mib:
+            continue
+        u = _nearest(util, t0, cfg.max_gap_s)
+        if u is not None and u <= cfg.idle_util_pct:
+            total += hi - lo
+    return total / 60.0
+
+
+def gpu_stats(index: int, fields: Mapping[str, Sequence[Point]], cfg: DigestSettings,
+              start: float, end: float) -> GpuStats:
+    mem = list(fields.get("mem_used_mib", ()))
+    util = list(fields.get("util_pct", ()))
+    totals = fields.get("mem_total_mib", ())
+    return GpuStats(
+        index=index,
+        mem_used_mib=Stat.of([v for _, v in mem]),
+        util_pct=Stat.of([v for _, v in util]),
+        mem_total_mib=totals[-1][1] if totals else None,
+        idle_minutes=idle_minutes(mem, util, cfg, start, end),
+    )
+
+
+def slope_per_s(points: Sequence[Point]) -> float | None:
+    """Least-squares slope of value over time; None without two distinct timestamps."""
+    if len(points) < 2:
+        return None
+    mt = statistics.fmean(t for t, _ in points)
+    mv = statistics.fmean(v for _, v in points)
+    var = sum((t - mt) ** 2 for t, _ in points)
+    if var == 0:
+        return None
+    return sum((t - mt) * (v - mv) for t, v in points) / var
+
+
+def disk_stats(mount: str, fields: Mapping[str, Sequence[Point]]) -> DiskStats | None:
+    used = fields.get("used_bytes", ())
+    if not used:
+        return None
+    sizes = fields.get("size_bytes", ())
+    size = sizes[-1][1] if sizes else None
+    slope = slope_per_s(used)
+    per_day = slope * DAY_S if slope is not None else None
+    last = used[-1][1]
+    days = None
+    if per_day is not None and per_day > 0 and size is not None:
+        days = max(0.0, (size - last) / per_day)
+    return DiskStats(mount, last, size, per_day, days)
+
+
+def host_stats(host: str, series: Mapping[str, Sequence[Point]], cfg: DigestSettings,
+               start: float, end: float) -> HostStats:
+    gpus, disks = split_metrics(series)
+    return HostStats(
+        host=host,
+        gpus=tuple(gpu_stats(i, gpus[i], cfg, start, end) for i in sorted(gpus)),
+        disks=tuple(d for m in sorted(disks) if (d := disk_stats(m, disks[m])) is not None),
+    )
+
+
+def incident_stats(incidents: Iterable[IncidentRecord], start: float, end: float) -> IncidentStats:
+    items = list(incidents)
+    opened = [i for i in items if start <= i.opened_at < end]
+    resolved = [i for i in items if i.resolved_at is not None and start <= i.resolved_at < end]
+    ttrs = [i.resolved_at - i.opened_at for i in resolved if i.resolved_at is not None]
+    return IncidentStats(
+        opened=len(opened),
+        resolved=len(resolved),
+        still_open=sum(1 for i in items if i.resolved_at is None and i.opened_at < end),
+        ttr_median_s=statistics.median(ttrs) if ttrs else None,
+        ttr_max_s=max(ttrs) if ttrs else None,
+        opened_by_kind=dict(Counter(i.kind for i in opened)),
+    )
+
+
+def action_counts(actions: Iterable[ActionRecord], start: float,
+                  end: float) -> dict[tuple[str, str], int]:
+    return dict(Counter((a.kind, a.result) for a in actions if start <= a.at < end))
+
+
+SeriesByHost = Mapping[str, Mapping[str, Sequence[Point]]]
+
+
+def build_digest(start: float, end: float, series_by_host: SeriesByHost,
+                 incidents: Iterable[IncidentRecord] = (), actions: Iterable[ActionRecord] = (),
+                 jobs: Iterable[JobRecord] = (), cfg: DigestSettings | None = None) -> Digest:
+    """The whole digest for ``[start, end)``; hosts wasting the most GPU time first."""
+    if end <= start:
+        raise ValueError("digest period must have end > start")
+    cfg = cfg or DigestSettings()
+    hosts = [host_stats(h, s, cfg, start, end) for h, s in series_by_host.items()]
+    hosts.sort(key=lambda h: (-h.idle_gpu_minutes, h.host))
+    return Digest(start, end, tuple(hosts), incident_stats(incidents, start, end),
+                  action_counts(actions, start, end), tuple(jobs))

@@ -1,0 +1,143 @@
+"""Render a ``Digest`` as one backend-neutral ``ChatMessage`` (pure).
+
+Hosts come ordered by VRAM held idle, and a wasting host gets a red badge in its first
+line: the question a morning reader asks is "which host wastes GPUs".
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bot import strings
+from bot.chat.base import ChatMessage, Section
+from bot.chat.text import code_safe, escape
+from bot.digest import Digest, DiskStats, HostStats, JobRecord, Stat
+
+MAX_HOST_SECTIONS = 20  # Slack allows 50 blocks a message; leave room for the rest
+WASTE_BADGE_MINUTES = 30.0
+
+
+def fmt_duration(seconds: float) -> str:
+    """``45s``, ``12m``, ``3h 20m``, ``2d 4h``."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def fmt_gpu_minutes(minutes: float) -> str:
+    if minutes >= 120:
+        return f"{minutes / 60:.1f} GPU-hours"
+    return f"{minutes:.0f} GPU-min"
+
+
+def fmt_bytes(n: float) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} PiB"  # pragma: no cover - loop always returns
+
+
+def fmt_mib(mib: float) -> str:
+    return fmt_bytes(mib * 1024 * 1024)
+
+
+def fmt_period(start: float, end: float) -> str:
+    a = datetime.fromtimestamp(start, UTC)
+    b = datetime.fromtimestamp(end, UTC)
+    return f"{a:%Y-%m-%d %H:%M} → {b:%Y-%m-%d %H:%M} UTC"
+
+
+def _triple(template: str, stat: Stat, fmt: str) -> str:
+    if fmt == "pct":
+        return template.format(min=f"{stat.min:.0f}%", avg=f"{stat.avg:.0f}%",
+                               max=f"{stat.max:.0f}%")
+    return template.format(min=fmt_mib(stat.min), avg=fmt_mib(stat.avg), max=fmt_mib(stat.max))
+
+
+def _disk_line(d: DiskStats) -> str:
+    pct = f"{d.used_pct:.0f}%" if d.used_pct is not None else "?"
+    size = fmt_bytes(d.size_bytes) if d.size_bytes is not None else "?"
+    growth = f"{'+' if (d.growth_bytes_per_day or 0) >= 0 else '-'}"
+    growth += fmt_bytes(abs(d.growth_bytes_per_day or 0.0))
+    eta = (strings.DIGEST_DISK_FULL_IN.format(days=fmt_duration(d.days_until_full * 86400))
+           if d.days_until_full is not None else strings.DIGEST_DISK_NOT_FILLING)
+    return strings.DIGEST_DISK.format(mount=escape(d.mount), pct=pct, used=fmt_bytes(d.used_bytes),
+                                      size=size, growth=growth, eta=eta)
+
+
+def host_section(h: HostStats) -> Section:
+    idle = h.idle_gpu_minutes
+    badge = (strings.DIGEST_WASTE_BADGE.format(idle=fmt_gpu_minutes(idle))
+             if idle >= WASTE_BADGE_MINUTES else "")
+    fields: list[str] = []
+    mem, util = h.gpu_stat("mem_used_mib"), h.gpu_stat("util_pct")
+    if mem is not None:
+        fields.append(_triple(strings.DIGEST_GPU_MEM, mem, "mib"))
+    if util is not None:
+        fields.append(_triple(strings.DIGEST_GPU_UTIL, util, "pct"))
+    if mem is None and util is None:
+        fields.append(strings.DIGEST_NO_GPU)
+    fields.extend(_disk_line(d) for d in h.disks[:8])
+    text = strings.DIGEST_HOST.format(host=escape(h.host), gpus=len(h.gpus), badge=badge)
+    return Section(text=text, fields=tuple(fields))
+
+
+def _actions_line(actions: dict[tuple[str, str], int]) -> str:
+    if not actions:
+        return strings.DIGEST_NO_ACTIONS
+    parts = [f"{escape(kind)} {escape(result)} ×{n}"
+             for (kind, result), n in sorted(actions.items())]
+    return strings.DIGEST_ACTIONS.format(summary=", ".join(parts))
+
+
+def _jobs_table(jobs: tuple[JobRecord, ...]) -> str:
+    rows = [f"{'job':<14} {'host':<12} {'state':<10} {'done/total':>15} {'rate/s':>7}"]
+    for j in jobs[:15]:
+        pct = f" {100 * j.done / j.total:.0f}%" if j.total else ""
+        rate = f"{j.rate:.2f}" if j.rate is not None else "-"
+        rows.append(f"{j.id[:14]:<14} {j.host[:12]:<12} {j.state[:10]:<10} "
+                    f"{f'{j.done}/{j.total}{pct}':>15} {rate:>7}")
+    return code_safe("\n".join(rows))
+
+
+def summary_section(d: Digest) -> Section:
+    inc = d.incidents
+    fields = [strings.DIGEST_INCIDENTS.format(opened=inc.opened, resolved=inc.resolved,
+                                              open=inc.still_open)]
+    if inc.ttr_median_s is not None and inc.ttr_max_s is not None:
+        fields.append(strings.DIGEST_TTR.format(median=fmt_duration(inc.ttr_median_s),
+                                                max=fmt_duration(inc.ttr_max_s)))
+    fields.append(_actions_line(d.actions))
+    gpus = sum(len(h.gpus) for h in d.hosts)
+    text = strings.DIGEST_SUMMARY.format(hosts=len(d.hosts), gpus=gpus,
+                                         idle=fmt_gpu_minutes(d.idle_gpu_minutes))
+    return Section(text=text, fields=tuple(fields))
+
+
+def render_digest(d: Digest) -> ChatMessage:
+    period = fmt_period(d.start, d.end)
+    sections = [summary_section(d)]
+    sections += [host_section(h) for h in d.hosts[:MAX_HOST_SECTIONS]]
+    if len(d.hosts) > MAX_HOST_SECTIONS:
+        more = len(d.hosts) - MAX_HOST_SECTIONS
+        sections.append(Section(strings.DIGEST_MORE_HOSTS.format(count=more)))
+    if not d.hosts:
+        sections.append(Section(strings.DIGEST_NO_HOSTS))
+    if d.jobs:
+        sections.append(Section(strings.DIGEST_JOBS_TITLE, code=_jobs_table(d.jobs)))
+    text = strings.DIGEST_FALLBACK.format(period=period, hosts=len(d.hosts),
+                                          idle=fmt_gpu_minutes(d.idle_gpu_minutes),
+                                          opened=d.incidents.opened, resolved=d.incidents.resolved)
+    a = datetime.fromtimestamp(d.start, UTC)
+    b = datetime.fromtimestamp(d.end, UTC)
+    context = strings.DIGEST_CONTEXT.format(start=f"{a:%Y-%m-%d %H:%M}",
+                                            end=f"{b:%Y-%m-%d %H:%M} UTC")
+    return ChatMessage(text=text, header=strings.DIGEST_HEADER.format(period=period),
+                       sections=tuple(sections), context=(context,))

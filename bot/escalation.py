@@ -1,0 +1,183 @@
+"""Escalation: a critical incident nobody acted on within N minutes is raised, once.
+
+The decision (``due``) is pure. The runner claims ``keys.escalated(id)`` with ``SET NX``
+before posting, so two replicas, a retried scheduler slot or a restart never escalate
+the same incident twice; if the post fails the claim is released so a later run retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from redis import Redis
+
+from bot import metrics, strings
+from bot.chat.base import ChatBackend, ChatMessage, MessageRef, Section
+from bot.chat.text import escape
+from bot.digest_render import fmt_duration
+from bot.incident import IncidentState
+from storage import keys
+
+log = logging.getLogger(__name__)
+
+WAITING_STATES = frozenset({IncidentState.OPEN, IncidentState.DIAGNOSING,
+                            IncidentState.AWAITING_APPROVAL})
+USERGROUP_RE = re.compile(r"^S[A-Z0-9]{2,20}$")
+CLAIM_TTL_S = 30 * 86400  # longer than any incident stays open unanswered
+
+
+class EscalationSettings(BaseModel):
+    """``settings.extra["escalation"]``; ``channel`` defaults to ``slack.escalation_channel``."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    after_minutes: float = Field(default=15.0, gt=0)
+    channel: str = ""
+    usergroup: str = ""  # Slack usergroup id (S...), mentioned in the escalation
+
+    @field_validator("usergroup")
+    @classmethod
+    def _usergroup(cls, v: str) -> str:
+        if v and not USERGROUP_RE.match(v):
+            raise ValueError("must be a Slack usergroup id like S0123ABCD")
+        return v
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What the decision needs to know about one incident."""
+
+    id: str
+    host: str
+    kind: str
+    severity: str
+    state: str
+    opened_at: float
+    acted: bool  # a person approved, denied, acknowledged or acted on it
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where an escalation goes: a second channel, or the incident channel with a mention."""
+
+    channel: str
+    mention: str = ""  # "<!subteam^S…>" or ""
+    in_thread: bool = False  # reply under the original message (no second channel)
+
+
+class CandidateSource(Protocol):
+    def escalation_candidates(self) -> Iterable[Candidate]: ...
+
+
+def due(candidates: Iterable[Candidate], now: float, after_s: float) -> list[Candidate]:
+    """Critical, still waiting for a person, nobody acted, older than ``after_s``."""
+    return [c for c in candidates
+            if c.severity == "critical" and c.state in WAITING_STATES and not c.acted
+            and now - c.opened_at >= after_s]
+
+
+def resolve_target(cfg: EscalationSettings, escalation_channel: str,
+                   incident_channel: str) -> Target | None:
+    """A second channel wins; else a usergroup mention where the incident is; else off."""
+    mention = f"<!subteam^{cfg.usergroup}> " if cfg.usergroup else ""
+    channel = cfg.channel or escalation_channel
+    if not cfg.enabled:
+        return None
+    if channel:
+        return Target(channel=channel, mention=mention)
+    if mention and incident_channel:
+        return Target(channel=incident_channel, mention=mention, in_thread=True)
+    return None
+
+
+def escalation_message(c: Candidate, now: float, mention: str, link: str | None) -> ChatMessage:
+    age = fmt_duration(now - c.opened_at)
+    host, kind = escape(c.host), escape(c.kind)
+    text = strings.ESCALATION_TEXT.format(mention=mention, id=escape(c.id), host=host, kind=kind,
+                                          age=age)
+    context = [strings.ESCALATION_LINK.format(link=escape(link))] if link else []
+    return ChatMessage(
+        text=text,
+        header=strings.ESCALATION_HEADER.format(kind=kind, host=host),
+        sections=(Section(text),  # the mention must be in a block to ping
+                  Section(strings.ESCALATION_DETAIL.format(state=escape(c.state), age=age))),
+        context=tuple(context),
+        incident_id=c.id,
+    )
+
+
+class Escalator:
+    """Runs the decision and posts each due incident once (the scheduler calls ``run``)."""
+
+    def __init__(self, redis: Redis, chat: ChatBackend, source: CandidateSource, target: Target,
+                 after_s: float, message_ref: Callable[[str], MessageRef | None] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.redis, self.chat, self.source, self.target = redis, chat, source, target
+        self.after_s = after_s
+        self.message_ref = message_ref or (lambda _id: None)
+        self.clock = clock
+
+    def run(self, now: float | None = None) -> list[str]:
+        """Escalate every due incident not escalated before; return their ids."""
+        now = self.clock() if now is None else now
+        done: list[str] = []
+        for c in due(self.source.escalation_candidates(), now, self.after_s):
+            if self._escalate(c, now):
+                done.append(c.id)
+        return done
+
+    def _escalate(self, c: Candidate, now: float) -> bool:
+        key = keys.escalated(c.id)
+        if not self.redis.set(key, str(now), nx=True, ex=CLAIM_TTL_S):
+            return False
+        ref = self.message_ref(c.id)
+        link = f"{ref.channel}/{ref.ts}" if ref is not None else None
+        try:
+            message = escalation_message(c, now, self.target.mention, link)
+            thread = ref if self.target.in_thread else None
+            self.chat.post(self.target.channel, message, thread=thread)
+        except Exception:
+            self.redis.delete(key)
+            log.warning("escalation of %s failed; will retry on the next run", c.id, exc_info=True)
+            return False
+        metrics.ESCALATIONS.labels(target="usergroup" if self.target.in_thread else "channel").inc()
+        log.info("escalated incident %s to %s", c.id, self.target.channel)
+        return True
+
+
+def candidate_from(incident: Any, acted: bool) -> Candidate:
+    """Adapt a stored ``Incident`` (or anything with its fields) to a ``Candidate``."""
+    return Candidate(
+        id=str(incident.id), host=str(incident.host), kind=str(incident.kind),
+        severity=str(getattr(incident.severity, "value", incident.severity)),
+        state=str(getattr(incident.state, "value", incident.state)),
+        opened_at=float(incident.first_seen), acted=acted,
+    )
+
+
+# an unauthorised click (approval.refused) is not somebody taking care of it
+HUMAN_ACTIONS = ("approval.approved", "approval.first_approver", "approval.denied",
+                 "incident.ack", "ack")
+
+
+class StoreCandidates:
+    """Open incidents (``IncidentStore``) plus whether a person acted (``AuditLog``)."""
+
+    def __init__(self, incidents: Any, audit: Any) -> None:
+        self.incidents, self.audit = incidents, audit
+
+    def escalation_candidates(self) -> list[Candidate]:
+        out: list[Candidate] = []
+        for inc in self.incidents.list(open_only=True):
+            c = candidate_from(inc, acted=False)
+            if c.severity != "critical" or c.state not in WAITING_STATES:
+                continue  # skip the audit read for incidents that can never be due
+            acted = any(e.action.startswith(HUMAN_ACTIONS) for e in self.audit.timeline(c.id))
+            out.append(candidate_from(inc, acted=acted))
+        return out

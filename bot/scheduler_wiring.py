@@ -1,0 +1,95 @@
+"""Wire the scheduler for ``serve``: digest, escalation and sampling built from settings.
+
+``approval_expiry`` and ``progress`` belong to the approvals and extraction code; the
+caller passes their callables in ``extra_jobs``. Returns ``None`` when the scheduler is
+switched off (``extra.scheduler.enabled: false``), e.g. for a replica that only serves.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from redis import Redis
+
+from bot.chat.base import ChatBackend, MessageRef
+from bot.digest_runner import AuditActions, DigestRunner, StoreIncidents
+from bot.escalation import Escalator, StoreCandidates, resolve_target
+from bot.inventory import resolve
+from bot.sampler import Sampler, ssh_probe
+from bot.scheduler import LeaderScheduler
+from bot.scheduler_jobs import JobFunc, build_jobs, build_scheduler, load_sections
+from bot.settings import Settings
+from bot.ssh.base import SSHRunner
+from storage.audit import AuditLog
+from storage.incidents import IncidentStore
+from storage.samples import SampleStore
+
+log = logging.getLogger(__name__)
+DEFAULT_OUT = Path(tempfile.gettempdir()) / "incident-bot-digests"  # charts are uploaded
+
+
+def message_ref_from_meta(store: IncidentStore) -> Callable[[str], MessageRef | None]:
+    """Where the incident's chat message is, if the flow recorded it in ``meta``."""
+
+    def lookup(incident_id: str) -> MessageRef | None:
+        incident = store.get(incident_id)
+        meta: dict[str, Any] = dict(incident.meta) if incident is not None else {}
+        where = meta.get("message") or meta.get("chat") or {}
+        if isinstance(where, dict) and where.get("channel") and where.get("ts"):
+            return MessageRef(str(where["channel"]), str(where["ts"]))
+        return None
+
+    return lookup
+
+
+def build_digest_runner(settings: Settings, redis: Redis, chat: ChatBackend,
+                        out_dir: Path = DEFAULT_OUT) -> DigestRunner:
+    """What the digest job and ``/ir digest now`` both use (``runner.now(channel)``)."""
+    _, digest_cfg, _ = load_sections(settings.extra)
+    return DigestRunner(SampleStore(redis), chat, out_dir,
+                        incidents=StoreIncidents(IncidentStore(redis)),
+                        actions=AuditActions(redis), cfg=digest_cfg)
+
+
+def build_leader(settings: Settings, redis: Redis, chat: ChatBackend, *,
+                 runner: SSHRunner | None = None, extra_jobs: Mapping[str, JobFunc] | None = None,
+                 out_dir: Path = DEFAULT_OUT) -> LeaderScheduler | None:
+    """The lease-holding scheduler with every job this settings file asks for."""
+    sched_cfg, digest_cfg, esc_cfg = load_sections(settings.extra)
+    if not sched_cfg.enabled:
+        return None
+    incidents = IncidentStore(redis)
+    samples = SampleStore(redis)
+    jobs: dict[str, JobFunc] = dict(extra_jobs or {})
+    target = resolve_target(esc_cfg, settings.slack.escalation_channel, settings.slack.channel)
+    if target is not None:
+        escalator = Escalator(redis, chat, StoreCandidates(incidents, AuditLog(redis)), target,
+                              after_s=esc_cfg.after_minutes * 60.0,
+                              message_ref=message_ref_from_meta(incidents))
+        jobs["escalation"] = lambda _firing: _discard(escalator.run())
+    if runner is not None and settings.hosts:
+        probe = ssh_probe(runner, lambda h: resolve(settings, h),
+                          lambda h: settings.hosts[h].expected_mounts or ["/"],
+                          timeout_s=settings.ssh_defaults.command_timeout_s)
+        jobs["sampling"] = Sampler(samples, probe, lambda: list(settings.hosts)).job
+    digests = build_digest_runner(settings, redis, chat, out_dir)
+    specs = build_jobs(sched_cfg, jobs, digest=digests.job, digest_cfg=digest_cfg,
+                       default_channel=settings.slack.channel)
+    log.info("scheduler jobs: %s", ", ".join(s.name for s in specs))
+    return build_scheduler(redis, sched_cfg, specs)
+
+
+def _discard(_: object) -> None:
+    """Jobs return nothing; what they did is in logs and metrics."""
+
+
+def lifespan_hooks(scheduler: LeaderScheduler | None) -> tuple[list[Callable[[], Any]],
+                                                               list[Callable[[], Any]]]:
+    """``on_startup`` / ``on_shutdown`` lists for ``bot.http.create_app``."""
+    if scheduler is None:
+        return [], []
+    return [scheduler.start], [scheduler.stop]

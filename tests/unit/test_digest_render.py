@@ -1,0 +1,93 @@
+"""The digest as a chat message: what a morning reader sees, and hostile names escaped."""
+
+from __future__ import annotations
+
+from bot.chat.base import ChatMessage
+from bot.digest import ActionRecord, DigestSettings, IncidentRecord, JobRecord, build_digest
+from bot.digest_render import (
+    MAX_HOST_SECTIONS,
+    fmt_bytes,
+    fmt_duration,
+    fmt_gpu_minutes,
+    render_digest,
+)
+from tests.fixtures.samples import DAY0, story_series
+
+END = DAY0 + 86400
+
+
+def story_message() -> ChatMessage:
+    incs = [
+        IncidentRecord(
+            "7",
+            "gpu-01",
+            "vram_idle",
+            "critical",
+            "resolved",
+            DAY0 + 14.2 * 3600,
+            DAY0 + 14.5 * 3600,
+        )
+    ]
+    acts = [ActionRecord("7", "systemd.stop_disable", "verified", DAY0 + 14.4 * 3600)]
+    jobs = [JobRecord("extract-kimi", "gpu-01", "running", 18_283, 37_312, 1.09)]
+    return render_digest(build_digest(DAY0, END, story_series(), incs, acts, jobs))
+
+
+def test_formatters() -> None:
+    assert fmt_duration(45) == "45s"
+    assert fmt_duration(720) == "12m"
+    assert fmt_duration(3 * 3600 + 20 * 60) == "3h 20m"
+    assert fmt_duration(2 * 86400 + 4 * 3600) == "2d 4h"
+    assert fmt_bytes(512) == "512 B"
+    assert fmt_bytes(3 * 1024**4) == "3.0 TiB"
+    assert fmt_gpu_minutes(30) == "30 GPU-min"
+    assert fmt_gpu_minutes(600) == "10.0 GPU-hours"
+
+
+def test_story_digest_message() -> None:
+    msg = story_message()
+    assert msg.header is not None and msg.header.startswith("Health digest · 2024-05-01 00:00")
+    summary, first, second, jobs = msg.sections
+    assert "12 GPUs" in summary.text and "78.7 GPU-hours" in summary.text
+    assert "Incidents: 1 opened · 1 resolved · 0 still open" in summary.fields
+    assert "Time to resolve: median 18m · max 18m" in summary.fields
+    assert "Actions: systemd.stop_disable verified ×1" in summary.fields
+    assert first.text.startswith("*gpu-01* · 8 GPUs · :red_circle: VRAM held idle 78.7 GPU-hours")
+    assert ":red_circle:" not in second.text
+    assert any(f.startswith("Disk /data: 92% used") and "full in 4h 48m" in f for f in first.fields)
+    assert any("GPU utilisation min/avg/max: 0% /" in f for f in first.fields)
+    assert jobs.code is not None and "18283/37312 49%" in jobs.code and "1.09" in jobs.code
+    assert "78.7 GPU-hours" in msg.text
+
+
+def test_hostile_names_are_escaped() -> None:
+    hostile = "<!channel>"
+    d = build_digest(
+        DAY0,
+        END,
+        {hostile: {"gpu0.util_pct": [(DAY0, 1.0)]}},
+        actions=[ActionRecord("1", "<!here>", "ok", DAY0)],
+        jobs=[JobRecord("```", "h", "running", 1, 2)],
+    )
+    msg = render_digest(d)
+    blob = " ".join(
+        [
+            msg.text,
+            *(s.text for s in msg.sections),
+            *(f for s in msg.sections for f in s.fields),
+            *(s.code or "" for s in msg.sections),
+        ]
+    )
+    assert "<!channel>" not in blob and "<!here>" not in blob
+    assert "&lt;!channel&gt;" in blob
+    assert "```" not in blob
+
+
+def test_many_hosts_are_capped_and_no_samples_is_said() -> None:
+    many = {f"h{i:02d}": {"gpu0.util_pct": [(DAY0, 50.0)]} for i in range(MAX_HOST_SECTIONS + 5)}
+    msg = render_digest(build_digest(DAY0, END, many, cfg=DigestSettings()))
+    assert len(msg.sections) == 1 + MAX_HOST_SECTIONS + 1
+    assert msg.sections[-1].text == "… and 5 more hosts"
+    empty = render_digest(build_digest(DAY0, END, {}))
+    assert "No host samples" in empty.sections[-1].text
+    assert all(len(s.fields) <= 10 for s in msg.sections)  # Slack's limit per section
