@@ -16,6 +16,20 @@ import typer
 
 from bot.errors import UserError, log_internal
 
+# typer >= 0.20 vendors click as ``typer._click`` and raises its own exception classes.
+CLICK_USAGE: tuple[type[Exception], ...] = (click.ClickException,)
+CLICK_EXIT: tuple[type[BaseException], ...] = (click.exceptions.Exit,)
+CLICK_ABORT: tuple[type[BaseException], ...] = (click.exceptions.Abort,)
+try:
+    from typer import exceptions as _te
+    from typer._click import exceptions as _tx
+
+    CLICK_USAGE += (_tx.ClickException,)
+    CLICK_EXIT += tuple(c for c in (getattr(_te, "Exit", None),) if c is not None)
+    CLICK_ABORT += tuple(c for c in (getattr(_te, "Abort", None),) if c is not None)
+except ImportError:  # pragma: no cover - older typer raises click's own classes
+    pass
+
 app = typer.Typer(
     name="incident-bot",
     help="Incident response for GPU hosts: alerts in, diagnosis over SSH, approvals in chat.",
@@ -50,12 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         click.echo(f"error: {exc.message}", err=True)
         return exc.exit_code
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.exceptions.Abort:
+    except CLICK_EXIT as exc:
+        return int(getattr(exc, "exit_code", 0))
+    except CLICK_USAGE as exc:
+        exc.show()  # type: ignore[attr-defined]
+        return int(getattr(exc, "exit_code", 2))
+    except CLICK_ABORT:
         click.echo("aborted", err=True)
         return 130
     except Exception as exc:  # noqa: BLE001 - last resort: log with an id, no traceback

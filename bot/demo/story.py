@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 from rich.console import Console
@@ -26,6 +27,7 @@ from bot.http import create_app
 from bot.incident import IncidentState
 from bot.serving import ServedApp
 from bot.ssh.pool import ParamikoPool
+from storage.connection import connect
 from storage.events import IncidentEvents
 
 INTRUDER = "U0INTERN01"
@@ -38,20 +40,14 @@ def timed(stage: Stage, label: str) -> Iterator[None]:
     stage.timings.append((label, time.monotonic() - t0))
 
 
-def crashed_job(stage: Stage) -> str:
-    """Record the extraction that was running on the host when the VM died."""
-    conn = stage_ctx_bytes(stage)
-    job_id = queue.submit(conn, load_spec(stage.spec_path), host=DEMO_HOST)
+def crashed_job(redis_url: str, spec_path: Path, host: str = DEMO_HOST) -> str:
+    """Record the extraction that was running on ``host`` when the VM died."""
+    conn = connect(redis_url, decode=False)
+    job_id = queue.submit(conn, load_spec(spec_path), host=host)
     queue.pause(conn, job_id)  # take the run off the queue: nothing runs it now
     records.write(conn, job_id, state=JobState.INTERRUPTED.value)
     records.event(conn, job_id, "interrupted", reason="host restarted")
     return job_id
-
-
-def stage_ctx_bytes(stage: Stage):  # type: ignore[no-untyped-def]
-    from storage.connection import connect
-
-    return connect(stage.redis_url, decode=False)
 
 
 def alert_payload(now: datetime) -> dict[str, object]:
@@ -68,9 +64,9 @@ def alert_payload(now: datetime) -> dict[str, object]:
             "truncatedAlerts": 0, "alerts": [alert]}
 
 
-def send_alert(stage: Stage, url: str) -> str:
-    token = stage.settings.incident_bot_alert_token
-    secret = token.get_secret_value() if token else ""
+def send_alert(url: str, token: str) -> str:
+    """POST the alert as Alertmanager would; return the incident it opened."""
+    secret = token
     reply = httpx.post(f"{url}/alerts/alertmanager", content=json.dumps(alert_payload(
         datetime.now(UTC))), headers={"Authorization": f"Bearer {secret}",
                                       "Content-Type": "application/json"}, timeout=10)
@@ -121,11 +117,12 @@ def run_story(stage: Stage, console: Console, *, yes: bool,
     ctx.progress_interval_s = 1.0
     try:
         stage.worker = start_worker(stage.redis_url, stage.workdir)
-        job_id = crashed_job(stage)
+        job_id = crashed_job(stage.redis_url, stage.spec_path)
         console.rule(f"VM {DEMO_HOST} restarted; extraction {job_id} was 49% done")
         stage.http = ServedApp(create_app(stage.settings, ctx.redis)).start()
         with timed(stage, "alert received (Alertmanager webhook → incident)"):
-            incident_id = send_alert(stage, stage.http.url)
+            token = stage.settings.incident_bot_alert_token
+            incident_id = send_alert(stage.http.url, token.get_secret_value() if token else "")
         with timed(stage, "diagnosis over SSH and findings posted"):
             events = IncidentEvents(ctx.redis)
             events.ensure_group(GROUP)

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-SUBCOMMANDS = ["demo", "serve", "diagnose", "act", "incidents", "worker", "agent", "sim", "extract"]
+SUBCOMMANDS = ["demo", "serve", "diagnose", "act", "incidents", "audit", "worker", "agent", "sim",
+               "extract", "digest"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -26,3 +27,10 @@ def test_each_subcommand_has_help(name: str) -> None:
     proc = run(name, "--help")
     assert proc.returncode == 0, proc.stderr
     assert "Usage" in proc.stdout
+
+
+def test_unknown_option_is_a_usage_error_not_a_crash() -> None:
+    proc = run("incidents", "--bogus")
+    assert proc.returncode == 2
+    assert "No such option" in proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr

@@ -1,0 +1,72 @@
+"""`/ir` subcommands answered from Redis and the hosts (the ``SlashHandlers`` protocol)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from bot.flow.context import FlowContext
+from bot.incidents import Alert
+from bot.slash import SlashReply
+from storage.silences import SilenceStore
+
+
+class FlowSlashHandlers:
+    """Read-only answers are ephemeral; ``diag`` opens an incident (posted in channel)."""
+
+    def __init__(self, ctx: FlowContext, digest_now: Callable[[], None] | None = None) -> None:
+        self.ctx = ctx
+        self._digest_now = digest_now
+
+    def status(self, user: str) -> SlashReply:
+        lines = []
+        for host in sorted(self.ctx.settings.hosts):
+            open_ = [i for i in self.ctx.incidents.list(open_only=True) if i.host == host]
+            state = ", ".join(f"{i.id} {i.kind} ({i.state.value})" for i in open_) or "no incidents"
+            lines.append(f"*{host}*: {state}")
+        return SlashReply("\n".join(lines) or "No hosts in the inventory.")
+
+    def incidents(self, user: str) -> SlashReply:
+        rows = [f"{i.id} · {i.host} · {i.kind} · {i.state.value} · ×{i.count}"
+                for i in self.ctx.incidents.list(open_only=True, limit=30)]
+        return SlashReply("\n".join(rows) or "No open incidents.")
+
+    def diag(self, user: str, host: str, playbook: str | None) -> SlashReply:
+        if host not in self.ctx.settings.hosts:
+            return SlashReply(f"`{host}` is not in the inventory.")
+        kind = playbook or "triage"
+        alert = Alert(source="slash", host=host, kind=kind, summary=f"/ir diag by <@{user}>")
+        incident, created = self.ctx.incidents.open_or_fold(alert)
+        if created:
+            threading.Thread(target=self._post, args=(incident.id,), daemon=True).start()
+        verb = "opened" if created else "already open as"
+        return SlashReply(f"Diagnosis of {host} {verb} {incident.id}.", in_channel=created)
+
+    def _post(self, incident_id: str) -> None:
+        from bot.flow.diagnose_step import on_incident_opened
+
+        on_incident_opened(self.ctx, incident_id)
+
+    def jobs(self, user: str) -> SlashReply:
+        from bot.extract import queue
+        from bot.flow.progress_step import progress_text
+
+        rows = [progress_text(s) for s in queue.list_jobs(self.ctx.redis_bytes)[:20]]
+        return SlashReply("\n".join(rows) or "No extraction jobs.")
+
+    def job(self, user: str, job_id: str) -> SlashReply:
+        from bot.extract import queue
+        from bot.flow.progress_step import progress_text
+
+        return SlashReply(progress_text(queue.status(self.ctx.redis_bytes, job_id)))
+
+    def silence(self, user: str, host: str, kind: str, duration_s: int) -> SlashReply:
+        silence = SilenceStore(self.ctx.redis).add(host, kind, duration_s, author=user)
+        return SlashReply(f"Silenced {host}/{kind} until <!date^{int(silence.until)}^"
+                          f"{{date_short_pretty}} {{time}}|{int(silence.until)}> by <@{user}>.")
+
+    def digest_now(self, user: str) -> SlashReply:
+        if self._digest_now is None:
+            return SlashReply("Digests are not configured on this bot.")
+        threading.Thread(target=self._digest_now, daemon=True).start()
+        return SlashReply("Posting the digest now.")

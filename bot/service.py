@@ -1,0 +1,116 @@
+"""One bot process, assembled: HTTP service (alerts, health, metrics), the Slack app on the
+same port, the flow consumer, and the leader-leased scheduler.
+
+Every piece keeps its state in Redis, so several of these behind a load balancer act as
+one bot: any replica takes the next event, and only the lease holder schedules.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+
+from bot.approvals import Approval
+from bot.chat.base import ChatBackend
+from bot.chat.interactions import ApprovalCallbacks, audit_sink
+from bot.chat.slack_app import SlackApp, create_slack_app
+from bot.flow import approve_step, consumer, progress_step
+from bot.flow.context import FlowContext, build_context
+from bot.flow.slash_handlers import FlowSlashHandlers
+from bot.http import create_app
+from bot.scheduler import LeaderScheduler
+from bot.settings import Settings
+from bot.ssh.base import SSHRunner
+from bot.ssh.pool import ParamikoPool
+from storage.audit import AuditLog
+
+log = logging.getLogger(__name__)
+
+
+class _LateCallbacks:
+    """The Slack app needs callbacks before the flow context (which needs its backend)."""
+
+    ctx: FlowContext | None = None
+
+    def callbacks(self) -> ApprovalCallbacks:
+        return ApprovalCallbacks(on_approved=self.approved, on_denied=self.denied,
+                                 on_expired=self.expired)
+
+    def _ctx(self) -> FlowContext:
+        if self.ctx is None:
+            raise RuntimeError("service not assembled yet")
+        return self.ctx
+
+    def approved(self, approval: Approval, user: str) -> None:
+        approve_step.on_approved(self._ctx(), approval, user)
+
+    def denied(self, approval: Approval, user: str, reason: str) -> None:
+        approve_step.on_denied(self._ctx(), approval, user, reason)
+
+    def expired(self, approval: Approval) -> None:
+        approve_step.on_expired(self._ctx(), approval)
+
+
+@dataclass
+class Service:
+    ctx: FlowContext
+    app: Starlette
+    slack: SlackApp | None = None
+    scheduler: LeaderScheduler | None = None
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def start_background(self) -> None:
+        """The flow consumer thread and the scheduler (which polls progress when leader)."""
+        t = threading.Thread(target=consumer.run_forever, args=(self.ctx, self.stop_event),
+                             name="flow-consumer", daemon=True)
+        t.start()
+        self.threads.append(t)
+        if self.scheduler is not None:
+            self.scheduler.start()
+
+    def close(self) -> None:
+        self.stop_event.set()
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        for t in self.threads:
+            t.join(timeout=5)
+        if self.slack is not None:
+            self.slack.close()
+        self.ctx.runner.close()
+
+
+def _scheduler(settings: Settings, ctx: FlowContext, slack: SlackApp | None) -> Any:
+    from bot.scheduler_wiring import build_leader
+
+    desk = slack.desk if slack is not None else None
+    jobs = {"progress": lambda _f: progress_step.poll_all(ctx)}
+    if desk is not None:
+        jobs["approval_expiry"] = lambda _f: desk.expire_due()
+    return build_leader(settings, ctx.redis, ctx.chat, runner=ctx.runner, extra_jobs=jobs)
+
+
+def build_service(settings: Settings, *, runner: SSHRunner | None = None,
+                  chat: ChatBackend | None = None, with_scheduler: bool = True) -> Service:
+    late = _LateCallbacks()
+    runner = runner or ParamikoPool(settings.ssh_defaults)
+    slack: SlackApp | None = None
+    if chat is None:
+        from storage.connection import connect
+
+        redis = connect(settings.redis_url)
+        slack = create_slack_app(settings, redis, late.callbacks(),
+                                 audit=audit_sink(AuditLog(redis)))
+        chat = slack.backend
+    ctx = build_context(settings, runner, chat)
+    late.ctx = ctx
+    if slack is not None:
+        slack.listeners.handlers = FlowSlashHandlers(ctx)
+    routes = slack.routes() if slack is not None else []
+    app = create_app(settings, ctx.redis, extra_routes=routes, store=ctx.incidents)
+    scheduler = _scheduler(settings, ctx, slack) if with_scheduler else None
+    return Service(ctx=ctx, app=app, slack=slack, scheduler=scheduler)

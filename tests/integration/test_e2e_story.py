@@ -1,0 +1,204 @@
+"""The crash-recovery story end to end through the Slack path.
+
+Real: redis-server, the sim host over OpenSSH sshd, our HTTP service (uvicorn) with the
+Bolt app mounted, the flow consumer, the leader scheduler, an RQ worker process and the
+torch extraction. Stand-in: Slack's Web API (signed requests sent to us as Slack would).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from redis import Redis
+
+from bot.chat.signed import SignedSender
+from bot.chat.standin import SlackStandIn
+from bot.demo.story import crashed_job, send_alert
+from bot.extract.demo_data import prepare_interrupted_run
+from bot.extract.spec import load_spec
+from bot.incident import IncidentState
+from bot.serving import ServedApp
+from bot.service import Service, build_service
+from bot.settings import Settings
+from bot.sim.sshd import SimHost
+from storage.approvals import ApprovalStore
+from storage.audit import AuditLog
+
+SECRET, TOKEN, ALERT_TOKEN = "e2e-signing-secret", "xoxb-e2e", "e2e-alert-token"
+ONCALL, MALLORY, CHANNEL = "UALICE", "UMALLORY", "C0INCIDENT"
+
+
+def settings_for(redis_url: str, sim: SimHost, standin: SlackStandIn) -> Settings:
+    return Settings.model_validate({
+        "redis_url": redis_url,
+        "hosts": {"gpu-01": {"ssh": sim.target, "key": str(sim.key_path),
+                             "known_hosts": str(sim.known_hosts_path)}},
+        "slack": {"channel": CHANNEL, "approvers": [ONCALL], "api_url": standin.api_url},
+        "alerts": {"group_wait_s": 0},
+        "extra": {"remediation": {"chain_resume": True, "settle_s": 0.5},
+                  "scheduler": {"lease_ttl_s": 3, "renew_s": 1,
+                                "jobs": {"progress": {"every_s": 1}}}},
+        "slack_signing_secret": SECRET, "slack_bot_token": TOKEN,
+        "incident_bot_alert_token": ALERT_TOKEN,
+    })
+
+
+def wait_until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def stop_disable_button(redis: Redis, blocks: list[dict[str, Any]]) -> str:
+    """The Approve button's value (an opaque approval id) for the stop_disable action."""
+    store = ApprovalStore(redis)
+    for block in blocks:
+        for el in block.get("elements", []) + ([block["accessory"]] if "accessory" in block else []):
+            if el.get("type") == "button" and el["action_id"].startswith("approve"):
+                approval = store.get(el["value"])
+                if approval is not None and approval.kind == "systemd.stop_disable":
+                    return str(el["value"])
+    raise AssertionError(f"no stop_disable button in {blocks}")
+
+
+@pytest.fixture
+def world(tmp_path: Path, redis: Redis, redis_url: str,
+          sim_factory: Callable[..., SimHost]) -> Iterator[dict[str, Any]]:
+    sim = sim_factory("seed")
+    spec_path = prepare_interrupted_run(tmp_path / "extract")
+    standin = SlackStandIn(token=TOKEN).start()
+    worker = subprocess.Popen([sys.executable, "-m", "bot.cli", "worker", "--host", "gpu-01",
+                               "--url", redis_url, "--fast"], start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    world: dict[str, Any] = {"sim": sim, "spec": spec_path, "standin": standin, "redis": redis,
+                             "redis_url": redis_url}
+
+    def start_bot() -> None:
+        service: Service = build_service(settings_for(redis_url, sim, standin))
+        served = ServedApp(service.app).start()
+        service.start_background()
+        sender = SignedSender(f"{served.url}/slack/events", SECRET, standin.base)
+        world.update(service=service, served=served, url=served.url, sender=sender)
+
+    def stop_bot() -> None:
+        world["sender"].close()
+        world["served"].stop()
+        world["service"].close()
+
+    def restart() -> None:
+        """A new bot process: nothing carried over but Redis."""
+        stop_bot()
+        start_bot()
+
+    start_bot()
+    world["restart"] = restart
+    try:
+        yield world
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=20)
+        stop_bot()
+        standin.stop()
+
+
+def stops_run(sim: SimHost) -> list[dict[str, Any]]:
+    return [e for e in sim.command_log()
+            if e.get("tool") == "systemctl" and e["argv"][:1] in (["stop"], ["disable"])]
+
+
+@pytest.mark.parametrize("restart_before_click", [False, True], ids=["same-bot", "restarted-bot"])
+def test_crash_recovery_story_through_slack(world: dict[str, Any],
+                                            restart_before_click: bool) -> None:
+    sim, standin = world["sim"], world["standin"]
+    finished_before = len(list(load_spec(world["spec"]).output_dir.glob("*.pt")))  # 1 corrupt
+    job_id = crashed_job(world["redis_url"], world["spec"])
+    incident_id = send_alert(world["url"], ALERT_TOKEN)
+
+    standin.wait_for("chat.postMessage", 1, timeout_s=30)
+    assert len(standin.calls_of("chat.postMessage")) == 1
+    (channel, ts), message = next(iter(standin.messages.items()))
+    assert channel == CHANNEL
+    approve_id = stop_disable_button(world["redis"], message["blocks"])
+    if restart_before_click:
+        world["restart"]()
+    sender = world["sender"]
+
+    sender.block_action(MALLORY, "approve", approve_id, channel=CHANNEL, message_ts=ts)
+    refusal = standin.wait_for("chat.postEphemeral", 1, timeout_s=15)[0]
+    assert refusal.params["user"] == MALLORY
+    assert stops_run(sim) == []
+
+    sender.block_action(ONCALL, "approve", approve_id, channel=CHANNEL, message_ts=ts)
+    store = world["service"].ctx.incidents
+    try:
+        wait_until(lambda: store.require(incident_id).state is IncidentState.RESOLVED, 120,
+                   "the incident to resolve after the extraction")
+    except AssertionError:
+        timeline = [(e.actor, e.action, e.detail) for e in AuditLog(world["redis"]).timeline(
+            incident_id)]
+        raise AssertionError(f"state {store.require(incident_id).state}: {timeline}") from None
+
+    assert [e["argv"][:2] for e in stops_run(sim)] == [
+        ["stop", "vllm-kimi-k25-int4.service"], ["disable", "vllm-kimi-k25-int4.service"]]
+    used = subprocess.run(sim.ssh_argv("nvidia-smi --query-gpu=memory.used --format=csv,noheader,"
+                                       "nounits"), capture_output=True, text=True, timeout=30)
+    assert [int(x) for x in used.stdout.split()] == [0] * 8
+    check_extraction(world, job_id, finished_before - 1)
+    check_thread(standin, ts)
+    check_audit(world["redis"], incident_id)
+
+
+def check_extraction(world: dict[str, Any], job_id: str, intact_before: int) -> None:
+    from bot.extract import queue
+
+    status = queue.status(_bytes(world["redis_url"]), job_id)
+    assert status.state.value == "completed"
+    assert status.resumed_from == intact_before
+    assert status.repaired.get("partial_removed") == 1
+    assert status.repaired.get("corrupt_recomputed") == 1
+    out = load_spec(world["spec"]).output_dir
+    files = sorted(out.glob("*.pt"))
+    assert len(files) == 200
+    for path in files:
+        torch.load(path, weights_only=True)
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def _bytes(url: str) -> Redis:
+    from storage.connection import connect
+
+    return connect(url, decode=False)
+
+
+def check_thread(standin: SlackStandIn, ts: str) -> None:
+    in_thread = [c for c in standin.calls_of("chat.postMessage") if c.params.get("thread_ts") == ts]
+    texts = [str(c.params.get("text", "")) for c in in_thread]
+    edits = [str(c.params.get("text", "")) for c in standin.calls_of("chat.update")]
+    assert any("8/8 GPUs free" in t for t in texts), texts
+    assert any("▓" in t for t in texts + edits), "a progress bar was posted or edited in"
+    assert any("completed 200/200" in t for t in texts), texts
+
+
+def check_audit(redis: Redis, incident_id: str) -> None:
+    actions = [(e.action, e.detail.get("to")) for e in AuditLog(redis).timeline(incident_id)]
+    order = [("transition", "diagnosing"), ("transition", "awaiting_approval"),
+             ("approval.refused", None), ("approval.approved", None),
+             ("transition", "approved"), ("transition", "remediating"),
+             ("action.started", None), ("action.succeeded", None),
+             ("transition", "verified"), ("transition", "resumed"),
+             ("transition", "resolved")]
+    positions = [actions.index(step) for step in order]
+    assert positions == sorted(positions), actions
