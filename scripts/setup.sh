@@ -7,11 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(redis-server openssh-server openssh-client prometheus-alertmanager prometheus lsof psmisc procps)
+APT_PACKAGES=(redis-server openssh-server openssh-client prometheus-alertmanager prometheus lsof psmisc procps sudo)
 
 need_apt=()
 for bin in redis-server:redis-server sshd:openssh-server ssh:openssh-client \
-           prometheus-alertmanager:prometheus-alertmanager promtool:prometheus lsof:lsof; do
+           prometheus-alertmanager:prometheus-alertmanager promtool:prometheus lsof:lsof sudo:sudo; do
     cmd=${bin%%:*}; pkg=${bin##*:}
     if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ] && [ ! -x "/usr/bin/$cmd" ]; then
         need_apt+=("$pkg")

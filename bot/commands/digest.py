@@ -8,14 +8,13 @@ its path printed last so scripts can pick it up.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from redis.exceptions import RedisError
 
 from bot import strings
 from bot.chat.terminal import TerminalBackend
-from bot.digest_runner import AuditActions, DigestResult, DigestRunner, StoreIncidents
 from bot.errors import UserError
 from bot.scheduler_jobs import load_sections
 from bot.settings import load_settings
@@ -28,8 +27,13 @@ OutOpt = Annotated[Path, typer.Option("--out", help="Directory for the chart PNG
 HoursOpt = Annotated[float, typer.Option("--hours", help="Period ending now, in hours")]
 MAX_HOURS = 744.0  # a month: samples are kept eight days by default anyway
 
+if TYPE_CHECKING:
+    from bot.digest_runner import DigestResult
+
 
 def digest_now(config: Path | None, out: Path, hours: float) -> DigestResult:
+    from bot.digest_runner import AuditActions, DigestRunner, StoreIncidents  # matplotlib: lazy
+
     if not 0 < hours <= MAX_HOURS:
         raise UserError(f"--hours must be more than 0 and at most {MAX_HOURS:g}, got {hours:g}", 2)
     settings = load_settings(config)

@@ -20,7 +20,7 @@ from bot import metrics
 from bot.http import create_app
 from bot.incident import IncidentState
 from bot.settings import Settings
-from tests.fixtures.slack import ServedApp
+from bot.serving import ServedApp
 
 TOKEN = "t0k3n-metrics"
 REQUIRED = {
@@ -40,7 +40,7 @@ REQUIRED = {
 @pytest.fixture
 def served(redis: Redis) -> Iterator[ServedApp]:
     settings = Settings(incident_bot_alert_token=SecretStr(TOKEN))
-    app = ServedApp(create_app(settings, redis))
+    app = ServedApp(create_app(settings, redis)).start()
     yield app
     app.stop()
 
