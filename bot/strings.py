@@ -229,3 +229,4 @@ FLOW_REVERT_REASON = "Restore the unit-file and active state captured before the
 FLOW_RESUME_REASON = "The GPUs are free: resume the extraction that the restart interrupted."
 FLOW_DENIED = "Denied by {user}: {kind} will not run. Reason: {reason}"
 FLOW_PROGRESS_DONE = "Extraction finished: {summary}"
+DIAG_MOUNT_READ_ONLY = "expected mount {mount} is mounted read-only"

@@ -78,6 +78,11 @@ def approvals_pending() -> str:
     return _k("approvals", "pending")
 
 
+def approvals_of_incident(incident_id: str) -> str:
+    """Set of approval ids created for one incident (to expire or list them together)."""
+    return _k("approvals", "incident", incident_id)
+
+
 # chat
 def chat_message(incident_id: str) -> str:
     """Where an incident's message lives (channel, ts) so later steps edit it."""
@@ -115,6 +120,21 @@ def queue_name(host: str) -> str:
     return f"{PREFIX}-extract-{host}"
 
 
+def job_record(job_id: str) -> str:
+    """Hash: one extraction job across all its RQ runs (spec, state, progress)."""
+    return _k("job", job_id)
+
+
+def job_failures(job_id: str) -> str:
+    """Hash: sample id -> tries and last error, so a bad sample is skipped after N tries."""
+    return _k("job", job_id, "failures")
+
+
+def job_lease(job_id: str) -> str:
+    """Who is running the job now; a retry waits until the previous run's lease is gone."""
+    return _k("job", job_id, "lease")
+
+
 # scheduler
 def scheduler_lease() -> str:
     return _k("scheduler", "lease")
@@ -132,3 +152,38 @@ def samples(host: str, metric: str) -> str:
 
 def escalated(incident_id: str) -> str:
     return _k("escalated", incident_id)
+
+
+def sample_hosts() -> str:
+    """Set of hosts that have stored samples (digest discovery)."""
+    return _k("sampleidx", "hosts")
+
+
+def sample_metrics(host: str) -> str:
+    """Set of metric names stored for one host."""
+    return _k("sampleidx", "metrics", host)
+
+
+# --- alerts in, incidents out (ingest) --------------------------------------------------
+def alert_seen(identity: str) -> str:
+    """Dedup marker for one alert delivery (a digest of fingerprint, status and start).
+
+    Written in the same transaction as the incident change it caused, so "seen" always
+    means "applied": a retried or HA-duplicated delivery is answered without effect.
+    """
+    return _k("alert", "seen", identity)
+
+
+def alert_incident(fingerprint: str) -> str:
+    """Which incident an active alert fingerprint folded into (resolve by fingerprint)."""
+    return _k("alert", "inc", fingerprint)
+
+
+def incident_children(parent_id: str) -> str:
+    """Set of child incident ids grouped under a parent."""
+    return _k("incident", parent_id, "children")
+
+
+def incident_events() -> str:
+    """Stream of incident.opened|folded|grouped|resolved|alert_cleared for the flow."""
+    return _k("events", "incidents")

@@ -16,7 +16,12 @@ from bot.localredis import LocalRedis, start_local_redis
 from storage.connection import connect
 
 pytest_plugins = [
+    "tests.fixtures.extract",
     "tests.fixtures.sim",
+    "tests.fixtures.alerts",
+    "tests.fixtures.fake_pynvml",
+    "tests.fixtures.slack",
+    "tests.fixtures.remediation",
 ]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

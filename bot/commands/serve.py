@@ -1,18 +1,95 @@
-"""`incident-bot serve --config FILE`: not built yet; the alerts issue replaces this module."""
+"""`incident-bot serve --config FILE`: the HTTP service on uvicorn.
+
+One process: the HTTP service (``bot.http``) with Slack's ``/slack/events`` on the same
+port, the flow consumer and the leader-leased scheduler, assembled by ``bot.service``.
+Scale by running more replicas on the same Redis (nothing that matters lives in the
+process). ``--alerts-only`` serves just the webhooks, health and metrics.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
-from bot.errors import NotBuiltError
-from bot.settings import load_settings
+from bot.errors import ConfigError, UserError
+from bot.settings import Settings, load_settings
+from storage.connection import connect
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+log = logging.getLogger(__name__)
+
+
+def check_durability(redis_url: str) -> str:
+    """Warn (don't refuse: managed Redis may hide CONFIG) when acks would not be on disk."""
+    from redis.exceptions import RedisError
+
+    client = connect(redis_url)
+    try:
+        config = cast(dict[str, str], client.config_get("append*"))
+    except RedisError as exc:
+        if "unknown command" in str(exc).lower() or "NOPERM" in str(exc):
+            return "unknown"
+        raise UserError(f"cannot reach Redis at {redis_url}: {exc}") from None
+    finally:
+        client.close()
+    mode = f"appendonly={config.get('appendonly')} appendfsync={config.get('appendfsync')}"
+    if config.get("appendonly") != "yes" or config.get("appendfsync") != "always":
+        log.warning("Redis is not appendonly with appendfsync always (%s): an alert answered "
+                    "2xx could be lost in a Redis crash", mode)
+    return mode
+
+
+def build(settings: Settings, alerts_only: bool) -> tuple[Starlette, Callable[[], None],
+                                                         Callable[[], None]]:
+    """(app, start, stop): the whole bot (``bot.service``), or only the alert side."""
+    if alerts_only:
+        from bot.http import create_app
+
+        return create_app(settings, connect(settings.redis_url)), _nothing, _nothing
+    from bot.service import build_service
+
+    try:
+        service = build_service(settings)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc.message} (or run with --alerts-only: webhooks, no chat)") from None
+    return service.app, service.start_background, service.close
+
+
+def _nothing() -> None:
+    return None
+
+
+def run(settings: Settings, host: str | None = None, port: int | None = None,
+        alerts_only: bool = False) -> None:
+    import uvicorn
+
+    app, start, stop = build(settings, alerts_only)  # config errors before any connection
+    check_durability(settings.redis_url)
+    start()
+    try:
+        uvicorn.run(app, host=host or settings.http.host, port=port or settings.http.port,
+                    log_level="warning", access_log=False, lifespan="on")
+    finally:
+        stop()
+
+
+ALERTS_ONLY_HELP = ("Only the alert webhooks, health and metrics (no chat, no flow): an extra "
+                    "ingest replica, or a bot without Slack")
 
 
 def register(app: typer.Typer) -> None:
     @app.command(name="serve")
-    def serve(config: Path = typer.Option(None, "--config", help="YAML config file")) -> None:
-        """HTTP service: Slack events, alert webhooks, health and metrics (not built yet)."""
-        load_settings(config)
-        raise NotBuiltError("`incident-bot serve`")
+    def serve(
+        config: Annotated[Path | None, typer.Option("--config", help="YAML config file")] = None,
+        host: Annotated[str | None, typer.Option(help="Listen address")] = None,
+        port: Annotated[int | None, typer.Option(help="Listen port (default: http.port)")] = None,
+        alerts_only: Annotated[bool, typer.Option("--alerts-only", help=ALERTS_ONLY_HELP)] = False,
+    ) -> None:
+        """The bot: Slack events, alert webhooks, the incident flow, scheduler, metrics."""
+        run(load_settings(config), host, port, alerts_only)

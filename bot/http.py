@@ -1,0 +1,197 @@
+"""The HTTP service: alert webhooks, health, metrics, and whatever the chat side mounts.
+
+``create_app`` builds one Starlette app around an ``IncidentStore``. Nothing that
+matters lives in the process: every replica on the same Redis answers the same way.
+
+Answers, in the order they are checked (each with ``{"error": reason}``):
+401 without the bearer token (constant-time compare), 413 over ``http.max_body_bytes``
+(the declared Content-Length and the bytes actually streamed), 400 when the body cannot
+be used, 503 with ``Retry-After`` when Redis cannot take the write (Alertmanager and the
+agent retry, so nothing is lost), otherwise 200 with what happened to each alert.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import inspect
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from redis import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from bot import metrics
+from bot import strings as S
+from bot.errors import ConfigError, log_internal
+from bot.incidents import Alert
+from bot.ingest import alertmanager, webhook
+from bot.ingest.mapping import Mapper
+from bot.ingest.planner import Outcome
+from bot.ingest.schema import PayloadError
+from bot.settings import Settings, secret
+from storage.incidents import Contention, IncidentStore
+
+log = logging.getLogger(__name__)
+
+Hook = Callable[[], Any]
+Parser = Callable[[bytes, Mapper], list[Alert]]
+_UNAVAILABLE_REPLIES = ("LOADING", "MISCONF", "READONLY", "MASTERDOWN", "TRYAGAIN")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _error(status: int, reason: str, route: str, **headers: str) -> JSONResponse:
+    metrics.ALERTS_REJECTED.labels(reason=str(status)).inc()
+    metrics.HTTP_REQUESTS.labels(route=route, status=str(status)).inc()
+    return JSONResponse({"error": reason}, status_code=status, headers=headers or None)
+
+
+def redis_unavailable(exc: BaseException) -> bool:
+    """Errors that mean "Redis cannot take writes right now" (retry), not a bug of ours."""
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError | Contention):
+        return True
+    return isinstance(exc, ResponseError) and str(exc).startswith(_UNAVAILABLE_REPLIES)
+
+
+async def read_limited(request: Request, limit: int) -> bytes:
+    """The body, refusing more than ``limit`` bytes whatever Content-Length claimed."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise PayloadError("Content-Length is not a number")
+        if int(declared) > limit:
+            raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class AlertEndpoints:
+    """The two webhooks; one instance per app."""
+
+    def __init__(self, settings: Settings, store: IncidentStore, mapper: Mapper) -> None:
+        self.store = store
+        self.mapper = mapper
+        self.limit = settings.http.max_body_bytes
+        token = secret(settings.incident_bot_alert_token)
+        self.token = f"Bearer {token}".encode() if token else None
+
+    def authorized(self, request: Request) -> bool:
+        given = request.headers.get("authorization", "").encode()
+        return self.token is not None and hmac.compare_digest(given, self.token)
+
+    async def alertmanager(self, request: Request) -> Response:
+        return await self._ingest(request, alertmanager.parse, "/alerts/alertmanager")
+
+    async def generic(self, request: Request) -> Response:
+        return await self._ingest(request, webhook.parse, "/alerts")
+
+    async def _ingest(self, request: Request, parse: Parser, route: str) -> Response:
+        if not self.authorized(request):
+            reason = S.ALERT_NO_TOKEN_CONFIGURED if self.token is None else S.ALERT_UNAUTHORIZED
+            return _error(401, reason, route, **{"WWW-Authenticate": "Bearer"})
+        try:
+            alerts = parse(await read_limited(request, self.limit), self.mapper)
+        except _TooLarge:
+            return _error(413, S.ALERT_TOO_LARGE.format(limit=self.limit), route)
+        except PayloadError as exc:
+            return _error(400, str(exc), route)
+        try:
+            result = await run_in_threadpool(self.store.ingest, alerts)
+        except (RedisError, Contention) as exc:
+            if redis_unavailable(exc):
+                log.warning("alert ingest refused, store unavailable: %s", exc)
+                return _error(503, S.ALERT_STORE_UNAVAILABLE, route, **{"Retry-After": "5"})
+            return _error(500, S.INTERNAL_ERROR.format(error_id=log_internal(exc, route)), route)
+        self._count(alerts, [o for o, _ in result.outcomes])
+        metrics.HTTP_REQUESTS.labels(route=route, status="200").inc()
+        return JSONResponse({"accepted": len(alerts), "incidents": result.incident_ids,
+                             "outcomes": result.counts()})
+
+    @staticmethod
+    def _count(alerts: Sequence[Alert], outcomes: Sequence[Outcome]) -> None:
+        for alert, outcome in zip(alerts, outcomes, strict=True):
+            counter = metrics.ALERTS_DEDUPLICATED if outcome is Outcome.DUPLICATE else (
+                metrics.ALERTS_RECEIVED)
+            counter.labels(source=alert.source).inc()
+
+
+def _health_routes(redis: Redis, store: IncidentStore) -> list[Route]:
+    async def healthz(_: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(_: Request) -> Response:
+        try:
+            await run_in_threadpool(redis.ping)
+        except RedisError as exc:
+            return JSONResponse({"status": "unavailable", "redis": str(exc)[:200]}, 503)
+        return JSONResponse({"status": "ok", "redis": "ok"})
+
+    async def metrics_endpoint(_: Request) -> Response:
+        with contextlib.suppress(RedisError):
+            metrics.set_incident_counts(await run_in_threadpool(store.counts_by_state))
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    return [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics_endpoint, methods=["GET"])]
+
+
+async def _run_hooks(hooks: Sequence[Hook]) -> None:
+    for hook in hooks:
+        result = hook()
+        if inspect.isawaitable(result):
+            await result
+
+
+def _lifespan(on_startup: Sequence[Hook], on_shutdown: Sequence[Hook]) -> Any:
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        await _run_hooks(on_startup)
+        try:
+            yield
+        finally:
+            await _run_hooks(on_shutdown)
+
+    return lifespan
+
+
+def create_app(settings: Settings, redis: Redis, *, extra_routes: Sequence[BaseRoute] = (),
+               on_startup: Sequence[Hook] = (), on_shutdown: Sequence[Hook] = (),
+               store: IncidentStore | None = None) -> Starlette:
+    """The ASGI app. ``extra_routes`` is where the chat side mounts ``/slack/events``."""
+    inventory = {name: host.ssh for name, host in settings.hosts.items()}
+    try:
+        mapper = Mapper(settings.alerts.kinds, inventory)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    store = store or IncidentStore(redis, group_wait_s=settings.alerts.group_wait_s)
+    if settings.incident_bot_alert_token is None:
+        log.warning("INCIDENT_BOT_ALERT_TOKEN is not set: every alert webhook call gets 401")
+    alerts = AlertEndpoints(settings, store, mapper)
+    routes: list[BaseRoute] = [
+        Route("/alerts/alertmanager", alerts.alertmanager, methods=["POST"]),
+        Route("/alerts", alerts.generic, methods=["POST"]),
+        *_health_routes(redis, store),
+        *extra_routes,
+    ]
+    app = Starlette(routes=routes, lifespan=_lifespan(on_startup, on_shutdown))
+    app.state.store = store
+    app.state.redis = redis
+    return app

@@ -1,0 +1,271 @@
+"""Incidents as data: alerts, incidents, silences, group windows, and the pure rules.
+
+Nothing here does I/O. ``storage/incidents.py`` reads a snapshot from Redis, the
+planner (``bot/ingest/planner.py``) applies these rules to it, and storage writes the
+result in one transaction. Keeping the rules pure lets them be tested exhaustively and
+lets two replicas agree: the decision depends only on what Redis held.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from bot.incident import IllegalTransition, IncidentState, is_terminal, transition
+from bot.models import Severity
+
+__all__ = [
+    "EVENT_KINDS", "WILDCARD", "Alert", "AlertStatus", "GroupWindow", "IllegalTransition",
+    "Incident", "IncidentState", "Silence", "apply_transition", "default_fingerprint", "fold",
+    "join_group", "max_severity", "parse_severity", "silence_candidates", "valid_host",
+    "valid_kind", "window_admits",
+]
+
+WILDCARD = "*"
+# Kinds that are events, not conditions: their alert ending (a reboot leaves the
+# "rebooted recently" window) says nothing about the damage, so it never resolves them.
+EVENT_KINDS = frozenset({"vm_restart"})
+HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$")  # names, IPv4, IPv6 without []
+KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
+
+
+class AlertStatus(StrEnum):
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+def parse_severity(value: object) -> Severity:
+    """Map free text ("crit", "page", "Warning") to our three levels; unknown is warning."""
+    text = str(value or "").strip().lower()
+    if text in {"critical", "crit", "page", "error", "high", "emergency"}:
+        return Severity.CRITICAL
+    if text in {"info", "informational", "low", "none", "notice"}:
+        return Severity.INFO
+    return Severity.WARNING
+
+
+def max_severity(a: Severity, b: Severity) -> Severity:
+    return a if _SEVERITY_RANK[a] >= _SEVERITY_RANK[b] else b
+
+
+def valid_host(host: str) -> bool:
+    """Hosts end up in Redis keys, SSH targets and chat text: a strict charset."""
+    return bool(HOST_RE.match(host))
+
+
+def valid_kind(kind: str) -> bool:
+    return bool(KIND_RE.match(kind))
+
+
+def default_fingerprint(host: str, kind: str) -> str:
+    """Fingerprint of an alert that brings none: one per (host, kind)."""
+    return hashlib.sha1(f"{host}\0{kind}".encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One normalised alert, whatever its source (Alertmanager, webhook, agent)."""
+
+    source: str  # "alertmanager" | "webhook" | "agent"
+    host: str
+    kind: str
+    status: AlertStatus = AlertStatus.FIRING
+    summary: str = ""
+    severity: Severity = Severity.WARNING
+    labels: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str = ""  # empty: default_fingerprint(host, kind)
+    identity: str | None = None  # dedup identity of this delivery; None: never deduplicated
+
+    @property
+    def fp(self) -> str:
+        return self.fingerprint or default_fingerprint(self.host, self.kind)
+
+    @property
+    def explicit_fp(self) -> bool:
+        return bool(self.fingerprint)
+
+    @property
+    def dedup_key(self) -> str | None:
+        """A fixed-length digest of ``identity`` (identities may be long or odd)."""
+        if self.identity is None:
+            return None
+        return hashlib.sha1(self.identity.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Incident:
+    """One incident; persisted as a Redis hash (JSON for the structured fields)."""
+
+    id: str
+    host: str
+    kind: str
+    state: IncidentState = IncidentState.OPEN
+    summary: str = ""
+    severity: Severity = Severity.WARNING
+    count: int = 1
+    first_seen: float = 0.0
+    last_seen: float = 0.0
+    updated: float = 0.0
+    resolved_at: float | None = None
+    cleared_at: float | None = None  # every alert ended but the state kept it open
+    source: str = ""
+    parent_id: str | None = None
+    hosts: tuple[str, ...] = ()  # a parent: every host in its group, its own first
+    fingerprints: tuple[str, ...] = ()  # alerts still firing into this incident
+    labels: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)  # the flow's: diagnosis, approvals, chat
+
+    @property
+    def is_open(self) -> bool:
+        return not is_terminal(self.state)
+
+    @property
+    def is_parent(self) -> bool:
+        return len(self.hosts) > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "host": self.host, "kind": self.kind, "state": self.state.value,
+            "summary": self.summary, "severity": self.severity.value, "count": self.count,
+            "first_seen": self.first_seen, "last_seen": self.last_seen, "updated": self.updated,
+            "resolved_at": self.resolved_at, "cleared_at": self.cleared_at,
+            "source": self.source, "parent_id": self.parent_id,
+            "hosts": list(self.hosts), "fingerprints": list(self.fingerprints),
+            "labels": self.labels, "details": self.details, "meta": self.meta,
+        }
+
+    def to_hash(self) -> dict[str, str]:
+        """Flat string mapping for HSET (None becomes the empty string)."""
+        out: dict[str, str] = {}
+        for key, value in self.to_dict().items():
+            if isinstance(value, dict | list):
+                out[key] = json.dumps(value, separators=(",", ":"), sort_keys=True)
+            else:
+                out[key] = "" if value is None else str(value)
+        return out
+
+    @classmethod
+    def from_hash(cls, raw: dict[str, str]) -> Incident:
+        def js(name: str, default: Any) -> Any:
+            text = raw.get(name) or ""
+            return json.loads(text) if text else default
+
+        return cls(
+            id=raw["id"], host=raw["host"], kind=raw["kind"], state=IncidentState(raw["state"]),
+            summary=raw.get("summary", ""), severity=parse_severity(raw.get("severity")),
+            count=int(raw.get("count") or 1), first_seen=float(raw.get("first_seen") or 0),
+            last_seen=float(raw.get("last_seen") or 0), updated=float(raw.get("updated") or 0),
+            resolved_at=float(raw["resolved_at"]) if raw.get("resolved_at") else None,
+            cleared_at=float(raw["cleared_at"]) if raw.get("cleared_at") else None,
+            source=raw.get("source", ""), parent_id=raw.get("parent_id") or None,
+            hosts=tuple(js("hosts", [])), fingerprints=tuple(js("fingerprints", [])),
+            labels=js("labels", {}), details=js("details", {}), meta=js("meta", {}),
+        )
+
+    @classmethod
+    def open_from(cls, incident_id: str, alert: Alert, now: float,
+                  parent_id: str | None = None) -> Incident:
+        return cls(
+            id=incident_id, host=alert.host, kind=alert.kind, summary=alert.summary,
+            severity=alert.severity, count=1, first_seen=now, last_seen=now, updated=now,
+            source=alert.source, parent_id=parent_id, hosts=(alert.host,),
+            fingerprints=(alert.fp,), labels=dict(alert.labels), details=dict(alert.details),
+        )
+
+
+def fold(incident: Incident, alert: Alert, now: float) -> Incident:
+    """A repeat of an open incident's alert: count it, keep the newest words and details.
+
+    Labels stay those of the first alert (what the incident was opened for); the
+    severity is the worst seen. Only these fields change, so storage writes only them.
+    """
+    fps = incident.fingerprints if alert.fp in incident.fingerprints else (
+        *incident.fingerprints, alert.fp)
+    return replace(
+        incident, count=incident.count + 1, last_seen=max(incident.last_seen, now), updated=now,
+        summary=alert.summary or incident.summary, fingerprints=fps,
+        severity=max_severity(incident.severity, alert.severity),
+        details=alert.details or incident.details, cleared_at=None,
+    )
+
+
+def join_group(parent: Incident, host: str, now: float) -> Incident:
+    """Add a host to a group parent's list (idempotent)."""
+    if host in parent.hosts:
+        return parent
+    return replace(parent, hosts=(*parent.hosts, host), updated=now)
+
+
+def apply_transition(incident: Incident, target: IncidentState, now: float) -> Incident:
+    """The state change itself; raises ``IllegalTransition`` (never overwrites)."""
+    state = transition(incident.state, target)
+    resolved = now if state is IncidentState.RESOLVED else incident.resolved_at
+    fps = () if state is IncidentState.RESOLVED else incident.fingerprints
+    return replace(incident, state=state, updated=now, resolved_at=resolved, fingerprints=fps)
+
+
+@dataclass(frozen=True)
+class GroupWindow:
+    """The first incident of a kind opens a window; other hosts join it until ``until``.
+
+    The window is fixed from the parent's opening, not sliding, so a storm that lasts
+    longer than ``group_wait_s`` still gives one message per window, never zero news.
+    """
+
+    kind: str
+    parent_id: str
+    until: float
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": self.kind, "parent": self.parent_id, "until": self.until})
+
+    @classmethod
+    def from_json(cls, text: str) -> GroupWindow:
+        data = json.loads(text)
+        return cls(kind=str(data["kind"]), parent_id=str(data["parent"]),
+                   until=float(data["until"]))
+
+
+def window_admits(window: GroupWindow | None, parent: Incident | None, host: str,
+                  now: float) -> bool:
+    """Whether a new incident on ``host`` joins the window's parent as a child."""
+    if window is None or parent is None or now >= window.until:
+        return False
+    return parent.is_open and parent.host != host
+
+
+@dataclass(frozen=True)
+class Silence:
+    """Firing alerts for (host, kind) are dropped until ``until``; either may be ``*``."""
+
+    host: str
+    kind: str
+    until: float
+    author: str
+    reason: str = ""
+    created: float = 0.0
+
+    def active(self, now: float) -> bool:
+        return now < self.until
+
+    def to_json(self) -> str:
+        return json.dumps({"host": self.host, "kind": self.kind, "until": self.until,
+                           "author": self.author, "reason": self.reason, "created": self.created})
+
+    @classmethod
+    def from_json(cls, text: str) -> Silence:
+        d = json.loads(text)
+        return cls(host=d["host"], kind=d["kind"], until=float(d["until"]), author=d["author"],
+                   reason=d.get("reason", ""), created=float(d.get("created", 0.0)))
+
+
+def silence_candidates(host: str, kind: str) -> tuple[tuple[str, str], ...]:
+    """The (host, kind) silence slots that cover an alert, most specific first."""
+    return ((host, kind), (host, WILDCARD), (WILDCARD, kind))

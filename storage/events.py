@@ -1,0 +1,115 @@
+"""The hand-off from ingest to the rest of the bot: a Redis stream with consumer groups.
+
+Ingest appends ``incident.opened`` (a new top-level incident or group parent: one chat
+message), ``incident.folded``, ``incident.grouped`` (a host joined a parent),
+``incident.resolved`` and ``incident.alert_cleared`` (the alert resolved but the
+incident's state keeps it open) in the same transaction as the change. Any replica may
+consume: a consumer group hands each entry to one consumer, and entries stay pending
+until acknowledged, so a crash between read and ack means a redelivery, not a loss.
+
+Each entry is a flat dict: ``type`` (the event), ``incident_id``, then the fields
+(``host``, ``kind``, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import ResponseError
+
+from storage import keys
+
+MAXLEN = 100_000  # approximate cap; consumers keep up or read pending entries first
+
+Entry = tuple[str, dict[str, str]]
+
+
+def _s(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _entries(rows: Any) -> list[Entry]:
+    return [(_s(i), {_s(k): _s(v) for k, v in dict(f or {}).items()}) for i, f in rows]
+
+
+def event_fields(kind: str, incident_id: str, fields: dict[str, object]) -> dict[str, str]:
+    """The stream fields of one event (for writers that batch their own commands)."""
+    out = {k: str(v) for k, v in fields.items()}
+    out["type"] = kind
+    out["incident_id"] = incident_id
+    return out
+
+
+class IncidentEvents:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self.stream = keys.incident_events()
+        self._groups: set[str] = set()
+
+    def publish(self, kind: str, incident_id: str, /, **fields: object) -> str:
+        entry_id = self.redis.xadd(self.stream, event_fields(kind, incident_id, fields),  # type: ignore[arg-type]
+                                   maxlen=MAXLEN, approximate=True)
+        return _s(entry_id)
+
+    def add_to(self, pipe: Pipeline, kind: str, incident_id: str,
+               fields: dict[str, object]) -> None:
+        """Queue an event in a caller's MULTI so it commits with the change it announces."""
+        pipe.xadd(self.stream, event_fields(kind, incident_id, fields),  # type: ignore[arg-type]
+                  maxlen=MAXLEN, approximate=True)
+
+    def ensure_group(self, group: str, start: str = "0") -> None:
+        """Create the consumer group once (``0``: a new group also gets what is there)."""
+        if group in self._groups:
+            return
+        try:
+            self.redis.xgroup_create(self.stream, group, id=start, mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._groups.add(group)
+
+    def consume(self, group: str, consumer: str, block_ms: int | None = None,
+                count: int = 100) -> list[Entry]:
+        """New entries for this consumer; ``block_ms`` waits for some (None: don't wait)."""
+        self.ensure_group(group)
+        reply = self.redis.xreadgroup(group, consumer, {self.stream: ">"}, count=count,
+                                      block=block_ms)
+        return _entries(reply[0][1]) if reply else []  # type: ignore[index]
+
+    def pending(self, group: str, consumer: str, count: int = 100) -> list[Entry]:
+        """Entries delivered to this consumer and not acknowledged (read after a restart)."""
+        self.ensure_group(group)
+        reply = self.redis.xreadgroup(group, consumer, {self.stream: "0"}, count=count)
+        return _entries(reply[0][1]) if reply else []  # type: ignore[index]
+
+    def claim_stale(self, group: str, consumer: str, min_idle_ms: int,
+                    count: int = 100) -> list[Entry]:
+        """Take over entries another consumer read and never acknowledged (it died)."""
+        self.ensure_group(group)
+        reply = self.redis.xautoclaim(self.stream, group, consumer, min_idle_ms, count=count)
+        return _entries([r for r in reply[1] if r])  # type: ignore[index]
+
+    def ack(self, group: str, *entry_ids: str) -> int:
+        if not entry_ids:
+            return 0
+        return int(self.redis.xack(self.stream, group, *entry_ids))  # type: ignore[arg-type]
+
+    def read(self, after: str = "0", count: int = 1000) -> list[Entry]:
+        """Plain read without a group (tools, tests, the benchmark)."""
+        reply = self.redis.xread({self.stream: after}, count=count)
+        return _entries(reply[0][1]) if reply else []  # type: ignore[index]
+
+    def count(self, kind: str | None = None) -> int:
+        """How many entries (of one type) the stream holds; scans, so for tools and tests."""
+        if kind is None:
+            return int(self.redis.xlen(self.stream))  # type: ignore[arg-type]
+        total, after = 0, "-"
+        while True:
+            rows = _entries(self.redis.xrange(self.stream, min=after, count=5000))
+            rows = [r for r in rows if r[0] != after]
+            if not rows:
+                return total
+            total += sum(1 for _, f in rows if f.get("type") == kind)
+            after = rows[-1][0]

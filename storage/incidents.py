@@ -1,0 +1,225 @@
+"""The incident repository on Redis. Decisions are the planner's; storage only reads a
+consistent snapshot and writes the result atomically.
+
+One batch (``storage/ingest.py``) = WATCH the keys it depends on, read them, WATCH the
+incident hashes they point to, read those, plan (pure), then MULTI/EXEC every write:
+incident hashes, the (host, kind) and fingerprint indexes, the group window, the dedup
+markers, the audit entries and the events. If another replica touched any watched key,
+EXEC fails and the batch is planned again from fresh data, so two ``serve`` replicas
+behave as one. Transitions and ``set_meta`` WATCH the incident hash the same way.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
+
+from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import WatchError
+
+from bot.incident import IncidentState
+from bot.incidents import (
+    Alert,
+    AlertStatus,
+    Incident,
+    apply_transition,
+)
+from bot.ingest.planner import Outcome, Planner
+from storage import keys
+from storage.audit import AuditLog
+from storage.events import IncidentEvents
+from storage.ingest import IdBlocks, read_view, write_plan
+
+
+class UnknownIncident(LookupError):
+    def __init__(self, incident_id: str) -> None:
+        super().__init__(f"no incident {incident_id!r}")
+        self.incident_id = incident_id
+
+
+class AlertSilenced(Exception):
+    """``open_or_fold`` on a silenced (host, kind)."""
+
+
+class Contention(RuntimeError):
+    """Too many concurrent writers on the same keys; the caller should retry (HTTP 503)."""
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    outcomes: list[tuple[Outcome, str | None]] = field(default_factory=list)
+
+    @property
+    def incident_ids(self) -> list[str]:
+        return list(dict.fromkeys(i for _, i in self.outcomes if i))
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for outcome, _ in self.outcomes:
+            out[outcome.value] = out.get(outcome.value, 0) + 1
+        return out
+
+
+def _num(incident_id: str) -> int:
+    tail = incident_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+class IncidentStore:
+    """Incidents on Redis. Needs a client with ``decode_responses=True``."""
+
+    def __init__(self, redis: Redis, *, group_wait_s: float = 30.0,
+                 clock: Callable[[], float] = time.time, max_attempts: int = 50,
+                 id_block: int = 64) -> None:
+        if not redis.connection_pool.connection_kwargs.get("decode_responses"):
+            raise ValueError("IncidentStore needs a Redis client with decode_responses=True")
+        self.redis = redis
+        self.group_wait_s = group_wait_s
+        self.clock = clock
+        self.max_attempts = max_attempts
+        self.audit = AuditLog(redis, clock=clock)
+        self.events = IncidentEvents(redis)
+        self.ids = IdBlocks(redis, size=id_block)
+
+    # --- ingest ----------------------------------------------------------------------
+    def ingest(self, alerts: Sequence[Alert]) -> IngestResult:
+        """Apply a batch atomically; raises ``Contention`` after too many conflicts."""
+        if not alerts:
+            return IngestResult()
+        return self._retrying(lambda pipe: self._ingest_once(pipe, alerts))
+
+    def open_or_fold(self, alert: Alert) -> tuple[Incident, bool]:
+        """One firing alert: (its incident, whether it was created)."""
+        outcome, incident_id = self.ingest([alert]).outcomes[0]
+        if outcome is Outcome.SILENCED:
+            raise AlertSilenced(f"alerts for {alert.host}/{alert.kind} are silenced")
+        if incident_id is None:
+            raise UnknownIncident("?")
+        return self.require(incident_id), outcome in (Outcome.CREATED, Outcome.GROUPED)
+
+    def resolve_by_fingerprint(self, fingerprint: str, *, host: str = "-", kind: str = "-",
+                               source: str = "api") -> Incident | None:
+        """The alert with this fingerprint ended; the incident it fed, if any."""
+        alert = Alert(source=source, host=host, kind=kind, status=AlertStatus.RESOLVED,
+                      fingerprint=fingerprint)
+        _, incident_id = self.ingest([alert]).outcomes[0]
+        return self.get(incident_id) if incident_id else None
+
+    def _ingest_once(self, pipe: Pipeline, alerts: Sequence[Alert]) -> IngestResult:
+        view = read_view(pipe, alerts)
+        now = self.clock()
+        plan = Planner(view, now, self.group_wait_s, self.ids).run(list(alerts))
+        write_plan(pipe, plan, view, now)
+        return IngestResult(plan.outcomes)
+
+    def _retrying(self, attempt: Callable[[Pipeline], Any]) -> Any:
+        for n in range(self.max_attempts):
+            try:
+                with self.redis.pipeline(transaction=True) as pipe:
+                    return attempt(pipe)
+            except WatchError:
+                time.sleep(random.uniform(0, 0.001 * min(n + 1, 20)))
+        raise Contention(f"gave up after {self.max_attempts} conflicting attempts")
+
+    # --- reads -----------------------------------------------------------------------
+    def get(self, incident_id: str) -> Incident | None:
+        raw = self.redis.hgetall(keys.incident(incident_id))
+        return Incident.from_hash(raw) if raw else None  # type: ignore[arg-type]
+
+    def require(self, incident_id: str) -> Incident:
+        incident = self.get(incident_id)
+        if incident is None:
+            raise UnknownIncident(incident_id)
+        return incident
+
+    def list(self, open_only: bool = False, limit: int | None = None) -> builtins.list[Incident]:
+        """Incidents oldest first; ``limit`` keeps the newest ones."""
+        if open_only:
+            ids = sorted(self.redis.smembers(keys.incidents_open()), key=_num)  # type: ignore[arg-type]
+            ids = ids[-limit:] if limit else ids
+        else:
+            ids = self.redis.zrange(keys.incidents_all(), -(limit or 0) if limit else 0, -1)  # type: ignore[assignment]
+        return self._load(list(ids))
+
+    def children(self, parent_id: str) -> builtins.list[Incident]:
+        ids = sorted(self.redis.smembers(keys.incident_children(parent_id)), key=_num)  # type: ignore[arg-type]
+        return self._load(ids)
+
+    def counts_by_state(self) -> dict[str, int]:
+        """Open incidents per state (the ``/metrics`` gauge)."""
+        out: dict[str, int] = {}
+        for incident in self.list(open_only=True):
+            out[incident.state.value] = out.get(incident.state.value, 0) + 1
+        return out
+
+    def _load(self, ids: Sequence[str]) -> builtins.list[Incident]:
+        with self.redis.pipeline(transaction=False) as pipe:
+            for incident_id in ids:
+                pipe.hgetall(keys.incident(incident_id))
+            rows = pipe.execute()
+        return [Incident.from_hash(r) for r in rows if r]
+
+    # --- changes by the flow -----------------------------------------------------------
+    def transition(self, incident_id: str, target: IncidentState | str, actor: str, reason: str,
+                   evidence_hash: str | None = None) -> Incident:
+        """Atomic state change plus its audit entry; raises ``IllegalTransition``."""
+        goal = IncidentState(target)
+        return self._retrying(
+            lambda pipe: self._transition_once(pipe, incident_id, goal, actor, reason,
+                                               evidence_hash))
+
+    def _transition_once(self, pipe: Pipeline, incident_id: str, goal: IncidentState,
+                         actor: str, reason: str, evidence_hash: str | None) -> Incident:
+        current = self._watch_incident(pipe, incident_id)
+        now = self.clock()
+        new = apply_transition(current, goal, now)
+        stale = self._watch_indexes(pipe, current) if goal is IncidentState.RESOLVED else []
+        pipe.multi()
+        pipe.hset(keys.incident(incident_id), mapping=new.to_hash())
+        if not new.is_open:
+            pipe.srem(keys.incidents_open(), incident_id)
+            if stale:
+                pipe.delete(*stale)
+            fields = {"host": new.host, "kind": new.kind, "previous": current.state.value}
+            self.events.add_to(pipe, "incident.resolved", incident_id, dict(fields))
+        detail = {"from": current.state.value, "to": new.state.value, "reason": reason}
+        self.audit.add_to(pipe, incident_id, actor, "transition", detail, evidence_hash, ts=now)
+        pipe.execute()
+        return new
+
+    def _watch_incident(self, pipe: Pipeline, incident_id: str) -> Incident:
+        pipe.watch(keys.incident(incident_id))
+        raw = pipe.hgetall(keys.incident(incident_id))
+        if not raw:
+            raise UnknownIncident(incident_id)
+        return Incident.from_hash(raw)  # type: ignore[arg-type]
+
+    def _watch_indexes(self, pipe: Pipeline, incident: Incident) -> builtins.list[str]:
+        """The (host, kind) and fingerprint keys that still point at this incident."""
+        names = [keys.incident_by_host_kind(incident.host, incident.kind)]
+        names += [keys.alert_incident(fp) for fp in incident.fingerprints]
+        pipe.watch(*names)
+        values = cast(list[str | None], pipe.mget(names))
+        return [n for n, v in zip(names, values, strict=True) if v == incident.id]
+
+    def set_meta(self, incident_id: str, **values: Any) -> Incident:
+        """Merge keys into the incident's free ``meta`` (diagnosis, approvals, chat refs)."""
+        def once(pipe: Pipeline) -> Incident:
+            current = self._watch_incident(pipe, incident_id)
+            meta = {**current.meta, **values}
+            updated = self.clock()
+            pipe.multi()
+            text = json.dumps(meta, separators=(",", ":"), sort_keys=True, default=str)
+            pipe.hset(keys.incident(incident_id),
+                      mapping={"meta": text, "updated": str(updated)})
+            pipe.execute()
+            return replace(current, meta=json.loads(text), updated=updated)
+
+        return self._retrying(once)
+
