@@ -88,9 +88,15 @@ def _scheduler(settings: Settings, ctx: FlowContext, slack: SlackApp | None) -> 
     from bot.scheduler_wiring import build_leader
 
     desk = slack.desk if slack is not None else None
-    jobs = {"progress": lambda _f: progress_step.poll_all(ctx)}
-    if desk is not None:
-        jobs["approval_expiry"] = lambda _f: desk.expire_due()
+
+    def progress(_firing: Any) -> None:
+        progress_step.poll_all(ctx)
+
+    def expiry(_firing: Any) -> None:
+        if desk is not None:
+            desk.expire_due()
+
+    jobs = {"progress": progress, "approval_expiry": expiry}
     return build_leader(settings, ctx.redis, ctx.chat, runner=ctx.runner, extra_jobs=jobs)
 
 

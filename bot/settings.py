@@ -83,12 +83,12 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="forbid", env_prefix="", env_nested_delimiter=None)
 
     redis_url: str = "redis://localhost:6379/0"
-    http: HttpSettings = Field(default_factory=HttpSettings)
-    slack: SlackSettings = Field(default_factory=SlackSettings)
+    http: HttpSettings = Field(default_factory=lambda: HttpSettings())
+    slack: SlackSettings = Field(default_factory=lambda: SlackSettings())
     hosts: dict[str, HostSettings] = Field(default_factory=dict)
-    ssh_defaults: SSHSettings = Field(default_factory=SSHSettings)
-    alerts: AlertSettings = Field(default_factory=AlertSettings)
-    approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    ssh_defaults: SSHSettings = Field(default_factory=lambda: SSHSettings())
+    alerts: AlertSettings = Field(default_factory=lambda: AlertSettings())
+    approvals: ApprovalSettings = Field(default_factory=lambda: ApprovalSettings())
     chat_backend: str = "slack"  # or "terminal"
     extra: dict[str, Any] = Field(default_factory=dict)  # per-feature settings, validated there
 

@@ -1,14 +1,102 @@
-"""`incident-bot diagnose`: not built yet; the owning issue replaces this module."""
+"""`incident-bot diagnose TARGET --playbook NAME|auto [--json]`: one diagnosis over SSH.
+
+Exit status: 0 when diagnosed (findings or not, ``partial`` included), 1 when the host
+is unreachable (connect, host key, auth), 2 for bad arguments or config.
+"""
 
 from __future__ import annotations
 
-import typer
+import json
+import os
+from typing import Annotated
 
-from bot.errors import NotBuiltError
+import click
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bot import strings as S
+from bot.errors import UserError
+from bot.inventory import options_for, resolve
+from bot.models import Diagnosis, DiagnosisStatus
+from bot.settings import load_settings
+
+_SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def run_diagnose(target_spec: str, playbook: str, *, as_json: bool, config: str | None,
+                 ssh_key: str | None, known_hosts: str | None) -> int:
+    from bot.ssh.pool import ParamikoPool
+    from playbooks import names, run_playbook
+
+    if playbook not in names():
+        raise UserError(S.DIAG_UNKNOWN_PLAYBOOK.format(name=playbook, names=", ".join(names())), 2)
+    for flag, path in (("--ssh-key", ssh_key), ("--known-hosts", known_hosts)):
+        if path and not os.path.isfile(os.path.expanduser(path)):
+            raise UserError(f"{flag}: no such file: {path}", 2)
+    settings = load_settings(config)
+    target = resolve(settings, target_spec, key=ssh_key, known_hosts=known_hosts)
+    with ParamikoPool(settings.ssh_defaults) as pool:
+        diagnosis = run_playbook(pool, target, playbook, options=options_for(settings, target))
+    if as_json:
+        click.echo(json.dumps(diagnosis.to_dict()))
+    else:
+        render(diagnosis, Console())
+    if diagnosis.status is DiagnosisStatus.UNREACHABLE:
+        raise UserError(diagnosis.findings[0].title, 1)
+    return 0
+
+
+def render(d: Diagnosis, console: Console) -> None:
+    """The readable form: a header line, findings, proposed actions, probes."""
+    console.print(f"[bold]{d.host}[/] · {d.playbook} · {d.status.value} · {d.duration_s:.2f} s")
+    findings = _table("Findings", "severity", "code", "finding")
+    for f in d.findings:
+        style = _SEVERITY_STYLE.get(f.severity.value, "")
+        findings.add_row(f"[{style}]{f.severity.value}[/]", f.code, _plain(f.title))
+    console.print(findings)
+    if d.actions:
+        actions = _table("Proposed actions", "id", "action", "params", "why")
+        for a in d.actions:
+            params = " ".join(f"{k}={v}" for k, v in a.params.items())
+            actions.add_row(a.id, a.kind, _plain(params), _plain(a.reason))
+        console.print(actions)
+    probes = _table("Probes", "probe", "exit", "seconds", "note")
+    for p in d.probes:
+        note = "timed out" if p.timed_out else (p.error or ("truncated" if p.truncated else ""))
+        probes.add_row(p.name, str(p.exit_status), f"{p.duration_s:.2f}", _plain(note))
+    console.print(probes)
+
+
+def _table(title: str, *columns: str) -> Table:
+    """Wrap long values instead of cutting them: unit names must stay readable."""
+    table = Table(title=title, expand=True)
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    return table
+
+
+def _plain(text: str) -> str:
+    """Host text must not be read as rich markup."""
+    return escape(text)
+
+
+_Target = Annotated[str, typer.Argument(help="inventory host name or user@host:port")]
+_Playbook = Annotated[str, typer.Option("--playbook", "-p",
+                                        help="vram_idle, vm_restart, disk_full, triage or auto")]
+_Json = Annotated[bool, typer.Option("--json", help="print one JSON object (DESIGN's contract)")]
+_Config = Annotated[str | None, typer.Option("--config", "-c", help="config file (YAML)")]
+_Key = Annotated[str | None, typer.Option("--ssh-key", help="private key (overrides config)")]
+_Known = Annotated[str | None, typer.Option("--known-hosts", help="known_hosts file")]
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(name="diagnose", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def _cmd(ctx: typer.Context) -> None:
-        """Run a diagnostic playbook on TARGET over SSH. (not built yet)"""
-        raise NotBuiltError("`incident-bot diagnose`")
+    @app.command(name="diagnose")
+    def _cmd(target: _Target, playbook: _Playbook = "auto", as_json: _Json = False,
+             config: _Config = None, ssh_key: _Key = None, known_hosts: _Known = None) -> None:
+        """Run a diagnostic playbook on TARGET over SSH."""
+        code = run_diagnose(target, playbook, as_json=as_json, config=config, ssh_key=ssh_key,
+                            known_hosts=known_hosts)
+        if code:
+            raise typer.Exit(code)

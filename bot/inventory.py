@@ -1,0 +1,91 @@
+"""Inventory: a host name from ``settings.hosts`` or ``user@host:port`` -> ``SSHTarget``,
+and the playbook options for that host (expected mounts, path prefixes, thresholds).
+
+Thresholds come from ``settings.extra["diagnostics"]``, validated here so a typo fails at
+start with one line naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot import strings as S
+from bot.errors import ConfigError, UserError
+from bot.settings import Settings
+from bot.ssh.base import SSHTarget
+from playbooks.base import PlaybookOptions
+
+
+class DiagnosticsSettings(BaseModel):
+    """``extra.diagnostics`` in the config file; every field optional."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    samples: int = Field(3, ge=1, le=600)
+    sample_interval_s: float = Field(0.25, ge=0, le=60)
+    idle_util_pct: int = Field(5, ge=0, le=100)
+    held_mib: int = Field(1024, ge=0)
+    boot_window_s: float = Field(300.0, ge=0)
+    recent_boot_s: float = Field(3600.0, ge=0)
+    disk_full_pct: float = Field(90.0, gt=0, le=100)
+    inode_full_pct: float = Field(90.0, gt=0, le=100)
+    journal_vacuum_size: str = Field("500M", pattern=r"^[1-9][0-9]{0,5}[KMGT]$")
+    command_timeout_s: float = Field(10.0, gt=0, le=600)
+    du_timeout_s: float = Field(8.0, gt=0, le=600)
+
+
+def diagnostics_settings(settings: Settings) -> DiagnosticsSettings:
+    try:
+        return DiagnosticsSettings.model_validate(settings.extra.get("diagnostics") or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"key 'extra.diagnostics.{key}': {err['msg']}") from None
+
+
+def _path(value: str | None) -> str | None:
+    return os.path.expanduser(value) if value else None
+
+
+def resolve(settings: Settings, spec: str, *, key: str | None = None,
+            known_hosts: str | None = None) -> SSHTarget:
+    """An inventory name, or ``user@host:port`` (matched back to an inventory entry with
+    the same address); ``key``/``known_hosts`` override the config. UserError (exit 2)."""
+    name = spec if spec in settings.hosts else _by_address(settings, spec)
+    try:
+        if name is not None:
+            host = settings.hosts[name]
+            return SSHTarget.parse(host.ssh, name=name, key_path=_path(key or host.key),
+                                   known_hosts=_path(known_hosts or host.known_hosts),
+                                   sudo=host.sudo)
+        return SSHTarget.parse(spec, key_path=_path(key), known_hosts=_path(known_hosts))
+    except ValueError:
+        raise UserError(S.DIAG_BAD_TARGET.format(target=spec), 2) from None
+
+
+def _by_address(settings: Settings, spec: str) -> str | None:
+    try:
+        wanted = SSHTarget.parse(spec).address
+    except ValueError:
+        return None
+    for name, host in settings.hosts.items():
+        try:
+            if SSHTarget.parse(host.ssh).address == wanted:
+                return name
+        except ValueError:
+            continue
+    return None
+
+
+def options_for(settings: Settings, target: SSHTarget, **overrides: Any) -> PlaybookOptions:
+    """Playbook options for one host: thresholds from config, mounts and prefixes per host."""
+    diag = diagnostics_settings(settings).model_dump()
+    host = settings.hosts.get(target.name)
+    if host is not None:
+        diag["expected_mounts"] = tuple(host.expected_mounts)
+        diag["path_prefixes"] = tuple(host.allowed_path_prefixes)
+    diag.update(overrides)
+    return PlaybookOptions(**diag)

@@ -1,0 +1,159 @@
+"""disk_full: space and inodes per real filesystem, what fills the full one, deleted files
+still held open, /dev/shm leftovers and the journal.
+
+Only one action is ever proposed (``disk.journal_vacuum``): it is safe and specific.
+Everything else is a finding with evidence; deleting data is a human decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot import strings as S
+from bot import validate
+from bot.models import Severity
+from playbooks import probes
+from playbooks.base import PlaybookOptions, Report, Session
+from playbooks.parsers.common import human
+from playbooks.parsers.disk import DuEntry, Filesystem, OpenFile
+
+NAME = "disk_full"
+DESCRIPTION = "full filesystems: largest directories, deleted-but-open files, /dev/shm, journal"
+
+
+@dataclass(frozen=True)
+class DiskPicture:
+    space: list[Filesystem]
+    inodes: list[Filesystem]
+    journal_bytes: int | None
+    deleted: list[OpenFile]
+    shm: list[DuEntry]
+    largest: dict[str, list[DuEntry]]  # mount -> du entries
+    du_timed_out: dict[str, bool]
+
+
+def run(session: Session, context: Mapping[str, Any]) -> Report:
+    report = Report(session.target.name)
+    assess(gather(session), session.options, report)
+    return report
+
+
+def gather(session: Session) -> DiskPicture:
+    futures = session.submit_many({
+        "df": probes.df(), "inodes": probes.df_inodes(), "journal": probes.journal_usage(),
+        "deleted": probes.deleted_open_files(), "shm": probes.shm_usage()})
+    space = futures["df"].result()[1]
+    largest, timed_out = _largest(session, full(space, session.options))
+    got = session.parsed(futures)
+    return DiskPicture(space, got["inodes"], got["journal"], got["deleted"], got["shm"],
+                       largest, timed_out)
+
+
+def full(space: list[Filesystem], opts: PlaybookOptions) -> list[Filesystem]:
+    return [f for f in space if f.real and (f.used_pct or 0) >= opts.disk_full_pct]
+
+
+def _largest(session: Session, targets: list[Filesystem]) -> tuple[dict[str, list[DuEntry]],
+                                                                    dict[str, bool]]:
+    """``du`` one level down on each full filesystem whose mount point is a safe path."""
+    runs = {}
+    for fs in targets[:3]:
+        mount = safe_mount(fs.mount)
+        if mount is not None:
+            runs[fs.mount] = session.submit(probes.du(mount, session.options.du_timeout_s))
+    results = {m: f.result() for m, f in runs.items()}
+    return ({m: r[1] for m, r in results.items()}, {m: r[0].timed_out for m, r in results.items()})
+
+
+def safe_mount(mount: str) -> str | None:
+    """A mount point fit for a command line (grammar-checked, then quoted by ``cmd``)."""
+    return mount if validate.is_valid(validate.abs_path, mount) else None
+
+
+def assess(p: DiskPicture, opts: PlaybookOptions, report: Report) -> None:
+    assess_space(p.space, p.inodes, opts, report)
+    for mount, entries in p.largest.items():
+        _largest_finding(mount, entries, p.du_timed_out.get(mount, False), opts, report)
+    _deleted(p.deleted, report)
+    _shm(p.shm, opts, report)
+    _journal(p.journal_bytes, p.space, opts, report)
+
+
+def assess_space(space: list[Filesystem], inodes: list[Filesystem], opts: PlaybookOptions,
+                 report: Report) -> None:
+    """Full filesystems (space or inodes); vm_restart reuses this."""
+    full_fs = full(space, opts)
+    for fs in full_fs:
+        pct = fs.used_pct or 0.0
+        report.find("disk.full", Severity.CRITICAL if pct >= 98 else Severity.WARNING,
+                    S.DIAG_DISK_FULL.format(mount=fs.mount, pct=pct, used=human(fs.used),
+                                            size=human(fs.size), avail=human(fs.avail)),
+                    filesystem=vars(fs))
+    for fs in inodes:
+        pct = fs.used_pct or 0.0
+        if fs.real and pct >= opts.inode_full_pct:
+            report.find("disk.inodes_full", Severity.WARNING, S.DIAG_INODES_FULL.format(
+                mount=fs.mount, pct=pct, used=fs.used, size=fs.size), filesystem=vars(fs))
+    if not full_fs and space:
+        report.find("disk.ok", Severity.INFO, S.DIAG_DISK_OK.format(pct=opts.disk_full_pct),
+                    filesystems=[vars(f) for f in space if f.real])
+
+
+def _largest_finding(mount: str, entries: list[DuEntry], timed_out: bool, opts: PlaybookOptions,
+                     report: Report) -> None:
+    below = [e for e in entries if e.path.rstrip("/") != mount.rstrip("/")][:10]
+    top = ", ".join(f"{e.path} {human(e.size)}" for e in below[:5]) or "nothing readable"
+    report.find("disk.largest_dirs", Severity.INFO, S.DIAG_LARGEST_DIRS.format(
+        mount=mount, top=top), entries=[vars(e) for e in below])
+    if timed_out:
+        report.find("disk.du_timed_out", Severity.INFO, S.DIAG_DU_TIMED_OUT.format(
+            mount=mount, secs=opts.du_timeout_s))
+
+
+def _deleted(files: list[OpenFile], report: Report) -> None:
+    gone = sorted((f for f in files if f.deleted), key=lambda f: -(f.size or 0))
+    if not gone:
+        return
+    total = sum(f.size or 0 for f in gone)
+    top = ", ".join(f"{f.name.removesuffix(' (deleted)')} ({human(f.size)}, PID {f.pid} "
+                    f"{f.command})" for f in gone[:3])
+    report.find("disk.deleted_open", Severity.WARNING if total else Severity.INFO,
+                S.DIAG_DELETED_OPEN.format(n=len(gone), s="" if len(gone) == 1 else "s",
+                                           size=human(total), top=top[:400]),
+                files=[vars(f) for f in gone[:50]])
+
+
+def _shm(entries: list[DuEntry], opts: PlaybookOptions, report: Report) -> None:
+    root = next((e for e in entries if e.path.rstrip("/") == "/dev/shm"), None)
+    total = root.size if root else sum(e.size for e in entries)
+    if total < opts.shm_warn_bytes:
+        return
+    below = [e for e in entries if e is not root][:10]
+    top = ", ".join(f"{e.path} {human(e.size)}" for e in below[:5]) or "files at the top level"
+    report.find("disk.shm", Severity.WARNING, S.DIAG_SHM.format(size=human(total), top=top),
+                entries=[vars(e) for e in below])
+
+
+def _journal(size: int | None, space: list[Filesystem], opts: PlaybookOptions,
+             report: Report) -> None:
+    if size is None:
+        return
+    try:
+        keep = validate.size(opts.journal_vacuum_size)
+    except validate.InvalidIdentifier:
+        return
+    var_full = any(f.mount in ("/", "/var", "/var/log") for f in full(space, opts))
+    if size < opts.journal_warn_bytes and not var_full:
+        return
+    report.find("disk.journal", Severity.WARNING, S.DIAG_JOURNAL.format(size=human(size)),
+                bytes=size)
+    limit = _size_bytes(keep)
+    if size > limit:
+        report.propose("disk.journal_vacuum", {"size": keep}, S.DIAG_JOURNAL_REASON.format(
+            size=keep, frees=human(size - limit)), S.DIAG_JOURNAL_RISK)
+
+
+def _size_bytes(text: str) -> int:
+    return int(text[:-1]) * 1024 ** ("KMGT".index(text[-1]) + 1)

@@ -1,0 +1,64 @@
+"""GPU memory and utilization over a window: per-GPU summaries and the one-shot probe
+remediation uses to verify that memory was freed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.ssh.base import Command, SSHRunner, SSHTarget
+from playbooks.parsers.nvidia import QUERY_GPU_FIELDS, GpuSample, parse_query_gpu
+
+QUERY_GPU_COMMAND = f"nvidia-smi --query-gpu={QUERY_GPU_FIELDS} --format=csv,noheader,nounits"
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class GpuStat:
+    """One GPU across the window: the most memory used and the busiest sample."""
+
+    index: int
+    uuid: str
+    name: str
+    memory_used_mib: int | None
+    memory_total_mib: int | None
+    max_util_pct: int | None
+    samples: int
+
+    def held(self, held_mib: int) -> bool:
+        return (self.memory_used_mib or 0) > held_mib
+
+    def idle(self, idle_util_pct: int) -> bool:
+        """Never above the threshold; unknown utilization ([N/A]) is not called idle."""
+        return self.max_util_pct is not None and self.max_util_pct <= idle_util_pct
+
+
+def summarize(samples: list[list[GpuSample]]) -> list[GpuStat]:
+    """Fold samples into one ``GpuStat`` per GPU index, in index order."""
+    by_index: dict[int, list[GpuSample]] = {}
+    for sample in samples:
+        for gpu in sample:
+            by_index.setdefault(gpu.index, []).append(gpu)
+    return [_fold(rows) for _, rows in sorted(by_index.items())]
+
+
+def _fold(rows: list[GpuSample]) -> GpuStat:
+    mem = [r.memory_used_mib for r in rows if r.memory_used_mib is not None]
+    util = [r.utilization_pct for r in rows if r.utilization_pct is not None]
+    total = next((r.memory_total_mib for r in rows if r.memory_total_mib), None)
+    last = rows[-1]
+    return GpuStat(index=last.index, uuid=last.uuid, name=last.name,
+                   memory_used_mib=max(mem) if mem else None, memory_total_mib=total,
+                   max_util_pct=max(util) if util else None, samples=len(rows))
+
+
+def gb(mib: int | None) -> str:
+    """MiB as the GB people quote from nvidia-smi (binary): 77600 MiB -> '75.8 GB'."""
+    return "?" if mib is None else f"{mib / 1024:.1f} GB"
+
+
+def probe_gpus(runner: SSHRunner, target: SSHTarget, timeout_s: float = 10.0) -> list[GpuSample]:
+    """One ``nvidia-smi`` sample (remediation's verify step). Raises ``SSHError`` if unreachable;
+    an empty list means nvidia-smi gave nothing readable."""
+    result = runner.run(target, Command("gpus", QUERY_GPU_COMMAND, timeout_s))
+    return parse_query_gpu(result.stdout)

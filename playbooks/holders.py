@@ -1,0 +1,191 @@
+"""Who holds GPU memory, and what will start it again.
+
+Holders come from ``nvidia-smi --query-compute-apps``; where it lists none although
+memory is in use (containers, PID namespaces) from the processes holding /dev/nvidia*,
+then from command lines that look like inference servers. For each holder the
+restarter is its systemd unit (from its cgroup, else ``systemctl status PID``) with
+unit-file state and ``Restart=``, a crontab ``@reboot`` line, a docker restart policy,
+or nothing. Pure functions here; ``playbooks.trace`` runs the probes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from bot import validate
+from playbooks.parsers import host, nvidia, ps, systemd
+
+# Processes that open /dev/nvidia* without holding memory for work.
+GPU_HELPERS = ("nvidia-persistenced", "nv-hostengine", "dcgm", "nvidia-smi", "Xorg")
+CRON_UNITS = ("cron.service", "crond.service", "cronie.service")
+# Where our own SSH sessions run when logind does not give them a session scope.
+SESSION_UNITS = ("ssh.service", "sshd.service", *CRON_UNITS)
+
+
+@dataclass(frozen=True)
+class Restarter:
+    """What starts a holder again: kind systemd | docker | cron | none."""
+
+    kind: str
+    name: str = ""
+    unit_file_state: str = ""
+    active_state: str = ""
+    restart: str = ""  # Restart= or the docker restart policy
+    detail: str = ""  # the cron line, the container image, ...
+
+    def describe(self) -> str:
+        if self.kind == "systemd":
+            return f"{self.name} ({self.unit_file_state or '?'}, Restart={self.restart or '?'})"
+        if self.kind == "docker":
+            return f"docker container {self.name} (restart policy {self.restart or 'no'})"
+        if self.kind == "cron":
+            return f"a crontab line '{self.detail}'"
+        return "nothing (no unit, cron line or container restarts it)"
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int
+    args: str
+    user: str
+    found_by: str  # "nvidia-smi", "/dev/nvidia*", "command line"
+    gpu_uuids: tuple[str, ...] = ()
+    used_mib: int | None = None
+    elapsed_s: int | None = None
+    cgroup_unit: str | None = None
+    restarter: Restarter = field(default_factory=lambda: Restarter("none"))
+
+    @property
+    def kind(self) -> str | None:
+        return ps.server_kind(self.args)
+
+
+def _is_helper(args: str) -> bool:
+    first = args.split(" ", 1)[0].rsplit("/", 1)[-1]
+    return any(first.startswith(h) for h in GPU_HELPERS)
+
+
+def holders_from_apps(apps: list[nvidia.ComputeApp], procs: dict[int, ps.Proc]) -> list[Holder]:
+    """One holder per PID, its GPUs and total memory across them."""
+    by_pid: dict[int, list[nvidia.ComputeApp]] = {}
+    for app in apps:
+        if app.pid is not None:
+            by_pid.setdefault(app.pid, []).append(app)
+    out = []
+    for pid, rows in by_pid.items():
+        mib = [r.used_memory_mib for r in rows if r.used_memory_mib is not None]
+        out.append(_holder(pid, procs, "nvidia-smi", tuple(r.gpu_uuid for r in rows),
+                           sum(mib) if mib else None, rows[0].process_name))
+    return out
+
+
+def holders_from_devices(pids: list[int], procs: dict[int, ps.Proc]) -> list[Holder]:
+    """PIDs with /dev/nvidia* open, less helpers such as nvidia-persistenced (no memory)."""
+    held = [_holder(p, procs, "/dev/nvidia*") for p in sorted(set(pids))]
+    return [h for h in held if h.args and not _is_helper(h.args)]
+
+
+def holders_from_names(procs: dict[int, ps.Proc]) -> list[Holder]:
+    return [_holder(p.pid, procs, "command line") for p in procs.values()
+            if ps.server_kind(p.args) and not _is_helper(p.args)]
+
+
+def _holder(pid: int, procs: dict[int, ps.Proc], found_by: str, uuids: tuple[str, ...] = (),
+            mib: int | None = None, fallback_args: str = "") -> Holder:
+    """A holder with its ps row (``fallback_args`` when ps did not list the PID)."""
+    proc = procs.get(pid)
+    if proc is None:
+        return Holder(pid, fallback_args, "", found_by, uuids, mib)
+    return Holder(pid, proc.args, proc.user, found_by, uuids, mib, proc.elapsed_s,
+                  systemd.unit_from_cgroup(proc.cgroup))
+
+
+def safe_unit(name: str | None) -> str | None:
+    """The unit name if it passes systemd's grammar, else None (it stays evidence only)."""
+    return name if name and validate.is_valid(validate.unit_name, name) else None
+
+
+def units_to_show(holders: list[Holder], candidates: list[str]) -> list[str]:
+    """Valid unit names worth a ``systemctl show``: holders' units and GPU-looking units."""
+    names: list[str | None] = [h.cgroup_unit for h in holders]
+    names += candidates
+    out: list[str] = []
+    for name in names:
+        unit = safe_unit(name)
+        if unit and unit.endswith(".service") and unit not in CRON_UNITS and unit not in out:
+            out.append(unit)
+    return out
+
+
+def gpu_units(files: list[systemd.UnitFileRow], rows: list[systemd.UnitRow]) -> list[str]:
+    """Units whose name looks like an inference server (vllm-*, sglang-*, ...)."""
+    names = [f.unit for f in files] + [r.unit for r in rows]
+    return sorted({n for n in names if ps.server_kind(n.replace("-", " "))})
+
+
+def watchdogs(found: list[Holder], procs: dict[int, ps.Proc]) -> dict[str, list[tuple[int, str]]]:
+    """Other services whose command line names a holder's unit: they may start it again
+    (``gpu-watchdog --ensure vllm.service``). Our own SSH sessions are never counted."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    holder_pids = {x.pid for x in found}
+    for unit in {x.cgroup_unit for x in found if safe_unit(x.cgroup_unit)}:
+        assert unit is not None
+        stem = re.escape(unit.removesuffix(".service"))
+        pattern = re.compile(rf"(?<![\w.-]){stem}(?:\.service)?(?![\w.-])")
+        for proc in procs.values():
+            other = systemd.unit_from_cgroup(proc.cgroup)
+            if (proc.pid in holder_pids or not other or other == unit or other in SESSION_UNITS
+                    or not other.endswith(".service") or not pattern.search(proc.args)):
+                continue
+            out.setdefault(unit, []).append((proc.pid, other))
+    return out
+
+
+def cron_match(holder: Holder, crons: Sequence[host.CronLine]) -> host.CronLine | None:
+    """An ``@reboot`` line that runs this holder's command (either contains the other)."""
+    args = " ".join(holder.args.split())
+    for line in crons:
+        if line.schedule != "@reboot":
+            continue
+        command = " ".join(line.command.split())
+        if command and args and (command in args or _core(args) in command):
+            return line
+    return None
+
+
+def _core(args: str) -> str:
+    """The command line without its interpreter path (``python3 -m x`` -> ``-m x``)."""
+    head, _, rest = args.partition(" ")
+    return rest or head
+
+
+def restarter_for(holder: Holder, shown: Mapping[str, Mapping[str, str]],
+                  containers: Sequence[Mapping[str, object]],
+                  crons: Sequence[host.CronLine]) -> Restarter:
+    """Decide what restarts ``holder`` from the facts gathered (pure)."""
+    unit = holder.cgroup_unit or ""
+    box_id = systemd.docker_id_from_scope(unit)
+    if box_id is not None:
+        return _docker(box_id, containers)
+    line = cron_match(holder, crons)
+    if line is not None:
+        return Restarter("cron", line.user, detail=f"{line.schedule} {line.command}")
+    props = shown.get(unit)
+    if props is not None and unit not in CRON_UNITS:
+        return Restarter("systemd", unit, props.get("UnitFileState", ""),
+                         props.get("ActiveState", ""), props.get("Restart", ""))
+    if unit.endswith(".service") and unit not in CRON_UNITS:
+        return Restarter("systemd", unit)  # named by its cgroup, details unknown
+    return Restarter("none")
+
+
+def _docker(box_id: str, containers: Sequence[Mapping[str, object]]) -> Restarter:
+    for box in containers:
+        cid = str(box.get("id", ""))
+        if cid and (cid.startswith(box_id) or box_id.startswith(cid)):
+            return Restarter("docker", str(box.get("name", box_id[:12])),
+                             restart=str(box.get("restart_policy", "")),
+                             detail=str(box.get("image", "")))
+    return Restarter("docker", box_id[:12])

@@ -1,0 +1,138 @@
+"""nvidia-smi query output (``--format=csv`` with or without ``noheader``/``nounits``).
+
+Fields are requested in a fixed order so free text (GPU and process names, which may
+hold commas) sits where it can be re-joined. Samples from a loop (``-lms``, or several
+runs separated by ``---``) are split where a GPU index repeats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from playbooks.parsers.common import integer, lines
+
+QUERY_GPU_FIELDS = "index,uuid,memory.used,memory.total,utilization.gpu,name"
+QUERY_APPS_FIELDS = "pid,gpu_uuid,used_memory,process_name"
+SAMPLE_SEPARATOR = "---"
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    index: int
+    uuid: str
+    name: str
+    memory_used_mib: int | None
+    memory_total_mib: int | None
+    utilization_pct: int | None
+
+    @property
+    def memory_fraction(self) -> float | None:
+        if self.memory_used_mib is None or not self.memory_total_mib:
+            return None
+        return self.memory_used_mib / self.memory_total_mib
+
+
+@dataclass(frozen=True)
+class ComputeApp:
+    pid: int | None
+    gpu_uuid: str
+    used_memory_mib: int | None
+    process_name: str
+
+
+_ALIASES = {"used_gpu_memory": "used_memory", "gpu_name": "name"}
+# Field names a header line may start with (data rows start with a number or a value).
+_HEADER_FIRST = frozenset({
+    "index", "uuid", "name", "memory.used", "memory.total", "memory.free", "utilization.gpu",
+    "utilization.memory", "timestamp", "pci.bus_id", "driver_version", "temperature.gpu",
+    "power.draw", "pid", "gpu_uuid", "used_memory", "process_name", "gpu_bus_id",
+})
+
+
+def _field_name(header_cell: str) -> str:
+    """``'memory.used [MiB]'`` -> ``'memory.used'`` (headers carry units in brackets)."""
+    name = header_cell.split("[", 1)[0].strip().lower()
+    return _ALIASES.get(name, name)
+
+
+def _csv_rows(text: str, default: str) -> list[dict[str, str] | None]:
+    """Rows as field -> text; a header line (if any) sets the order, else ``default``.
+
+    The last field takes any extra commas (it is the free-text name). ``None`` marks a
+    ``---`` sample separator.
+    """
+    fields = default.split(",")
+    rows: list[dict[str, str] | None] = []
+    for line in lines(text):
+        if line.strip() == SAMPLE_SEPARATOR:
+            rows.append(None)
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if _field_name(cells[0]) in _HEADER_FIRST:
+            fields = [_field_name(c) for c in cells]
+            continue
+        if len(cells) < len(fields):
+            continue
+        head = cells[: len(fields) - 1]
+        rows.append(dict(zip(fields, [*head, ", ".join(cells[len(fields) - 1:])], strict=True)))
+    return rows
+
+
+def _gpu_row(row: dict[str, str]) -> GpuSample | None:
+    index = integer(row.get("index", ""))
+    if index is None or index < 0:
+        return None
+    return GpuSample(
+        index=index, uuid=row.get("uuid", ""), name=row.get("name", ""),
+        memory_used_mib=integer(row.get("memory.used", "")),
+        memory_total_mib=integer(row.get("memory.total", "")),
+        utilization_pct=integer(row.get("utilization.gpu", "")),
+    )
+
+
+def parse_query_gpu(text: str) -> list[GpuSample]:
+    """One ``GpuSample`` per GPU row (every row, across loop iterations too)."""
+    rows = (_gpu_row(r) for r in _csv_rows(text, QUERY_GPU_FIELDS) if r is not None)
+    return [r for r in rows if r is not None]
+
+
+def parse_gpu_samples(text: str) -> list[list[GpuSample]]:
+    """Rows grouped into samples: a ``---`` line or a repeated index starts a new one."""
+    samples: list[list[GpuSample]] = []
+    current: list[GpuSample] = []
+    for raw in _csv_rows(text, QUERY_GPU_FIELDS):
+        row = _gpu_row(raw) if raw is not None else None
+        if raw is None or (row is not None and any(r.index == row.index for r in current)):
+            if current:
+                samples.append(current)
+            current = []
+        if row is not None:
+            current.append(row)
+    if current:
+        samples.append(current)
+    return samples
+
+
+def _app_row(row: dict[str, str]) -> ComputeApp | None:
+    raw_pid = row.get("pid", "")
+    pid = integer(raw_pid)
+    if pid is None and raw_pid.strip() not in ("[N/A]", "N/A"):
+        return None
+    if pid is not None and pid <= 0:
+        return None
+    return ComputeApp(pid=pid, gpu_uuid=row.get("gpu_uuid", ""),
+                      used_memory_mib=integer(row.get("used_memory", "")),
+                      process_name=row.get("process_name", row.get("name", "")))
+
+
+def parse_compute_apps(text: str) -> list[ComputeApp]:
+    """``--query-compute-apps`` rows; 'No running processes found' and headers give nothing."""
+    rows = (_app_row(r) for r in _csv_rows(text, QUERY_APPS_FIELDS) if r is not None)
+    return [r for r in rows if r is not None]
+
+
+def max_utilization(samples: list[list[GpuSample]], index: int) -> int | None:
+    """Highest utilization seen for one GPU across samples (None if never reported)."""
+    seen = [g.utilization_pct for s in samples for g in s
+            if g.index == index and g.utilization_pct is not None]
+    return max(seen) if seen else None

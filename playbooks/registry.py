@@ -1,0 +1,88 @@
+"""Playbook name -> playbook, and ``auto``, which picks one from the host's state.
+
+``auto`` runs three cheap probes (df, one GPU sample, boot time) and then the chosen
+playbook in the same session, so its evidence includes why it chose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot import strings as S
+from bot.models import Severity
+from playbooks import disk_full, probes, triage, vm_restart, vram_idle
+from playbooks.base import Probe, Report, Session
+from playbooks.gpu import QUERY_GPU_COMMAND
+from playbooks.parsers import host
+from playbooks.parsers.nvidia import GpuSample, parse_query_gpu
+
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class Playbook:
+    name: str
+    description: str
+    run: Callable[[Session, Mapping[str, Any]], Report]
+
+
+class UnknownPlaybook(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(S.DIAG_UNKNOWN_PLAYBOOK.format(name=name, names=", ".join(names())))
+        self.name = name
+
+
+PLAYBOOKS: dict[str, Playbook] = {
+    m.NAME: Playbook(m.NAME, m.DESCRIPTION, m.run)
+    for m in (vram_idle, vm_restart, disk_full, triage)
+}
+
+
+def names() -> list[str]:
+    return [*PLAYBOOKS, AUTO]
+
+
+def get(name: str) -> Playbook:
+    if name == AUTO:
+        return Playbook(AUTO, "pick a playbook from the host's state", run_auto)
+    try:
+        return PLAYBOOKS[name]
+    except KeyError:
+        raise UnknownPlaybook(name) from None
+
+
+def run_auto(session: Session, context: Mapping[str, Any]) -> Report:
+    gpus: Probe[list[GpuSample]] = Probe("gpu_glance", QUERY_GPU_COMMAND, parse_query_gpu)
+    got = session.parsed(session.submit_many(
+        {"df": probes.df(), "gpus": gpus, "clock": probes.clock()}))
+    clock = host.parse_clock("\n".join(got["clock"]))
+    name, why = choose(got["df"], got["gpus"], clock, session)
+    report = PLAYBOOKS[name].run(session, context)
+    report.findings.insert(0, _auto_finding(name, why))
+    report.playbook = name
+    return report
+
+
+def choose(space: list[Any], gpus: list[GpuSample], clock: tuple[float, float] | None,
+           session: Session) -> tuple[str, str]:
+    """Pure choice: full disk, then a recent boot, then idle held GPUs, else triage."""
+    opts = session.options
+    full = disk_full.full(space, opts)
+    if full:
+        return disk_full.NAME, f"{full[0].mount} is {full[0].used_pct or 0:.0f}% full"
+    if clock and clock[0] - clock[1] <= opts.recent_boot_s:
+        return vm_restart.NAME, f"booted {clock[0] - clock[1]:.0f} s ago"
+    held = [g for g in gpus if (g.memory_used_mib or 0) > opts.held_mib
+            and (g.utilization_pct or 0) <= opts.idle_util_pct]
+    if held:
+        return vram_idle.NAME, f"{len(held)} GPU(s) hold memory at low utilization"
+    return triage.NAME, "no full disk, recent boot or idle GPU memory"
+
+
+def _auto_finding(name: str, why: str) -> Any:
+    from bot.models import Finding
+
+    return Finding("playbook.auto", Severity.INFO, S.DIAG_AUTO.format(playbook=name, why=why),
+                   evidence={"playbook": name, "why": why})

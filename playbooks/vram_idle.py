@@ -1,0 +1,216 @@
+"""vram_idle: GPU memory held at (near) zero utilization, who holds it, what restarts it.
+
+Proposals: ``systemd.stop_disable`` (``systemd.mask`` as the stronger alternative) for
+a unit that runs the holder; ``process.terminate`` for a holder nothing restarts;
+nothing for a holder that is working, for disabled inactive units, or for anything
+whose identifiers fail the grammar (shown as evidence and refused).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bot import strings as S
+from bot import validate
+from bot.models import Severity
+from playbooks import holders as h
+from playbooks.base import PlaybookOptions, Report, Session
+from playbooks.gpu import GpuStat, gb
+from playbooks.text import duration
+from playbooks.text import plural as _s
+from playbooks.trace import GpuPicture, gather, server_label, started_after_boot
+
+NAME = "vram_idle"
+DESCRIPTION = "GPU memory held at low utilization: holder processes and what restarts them"
+RESTARTING_POLICIES = ("always", "unless-stopped", "on-failure")
+
+
+def run(session: Session, context: Mapping[str, Any]) -> Report:
+    report = Report(session.target.name)
+    assess(gather(session), session.options, report)
+    return report
+
+
+def assess(p: GpuPicture, opts: PlaybookOptions, report: Report) -> None:
+    """All vram_idle rules over one ``GpuPicture`` (pure; vm_restart reuses it)."""
+    for kind, value in p.refused:
+        _refuse(report, kind, value)
+    if not p.stats:
+        report.find("gpu.no_data", Severity.WARNING, S.DIAG_NO_GPU_DATA)
+        return
+    held = [s for s in p.stats if s.held(opts.held_mib)]
+    if not held:
+        report.find("gpu.free", Severity.INFO, S.DIAG_GPUS_FREE.format(
+            n=len(p.stats), s=_s(len(p.stats)), held=opts.held_mib), gpus=_gpu_evidence(p.stats))
+    else:
+        _assess_holders(p, held, opts, report)
+    _other_units(p, report)
+
+
+def _assess_holders(p: GpuPicture, held: list[GpuStat], opts: PlaybookOptions,
+                    report: Report) -> None:
+    groups: dict[h.Restarter, list[h.Holder]] = {}
+    for holder in p.holders:
+        groups.setdefault(holder.restarter, []).append(holder)
+    if not groups:
+        idle = [s for s in held if s.idle(opts.idle_util_pct)]
+        if idle:
+            report.find("gpu.idle_vram_held", Severity.CRITICAL, S.DIAG_IDLE_HELD_UNKNOWN.format(
+                n=len(idle), s=_s(len(idle)), mem=_mem(idle), util=_util(idle),
+                window=_window(opts)), gpus=_gpu_evidence(idle))
+        return
+    for restarter, members in groups.items():
+        gpus = _gpus_of(members, held)
+        if not all(g.idle(opts.idle_util_pct) for g in gpus):
+            report.find("gpu.busy_holder", Severity.INFO, S.DIAG_BUSY_HOLDER.format(
+                who=_who(members), n=len(gpus), s=_s(len(gpus)), util=_util(gpus)),
+                gpus=_gpu_evidence(gpus), holders=[_holder_evidence(x, p) for x in members])
+            continue
+        _idle_group(p, restarter, members, gpus, opts, report)
+
+
+def _idle_group(p: GpuPicture, restarter: h.Restarter, members: list[h.Holder],
+                gpus: list[GpuStat], opts: PlaybookOptions, report: Report) -> None:
+    title = S.DIAG_IDLE_HELD.format(
+        n=len(gpus), s=_s(len(gpus)), mem=_mem(gpus), util=_util(gpus), window=_window(opts),
+        who=_who(members), started=_started(members[0], p, opts), restarter=restarter.describe())
+    report.find("gpu.idle_vram_held", Severity.CRITICAL, title,
+                gpus=_gpu_evidence(gpus), holders=[_holder_evidence(x, p) for x in members],
+                restarter=vars(restarter))
+    _propose(restarter, members, gb(sum(g.memory_used_mib or 0 for g in gpus)), p, report)
+
+
+def _propose(r: h.Restarter, members: list[h.Holder], mem: str, p: GpuPicture,
+             report: Report) -> None:
+    if r.kind == "systemd":
+        unit = h.safe_unit(r.name)
+        if unit is None:
+            _refuse(report, "unit", r.name)
+            return
+        _watchdogs(unit, p, report)
+        report.propose("systemd.stop_disable", {"unit": unit},
+                       S.DIAG_STOP_DISABLE_REASON.format(unit=unit, mem=mem),
+                       S.DIAG_STOP_DISABLE_RISK)
+        report.propose("systemd.mask", {"unit": unit}, S.DIAG_MASK_REASON.format(unit=unit),
+                       S.DIAG_MASK_RISK.format(unit=unit))
+        return
+    if r.kind == "docker" and r.restart in RESTARTING_POLICIES:
+        report.find("docker.restart_policy", Severity.WARNING, S.DIAG_DOCKER_RESTARTS.format(
+            name=r.name, policy=r.restart, pid=members[0].pid), container=vars(r))
+        return
+    if r.kind == "cron":
+        report.find("cron.reboot", Severity.WARNING,
+                    S.DIAG_CRON_AT_BOOT.format(line=r.detail, user=r.name), cron=vars(r))
+    for x in members:
+        _terminate(x, report)
+
+
+def _watchdogs(unit: str, p: GpuPicture, report: Report) -> None:
+    """A service that names ``unit`` on its command line may start it again: stop it first."""
+    for pid, dog in p.watchdogs.get(unit, []):
+        safe = h.safe_unit(dog)
+        props = p.shown.get(dog, {})
+        report.find("systemd.watchdog", Severity.WARNING, S.DIAG_WATCHDOG.format(
+            dog=dog, pid=pid, unit=unit), unit=dog, pid=pid, properties=props)
+        if safe is None:
+            _refuse(report, "unit", dog)
+        elif props.get("ActiveState", "active") == "active" or \
+                props.get("UnitFileState") == "enabled":
+            report.propose("systemd.stop_disable", {"unit": safe},
+                           S.DIAG_WATCHDOG_REASON.format(dog=safe, unit=unit),
+                           S.DIAG_STOP_DISABLE_RISK)
+
+
+def _terminate(x: h.Holder, report: Report) -> None:
+    try:
+        pid = validate.pid(x.pid)
+    except validate.InvalidIdentifier as exc:
+        _refuse(report, "pid", x.pid, exc.reason)
+        return
+    report.propose("process.terminate", {"pid": pid}, S.DIAG_TERMINATE_REASON.format(
+        pid=pid, label=server_label(x), mem=gb(x.used_mib)), S.DIAG_TERMINATE_RISK)
+
+
+def _refuse(report: Report, kind: str, value: object, reason: str = "") -> None:
+    why = reason or _reason(kind, value)
+    report.find("validate.refused", Severity.WARNING,
+                S.DIAG_REFUSED.format(kind=kind, value=repr(str(value))[:80], reason=why),
+                kind=kind, value=str(value)[:500])
+
+
+def _reason(kind: str, value: object) -> str:
+    checks = {"unit": validate.unit_name, "pid": validate.pid, "container": validate.container_id}
+    try:
+        checks.get(kind, validate.unit_name)(value)
+    except validate.InvalidIdentifier as exc:
+        return exc.reason
+    return "not accepted"
+
+
+def _other_units(p: GpuPicture, report: Report) -> None:
+    """GPU-looking units that are disabled and inactive: named, nothing proposed."""
+    running = {x.restarter.name for x in p.holders}
+    quiet = [u for u in p.gpu_units if u not in running and _disabled_inactive(p, u)]
+    if quiet:
+        report.find("gpu.units_disabled", Severity.INFO, S.DIAG_OTHER_GPU_UNITS.format(
+            n=len(quiet), s=_s(len(quiet)), names=", ".join(quiet)[:300]), units=quiet)
+
+
+def _disabled_inactive(p: GpuPicture, unit: str) -> bool:
+    props = p.shown.get(unit, {})
+    file_state = props.get("UnitFileState") or next(
+        (f.state for f in p.unit_files if f.unit == unit), "")
+    active = props.get("ActiveState") or next((r.active for r in p.units if r.unit == unit), "")
+    return file_state in ("disabled", "masked") and active in ("inactive", "failed", "")
+
+
+def _gpus_of(members: list[h.Holder], held: list[GpuStat]) -> list[GpuStat]:
+    uuids = {u for x in members for u in x.gpu_uuids}
+    mine = [g for g in held if g.uuid in uuids]
+    return mine or held  # found without nvidia-smi's PID map: every held GPU
+
+
+def _holder_evidence(x: h.Holder, p: GpuPicture) -> dict[str, Any]:
+    return {"pid": x.pid, "args": x.args[:1000], "user": x.user, "found_by": x.found_by,
+            "used_mib": x.used_mib, "elapsed_s": x.elapsed_s, "unit": x.cgroup_unit,
+            "started_after_boot_s": started_after_boot(x, p.clock), "kind": x.kind}
+
+
+def _gpu_evidence(gpus: list[GpuStat]) -> list[dict[str, Any]]:
+    return [{"index": g.index, "name": g.name, "memory_used_mib": g.memory_used_mib,
+             "memory_total_mib": g.memory_total_mib, "max_util_pct": g.max_util_pct,
+             "samples": g.samples} for g in gpus]
+
+
+def _who(members: list[h.Holder]) -> str:
+    pids = ", ".join(str(x.pid) for x in members[:8]) + ("…" if len(members) > 8 else "")
+    return f"PID{_s(len(members))} {pids} ({server_label(members[0])})"
+
+
+def _started(x: h.Holder, p: GpuPicture, opts: PlaybookOptions) -> str:
+    after = started_after_boot(x, p.clock)
+    if after is None:
+        return "started"
+    if after <= opts.boot_window_s:
+        return f"started at boot (+{after:.0f} s)"
+    return f"started {duration(after)} after boot"
+
+
+def _mem(gpus: list[GpuStat]) -> str:
+    values = sorted({g.memory_used_mib or 0 for g in gpus})
+    if len(values) == 1:
+        return f"{gb(values[0])}" + (" each" if len(gpus) > 1 else "")
+    return f"{gb(values[0])}–{gb(values[-1])}"
+
+
+def _util(gpus: list[GpuStat]) -> str:
+    values = [g.max_util_pct for g in gpus if g.max_util_pct is not None]
+    if not values:
+        return "unknown utilization"
+    lo, hi = min(values), max(values)
+    return f"{hi}%" if lo == hi else f"{lo}–{hi}%"
+
+
+def _window(opts: PlaybookOptions) -> str:
+    return f"{opts.window_s:.1f} s ({opts.samples} samples)"
