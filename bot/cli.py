@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     command = typer.main.get_command(app)
     try:
-        command.main(args=argv, prog_name="incident-bot", standalone_mode=False)
+        rv = command.main(args=argv, prog_name="incident-bot", standalone_mode=False)
     except UserError as exc:
         click.echo(f"error: {exc.message}", err=True)
         return exc.exit_code
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         error_id = log_internal(exc, "cli")
         click.echo(f"error: internal error {error_id}: {type(exc).__name__}: {exc}", err=True)
         return 1
-    return 0
+    return rv if isinstance(rv, int) else 0  # without standalone mode typer.Exit(n) returns n
 
 
 def entry() -> None:

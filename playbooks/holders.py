@@ -33,7 +33,7 @@ class Restarter:
     unit_file_state: str = ""
     active_state: str = ""
     restart: str = ""  # Restart= or the docker restart policy
-    detail: str = ""  # the cron line, the container image, ...
+    detail: str = ""  # the cron line, the container image, a unit's FragmentPath, ...
 
     def describe(self) -> str:
         if self.kind == "systemd":
@@ -175,7 +175,8 @@ def restarter_for(holder: Holder, shown: Mapping[str, Mapping[str, str]],
     props = shown.get(unit)
     if props is not None and unit not in CRON_UNITS:
         return Restarter("systemd", unit, props.get("UnitFileState", ""),
-                         props.get("ActiveState", ""), props.get("Restart", ""))
+                         props.get("ActiveState", ""), props.get("Restart", ""),
+                         detail=props.get("FragmentPath", ""))
     if unit.endswith(".service") and unit not in CRON_UNITS:
         return Restarter("systemd", unit)  # named by its cgroup, details unknown
     return Restarter("none")

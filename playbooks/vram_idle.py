@@ -81,6 +81,12 @@ def _idle_group(p: GpuPicture, restarter: h.Restarter, members: list[h.Holder],
     _propose(restarter, members, gb(sum(g.memory_used_mib or 0 for g in gpus)), p, report)
 
 
+def maskable(fragment_path: str) -> bool:
+    """``systemctl mask`` refuses a unit whose file lives in /etc/systemd/system ("File …
+    already exists"): offering it there would only produce a failed action."""
+    return not fragment_path.startswith("/etc/systemd/system/")
+
+
 def _propose(r: h.Restarter, members: list[h.Holder], mem: str, p: GpuPicture,
              report: Report) -> None:
     if r.kind == "systemd":
@@ -92,8 +98,9 @@ def _propose(r: h.Restarter, members: list[h.Holder], mem: str, p: GpuPicture,
         report.propose("systemd.stop_disable", {"unit": unit},
                        S.DIAG_STOP_DISABLE_REASON.format(unit=unit, mem=mem),
                        S.DIAG_STOP_DISABLE_RISK)
-        report.propose("systemd.mask", {"unit": unit}, S.DIAG_MASK_REASON.format(unit=unit),
-                       S.DIAG_MASK_RISK.format(unit=unit))
+        if maskable(r.detail):
+            report.propose("systemd.mask", {"unit": unit}, S.DIAG_MASK_REASON.format(unit=unit),
+                           S.DIAG_MASK_RISK.format(unit=unit))
         return
     if r.kind == "docker" and r.restart in RESTARTING_POLICIES:
         report.find("docker.restart_policy", Severity.WARNING, S.DIAG_DOCKER_RESTARTS.format(

@@ -52,7 +52,6 @@ def test_json_against_address(seed: SimHost) -> None:
     assert doc["status"] == "ok" and doc["playbook"] == "vram_idle"
     assert [(a["kind"], a["params"]) for a in doc["actions"]] == [
         ("systemd.stop_disable", {"unit": "vllm-kimi-k25-int4.service"}),
-        ("systemd.mask", {"unit": "vllm-kimi-k25-int4.service"}),
     ]
 
 

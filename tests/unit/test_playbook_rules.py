@@ -66,7 +66,16 @@ def run(p: GpuPicture) -> Report:
     return report
 
 
-ENABLED = Restarter("systemd", UNIT, "enabled", "active", "always")
+ENABLED = Restarter("systemd", UNIT, "enabled", "active", "always",
+                    detail=f"/lib/systemd/system/{UNIT}")
+
+
+def test_unit_file_in_etc_gets_no_mask_offer() -> None:
+    """`systemctl mask` fails for a unit file in /etc/systemd/system: never offer it."""
+    in_etc = replace(ENABLED, detail=f"/etc/systemd/system/{UNIT}")
+    report = run(picture([holder(in_etc)]))
+    assert [(a.kind, a.params) for a in report.actions] == [
+        ("systemd.stop_disable", {"unit": UNIT})]
 
 
 def test_enabled_unit_gets_stop_disable_then_mask() -> None:
