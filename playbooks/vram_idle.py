@@ -65,7 +65,8 @@ def _assess_holders(p: GpuPicture, held: list[GpuStat], opts: PlaybookOptions,
         if not all(g.idle(opts.idle_util_pct) for g in gpus):
             report.find("gpu.busy_holder", Severity.INFO, S.DIAG_BUSY_HOLDER.format(
                 who=_who(members), n=len(gpus), s=_s(len(gpus)), util=_util(gpus)),
-                gpus=_gpu_evidence(gpus), holders=[_holder_evidence(x, p) for x in members])
+                gpus=_gpu_evidence(gpus, members),
+                holders=[_holder_evidence(x, p) for x in members])
             continue
         _idle_group(p, restarter, members, gpus, opts, report)
 
@@ -76,8 +77,8 @@ def _idle_group(p: GpuPicture, restarter: h.Restarter, members: list[h.Holder],
         n=len(gpus), s=_s(len(gpus)), mem=_mem(gpus), util=_util(gpus), window=_window(opts),
         who=_who(members), started=_started(members[0], p, opts), restarter=restarter.describe())
     report.find("gpu.idle_vram_held", Severity.CRITICAL, title,
-                gpus=_gpu_evidence(gpus), holders=[_holder_evidence(x, p) for x in members],
-                restarter=vars(restarter))
+                gpus=_gpu_evidence(gpus, members),
+                holders=[_holder_evidence(x, p) for x in members], restarter=vars(restarter))
     _propose(restarter, members, gb(sum(g.memory_used_mib or 0 for g in gpus)), p, report)
 
 
@@ -184,10 +185,14 @@ def _holder_evidence(x: h.Holder, p: GpuPicture) -> dict[str, Any]:
             "started_after_boot_s": started_after_boot(x, p.clock), "kind": x.kind}
 
 
-def _gpu_evidence(gpus: list[GpuStat]) -> list[dict[str, Any]]:
+def _gpu_evidence(gpus: list[GpuStat],
+                  members: list[h.Holder] | None = None) -> list[dict[str, Any]]:
+    """Per GPU, in the shape the chat's GPU table reads (utilization_pct, holder)."""
+    holder = [{"pid": x.pid, "unit": x.cgroup_unit} for x in (members or [])[:4]]
     return [{"index": g.index, "name": g.name, "memory_used_mib": g.memory_used_mib,
              "memory_total_mib": g.memory_total_mib, "max_util_pct": g.max_util_pct,
-             "samples": g.samples} for g in gpus]
+             "utilization_pct": g.max_util_pct, "holder": holder, "samples": g.samples}
+            for g in gpus]
 
 
 def _who(members: list[h.Holder]) -> str:

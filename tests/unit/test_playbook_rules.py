@@ -175,7 +175,8 @@ def test_no_memory_held_and_no_gpus() -> None:
 
 def test_restarter_decisions() -> None:
     h = holder(Restarter("none"))
-    shown = {UNIT: {"UnitFileState": "enabled", "ActiveState": "active", "Restart": "always"}}
+    shown = {UNIT: {"UnitFileState": "enabled", "ActiveState": "active", "Restart": "always",
+                    "FragmentPath": f"/lib/systemd/system/{UNIT}"}}
     assert restarter_for(h, shown, [], []) == ENABLED
     box = "ab" * 32
     dock = replace(h, cgroup_unit=f"docker-{box}.scope")
