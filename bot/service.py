@@ -100,8 +100,22 @@ def _scheduler(settings: Settings, ctx: FlowContext, slack: SlackApp | None) -> 
     return build_leader(settings, ctx.redis, ctx.chat, runner=ctx.runner, extra_jobs=jobs)
 
 
+def check_sections(settings: Settings) -> None:
+    """Validate every ``extra`` section now: a typo fails at start, not at 3 a.m."""
+    from bot.extract.config import extract_settings
+    from bot.inventory import diagnostics_settings
+    from bot.remediation.options import options_from_extra
+    from bot.scheduler_jobs import load_sections
+
+    diagnostics_settings(settings)
+    options_from_extra(settings.extra)
+    load_sections(settings.extra)
+    extract_settings(settings)
+
+
 def build_service(settings: Settings, *, runner: SSHRunner | None = None,
                   chat: ChatBackend | None = None, with_scheduler: bool = True) -> Service:
+    check_sections(settings)
     late = _LateCallbacks()
     runner = runner or ParamikoPool(settings.ssh_defaults)
     slack: SlackApp | None = None

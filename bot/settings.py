@@ -19,6 +19,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from bot.errors import ConfigError
 
 SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "INCIDENT_BOT_ALERT_TOKEN")
+EXTRA_SECTIONS = frozenset(
+    {"diagnostics", "remediation", "scheduler", "digest", "escalation", "extract"})
 TARGET_RE = re.compile(r"^(?:(?P<user>[a-z_][a-z0-9_.-]{0,31})@)?(?P<host>[A-Za-z0-9.:_-]+?)(?::(?P<port>\d{1,5}))?$")
 
 
@@ -97,6 +99,15 @@ class Settings(BaseSettings):
     slack_signing_secret: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     incident_bot_alert_token: SecretStr | None = None
+
+    @field_validator("extra")
+    @classmethod
+    def _known_sections(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """Each section is validated by its feature; a misspelt section name fails here."""
+        unknown = sorted(set(v) - EXTRA_SECTIONS)
+        if unknown:
+            raise ValueError(f"unknown section {unknown[0]!r}; known: {sorted(EXTRA_SECTIONS)}")
+        return v
 
     @classmethod
     def settings_customise_sources(  # type: ignore[override]

@@ -85,3 +85,18 @@ def test_cli_exits_2_without_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "http.port" in lines[0]
+
+
+def test_misspelt_extra_section_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(write(tmp_path, "extra: {remediaton: {settle_s: 1}}\n"))
+    assert "remediaton" in info.value.message and "extra" in info.value.message
+
+
+def test_bad_value_in_a_feature_section_fails_at_start(tmp_path: Path) -> None:
+    from bot.service import check_sections
+
+    settings = load_settings(write(tmp_path, "extra: {remediation: {settle_s: -1}}\n"))
+    with pytest.raises(ConfigError) as info:
+        check_sections(settings)
+    assert "extra.remediation.settle_s" in info.value.message
