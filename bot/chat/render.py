@@ -27,6 +27,7 @@ SEVERITY_ICON = {
 }
 MAX_EVIDENCE_KEYS = 8
 EVIDENCE_VALUE_CHARS = 200
+MAX_GROUP_HOSTS = 20
 
 
 class IncidentLike(Protocol):
@@ -108,6 +109,11 @@ def _summary(incident: IncidentLike, diagnosis: Diagnosis) -> Section:
         f"{inline_code(diagnosis.playbook)} · diagnosis {escape(_val(diagnosis.status))} "
         f"in {diagnosis.duration_s:.1f}s"
     )
+    hosts = tuple(getattr(incident, "hosts", ()) or ())
+    if len(hosts) > 1:  # a group parent: a rack reboot is one message listing its hosts
+        shown = ", ".join(escape(h) for h in hosts[:MAX_GROUP_HOSTS])
+        more = f" and {len(hosts) - MAX_GROUP_HOSTS} more" if len(hosts) > MAX_GROUP_HOSTS else ""
+        text += f"\n{len(hosts)} hosts alerted together: {shown}{more}"
     return Section(text=text)
 
 
