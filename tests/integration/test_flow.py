@@ -1,0 +1,99 @@
+"""The flow's decisions against a real sim host and Redis, through the terminal backend."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from redis import Redis
+from rich.console import Console
+
+from bot.chat.terminal import TerminalBackend
+from bot.demo.story import make_desk
+from bot.flow.context import FlowContext, build_context
+from bot.flow.diagnose_step import on_incident_opened
+from bot.incident import IncidentState
+from bot.incidents import Alert
+from bot.settings import Settings
+from bot.sim.sshd import SimHost
+from bot.ssh.pool import ParamikoPool
+from storage.audit import AuditLog
+
+ONCALL = "UONCALL"
+UNIT = "vllm-kimi-k25-int4.service"
+
+
+@pytest.fixture
+def flow(redis: Redis, redis_url: str, sim_factory: Callable[..., SimHost]) -> Iterator[Any]:
+    sim = sim_factory("seed")
+    settings = Settings.model_validate({
+        "redis_url": redis_url, "chat_backend": "terminal",
+        "hosts": {"gpu-01": {"ssh": sim.target, "key": str(sim.key_path),
+                             "known_hosts": str(sim.known_hosts_path)}},
+        "slack": {"approvers": [ONCALL]},
+        "extra": {"remediation": {"settle_s": 0.3}}})
+    out = io.StringIO()
+    pool = ParamikoPool(settings.ssh_defaults)
+    ctx = build_context(settings, pool, TerminalBackend(Console(file=out, width=120)))
+    yield ctx, sim, out
+    pool.close()
+
+
+def open_incident(ctx: FlowContext) -> str:
+    incident, created = ctx.incidents.open_or_fold(Alert(source="test", host="gpu-01",
+                                                         kind="vram_idle"))
+    assert created
+    on_incident_opened(ctx, incident.id)
+    return incident.id
+
+
+def stop_approval(ctx: FlowContext, incident_id: str) -> str:
+    plans = ctx.incidents.require(incident_id).meta["plans"]
+    return next(p["approval_id"] for p in plans if p["action"]["kind"] == "systemd.stop_disable")
+
+
+def stops(sim: SimHost) -> int:
+    return sum(1 for e in sim.command_log()
+               if e.get("tool") == "systemctl" and e["argv"][:2] == ["stop", UNIT])
+
+
+def test_finding_gone_before_the_click_means_no_action(flow: Any) -> None:
+    ctx, sim, out = flow
+    incident_id = open_incident(ctx)
+    approval_id = stop_approval(ctx, incident_id)
+    subprocess.run(sim.ssh_argv(f"systemctl stop {UNIT}"), check=True, timeout=30,
+                   capture_output=True)  # someone fixed it by hand meanwhile
+    decision = make_desk(ctx).approve(approval_id, ONCALL)
+    assert decision.acted
+    assert stops(sim) == 1  # only the manual one
+    assert ctx.incidents.require(incident_id).state is IncidentState.RESOLVED
+    assert "Not running systemd.stop_disable" in out.getvalue()
+    actions = [e.action for e in AuditLog(ctx.redis).timeline(incident_id)]
+    assert "action.skipped" in actions and "action.started" not in actions
+
+
+def test_deny_records_the_reason_and_runs_nothing(flow: Any) -> None:
+    ctx, sim, out = flow
+    incident_id = open_incident(ctx)
+    decision = make_desk(ctx).deny(stop_approval(ctx, incident_id), ONCALL, "training run")
+    assert decision.acted
+    assert stops(sim) == 0
+    assert ctx.incidents.require(incident_id).state is IncidentState.DENIED
+    assert "training run" in out.getvalue()
+
+
+def test_approve_twice_acts_once_and_offers_revert(flow: Any) -> None:
+    ctx, sim, _ = flow
+    incident_id = open_incident(ctx)
+    desk = make_desk(ctx)
+    approval_id = stop_approval(ctx, incident_id)
+    first, second = desk.approve(approval_id, ONCALL), desk.approve(approval_id, ONCALL)
+    assert first.acted and not second.acted
+    assert stops(sim) == 1
+    incident = ctx.incidents.require(incident_id)
+    assert incident.state is IncidentState.VERIFIED
+    assert incident.meta["result"]["outcome"] == "succeeded"
+    assert incident.meta["revert_plan"]["action"]["kind"] == "systemd.revert"
