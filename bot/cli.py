@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     except CLICK_ABORT:
         click.echo("aborted", err=True)
         return 130
-    except Exception as exc:  # noqa: BLE001 - last resort: log with an id, no traceback
+    except Exception as exc:
         error_id = log_internal(exc, "cli")
         click.echo(f"error: internal error {error_id}: {type(exc).__name__}: {exc}", err=True)
         return 1

@@ -36,7 +36,8 @@ class LocalRedis:
     def start(self, timeout_s: float = 10.0) -> LocalRedis:
         binary = shutil.which("redis-server")
         if binary is None:
-            raise UserError("redis-server not found: install Debian's redis-server (scripts/setup.sh does)")
+            raise UserError("redis-server not found: install Debian's redis-server "
+                            "(scripts/setup.sh does)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
                 "--appendonly", "yes", "--appendfsync", "always", "--save", "",

@@ -18,10 +18,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
 
-SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "INCIDENT_BOT_ALERT_TOKEN")
+SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
+              "INCIDENT_BOT_ALERT_TOKEN")
 EXTRA_SECTIONS = frozenset(
     {"diagnostics", "remediation", "scheduler", "digest", "escalation", "extract"})
-TARGET_RE = re.compile(r"^(?:(?P<user>[a-z_][a-z0-9_.-]{0,31})@)?(?P<host>[A-Za-z0-9.:_-]+?)(?::(?P<port>\d{1,5}))?$")
+TARGET_RE = re.compile(r"^(?:(?P<user>[a-z_][a-z0-9_.-]{0,31})@)?"
+                       r"(?P<host>[A-Za-z0-9.:_-]+?)(?::(?P<port>\d{1,5}))?$")
 
 
 class Strict(BaseModel):
@@ -127,7 +129,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        problem = getattr(exc, "problem", exc)
+        raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -138,7 +141,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def _reject_secrets_in_file(path: Path, data: dict[str, Any]) -> None:
     for name in SECRET_ENV:
         if name.lower() in data:
-            raise ConfigError(f"{path}: key '{name.lower()}': secrets are read only from the environment ({name})")
+            raise ConfigError(f"{path}: key '{name.lower()}': secrets are read only from the "
+                              f"environment ({name})")
 
 
 def load_settings(path: str | Path | None = None) -> Settings:

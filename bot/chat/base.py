@@ -64,7 +64,8 @@ class Ephemeral:
 
 
 class ChatBackend(Protocol):
-    def post(self, channel: str, message: ChatMessage, thread: MessageRef | None = None) -> MessageRef: ...
+    def post(self, channel: str, message: ChatMessage,
+             thread: MessageRef | None = None) -> MessageRef: ...
 
     def update(self, ref: MessageRef, message: ChatMessage) -> None: ...
 

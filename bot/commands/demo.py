@@ -16,7 +16,8 @@ from bot.errors import UserError
 def register(app: typer.Typer) -> None:
     @app.command(name="demo")
     def demo(
-        yes: Annotated[bool, typer.Option("--yes", help="Approve as the demo on-call user")] = False,
+        yes: Annotated[bool, typer.Option(
+            "--yes", help="Approve as the demo on-call user")] = False,
         redis_url: Annotated[str | None, typer.Option(
             "--redis-url", help="Use this Redis (default: REDIS_URL, else a private one)")] = None,
     ) -> None:

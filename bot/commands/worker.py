@@ -1,14 +1,74 @@
-"""`incident-bot worker`: not built yet; the owning issue replaces this module."""
+"""`incident-bot worker --host H`: an RQ forking worker on that host's extraction queue.
+
+Tuned so a killed worker's job runs again on another worker within about a minute
+(see ``bot/extract/worker.py``); each work horse dies with its worker.
+"""
 
 from __future__ import annotations
 
-import typer
+from pathlib import Path
+from typing import Annotated
 
-from bot.errors import NotBuiltError
+import typer
+from redis.exceptions import RedisError
+
+from bot import strings
+from bot.errors import UserError
+from bot.extract.config import extract_settings, redact
+from bot.extract.spec import HOST_RE
+from bot.extract.worker import FAST, WorkerTuning, run_worker
+from bot.settings import load_settings
+from storage.connection import connect
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(name="worker", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def _cmd(ctx: typer.Context) -> None:
-        """Run an RQ extraction worker for one host's queue. (not built yet)"""
-        raise NotBuiltError("`incident-bot worker`")
+    @app.command(name="worker")
+    def worker(
+        host: Annotated[
+            str, typer.Option("--host", help="Whose queue to work (inventory host name)")
+        ],
+        config: Annotated[Path | None, typer.Option("--config", help="YAML config file")] = None,
+        url: Annotated[
+            str | None, typer.Option("--url", help="Redis URL (overrides config)")
+        ] = None,
+        burst: Annotated[
+            bool, typer.Option("--burst", help="Exit when the queue is empty")
+        ] = False,
+        name: Annotated[str | None, typer.Option("--name", help="Worker name (unique)")] = None,
+        fast: Annotated[
+            bool, typer.Option("--fast", help="Second-scale recovery (tests, demo)")
+        ] = False,
+        log_level: Annotated[str, typer.Option("--log-level")] = "WARNING",
+    ) -> None:
+        """Run an RQ extraction worker for one host's queue."""
+        if not HOST_RE.match(host):
+            raise UserError(f"invalid --host {host!r}: letters, digits, '.', '_' or '-'", 2)
+        settings = load_settings(config)
+        cfg = extract_settings(settings)
+        tuning = (
+            FAST
+            if fast
+            else WorkerTuning(
+                cfg.job_monitoring_interval,
+                cfg.maintenance_interval,
+                cfg.abandoned_grace_s,
+                cfg.worker_ttl,
+            )
+        )
+        redis_url = url or settings.redis_url
+        conn = connect(redis_url, decode=False)
+        try:
+            conn.ping()
+        except RedisError as exc:
+            raise UserError(
+                strings.EXTRACT_NO_REDIS.format(url=redact(redis_url), error=exc)
+            ) from None
+        run_worker(
+            conn,
+            host,
+            tuning,
+            burst=burst,
+            name=name,
+            alerts_url=cfg.alerts_url,
+            logging_level=log_level.upper(),
+        )

@@ -58,7 +58,8 @@ class Stage:
 
 
 def demo_settings(redis_url: str, sim: SimHost, token: str) -> Settings:
-    host = HostSettings(ssh=sim.target, key=str(sim.key_path), known_hosts=str(sim.known_hosts_path))
+    host = HostSettings(ssh=sim.target, key=str(sim.key_path),
+                        known_hosts=str(sim.known_hosts_path))
     return Settings(
         redis_url=redis_url,
         hosts={DEMO_HOST: host},
@@ -90,7 +91,8 @@ def build_stage(redis_url: str | None) -> Stage:
         spec_path = prepare_interrupted_run(workdir / "extract")
         settings = demo_settings(url, sim, secrets.token_urlsafe(24))
         stage = Stage(workdir, url, sim, spec_path, settings, local)
-        stage.timings.append(("set-up (redis, sim host, crashed extraction)", time.monotonic() - t0))
+        took = time.monotonic() - t0
+        stage.timings.append(("set-up (redis, sim host, crashed extraction)", took))
         return stage
     except BaseException:
         if sim is not None:

@@ -57,7 +57,8 @@ def alert_payload(now: datetime) -> dict[str, object]:
     alert = {"status": "firing", "labels": labels,
              "annotations": {"summary": f"{DEMO_HOST} booted 2 minutes ago"},
              "startsAt": now.isoformat().replace("+00:00", "Z"),
-             "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "", "fingerprint": "5e3d1c0ffee0a1b2"}
+             "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "",
+             "fingerprint": "5e3d1c0ffee0a1b2"}
     return {"version": "4", "groupKey": "{}:{alertname=\"GpuHostRebooted\"}", "status": "firing",
             "receiver": "incident-bot", "groupLabels": {"alertname": "GpuHostRebooted"},
             "commonLabels": labels, "commonAnnotations": {}, "externalURL": "",

@@ -192,7 +192,8 @@ def _mark_resumed(ctx: FlowContext, incident_id: str, job_id: str) -> None:
     ctx.redis_bytes.set(keys.job_incident(job_id), incident_id)
     ctx.incidents.set_meta(incident_id, job=job_id)
     if ctx.incidents.require(incident_id).state is S.VERIFIED:
-        ctx.incidents.transition(incident_id, S.RESUMED, ctx.bot_user, f"extraction {job_id} resumed")
+        ctx.incidents.transition(incident_id, S.RESUMED, ctx.bot_user,
+                                 f"extraction {job_id} resumed")
 
 
 def on_denied(ctx: FlowContext, approval: Approval, user: str, reason: str) -> None:

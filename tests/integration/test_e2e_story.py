@@ -26,8 +26,8 @@ from bot.demo.story import crashed_job, send_alert
 from bot.extract.demo_data import prepare_interrupted_run
 from bot.extract.spec import load_spec
 from bot.incident import IncidentState
-from bot.serving import ServedApp
 from bot.service import Service, build_service
+from bot.serving import ServedApp
 from bot.settings import Settings
 from bot.sim.sshd import SimHost
 from storage.approvals import ApprovalStore
@@ -66,7 +66,8 @@ def stop_disable_button(redis: Redis, blocks: list[dict[str, Any]]) -> str:
     """The Approve button's value (an opaque approval id) for the stop_disable action."""
     store = ApprovalStore(redis)
     for block in blocks:
-        for el in block.get("elements", []) + ([block["accessory"]] if "accessory" in block else []):
+        accessory = [block["accessory"]] if "accessory" in block else []
+        for el in block.get("elements", []) + accessory:
             if el.get("type") == "button" and el["action_id"].startswith("approve"):
                 approval = store.get(el["value"])
                 if approval is not None and approval.kind == "systemd.stop_disable":

@@ -19,8 +19,8 @@ from redis import Redis
 from bot import metrics
 from bot.http import create_app
 from bot.incident import IncidentState
-from bot.settings import Settings
 from bot.serving import ServedApp
+from bot.settings import Settings
 
 TOKEN = "t0k3n-metrics"
 REQUIRED = {

@@ -12,7 +12,8 @@ SUBCOMMANDS = ["demo", "serve", "diagnose", "act", "incidents", "audit", "worker
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True,
+                          text=True, timeout=120)
 
 
 def test_help_lists_every_subcommand() -> None:

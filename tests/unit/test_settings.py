@@ -40,7 +40,9 @@ def test_design_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert s.http.port == 8080
 
 
-def test_env_overrides_redis_url_and_supplies_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_overrides_redis_url_and_supplies_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:7000/3")
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "s3cret")
     s = load_settings(write(tmp_path, GOOD))
