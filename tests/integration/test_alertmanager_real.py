@@ -25,6 +25,7 @@ from bot.metrics import REGISTRY
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
 from tests.fixtures.alerts import ALERT_TOKEN, LiveServer
+from tests.fixtures.need import need
 
 ROOT = Path(__file__).resolve().parents[2]
 AM_BIN = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
@@ -174,8 +175,8 @@ def _id_of(store: IncidentStore, host: str) -> str:
 
 def test_prometheus_rules_check_and_unit_tests() -> None:
     promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed")
+    need(promtool is not None, "promtool not installed")
+    assert promtool is not None
     rules = sorted(
         str(p)
         for p in (ROOT / "deploy/prometheus").glob("*.yml")
@@ -195,8 +196,8 @@ def test_prometheus_rules_check_and_unit_tests() -> None:
 
 def test_alertmanager_example_config_is_valid() -> None:
     amtool = shutil.which("amtool")
-    if amtool is None:
-        pytest.skip("amtool not installed")
+    need(amtool is not None, "amtool not installed")
+    assert amtool is not None
     config = ROOT / "deploy/alertmanager/alertmanager.yml"
     result = subprocess.run(
         [amtool, "check-config", str(config)], capture_output=True, text=True, timeout=60
