@@ -74,6 +74,9 @@ class Service:
             self.scheduler.start()
 
     def close(self) -> None:
+        """Stop the consumer, hand the scheduler lease back, finish Slack work. Idempotent."""
+        if self.stop_event.is_set():
+            return
         self.stop_event.set()
         if self.scheduler is not None:
             self.scheduler.stop()
@@ -131,6 +134,15 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
     if slack is not None:
         slack.listeners.handlers = FlowSlashHandlers(ctx)
     routes = slack.routes() if slack is not None else []
-    app = create_app(settings, ctx.redis, extra_routes=routes, store=ctx.incidents)
+    closers: list[Service] = []  # uvicorn's graceful shutdown runs this before it exits
+
+    def close_on_shutdown() -> None:
+        for service in closers:
+            service.close()
+
+    app = create_app(settings, ctx.redis, extra_routes=routes, store=ctx.incidents,
+                     on_shutdown=[close_on_shutdown])
     scheduler = _scheduler(settings, ctx, slack) if with_scheduler else None
-    return Service(ctx=ctx, app=app, slack=slack, scheduler=scheduler)
+    service = Service(ctx=ctx, app=app, slack=slack, scheduler=scheduler)
+    closers.append(service)
+    return service
