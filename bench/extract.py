@@ -1,0 +1,343 @@
+"""Benchmark the extraction job, each figure measured side by side in one run.
+
+(a) the job (Redis progress, scan, atomic fsynced writes) against a bare loop with the
+    same model, batching and ``torch.save`` per sample: overhead ratio;
+(b) overlapped compute and writes against sequential, compute-only and write-only:
+    the overlapped rate should reach >= 0.9 x the slower of compute-only and write-only;
+(c) the resume scan over 40,000 finished files against loading every file;
+(d) seconds from SIGKILL of a worker (and of a work horse) to the job running again
+    on another worker, with the production tuning and the fast (test) tuning;
+(e) the worker's peak resident memory for a dataset and one four times larger.
+
+    python bench/extract.py                      # all, CPU, small model
+    python bench/extract.py --only a,b --device cuda --hidden 4096 --layers 8 \
+        --heads 32 --dtype bfloat16 --samples 512 --batch 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bot.extract import job, queue, records  # noqa: E402
+from bot.extract.dataset import plan_batches  # noqa: E402
+from bot.extract.extractors import DTYPES, BuiltinExtractor  # noqa: E402
+from bot.extract.runner import Counters, Runner  # noqa: E402
+from bot.extract.spec import JobSpec, parse_spec  # noqa: E402
+from bot.extract.store import Expect, payload, sample_path, save_atomic, scan, verify_file  # noqa: E402
+from bot.localredis import LocalRedis, start_local_redis  # noqa: E402
+from storage.connection import connect  # noqa: E402
+from tests.fixtures.extract import write_dataset  # noqa: E402
+
+RESULTS: dict[str, Any] = {}
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def make_spec(args: argparse.Namespace, work: Path, name: str, n: int, **extra: Any) -> JobSpec:
+    data = work / f"data-{n}.jsonl"
+    if not data.exists():
+        write_dataset(data, n, seed=7, max_words=args.max_words)
+    body: dict[str, Any] = {
+        "name": name, "dataset": str(data), "output_dir": str(work / name), "host": "bench",
+        "batch_size": args.batch, "device": args.device, "dtype": args.dtype,
+        "max_length": args.max_length, "threads": args.threads, "writers": args.writers,
+        "model": {"hidden": args.hidden, "layers": args.layers, "heads": args.heads},
+        "progress_interval_s": 2.0, **extra,
+    }
+    return parse_spec(body, "bench")
+
+
+def fresh(spec: JobSpec) -> JobSpec:
+    shutil.rmtree(spec.output_dir, ignore_errors=True)
+    spec.output_dir.mkdir(parents=True)
+    return spec
+
+
+def sync(spec: JobSpec) -> None:
+    if spec.device != "cpu" and torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def bare_loop(spec: JobSpec) -> None:
+    """What a script without the job machinery does: batches, forward, torch.save."""
+    ex = BuiltinExtractor(spec)
+    dtype = DTYPES[spec.dtype]
+    for batch in plan_batches(spec.dataset, ex.tokenize, spec.batch_size, spec.group_window,
+                              lambda _: False):
+        with torch.inference_mode():
+            states = ex.forward([item.tokens for item in batch])
+        for item, s in zip(batch, states, strict=True):
+            obj = payload(item.id, item.tokens, s.to("cpu", dtype).clone(), ex.layers)
+            torch.save(obj, sample_path(spec.output_dir, item.id))
+
+
+def run_job(conn: Any, spec: JobSpec) -> None:
+    job_id = queue.submit(conn, spec)
+    assert job.execute(conn, job_id) == "completed"
+
+
+def bench_a(args: argparse.Namespace, work: Path, conn: Any) -> None:
+    spec = make_spec(args, work, "a", args.samples)
+    best: dict[str, float] = {}
+    for _ in range(args.repeats):
+        best["bare"] = min(best.get("bare", 1e9), timed(lambda: bare_loop(fresh(spec))))
+        best["job"] = min(best.get("job", 1e9), timed(lambda: run_job(conn, fresh(spec))))
+        best["job_nofsync"] = min(best.get("job_nofsync", 1e9), timed(
+            lambda: run_job(conn, fresh(spec.model_copy(update={"fsync": False})))))
+    n = args.samples
+    RESULTS["a"] = {k: {"s": round(v, 3), "per_s": round(n / v, 1)} for k, v in best.items()}
+    RESULTS["a"]["overhead_ratio"] = round(best["job"] / best["bare"], 3)
+    RESULTS["a"]["overhead_ratio_nofsync"] = round(best["job_nofsync"] / best["bare"], 3)
+    ratio, ratio_nofsync = RESULTS["a"]["overhead_ratio"], RESULTS["a"]["overhead_ratio_nofsync"]
+    log(f"(a) bare {n / best['bare']:.1f}/s · job {n / best['job']:.1f}/s "
+        f"(no fsync {n / best['job_nofsync']:.1f}/s) · job/bare time = "
+        f"{ratio:.3f} (no fsync {ratio_nofsync:.3f})")
+
+
+def discard(obj: dict[str, Any], path: Path, fsync: bool) -> int:
+    return 0
+
+
+def write_only(spec: JobSpec, ex: BuiltinExtractor) -> float:
+    """Time only the writes of precomputed payloads (atomic, fsynced, same pool)."""
+    from bot.extract.writer import WriterPool
+
+    items = []
+    for batch in plan_batches(spec.dataset, ex.tokenize, spec.batch_size, spec.group_window,
+                              lambda _: False):
+        with torch.inference_mode():
+            states = ex.forward([item.tokens for item in batch])
+        items += [payload(i.id, i.tokens, s.to("cpu", DTYPES[spec.dtype]).clone(), ex.layers)
+                  for i, s in zip(batch, states, strict=True)]
+    fresh(spec)
+    t0 = time.perf_counter()
+    pool = WriterPool(spec.output_dir, spec.writers, spec.batch_size, lambda *_: None, fsync=True)
+    for obj in items:
+        pool.submit(obj["id"], obj)
+    pool.close()
+    return time.perf_counter() - t0
+
+
+def runner_time(spec: JobSpec, ex: BuiltinExtractor, **kw: Any) -> float:
+    fresh(spec)
+    t0 = time.perf_counter()
+    assert Runner(spec, ex, set(), Counters(), **kw).run().reason == "completed"
+    sync(spec)
+    return time.perf_counter() - t0
+
+
+def bench_b(args: argparse.Namespace, work: Path) -> None:
+    spec = make_spec(args, work, "b", args.samples)
+    ex = BuiltinExtractor(spec)
+    runner_time(spec, ex)  # warm-up (kernels, allocator, page cache)
+    n, best = args.samples, dict[str, float]()
+    seq = spec.model_copy(update={"writers": 0})
+    for _ in range(args.repeats):
+        for key, fn in (("compute_only", lambda: runner_time(spec, ex, save=discard)),
+                        ("write_only", lambda: write_only(spec, ex)),
+                        ("sequential", lambda: runner_time(seq, ex)),
+                        ("overlapped", lambda: runner_time(spec, ex))):
+            best[key] = min(best.get(key, 1e9), fn())
+    rates = {k: n / v for k, v in best.items()}
+    slower = min(rates["compute_only"], rates["write_only"])
+    RESULTS["b"] = {k: round(v, 1) for k, v in rates.items()}
+    vs_seq = rates["overlapped"] / rates["sequential"]
+    RESULTS["b"] |= {"overlapped_vs_slower_stage": round(rates["overlapped"] / slower, 3),
+                     "overlapped_vs_sequential": round(vs_seq, 3), "writers": spec.writers}
+    log(f"(b) compute-only {rates['compute_only']:.1f}/s · "
+        f"write-only {rates['write_only']:.1f}/s · "
+        f"sequential {rates['sequential']:.1f}/s · overlapped {rates['overlapped']:.1f}/s = "
+        f"{RESULTS['b']['overlapped_vs_slower_stage']:.3f} x slower stage, "
+        f"{RESULTS['b']['overlapped_vs_sequential']:.3f} x sequential")
+
+
+def bench_c(args: argparse.Namespace, work: Path) -> None:
+    out = work / "c"
+    out.mkdir(exist_ok=True)
+    t0 = time.perf_counter()
+    start = time.time() - args.scan_files / 1.09  # written over ~10 h, like the story's job
+    for i in range(args.scan_files):
+        obj = payload(f"s{i:06d}", (1, 2, 3), torch.zeros(2, 3, 8), (1, 2))
+        path = sample_path(out, f"s{i:06d}")
+        save_atomic(obj, path, fsync=False)
+        os.utime(path, (start + i / 1.09, start + i / 1.09))
+    log(f"(c) wrote {args.scan_files} files in {time.perf_counter() - t0:.1f}s")
+    expect = Expect(2, 8, torch.float32)
+    os.sync()
+    scan_s = timed(lambda: scan(out, expect))
+    report = scan(out, expect)
+    load_s = timed(lambda: [verify_file(p, expect) for p in out.iterdir()])
+    RESULTS["c"] = {"files": report.files, "scan_s": round(scan_s, 3), "verified": report.verified,
+                    "load_every_file_s": round(load_s, 3), "ratio": round(load_s / scan_s, 1)}
+    log(f"(c) scan of {report.files} files {scan_s:.3f}s (verified the newest {report.verified}) "
+        f"vs loading every file {load_s:.1f}s: {load_s / scan_s:.0f}x faster")
+
+
+def start_worker(url: str, host: str, config: Path | None, fast: bool, burst: bool = False,
+                 logdir: Path | None = None) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "bot.cli", "worker", "--host", host, "--url", url,
+           "--log-level", "INFO"]
+    cmd += ["--fast"] if fast else []
+    cmd += ["--config", str(config)] if config else []
+    cmd += ["--burst"] if burst else []
+    log_path = (logdir or Path(tempfile.gettempdir())) / f"worker-{time.monotonic_ns()}.log"
+    return subprocess.Popen(cmd, cwd=REPO, stdout=log_path.open("wb"), stderr=subprocess.STDOUT)
+
+
+def horse_of(pid: int) -> int | None:
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(kids[0]) if kids else None
+
+
+def wait(pred: Callable[[], bool], timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def kill_and_time(conn: Any, job_id: str, procs: list[subprocess.Popen[bytes]], what: str) -> float:
+    """SIGKILL the busy worker (or its horse); seconds until a new run of the job started."""
+    assert wait(lambda: any(horse_of(p.pid) for p in procs if p.poll() is None), 120)
+    busy = next(p for p in procs if p.poll() is None and horse_of(p.pid))
+    horse = horse_of(busy.pid)
+    assert horse is not None
+    time.sleep(1.0)
+    starts = int(records.read(conn, job_id).get("starts", "0"))
+    os.kill(busy.pid if what == "worker" else horse, signal.SIGKILL)
+    t_kill = time.monotonic()
+    ok = wait(lambda: int(records.read(conn, job_id).get("starts", "0")) > starts, 120)
+    return time.monotonic() - t_kill if ok else float("nan")
+
+
+def bench_d(args: argparse.Namespace, work: Path, server: LocalRedis, conn: Any) -> None:
+    RESULTS["d"] = {}
+    for label, fast in [(x, x == "fast") for x in args.tunings.split(",")]:
+        host = f"bench-d-{label}"
+        spec = make_spec(args, work, f"d-{label}", args.samples * 40, host=host, retries=5)
+        procs = [start_worker(server.url, host, None, fast, logdir=work) for _ in range(2)]
+        try:
+            job_id = queue.submit(conn, fresh(spec))
+            worker_s = kill_and_time(conn, job_id, procs, "worker")
+            procs.append(start_worker(server.url, host, None, fast, logdir=work))
+            horse_s = kill_and_time(conn, job_id, procs, "horse")
+            queue.cancel(conn, job_id)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        RESULTS["d"][label] = {"worker_kill_s": round(worker_s, 1),
+                               "horse_kill_s": round(horse_s, 1)}
+        log(f"(d) {label} tuning: worker SIGKILL -> running again on another worker in "
+            f"{worker_s:.1f}s; work-horse SIGKILL -> running again in {horse_s:.1f}s")
+
+
+def peak_rss(args: argparse.Namespace, work: Path, server: LocalRedis, conn: Any, n: int) -> float:
+    host = f"bench-e-{n}"
+    spec = make_spec(args, work, f"e-{n}", n, host=host, fsync=False, device="cpu")
+    job_id = queue.submit(conn, fresh(spec))
+    proc = start_worker(server.url, host, None, fast=True, burst=True, logdir=work)
+    proc.wait()
+    fields = records.read(conn, job_id)
+    assert fields.get("state") == "completed", fields.get("last_error")
+    shutil.rmtree(spec.output_dir)
+    return float(fields["peak_rss_mb"])
+
+
+def bench_e(args: argparse.Namespace, work: Path, server: LocalRedis, conn: Any) -> None:
+    small, large = args.rss_samples, 4 * args.rss_samples
+    a = peak_rss(args, work, server, conn, small)
+    b = peak_rss(args, work, server, conn, large)
+    RESULTS["e"] = {f"peak_rss_mb_{small}": a, f"peak_rss_mb_{large}": b,
+                    "growth_ratio": round(b / a, 3)}
+    log(f"(e) work-horse peak RSS: {a:.0f} MB for {small} samples, {b:.0f} MB for {large} "
+        f"samples ({b / a:.3f}x)")
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--only", default="a,b,c,d,e")
+    p.add_argument("--samples", type=int, default=400)
+    p.add_argument("--rss-samples", type=int, default=1500)
+    p.add_argument("--scan-files", type=int, default=40_000)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--writers", type=int, default=2)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--max-words", type=int, default=40)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--tunings", default="fast,production", help="(d): fast and/or production")
+    p.add_argument("--workdir", type=Path, default=None)
+    p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    return p.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    only = set(args.only.split(","))
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="ib-bench-extract-"))
+    work.mkdir(parents=True, exist_ok=True)
+    server = start_local_redis(work / "redis")
+    conn = connect(server.url, decode=False)
+    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
+    RESULTS["setup"] = {"device": device, "hidden": args.hidden, "layers": args.layers,
+                        "batch": args.batch, "samples": args.samples, "dtype": args.dtype,
+                        "torch": torch.__version__, "cpus": os.cpu_count()}
+    log(f"setup: {json.dumps(RESULTS['setup'])}")
+    try:
+        if "a" in only:
+            bench_a(args, work, conn)
+        if "b" in only:
+            bench_b(args, work)
+        if "c" in only:
+            bench_c(args, work)
+        if "d" in only:
+            bench_d(args, work, server, conn)
+        if "e" in only:
+            bench_e(args, work, server, conn)
+    finally:
+        server.stop()
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(RESULTS, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(RESULTS, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Extraction settings under ``extra.extract`` in the config file, validated here."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot.errors import ConfigError
+from bot.settings import Settings
+
+
+class ExtractSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    alerts_url: str | None = None  # where a worker posts disk_full alerts (the bot's /alerts)
+    job_monitoring_interval: int = Field(5, ge=1, le=600)
+    maintenance_interval: int = Field(10, ge=1, le=3600)
+    abandoned_grace_s: int = Field(15, ge=1, le=3600)
+    worker_ttl: int = Field(30, ge=16, le=3600)
+
+
+def extract_settings(settings: Settings) -> ExtractSettings:
+    try:
+        return ExtractSettings(**settings.extra.get("extract", {}))
+    except (ValidationError, TypeError) as exc:
+        detail = (
+            exc.errors()[0] if isinstance(exc, ValidationError) else {"loc": (), "msg": str(exc)}
+        )
+        key = ".".join(["extra", "extract", *(str(p) for p in detail["loc"])])
+        raise ConfigError(f"key '{key}': {detail['msg']}") from None
+
+
+def redact(url: str) -> str:
+    """A Redis URL fit for an error message: no password."""
+    return re.sub(r"//[^@/]*@", "//***@", url)

@@ -1,0 +1,252 @@
+"""The RQ job: one run of an extraction, from scan-and-repair to a final state.
+
+``run_extraction(job_id)`` is what the queue calls (in the work horse); ``execute`` is
+the same run with its side effects passed in (benchmarks and tests call it directly).
+The record (spec, counters) lives in Redis, so every retry and resume reads the
+submitted spec, and a run ends in ``completed``, ``paused`` (asked, or disk full) or
+``cancelled``; a crash raises and RQ's ``Retry`` runs it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import socket
+import time
+from typing import Any
+
+import torch
+from redis import Redis
+from rq import get_current_job
+
+from bot import strings
+from bot.errors import UserError
+from bot.extract import alerts, guard, records
+from bot.extract.dataset import survey
+from bot.extract.extractors import DTYPES, load_extractor
+from bot.extract.lease import Lease
+from bot.extract.reporter import Reporter
+from bot.extract.runner import Hooks, Outcome, Runner
+from bot.extract.spec import JobSpec, spec_from_json
+from bot.extract.states import JobState
+from bot.extract.store import Expect, SaveFn, ScanReport, save_atomic, scan
+from storage import keys
+
+log = logging.getLogger(__name__)
+LEASE_WAIT_S = 600.0
+
+
+def run_extraction(job_id: str) -> str:
+    """RQ entry point. Installs the parent-death guard first: never an orphan run."""
+    parent = guard.expected_parent()
+    if parent is not None:
+        guard.install(parent)
+    rq_job = get_current_job()
+    if rq_job is None:
+        raise RuntimeError("run_extraction must run inside an RQ worker; use execute() otherwise")
+    return execute(rq_job.connection, job_id, rq_job=rq_job)
+
+
+def execute(
+    conn: Redis,
+    job_id: str,
+    *,
+    rq_job: Any = None,
+    on_disk_full: alerts.DiskFullHook | None = None,
+    save: SaveFn = save_atomic,
+) -> str:
+    """One run; returns the state it ended in."""
+    fields = records.read(conn, job_id)
+    if not fields:
+        raise UserError(strings.EXTRACT_NO_SUCH_JOB.format(job=job_id), 2)
+    spec = spec_from_json(fields["spec"])
+    if fields.get("state") in (JobState.COMPLETED, JobState.CANCELLED):
+        return fields["state"]  # a stray duplicate delivery of a finished job
+    request = records.control(conn, job_id)
+    if request in ("pause", "cancel"):
+        return _stopped(conn, job_id, request)
+    lease = Lease(conn, job_id, ttl_s=max(5.0, 4 * spec.progress_interval_s))
+    _mark_running(conn, job_id, rq_job)
+    lease.acquire(LEASE_WAIT_S, on_wait=lambda: records.write(conn, job_id, updated_at=time.time()))
+    reporter = Reporter(
+        conn, job_id, interval_s=spec.progress_interval_s, lease=lease, rq_job=rq_job
+    ).start()
+    try:
+        outcome = _run(conn, job_id, spec, reporter, save)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"[:500]
+        records.write(conn, job_id, last_error=error)
+        records.event(conn, job_id, "error", error=error)
+        raise
+    finally:
+        snap = reporter.close()
+        lease.release()
+    return _finish(conn, job_id, spec, outcome, snap, on_disk_full or alerts.post_disk_full)
+
+
+def _mark_running(conn: Redis, job_id: str, rq_job: Any) -> None:
+    now = f"{time.time():.3f}"
+    records.write(
+        conn,
+        job_id,
+        state=JobState.RUNNING.value,
+        started_at=now,
+        updated_at=now,
+        worker=socket.gethostname(),
+    )
+    if rq_job is not None:
+        records.write(conn, job_id, rq_id=rq_job.id)
+    conn.hsetnx(keys.job_record(job_id), "first_started_at", now)
+    conn.hincrby(keys.job_record(job_id), "starts", 1)
+
+
+def _run(conn: Redis, job_id: str, spec: JobSpec, reporter: Reporter, save: SaveFn) -> Outcome:
+    """Load, scan and repair, then compute until done, asked to stop, or the disk is full."""
+    if spec.threads:
+        torch.set_num_threads(spec.threads)
+    extractor = load_extractor(spec)
+    expect = Expect(len(extractor.layers), extractor.hidden_size, DTYPES[spec.dtype])
+    report = scan(spec.output_dir, expect, spec.verify_window_s, spec.verify_last)
+    total, resumed = survey(spec.dataset, report.done)
+    _announce(conn, job_id, report, total, resumed)
+    failures = records.FailureBook(conn, job_id, spec.max_sample_tries)
+    before = records.read(conn, job_id)  # read under the lease: earlier runs' bytes are final
+    reporter.begin(total, resumed, int(before.get("bytes_written") or 0))
+    hooks = _hooks(conn, job_id, spec, reporter)
+    runner = Runner(spec, extractor, report.done, reporter.counters, hooks, failures, save)
+    outcome = runner.run()
+    records.write(conn, job_id, skipped=failures.skipped)
+    return outcome
+
+
+def _hooks(conn: Redis, job_id: str, spec: JobSpec, reporter: Reporter) -> Hooks:
+    record = keys.job_record(job_id)
+    return Hooks(
+        stop_requested=reporter.stop_requested,
+        on_computed=lambda n: conn.hincrby(record, "computed", n),
+        on_failure=lambda sid, tries, err: _on_failure(conn, job_id, spec, sid, tries, err),
+    )
+
+
+def repair_message(report: ScanReport, total: int, resumed: int) -> str:
+    """Pure: "resumed at 18,420/37,312; 1 partial file removed, 1 corrupt file recomputed"."""
+    head = (
+        strings.EXTRACT_RESUMED.format(done=f"{resumed:,}", total=f"{total:,}")
+        if resumed
+        else strings.EXTRACT_STARTED.format(total=f"{total:,}")
+    )
+    parts = []
+    if report.partial_removed:
+        n = report.partial_removed
+        parts.append(strings.EXTRACT_PARTIAL_REMOVED.format(n=n, s="" if n == 1 else "s"))
+    if report.corrupt_removed:
+        n = len(report.corrupt_removed)
+        parts.append(strings.EXTRACT_CORRUPT_RECOMPUTED.format(n=n, s="" if n == 1 else "s"))
+    return head + ("; " + ", ".join(parts) if parts else "")
+
+
+def _announce(conn: Redis, job_id: str, report: ScanReport, total: int, resumed: int) -> None:
+    message = repair_message(report, total, resumed)
+    key = keys.job_record(job_id)
+    conn.hincrby(key, "partial_removed", report.partial_removed)
+    conn.hincrby(key, "corrupt_recomputed", len(report.corrupt_removed))
+    records.write(
+        conn,
+        job_id,
+        total=total,
+        resumed_from=resumed,
+        done=resumed,
+        message=message,
+        updated_at=f"{time.time():.3f}",
+    )
+    records.event(
+        conn,
+        job_id,
+        "resumed" if resumed else "started",
+        done=resumed,
+        total=total,
+        message=message,
+        partial_removed=report.partial_removed,
+        corrupt=",".join(report.corrupt_removed)[:1000],
+        scan_s=f"{report.seconds:.3f}",
+        files=report.files,
+        verified=report.verified,
+    )
+
+
+def _on_failure(
+    conn: Redis, job_id: str, spec: JobSpec, sample_id: str, tries: int, error: str
+) -> None:
+    kind = "sample_skipped" if tries >= spec.max_sample_tries else "sample_failed"
+    records.event(conn, job_id, kind, sample=sample_id, tries=tries, error=error[:300])
+    if kind == "sample_skipped":
+        records.write(
+            conn,
+            job_id,
+            last_error=strings.EXTRACT_SAMPLE_SKIPPED.format(
+                id=sample_id, tries=tries, error=error[:200]
+            ),
+        )
+
+
+def _stopped(conn: Redis, job_id: str, request: str) -> str:
+    state = JobState.CANCELLED if request == "cancel" else JobState.PAUSED
+    records.write(conn, job_id, state=state.value, updated_at=f"{time.time():.3f}")
+    conn.delete(keys.job_control(job_id))
+    records.event(conn, job_id, state.value)
+    return state.value
+
+
+def _finish(
+    conn: Redis,
+    job_id: str,
+    spec: JobSpec,
+    outcome: Outcome,
+    snap: dict[str, Any],
+    on_disk_full: alerts.DiskFullHook,
+) -> str:
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    records.write(conn, job_id, peak_rss_mb=f"{peak_mb:.1f}")
+    if outcome.reason == "completed":
+        now = f"{time.time():.3f}"
+        records.write(conn, job_id, state=JobState.COMPLETED.value, finished_at=now, updated_at=now)
+        records.event(conn, job_id, "completed", **snap, peak_rss_mb=f"{peak_mb:.1f}")
+        return JobState.COMPLETED.value
+    if outcome.reason == "disk_full":
+        return _disk_full(conn, job_id, spec, outcome, snap, on_disk_full)
+    return _stopped(conn, job_id, outcome.reason)
+
+
+def _disk_full(
+    conn: Redis,
+    job_id: str,
+    spec: JobSpec,
+    outcome: Outcome,
+    snap: dict[str, Any],
+    on_disk_full: alerts.DiskFullHook,
+) -> str:
+    message = strings.EXTRACT_DISK_FULL.format(path=outcome.detail)
+    records.write(
+        conn,
+        job_id,
+        state=JobState.PAUSED.value,
+        last_error=message,
+        updated_at=f"{time.time():.3f}",
+    )
+    records.event(conn, job_id, "disk_full", path=outcome.detail, message=message)
+    info = {
+        "job_id": job_id,
+        "host": spec.host,
+        "path": str(spec.output_dir),
+        "file": outcome.detail,
+        "done": snap["done"],
+        "total": snap["total"],
+        "summary": strings.EXTRACT_DISK_FULL_ALERT.format(
+            job=job_id, host=spec.host, path=spec.output_dir
+        ),
+    }
+    try:
+        on_disk_full(info)
+    except Exception:
+        log.warning("disk_full hook for %s failed", job_id, exc_info=True)
+    return JobState.PAUSED.value

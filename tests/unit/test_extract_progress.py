@@ -1,0 +1,70 @@
+"""Progress arithmetic: the bar the thread shows, smoothing, ETA, durations."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.extract.progress import (
+    Progress,
+    RateMeter,
+    eta_seconds,
+    format_bytes,
+    format_duration,
+    render_bar,
+)
+
+
+def test_render_bar_matches_the_story_example() -> None:
+    eta = eta_seconds(18_420, 37_312, 1.09)
+    bar = render_bar(Progress(18_420, 37_312, 1.09, eta))
+    assert bar == "▓▓▓▓▓░░░░░ 49.4% · 18,420/37,312 · 1.09/s · ETA 4h48m"
+
+
+def test_render_bar_edges() -> None:
+    assert render_bar(Progress(0, 10)) == "░░░░░░░░░░ 0.0% · 0/10 · –/s · ETA ?"
+    assert render_bar(Progress(10, 10, 2.0, 0)).endswith("100.0% · 10/10 · 2.00/s · done")
+    assert render_bar(Progress(0, 0)).startswith("░░░░░░░░░░ 0.0%")
+
+
+@given(st.integers(0, 10**6), st.integers(1, 10**6))
+def test_bar_width_and_percent_are_consistent(done: int, total: int) -> None:
+    done = min(done, total)
+    bar = render_bar(Progress(done, total))
+    assert len(bar.split(" ")[0]) == 10
+    assert float(bar.split(" ")[1].rstrip("%")) == math.floor(done / total * 1000 + 0.5) / 10
+
+
+def test_format_duration() -> None:
+    assert format_duration(17_332) == "4h48m"
+    assert format_duration(59) == "59s"
+    assert format_duration(61) == "1m01s"
+    assert format_duration(2 * 86400 + 3 * 3600 + 5) == "2d3h"
+    assert format_duration(None) == "?"
+    assert format_duration(float("inf")) == "?"
+
+
+def test_format_bytes() -> None:
+    assert format_bytes(999) == "999 B"
+    assert format_bytes(1_500_000) == "1.5 MB"
+    assert format_bytes(12_400_000_000) == "12.4 GB"
+
+
+def test_rate_meter_first_interval_then_smooths_by_time() -> None:
+    m = RateMeter(tau_s=10).update(0.0, 0)
+    assert m.rate is None
+    m = m.update(1.0, 10)
+    assert m.rate == 10.0
+    m2 = m.update(2.0, 10)  # a stall pulls the rate down, but only partly
+    assert 0 < m2.rate < 10.0  # type: ignore[operator]
+    assert math.isclose(m2.rate or 0, 10 * math.exp(-0.1), rel_tol=1e-9)
+    assert m2.update(2.0, 99) is m2  # no time passed: unchanged
+
+
+def test_eta() -> None:
+    assert eta_seconds(5, 10, 1.0) == 5.0
+    assert eta_seconds(10, 10, None) == 0.0
+    assert eta_seconds(5, 10, None) is None
+    assert eta_seconds(5, 10, 0.0) is None
