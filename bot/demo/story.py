@@ -17,6 +17,7 @@ from rich.console import Console
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk
 from bot.chat.terminal import TerminalBackend, TerminalInputError, handle_line
 from bot.demo.stage import DEMO_APPROVER, DEMO_HOST, Stage, start_worker
+from bot.errors import UserError
 from bot.extract import queue, records
 from bot.extract.spec import load_spec
 from bot.extract.states import JobState
@@ -93,7 +94,11 @@ def approve(ctx: FlowContext, backend: TerminalBackend, desk: ApprovalDesk, inci
             handle_line(backend, desk, user, line)
         return
     while ctx.incidents.require(incident_id).state is IncidentState.AWAITING_APPROVAL:
-        line = ask(f"you are {DEMO_APPROVER}; type e.g. 'approve 1' or 'deny 1 \"why\"' > ")
+        try:
+            line = ask(f"you are {DEMO_APPROVER}; type e.g. 'approve 1' or 'deny 1 \"why\"' > ")
+        except EOFError:
+            raise UserError("input ended before a decision: nothing was run on the host",
+                            130) from None
         try:
             handle_line(backend, desk, DEMO_APPROVER, line)
         except TerminalInputError as exc:
