@@ -32,6 +32,7 @@ from starlette.routing import BaseRoute, Route
 from bot import metrics
 from bot import strings as S
 from bot.errors import ConfigError, log_internal
+from bot.extract.status import refresh_job_metrics
 from bot.incidents import Alert
 from bot.ingest import alertmanager, webhook
 from bot.ingest.mapping import Mapper
@@ -146,6 +147,7 @@ def _health_routes(redis: Redis, store: IncidentStore) -> list[Route]:
     async def metrics_endpoint(_: Request) -> Response:
         with contextlib.suppress(RedisError):
             metrics.set_incident_counts(await run_in_threadpool(store.counts_by_state))
+            await run_in_threadpool(refresh_job_metrics, redis)
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 

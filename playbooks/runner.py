@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from bot import metrics
 from bot import strings as S
 from bot.errors import log_internal
 from bot.models import Diagnosis, DiagnosisStatus, Finding, Severity
@@ -32,13 +33,20 @@ def run_playbook(runner: SSHRunner, target: SSHTarget, name: str, *,
         try:
             report = playbook.run(session, context or {})
         except SSHError as exc:
-            return _unreachable(target, name, exc, time.monotonic() - start, session)
+            metrics.SSH_ERRORS.labels(kind=exc.kind).inc()
+            return _observed(_unreachable(target, name, exc, time.monotonic() - start, session))
         except Exception as exc:  # a bug must not take the incident flow down
             return _internal(target, name, exc, time.monotonic() - start, session)
     status = DiagnosisStatus.PARTIAL if session.degraded else DiagnosisStatus.OK
-    return Diagnosis(host=target.name, playbook=report.playbook or name, status=status,
+    return _observed(Diagnosis(host=target.name, playbook=report.playbook or name, status=status,
                      duration_s=time.monotonic() - start, findings=tuple(report.findings),
-                     actions=tuple(report.actions), probes=tuple(session.results))
+                     actions=tuple(report.actions), probes=tuple(session.results)))
+
+
+def _observed(diagnosis: Diagnosis) -> Diagnosis:
+    metrics.DIAGNOSIS_DURATION.labels(playbook=diagnosis.playbook,
+                                      status=diagnosis.status.value).observe(diagnosis.duration_s)
+    return diagnosis
 
 
 def unreachable_finding(target: SSHTarget, exc: SSHError) -> Finding:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bot import strings
+from bot import metrics, strings
 from bot.approvals import (
     Approval,
     ApprovalPolicy,
@@ -175,6 +175,7 @@ class ApprovalDesk:
             log.warning("%s click by %s on an unknown approval", verb, user)
             return
         action = _AUDIT_ACTION.get((verb, result.outcome, result.changed))
+        metrics.APPROVALS.labels(outcome=result.outcome.value).inc()
         if action is not None:
             detail: dict[str, Any] = {
                 "approval_id": a.id,

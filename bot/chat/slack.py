@@ -20,7 +20,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web import SlackResponse
 
-from bot import strings
+from bot import metrics, strings
 from bot.chat.base import ChatMessage, Ephemeral, MessageRef
 from bot.chat.blockkit import to_payload
 from bot.chat.coalesce import UpdateCoalescer, redis_gate
@@ -85,11 +85,13 @@ def call_with_retry(
             error = str(resp.get("error", "")) if hasattr(resp, "get") else str(exc)
             if status == 429 and limited < max_rate_limited:
                 limited += 1
+                metrics.SLACK_API_RETRIES.labels(method=method).inc()
                 wait = retry_after(resp)
                 log.info("%s rate limited; waiting %.1fs as Slack asked", method, wait)
                 sleep(wait)
                 continue
             if status < 500 and error not in RETRYABLE_ERRORS:
+                metrics.SLACK_API_ERRORS.labels(method=method, error=error or str(status)).inc()
                 raise ChatDeliveryError(
                     method, failures + limited + 1, error or f"HTTP {status}"
                 ) from None
@@ -98,7 +100,9 @@ def call_with_retry(
             reason = f"{type(exc).__name__}: {exc}"
         failures += 1
         if failures >= attempts:
+            metrics.SLACK_API_ERRORS.labels(method=method, error=clip(reason, 40)).inc()
             raise ChatDeliveryError(method, failures + limited, clip(reason, 300))
+        metrics.SLACK_API_RETRIES.labels(method=method).inc()
         sleep(min(max_delay_s, base_delay_s * 2 ** (failures - 1)))
 
 

@@ -65,3 +65,23 @@ def final_summary(status: JobStatus) -> str:
     if status.state is not JobState.COMPLETED and status.last_error:
         text += f" · {status.last_error}"
     return text
+
+
+def refresh_job_metrics(conn: Redis) -> None:
+    """Mirror jobs into the ``/metrics`` gauges: progress and rate of unfinished jobs (a
+    finished job's series is dropped) and each host queue's depth."""
+    from rq import Queue
+
+    from bot import metrics
+    from storage import keys
+
+    hosts = set()
+    for job in queue.list_jobs(conn):
+        hosts.add(job.host)
+        if job.state in (JobState.COMPLETED, JobState.CANCELLED):
+            metrics.forget_job(job.job_id, job.host)
+        else:
+            metrics.set_job_progress(job.job_id, job.host, job.done, job.total, job.rate)
+    for host in hosts:
+        depth = Queue(keys.queue_name(host), connection=queue.rq_conn(conn)).count
+        metrics.QUEUE_DEPTH.labels(queue=keys.queue_name(host)).set(depth)

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot import strings
+from bot import metrics, strings
 from bot.remediation import catalog
 from bot.remediation.capture import capture
 from bot.remediation.catalog import ActionRefused, ActionSpec, Step
@@ -129,6 +129,7 @@ def execute(runner: SSHRunner, target: SSHTarget, kind: str, params: dict[str, s
         outcome, summary = resume_extraction(options, clean["job"])
         result = run.finish(outcome, summary)
     _audit(audit, run, f"action.{result.outcome.value}", result.to_dict())
+    metrics.ACTIONS.labels(kind=kind, result=result.outcome.value).inc()
     return result
 
 

@@ -16,8 +16,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import torch
+from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
 
 from bot.chat.signed import SignedSender
@@ -160,6 +162,23 @@ def test_crash_recovery_story_through_slack(world: dict[str, Any],
     check_extraction(world, job_id, finished_before - 1)
     check_thread(standin, ts)
     check_audit(world["redis"], incident_id)
+    check_metrics(world["url"], job_id)
+
+
+def check_metrics(url: str, job_id: str) -> None:
+    """What happened is visible on /metrics (the registry is per process: counts are >=)."""
+    families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{url}/metrics").text)}
+
+    def value(family: str, **labels: str) -> float:
+        return sum(s.value for s in families[family].samples
+                   if all(s.labels.get(k) == v for k, v in labels.items())
+                   and not s.name.endswith(("_created", "_bucket", "_sum")))
+
+    assert value("incident_bot_actions", kind="systemd.stop_disable", result="succeeded") >= 1
+    assert value("incident_bot_approvals", outcome="unauthorised") >= 1
+    assert value("incident_bot_diagnosis_duration_seconds", playbook="vm_restart") >= 2
+    assert not any(s.labels.get("job") == job_id
+                   for s in families["incident_bot_job_progress_ratio"].samples)
 
 
 def check_extraction(world: dict[str, Any], job_id: str, intact_before: int) -> None:
