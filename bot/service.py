@@ -103,6 +103,21 @@ def _scheduler(settings: Settings, ctx: FlowContext, slack: SlackApp | None) -> 
     return build_leader(settings, ctx.redis, ctx.chat, runner=ctx.runner, extra_jobs=jobs)
 
 
+def _digest_now(ctx: FlowContext) -> Any:
+    """``/ir digest now``: the same runner as the scheduled digest, in the incident channel."""
+
+    def post() -> None:
+        import tempfile
+        from pathlib import Path
+
+        from bot.scheduler_wiring import build_digest_runner  # matplotlib: only when asked
+
+        out = Path(tempfile.gettempdir()) / "incident-bot-digests"
+        build_digest_runner(ctx.settings, ctx.redis, ctx.chat, out).now(ctx.channel)
+
+    return post
+
+
 def check_sections(settings: Settings) -> None:
     """Validate every ``extra`` section now: a typo fails at start, not at 3 a.m."""
     from bot.extract.config import extract_settings
@@ -132,7 +147,7 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
     ctx = build_context(settings, runner, chat)
     late.ctx = ctx
     if slack is not None:
-        slack.listeners.handlers = FlowSlashHandlers(ctx)
+        slack.listeners.handlers = FlowSlashHandlers(ctx, digest_now=_digest_now(ctx))
     routes = slack.routes() if slack is not None else []
     closers: list[Service] = []  # uvicorn's graceful shutdown runs this before it exits
 

@@ -1,0 +1,76 @@
+"""`/ir` through the assembled service: signed slash commands answered from Redis and hosts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from redis import Redis
+
+from bot.chat.signed import SignedSender
+from bot.chat.standin import SlackStandIn
+from bot.service import build_service
+from bot.serving import ServedApp
+from bot.settings import Settings
+from bot.sim.sshd import SimHost
+
+SECRET, TOKEN, CHANNEL, USER = "slash-secret", "xoxb-slash", "C0INCIDENT", "UALICE"
+
+
+@pytest.fixture
+def bot(redis: Redis, redis_url: str, sim_factory: Callable[..., SimHost]) -> Iterator[Any]:
+    sim = sim_factory("seed")
+    standin = SlackStandIn(token=TOKEN).start()
+    settings = Settings.model_validate({
+        "redis_url": redis_url,
+        "hosts": {"gpu-01": {"ssh": sim.target, "key": str(sim.key_path),
+                             "known_hosts": str(sim.known_hosts_path)}},
+        "slack": {"channel": CHANNEL, "approvers": [USER], "api_url": standin.api_url},
+        "extra": {"scheduler": {"enabled": False}},
+        "slack_signing_secret": SECRET, "slack_bot_token": TOKEN})
+    service = build_service(settings, with_scheduler=False)
+    served = ServedApp(service.app).start()
+    sender = SignedSender(f"{served.url}/slack/events", SECRET, standin.base)
+    yield service, standin, sender
+    sender.close()
+    served.stop()
+    service.close()
+    standin.stop()
+
+
+def replies(standin: SlackStandIn, n: int) -> list[str]:
+    return [str(c.params.get("text", "")) for c in standin.wait_for("response_url", n, 30)]
+
+
+def test_diag_opens_an_incident_and_posts_its_findings(bot: Any) -> None:
+    service, standin, sender = bot
+    assert sender.slash(USER, "/ir", "diag gpu-01 vram_idle").status_code == 200
+    assert "opened INC-" in replies(standin, 1)[0]
+    post = standin.wait_for("chat.postMessage", 1, 30)[0]
+    assert "gpu-01" in str(post.params.get("text"))
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:  # the meta is written right after the post
+        [incident] = service.ctx.incidents.list(open_only=True)
+        if "diagnosis" in incident.meta:
+            break
+        time.sleep(0.1)
+    assert incident.kind == "vram_idle" and incident.meta["diagnosis"]["findings"]
+
+
+def test_unknown_host_and_status(bot: Any) -> None:
+    _, standin, sender = bot
+    sender.slash(USER, "/ir", "diag gpu-99")
+    sender.slash(USER, "/ir", "status")
+    texts = replies(standin, 2)
+    assert any("`gpu-99` is not in the inventory" in t for t in texts)
+    assert any("*gpu-01*: no incidents" in t for t in texts)
+
+
+def test_digest_now_posts_a_digest_with_its_chart(bot: Any) -> None:
+    _, standin, sender = bot
+    sender.slash(USER, "/ir", "digest now")
+    assert "Posting the digest now" in replies(standin, 1)[0]
+    standin.wait_for("chat.postMessage", 1, 60)
+    standin.wait_for("files.completeUploadExternal", 1, 60)
