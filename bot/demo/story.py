@@ -44,9 +44,11 @@ def timed(stage: Stage, label: str) -> Iterator[None]:
 def crashed_job(redis_url: str, spec_path: Path, host: str = DEMO_HOST) -> str:
     """Record the extraction that was running on ``host`` when the VM died."""
     conn = connect(redis_url, decode=False)
-    job_id = queue.submit(conn, load_spec(spec_path), host=host)
+    spec = load_spec(spec_path)
+    job_id = queue.submit(conn, spec, host=host)
     queue.pause(conn, job_id)  # take the run off the queue: nothing runs it now
-    records.write(conn, job_id, state=JobState.INTERRUPTED.value)
+    done = sum(1 for _ in spec.output_dir.glob("*.pt"))  # its last progress report
+    records.write(conn, job_id, state=JobState.INTERRUPTED.value, done=done)
     records.event(conn, job_id, "interrupted", reason="host restarted")
     return job_id
 
