@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-SUBCOMMANDS = ["demo", "serve", "diagnose", "act", "incidents", "audit", "worker", "agent", "sim",
-               "extract", "digest"]
+SUBCOMMANDS = ["demo", "serve", "diagnose", "act", "incidents", "audit", "silence", "worker",
+               "agent", "sim", "extract", "digest"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
