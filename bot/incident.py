@@ -1,8 +1,10 @@
 """Incident states and the pure transition table (tested over every pair).
 
 open → diagnosing → awaiting_approval → approved | denied | expired → remediating
-→ verified | failed → resumed → resolved. An illegal transition raises; it never
-silently overwrites.
+→ verified | failed → resumed → resolved. A follow-up action approved from the same
+message (Revert, Resume extraction, an alternative after a failure) goes from verified,
+failed or resumed back to remediating. An illegal transition raises; it never silently
+overwrites.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ TRANSITIONS: dict[IncidentState, frozenset[IncidentState]] = {
     S.DENIED: frozenset({S.RESOLVED, S.DIAGNOSING}),
     S.EXPIRED: frozenset({S.RESOLVED, S.DIAGNOSING}),
     S.REMEDIATING: frozenset({S.VERIFIED, S.FAILED}),
-    S.VERIFIED: frozenset({S.RESUMED, S.RESOLVED}),
-    S.FAILED: frozenset({S.DIAGNOSING, S.RESOLVED}),
-    S.RESUMED: frozenset({S.RESOLVED, S.FAILED}),
+    # an approved follow-up (Revert, Resume, an alternative after a failure) acts again
+    S.VERIFIED: frozenset({S.RESUMED, S.RESOLVED, S.REMEDIATING}),
+    S.FAILED: frozenset({S.DIAGNOSING, S.RESOLVED, S.REMEDIATING}),
+    S.RESUMED: frozenset({S.RESOLVED, S.FAILED, S.REMEDIATING}),
     S.RESOLVED: frozenset(),
 }
 

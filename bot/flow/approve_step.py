@@ -78,22 +78,20 @@ def on_approved(ctx: FlowContext, approval: Approval, user: str) -> None:
     if incident.state is S.AWAITING_APPROVAL:
         ctx.incidents.transition(incident.id, S.APPROVED, user, f"approved {action['kind']}",
                                  approval.evidence_hash)
-    if incident.state in (S.AWAITING_APPROVAL, S.APPROVED, S.VERIFIED, S.FAILED):
-        _to_remediating(ctx, incident.id, user)
+    _to_remediating(ctx, incident.id, user, action["kind"])
     result = execute(ctx.runner, target, action["kind"], dict(action["params"]), approver=user,
                      evidence_hash=approval.evidence_hash, audit=ctx.audit,
                      options=ctx.remediation, incident_id=incident.id)
     _after_action(ctx, incident.id, result, user)
 
 
-def _to_remediating(ctx: FlowContext, incident_id: str, user: str) -> None:
+def _to_remediating(ctx: FlowContext, incident_id: str, user: str, kind: str) -> None:
+    """First action: approved → remediating; a follow-up (Revert, Resume, an alternative)
+    goes there from verified, failed or resumed."""
     current = ctx.incidents.require(incident_id).state
-    if current is S.VERIFIED or current is S.FAILED:
-        ctx.incidents.transition(incident_id, S.DIAGNOSING, user, "follow-up action approved")
-        ctx.incidents.transition(incident_id, S.AWAITING_APPROVAL, user, "follow-up action")
-        ctx.incidents.transition(incident_id, S.APPROVED, user, "follow-up action approved")
-    if ctx.incidents.require(incident_id).state is S.APPROVED:
-        ctx.incidents.transition(incident_id, S.REMEDIATING, user, "acting")
+    if current in (S.APPROVED, S.VERIFIED, S.FAILED, S.RESUMED):
+        reason = "acting" if current is S.APPROVED else f"follow-up {kind} approved"
+        ctx.incidents.transition(incident_id, S.REMEDIATING, user, reason)
 
 
 def _not_needed(ctx: FlowContext, incident: Incident, approval: Approval, user: str,

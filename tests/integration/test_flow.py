@@ -97,3 +97,20 @@ def test_approve_twice_acts_once_and_offers_revert(flow: Any) -> None:
     assert incident.state is IncidentState.VERIFIED
     assert incident.meta["result"]["outcome"] == "succeeded"
     assert incident.meta["revert_plan"]["action"]["kind"] == "systemd.revert"
+
+
+def test_revert_button_restores_the_unit_after_verification(flow: Any) -> None:
+    ctx, sim, _ = flow
+    incident_id = open_incident(ctx)
+    desk = make_desk(ctx)
+    assert desk.approve(stop_approval(ctx, incident_id), ONCALL).acted
+    revert_id = ctx.incidents.require(incident_id).meta["revert_plan"]["approval_id"]
+    assert desk.approve(revert_id, ONCALL).acted
+    unit = sim.state()["units"][UNIT]
+    assert (unit["unit_file_state"], unit["active_state"]) == ("enabled", "active")
+    incident = ctx.incidents.require(incident_id)
+    assert incident.state is IncidentState.VERIFIED
+    timeline = [(e.action, e.detail.get("to")) for e in AuditLog(ctx.redis).timeline(incident_id)]
+    assert ("transition", "remediating") in timeline[timeline.index(("transition", "verified")):]
+    assert incident.meta["result"]["kind"] == "systemd.revert"
+    assert incident.meta["result"]["outcome"] == "succeeded"

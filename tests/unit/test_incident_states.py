@@ -35,6 +35,10 @@ ALLOWED = {
     (S.FAILED, S.RESOLVED),
     (S.RESUMED, S.RESOLVED),
     (S.RESUMED, S.FAILED),
+    # follow-up actions approved from the same message (Revert, Resume, an alternative)
+    (S.VERIFIED, S.REMEDIATING),
+    (S.FAILED, S.REMEDIATING),
+    (S.RESUMED, S.REMEDIATING),
 }
 PAIRS = list(itertools.product(IncidentState, IncidentState))
 
