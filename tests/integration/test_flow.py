@@ -114,3 +114,24 @@ def test_revert_button_restores_the_unit_after_verification(flow: Any) -> None:
     assert ("transition", "remediating") in timeline[timeline.index(("transition", "verified")):]
     assert incident.meta["result"]["kind"] == "systemd.revert"
     assert incident.meta["result"]["outcome"] == "succeeded"
+
+
+def test_resume_is_offered_as_a_button_when_not_chained(flow: Any, tmp_path: Any,
+                                                        redis_url: str) -> None:
+    from bot.demo.story import crashed_job
+    from bot.extract import queue
+    from bot.extract.demo_data import prepare_interrupted_run
+
+    ctx, _, _ = flow
+    job_id = crashed_job(redis_url, prepare_interrupted_run(tmp_path / "x", samples=24))
+    incident_id = open_incident(ctx)
+    desk = make_desk(ctx)
+    assert desk.approve(stop_approval(ctx, incident_id), ONCALL).acted
+    plans = ctx.incidents.require(incident_id).meta["plans"]
+    resume = next(p for p in plans if p["action"]["kind"] == "extraction.resume")
+    assert resume["action"]["params"] == {"job": job_id}
+    assert queue.status(ctx.redis_bytes, job_id).state.value == "interrupted"  # not yet
+    assert desk.approve(resume["approval_id"], ONCALL).acted
+    assert queue.status(ctx.redis_bytes, job_id).state.value == "queued"
+    incident = ctx.incidents.require(incident_id)
+    assert incident.state is IncidentState.RESUMED and incident.meta["job"] == job_id
