@@ -20,6 +20,7 @@ from bot.flow.diagnose_step import (
     message_ref,
     plans_from_meta,
     target_for,
+    thread_ref,
 )
 from bot.incident import IncidentState
 from bot.incidents import Incident
@@ -40,7 +41,7 @@ def still_proposed(fresh: Diagnosis, action: dict[str, Any]) -> bool:
 
 
 def _thread(ctx: FlowContext, incident: Incident, text: str, code: str | None = None) -> None:
-    ref = message_ref(incident)
+    ref = thread_ref(incident)
     if ref is not None:
         ctx.chat.post(ref.channel, ChatMessage(text=text, sections=(Section(text, code=code),)),
                       thread=ref)

@@ -30,8 +30,11 @@ def handle(ctx: FlowContext, event: dict[str, str]) -> None:
     kind, incident_id = event.get("type", ""), event.get("incident_id", "")
     if kind == "incident.opened":
         on_incident_opened(ctx, incident_id)
-    elif kind in ("incident.resolved", "incident.grouped"):
-        refresh_message(ctx, incident_id)  # state or the parent's host list changed
+    elif kind == "incident.grouped":
+        refresh_message(ctx, incident_id)  # the parent's host list grew
+        on_incident_opened(ctx, event["child"])  # the new host: diagnosed, in the thread
+    elif kind == "incident.resolved":
+        refresh_message(ctx, incident_id)
 
 
 def run_once(ctx: FlowContext, events: IncidentEvents, consumer: str,

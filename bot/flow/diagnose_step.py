@@ -84,6 +84,21 @@ def plans_from_meta(raw: list[dict[str, Any]]) -> list[ActionPlan]:
     return out
 
 
+def where_to_post(ctx: FlowContext, incident: Incident,
+                  wait_s: float = 15.0) -> tuple[str, MessageRef | None]:
+    """A grouped child is posted in its parent's thread (one channel message per group);
+    another replica may still be posting the parent, so wait a little for its message."""
+    if not incident.parent_id:
+        return ctx.channel, None
+    deadline = time.monotonic() + wait_s
+    while True:
+        parent = ctx.incidents.get(incident.parent_id)
+        ref = message_ref(parent) if parent is not None else None
+        if ref is not None or time.monotonic() >= deadline:
+            return (ref.channel, ref) if ref is not None else (ctx.channel, None)
+        time.sleep(0.2)
+
+
 def on_incident_opened(ctx: FlowContext, incident_id: str) -> Incident:
     """Diagnose, post the findings with Approve/Deny, and wait for a person."""
     started = time.monotonic()
@@ -98,11 +113,14 @@ def on_incident_opened(ctx: FlowContext, incident_id: str) -> Incident:
     approvals = {p.approval_id: ctx.approvals.get(p.approval_id) for p in plans}
     message = render_incident(incident, diagnosis, plans,
                               {k: v for k, v in approvals.items() if v is not None})
-    ref = ctx.chat.post(ctx.channel, message)
+    channel, parent_ref = where_to_post(ctx, incident)
+    ref = ctx.chat.post(channel, message, thread=parent_ref)
     for plan in plans:
         ctx.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
+    chat = {"channel": ref.channel, "ts": ref.ts,
+            "thread_ts": parent_ref.ts if parent_ref is not None else ref.ts}
     ctx.incidents.set_meta(incident_id, diagnosis=diagnosis.to_dict(),
-                           plans=plans_to_meta(plans), chat={"channel": ref.channel, "ts": ref.ts},
+                           plans=plans_to_meta(plans), chat=chat,
                            evidence_hash=evidence_hash(diagnosis))
     ctx.notes.append(f"diagnosed {incident.host} ({diagnosis.playbook}) in "
                      f"{diagnosis.duration_s:.2f}s; posted in {time.monotonic() - started:.2f}s")
@@ -110,5 +128,12 @@ def on_incident_opened(ctx: FlowContext, incident_id: str) -> Incident:
 
 
 def message_ref(incident: Incident) -> MessageRef | None:
+    """The incident's own message (edited in place)."""
     chat = incident.meta.get("chat")
     return MessageRef(chat["channel"], chat["ts"]) if chat else None
+
+
+def thread_ref(incident: Incident) -> MessageRef | None:
+    """Where its replies go: its own thread, or its group parent's for a grouped host."""
+    chat = incident.meta.get("chat")
+    return MessageRef(chat["channel"], chat.get("thread_ts") or chat["ts"]) if chat else None

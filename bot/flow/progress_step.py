@@ -14,7 +14,7 @@ from bot.extract.progress import render_bar
 from bot.extract.states import JobState, JobStatus
 from bot.extract.status import final_summary
 from bot.flow.context import FlowContext
-from bot.flow.diagnose_step import message_ref
+from bot.flow.diagnose_step import thread_ref
 from bot.incident import IncidentState
 from bot.incidents import Incident
 
@@ -34,7 +34,7 @@ def _progress_ref(ctx: FlowContext, incident: Incident, text: str) -> MessageRef
     stored = incident.meta.get("progress")
     if stored:
         return MessageRef(stored["channel"], stored["ts"])
-    parent = message_ref(incident)
+    parent = thread_ref(incident)
     if parent is None:
         return None
     ref = ctx.chat.post(parent.channel, ChatMessage(text=text, sections=(Section(text),)),
@@ -61,7 +61,7 @@ def poll_incident(ctx: FlowContext, incident_id: str) -> JobStatus | None:
 
 def _finish(ctx: FlowContext, incident: Incident, status: JobStatus) -> None:
     summary = final_summary(status)
-    parent = message_ref(incident)
+    parent = thread_ref(incident)
     if parent is not None:
         text = strings.FLOW_PROGRESS_DONE.format(summary=summary)
         ctx.chat.post(parent.channel, ChatMessage(text=text, sections=(Section(text),)),
