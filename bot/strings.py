@@ -224,6 +224,7 @@ REM_ABORTED = "aborted: nothing was run"
 # --- incident flow ---------------------------------------------------------------------
 FLOW_UNKNOWN_HOST = "{host} is not in the inventory: nothing was run."
 FLOW_NO_FINDINGS = "no findings"
+FLOW_NOT_ACTABLE = "Not running {kind}: incident {id} is {state}. Ask for a fresh diagnosis (`/ir diag HOST`)."
 FLOW_NOT_ACTING = "Not running {kind}: the finding no longer holds. Now: {now}"
 FLOW_REVERT_REASON = "Restore the unit-file and active state captured before the action."
 FLOW_RESUME_REASON = "The GPUs are free: resume the extraction that the restart interrupted."

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 S = IncidentState
 GPU_FREEING = {"systemd.stop_disable", "systemd.mask", "process.terminate"}
 NO_REPROBE = {"systemd.revert", "extraction.resume"}
+# a click on a button of a denied, expired or resolved incident runs nothing
+ACTABLE = {S.AWAITING_APPROVAL, S.APPROVED, S.VERIFIED, S.FAILED, S.RESUMED}
 
 
 def still_proposed(fresh: Diagnosis, action: dict[str, Any]) -> bool:
@@ -71,6 +73,10 @@ def on_approved(ctx: FlowContext, approval: Approval, user: str) -> None:
     if target is None:
         _thread(ctx, incident, strings.FLOW_UNKNOWN_HOST.format(host=incident.host))
         return
+    if incident.state not in ACTABLE:
+        _skip(ctx, incident, user, strings.FLOW_NOT_ACTABLE.format(
+            kind=action["kind"], id=incident.id, state=incident.state.value))
+        return
     if action["kind"] not in NO_REPROBE:
         fresh, _ = diagnose(ctx, incident, target)
         if not still_proposed(fresh, action):
@@ -93,6 +99,11 @@ def _to_remediating(ctx: FlowContext, incident_id: str, user: str, kind: str) ->
     if current in (S.APPROVED, S.VERIFIED, S.FAILED, S.RESUMED):
         reason = "acting" if current is S.APPROVED else f"follow-up {kind} approved"
         ctx.incidents.transition(incident_id, S.REMEDIATING, user, reason)
+
+
+def _skip(ctx: FlowContext, incident: Incident, user: str, text: str) -> None:
+    ctx.audit.append(incident.id, user, "action.skipped", {"reason": text[:500]})
+    _thread(ctx, incident, text)
 
 
 def _not_needed(ctx: FlowContext, incident: Incident, approval: Approval, user: str,

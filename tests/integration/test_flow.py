@@ -135,3 +135,15 @@ def test_resume_is_offered_as_a_button_when_not_chained(flow: Any, tmp_path: Any
     assert queue.status(ctx.redis_bytes, job_id).state.value == "queued"
     incident = ctx.incidents.require(incident_id)
     assert incident.state is IncidentState.RESUMED and incident.meta["job"] == job_id
+
+
+def test_a_click_on_a_resolved_incident_runs_nothing(flow: Any) -> None:
+    ctx, sim, out = flow
+    incident_id = open_incident(ctx)
+    approval_id = stop_approval(ctx, incident_id)
+    ctx.incidents.transition(incident_id, IncidentState.RESOLVED, "alertmanager", "resolved")
+    make_desk(ctx).approve(approval_id, ONCALL)
+    assert stops(sim) == 0
+    assert "is resolved" in out.getvalue()
+    actions = [e.action for e in AuditLog(ctx.redis).timeline(incident_id)]
+    assert "action.skipped" in actions and "action.started" not in actions
