@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.localredis import LocalRedis, free_port, start_local_redis  # noqa: E402
+from bot.procs import stop_child  # noqa: E402
 from storage import keys  # noqa: E402
 from storage.connection import connect  # noqa: E402
 
@@ -251,12 +252,7 @@ def rss_mib(pid: int) -> tuple[float, float]:
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop_child(proc, grace_s=15)
 
 
 # --- runs -----------------------------------------------------------------------------

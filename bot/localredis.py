@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.errors import UserError
+from bot.procs import stop_child
 
 
 def free_port() -> int:
@@ -72,13 +73,8 @@ class LocalRedis:
         self.start()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        if self.proc is not None:
+            stop_child(self.proc)
         if self._owns_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 

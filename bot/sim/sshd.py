@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import UserError
+from bot.procs import stop_child
 from bot.sim.keys import write_keypair
 from bot.sim.log import read_log
 from bot.sim.shims import write_shims
@@ -101,13 +102,7 @@ def _is_our_sshd(pid: int, workdir: Path) -> bool:
 
 
 def _terminate_child(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=3)
+    stop_child(proc, grace_s=3)
 
 
 def _terminate_pid(pid: int, workdir: Path) -> None:

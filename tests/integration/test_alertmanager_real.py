@@ -22,6 +22,7 @@ from redis import Redis
 from bot.incident import IncidentState
 from bot.localredis import free_port
 from bot.metrics import REGISTRY
+from bot.procs import stop_child
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
 from tests.fixtures.alerts import ALERT_TOKEN, LiveServer
@@ -90,13 +91,8 @@ class Alertmanager:
         assert response.status_code == 200, response.text
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        if self.proc is not None:
+            stop_child(self.proc)
         self.log.close()
 
 
