@@ -11,7 +11,6 @@ from typing import Any
 
 from bot import strings
 from bot.approvals import Approval
-from bot.chat.base import ChatMessage, Section
 from bot.chat.render import ActionPlan, StepResult, render_incident
 from bot.flow.context import FlowContext
 from bot.flow.diagnose_step import (
@@ -19,8 +18,8 @@ from bot.flow.diagnose_step import (
     interrupted_job_ids,
     message_ref,
     plans_from_meta,
+    post_in_thread,
     target_for,
-    thread_ref,
 )
 from bot.incident import IncidentState
 from bot.incidents import Incident
@@ -43,10 +42,7 @@ def still_proposed(fresh: Diagnosis, action: dict[str, Any]) -> bool:
 
 
 def _thread(ctx: FlowContext, incident: Incident, text: str, code: str | None = None) -> None:
-    ref = thread_ref(incident)
-    if ref is not None:
-        ctx.chat.post(ref.channel, ChatMessage(text=text, sections=(Section(text, code=code),)),
-                      thread=ref)
+    post_in_thread(ctx, incident, text, code)
 
 
 def refresh_message(ctx: FlowContext, incident_id: str,

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from bot import inventory
-from bot.chat.base import MessageRef
+from bot.chat.base import ChatMessage, MessageRef, Section
 from bot.chat.render import ActionPlan, evidence_hash, render_incident
 from bot.errors import UserError
 from bot.flow.context import FlowContext, playbook_for
@@ -137,3 +137,14 @@ def thread_ref(incident: Incident) -> MessageRef | None:
     """Where its replies go: its own thread, or its group parent's for a grouped host."""
     chat = incident.meta.get("chat")
     return MessageRef(chat["channel"], chat.get("thread_ts") or chat["ts"]) if chat else None
+
+
+def note(text: str, code: str | None = None) -> ChatMessage:
+    return ChatMessage(text=text, sections=(Section(text, code=code),))
+
+
+def post_in_thread(ctx: FlowContext, incident: Incident, text: str,
+                   code: str | None = None) -> MessageRef | None:
+    """A reply in the incident's thread (its group parent's, for a grouped host)."""
+    ref = thread_ref(incident)
+    return ctx.chat.post(ref.channel, note(text, code), thread=ref) if ref is not None else None

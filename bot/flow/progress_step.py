@@ -8,13 +8,13 @@ and resolve the incident when the job is done. Safe to run from any replica.
 from __future__ import annotations
 
 from bot import strings
-from bot.chat.base import ChatMessage, MessageRef, Section
+from bot.chat.base import MessageRef
 from bot.extract import queue
 from bot.extract.progress import render_bar
 from bot.extract.states import JobState, JobStatus
 from bot.extract.status import final_summary
 from bot.flow.context import FlowContext
-from bot.flow.diagnose_step import thread_ref
+from bot.flow.diagnose_step import note, post_in_thread
 from bot.incident import IncidentState
 from bot.incidents import Incident
 
@@ -34,13 +34,10 @@ def _progress_ref(ctx: FlowContext, incident: Incident, text: str) -> MessageRef
     stored = incident.meta.get("progress")
     if stored:
         return MessageRef(stored["channel"], stored["ts"])
-    parent = thread_ref(incident)
-    if parent is None:
-        return None
-    ref = ctx.chat.post(parent.channel, ChatMessage(text=text, sections=(Section(text),)),
-                        thread=parent)
-    ctx.incidents.set_meta(incident.id, progress={"channel": ref.channel, "ts": ref.ts})
-    return None  # just posted with the current text
+    ref = post_in_thread(ctx, incident, text)
+    if ref is not None:
+        ctx.incidents.set_meta(incident.id, progress={"channel": ref.channel, "ts": ref.ts})
+    return None  # just posted with the current text (or nowhere to post)
 
 
 def poll_incident(ctx: FlowContext, incident_id: str) -> JobStatus | None:
@@ -53,7 +50,7 @@ def poll_incident(ctx: FlowContext, incident_id: str) -> JobStatus | None:
     text = progress_text(status)
     ref = _progress_ref(ctx, incident, text)
     if ref is not None:
-        ctx.chat.update(ref, ChatMessage(text=text, sections=(Section(text),)))
+        ctx.chat.update(ref, note(text))
     if status.state in DONE:
         _finish(ctx, incident, status)
     return status
@@ -61,11 +58,7 @@ def poll_incident(ctx: FlowContext, incident_id: str) -> JobStatus | None:
 
 def _finish(ctx: FlowContext, incident: Incident, status: JobStatus) -> None:
     summary = final_summary(status)
-    parent = thread_ref(incident)
-    if parent is not None:
-        text = strings.FLOW_PROGRESS_DONE.format(summary=summary)
-        ctx.chat.post(parent.channel, ChatMessage(text=text, sections=(Section(text),)),
-                      thread=parent)
+    post_in_thread(ctx, incident, strings.FLOW_PROGRESS_DONE.format(summary=summary))
     ctx.audit.append(incident.id, ctx.bot_user, "extraction.finished", status.to_dict())
     goal = S.RESOLVED if status.state is JobState.COMPLETED else S.FAILED
     ctx.incidents.transition(incident.id, goal, ctx.bot_user, summary)
