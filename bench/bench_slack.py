@@ -25,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from redis import Redis
 from redis.exceptions import WatchError
 
-from bot.approvals import ApprovalPolicy, ClaimOutcome
 from bot.chat.base import ChatMessage
 from bot.chat.slack import SlackBackend, make_client
-from bot.chat.standin import SlackStandIn
-from bot.localredis import start_local_redis
+from bot.domain.approval import ApprovalPolicy, ClaimOutcome
+from bot.rig.localredis import start_local_redis
+from bot.rig.slack_standin import SlackStandIn
 from storage import keys
 from storage.approvals import ApprovalStore
 from storage.connection import connect

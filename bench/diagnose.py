@@ -22,8 +22,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bot.models import Diagnosis, DiagnosisStatus
-from bot.settings import SSHSettings
+from bot.config.settings import SSHSettings
+from bot.domain.findings import Diagnosis, DiagnosisStatus
 from bot.sim.sshd import SimHost, start_sim
 from bot.ssh.pool import ParamikoPool
 from playbooks import PlaybookOptions, run_playbook

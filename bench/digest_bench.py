@@ -22,11 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.charts import render_chart  # noqa: E402
 from bot.chat.terminal import TerminalBackend  # noqa: E402
-from bot.digest_runner import DigestRunner  # noqa: E402
-from bot.localredis import start_local_redis  # noqa: E402
-from bot.scheduler import JobSpec, LeaderScheduler  # noqa: E402
+from bot.digest.charts import render_chart  # noqa: E402
+from bot.digest.runner import DigestRunner  # noqa: E402
+from bot.rig.localredis import start_local_redis  # noqa: E402
+from bot.schedule.leader import JobSpec, LeaderScheduler  # noqa: E402
 from storage.connection import connect  # noqa: E402
 from storage.samples import SampleStore  # noqa: E402
 

@@ -40,7 +40,7 @@ from bot.extract.extractors import DTYPES, BuiltinExtractor  # noqa: E402
 from bot.extract.runner import Counters, Runner  # noqa: E402
 from bot.extract.spec import JobSpec, parse_spec  # noqa: E402
 from bot.extract.store import Expect, payload, sample_path, save_atomic, scan, verify_file  # noqa: E402
-from bot.localredis import LocalRedis, start_local_redis  # noqa: E402
+from bot.rig.localredis import LocalRedis, start_local_redis  # noqa: E402
 from storage.connection import connect  # noqa: E402
 from tests.fixtures.extract import write_dataset  # noqa: E402
 

@@ -39,8 +39,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.localredis import LocalRedis, free_port, start_local_redis  # noqa: E402
-from bot.procs import stop_child  # noqa: E402
+from bot.core.procs import stop_child  # noqa: E402
+from bot.rig.localredis import LocalRedis, free_port, start_local_redis  # noqa: E402
 from storage import keys  # noqa: E402
 from storage.connection import connect  # noqa: E402
 

@@ -14,7 +14,7 @@ import sys
 import click
 import typer
 
-from bot.errors import UserError, log_internal
+from bot.core.errors import UserError, log_internal
 
 # typer >= 0.20 vendors click as ``typer._click`` and raises its own exception classes.
 CLICK_USAGE: tuple[type[Exception], ...] = (click.ClickException,)

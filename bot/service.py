@@ -14,16 +14,16 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from bot.approvals import Approval
 from bot.chat.base import ChatBackend
 from bot.chat.interactions import ApprovalCallbacks, audit_sink
 from bot.chat.slack_app import SlackApp, create_slack_app
+from bot.config.settings import Settings
+from bot.domain.approval import Approval
 from bot.flow import approve_step, consumer, progress_step
 from bot.flow.context import FlowContext, build_context
 from bot.flow.slash_handlers import FlowSlashHandlers
-from bot.http import create_app
-from bot.scheduler import LeaderScheduler
-from bot.settings import Settings
+from bot.ingest.http import create_app
+from bot.schedule.leader import LeaderScheduler
 from bot.ssh.base import SSHRunner
 from bot.ssh.pool import ParamikoPool
 from storage.audit import AuditLog
@@ -88,7 +88,7 @@ class Service:
 
 
 def _scheduler(settings: Settings, ctx: FlowContext, slack: SlackApp | None) -> Any:
-    from bot.scheduler_wiring import build_leader
+    from bot.schedule.wiring import build_leader
 
     desk = slack.desk if slack is not None else None
 
@@ -110,7 +110,7 @@ def _digest_now(ctx: FlowContext) -> Any:
         import tempfile
         from pathlib import Path
 
-        from bot.scheduler_wiring import build_digest_runner  # matplotlib: only when asked
+        from bot.schedule.wiring import build_digest_runner  # matplotlib: only when asked
 
         out = Path(tempfile.gettempdir()) / "incident-bot-digests"
         build_digest_runner(ctx.settings, ctx.redis, ctx.chat, out).now(ctx.channel)
@@ -120,10 +120,10 @@ def _digest_now(ctx: FlowContext) -> Any:
 
 def check_sections(settings: Settings) -> None:
     """Validate every ``extra`` section now: a typo fails at start, not at 3 a.m."""
+    from bot.config.inventory import diagnostics_settings
     from bot.extract.config import extract_settings
-    from bot.inventory import diagnostics_settings
     from bot.remediation.options import options_from_extra
-    from bot.scheduler_jobs import load_sections
+    from bot.schedule.jobs import load_sections
 
     diagnostics_settings(settings)
     options_from_extra(settings.extra)

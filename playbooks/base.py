@@ -16,9 +16,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from bot.models import Finding, ProbeResult, ProposedAction, Severity
+from bot.domain.findings import Finding, ProbeResult, ProposedAction, Severity
+from bot.domain.validate import DEFAULT_PREFIXES
 from bot.ssh.base import Command, SSHRunner, SSHTarget
-from bot.validate import DEFAULT_PREFIXES
 from playbooks.text import printable
 
 T = TypeVar("T")

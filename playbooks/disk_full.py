@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot import strings as S
-from bot import validate
-from bot.models import Severity
+from bot.core import strings as S
+from bot.domain import validate
+from bot.domain.findings import Severity
 from playbooks import probes
 from playbooks.base import PlaybookOptions, Report, Session
 from playbooks.parsers.common import human

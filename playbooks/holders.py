@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bot import validate
+from bot.domain import validate
 from playbooks.parsers import host, nvidia, ps, systemd
 
 # Processes that open /dev/nvidia* without holding memory for work.

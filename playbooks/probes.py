@@ -1,6 +1,6 @@
 """Every command a playbook sends, in one place, each paired with its parser.
 
-Fixed text only, plus arguments that passed ``bot.validate`` and are quoted by ``cmd``.
+Fixed text only, plus arguments that passed ``bot.domain.validate`` and are quoted by ``cmd``.
 No ``/proc`` reads: the tools answer on real hosts and on simulated ones alike.
 """
 

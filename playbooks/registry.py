@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot import strings as S
-from bot.models import Severity
+from bot.core import strings as S
+from bot.domain.findings import Severity
 from playbooks import disk_full, probes, triage, vm_restart, vram_idle
 from playbooks.base import Probe, Report, Session
 from playbooks.gpu import QUERY_GPU_COMMAND
@@ -82,7 +82,7 @@ def choose(space: list[Any], gpus: list[GpuSample], clock: tuple[float, float] |
 
 
 def _auto_finding(name: str, why: str) -> Any:
-    from bot.models import Finding
+    from bot.domain.findings import Finding
 
     return Finding("playbook.auto", Severity.INFO, S.DIAG_AUTO.format(playbook=name, why=why),
                    evidence={"playbook": name, "why": why})

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from bot import metrics
-from bot import strings as S
-from bot.errors import log_internal
-from bot.models import Diagnosis, DiagnosisStatus, Finding, Severity
+from bot.core import metrics
+from bot.core import strings as S
+from bot.core.errors import log_internal
+from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
 from bot.ssh.base import AuthFailed, HostKeyMismatch, SSHError, SSHRunner, SSHTarget
 from playbooks.base import PlaybookOptions, Session
 from playbooks.registry import get

@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot import validate
+from bot.domain import validate
 from playbooks import holders as h
 from playbooks import probes
 from playbooks.base import Probe, Session

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot import strings as S
-from bot.models import Severity
+from bot.core import strings as S
+from bot.domain.findings import Severity
 from playbooks import probes
 from playbooks.base import Report, Session
 from playbooks.parsers import host

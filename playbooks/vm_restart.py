@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot import strings as S
-from bot.models import Severity
+from bot.core import strings as S
+from bot.domain.findings import Severity
 from playbooks import disk_full, probes, vram_idle
 from playbooks.base import PlaybookOptions, Report, Session
 from playbooks.parsers import host, ps

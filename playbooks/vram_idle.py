@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot import strings as S
-from bot import validate
-from bot.models import Severity
+from bot.core import strings as S
+from bot.domain import validate
+from bot.domain.findings import Severity
 from playbooks import holders as h
 from playbooks.base import PlaybookOptions, Report, Session
 from playbooks.gpu import GpuStat, gb

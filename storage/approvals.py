@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from redis import Redis
 
-from bot.approvals import Approval, ApprovalPolicy, ApprovalStatus, ClaimOutcome, may_decide
+from bot.domain.approval import Approval, ApprovalPolicy, ApprovalStatus, ClaimOutcome, may_decide
 from storage import keys
 
 RETENTION_S = 30 * 86400  # decided records are kept this long after expiry, for audits

@@ -23,14 +23,14 @@ from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import WatchError
 
-from bot.incident import IncidentState
-from bot.incidents import (
+from bot.domain.incident import (
     Alert,
     AlertStatus,
     Incident,
     apply_transition,
 )
-from bot.ingest.planner import Outcome, Planner
+from bot.domain.lifecycle import IncidentState
+from bot.domain.planner import Outcome, Planner
 from storage import keys
 from storage.audit import AuditLog
 from storage.events import IncidentEvents

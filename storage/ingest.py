@@ -3,7 +3,7 @@
 1. WATCH the string keys a batch depends on (dedup markers, (host, kind) and fingerprint
    indexes, group windows) and read them with one MGET (silences too, unwatched).
 2. WATCH the incident hashes they point to and read their core fields in one call.
-3. Plan (pure, ``bot/ingest/planner.py``).
+3. Plan (pure, ``bot/domain/planner.py``).
 4. MULTI, one EVAL that applies every write, EXEC. If another replica touched a watched
    key, EXEC fails and the caller plans again from fresh data.
 
@@ -20,8 +20,15 @@ from typing import cast
 from redis import Redis
 from redis.client import Pipeline
 
-from bot.incidents import Alert, AlertStatus, GroupWindow, Incident, Silence, silence_candidates
-from bot.ingest.planner import Plan, View
+from bot.domain.incident import (
+    Alert,
+    AlertStatus,
+    GroupWindow,
+    Incident,
+    Silence,
+    silence_candidates,
+)
+from bot.domain.planner import Plan, View
 from storage import keys
 from storage.audit import GLOBAL_MAXLEN, entry_fields
 from storage.events import MAXLEN as EVENTS_MAXLEN

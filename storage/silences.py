@@ -14,7 +14,7 @@ from typing import cast
 
 from redis import Redis
 
-from bot.incidents import WILDCARD, Silence, silence_candidates, valid_host, valid_kind
+from bot.domain.incident import WILDCARD, Silence, silence_candidates, valid_host, valid_kind
 from storage import keys
 from storage.audit import AuditLog
 

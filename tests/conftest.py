@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from redis import Redis
 
-from bot.localredis import LocalRedis, start_local_redis
+from bot.rig.localredis import LocalRedis, start_local_redis
 from storage.connection import connect
 
 pytest_plugins = [

@@ -7,8 +7,8 @@ from rich.console import Console
 
 from bot.chat.base import ChatBackend
 from bot.chat.interactions import AuditFn
-from bot.errors import ConfigError
-from bot.settings import Settings
+from bot.config.settings import Settings
+from bot.core.errors import ConfigError
 
 BACKENDS = ("slack", "terminal")
 

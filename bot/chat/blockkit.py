@@ -12,9 +12,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from bot import strings
 from bot.chat.base import Button, ButtonStyle, ChatMessage, Section
 from bot.chat.text import FENCE, clip, inline_code
+from bot.core import strings
 
 MAX_BLOCKS = 50
 SECTION_TEXT = 3000

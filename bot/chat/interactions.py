@@ -2,7 +2,7 @@
 
 Slack buttons and terminal commands both end here, so the rules (who may approve,
 two-person, expiry, exactly once) are enforced in one place. Every refusal and every
-decision is audited; the reply text for the clicking person comes from ``bot.strings``.
+decision is audited; the reply text for the clicking person comes from ``bot.core.strings``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bot import metrics, strings
-from bot.approvals import (
+from bot.chat.text import escape, inline_code, mention, mentions
+from bot.core import metrics, strings
+from bot.core.errors import log_internal
+from bot.domain.approval import (
     Approval,
     ApprovalPolicy,
     ClaimOutcome,
@@ -22,8 +24,6 @@ from bot.approvals import (
     may_decide,
     refusal_is_self,
 )
-from bot.chat.text import escape, inline_code, mention, mentions
-from bot.errors import log_internal
 from storage.approvals import ApprovalStore, ClaimResult
 
 log = logging.getLogger(__name__)

@@ -17,13 +17,13 @@ from typing import Any
 
 from slack_bolt import App
 
-from bot import slash as slash_mod
-from bot import strings
+from bot.chat import slash as slash_mod
 from bot.chat.base import Ephemeral, MessageRef
 from bot.chat.blockkit import DENY_CALLBACK, REASON_BLOCK, REASON_INPUT, deny_modal, mark_decided
 from bot.chat.interactions import ApprovalDesk, Decision
 from bot.chat.slack import SlackBackend
-from bot.errors import log_internal
+from bot.core import strings
+from bot.core.errors import log_internal
 
 APPROVE_RE = re.compile(r"^(approve|revert)(:\d+)?$")
 DENY_RE = re.compile(r"^deny(:\d+)?$")

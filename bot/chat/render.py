@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bot import strings
-from bot.approvals import Approval, ApprovalStatus
 from bot.chat.base import Button, ButtonStyle, ChatMessage, Section
 from bot.chat.text import clip, code_safe, escape, inline_code, mentions
-from bot.models import Diagnosis, Finding, ProposedAction
+from bot.core import strings
+from bot.domain.approval import Approval, ApprovalStatus
+from bot.domain.findings import Diagnosis, Finding, ProposedAction
 
 SEVERITY_ICON = {
     "critical": ":red_circle:",

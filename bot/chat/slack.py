@@ -20,13 +20,13 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web import SlackResponse
 
-from bot import metrics, strings
 from bot.chat.base import ChatMessage, Ephemeral, MessageRef
 from bot.chat.blockkit import to_payload
 from bot.chat.coalesce import UpdateCoalescer, redis_gate
 from bot.chat.interactions import AuditFn
 from bot.chat.text import clip
-from bot.settings import Settings, secret
+from bot.config.settings import Settings, secret
+from bot.core import metrics, strings
 
 log = logging.getLogger(__name__)
 

@@ -26,13 +26,13 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from bot import slash as slash_mod
-from bot.approvals import policy_from_settings
+from bot.chat import slash as slash_mod
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk, AuditFn, GroupResolver
 from bot.chat.listeners import Listeners
 from bot.chat.slack import SlackBackend, SlackGroups, make_client
-from bot.errors import ConfigError
-from bot.settings import Settings, secret
+from bot.config.settings import Settings, secret
+from bot.core.errors import ConfigError
+from bot.domain.approval import policy_from_settings
 from storage.approvals import ApprovalStore
 
 log = logging.getLogger(__name__)

@@ -20,11 +20,11 @@ from rich.emoji import Emoji
 from rich.panel import Panel
 from rich.text import Text
 
-from bot import strings
 from bot.chat.base import Button, ChatMessage, Ephemeral, MessageRef, Section
 from bot.chat.interactions import ApprovalDesk, Decision
 from bot.chat.text import mention, to_plain
-from bot.errors import UserError
+from bot.core import strings
+from bot.core.errors import UserError
 
 VERBS = ("approve", "deny", "revert")
 BOLD_RE = re.compile(r"\*([^*\n]+)\*")

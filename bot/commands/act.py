@@ -15,15 +15,15 @@ from typing import Annotated, Any
 import click
 import typer
 
-from bot import strings
-from bot.errors import UserError
-from bot.inventory import resolve
+from bot.config.inventory import resolve
+from bot.config.settings import Settings, env_redis_url, load_settings
+from bot.core import strings
+from bot.core.errors import UserError
 from bot.remediation import catalog
 from bot.remediation.execute import AuditSink, audit_refusal, cli_incident_id, execute
 from bot.remediation.followup import chain_resumes, offers
 from bot.remediation.options import options_from_extra
 from bot.remediation.result import ActionResult
-from bot.settings import Settings, env_redis_url, load_settings
 from bot.ssh.base import SSHTarget
 
 

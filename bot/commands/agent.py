@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from bot.errors import UserError
+from bot.core.errors import UserError
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from bot.errors import UserError
+from bot.core.errors import UserError
 
 
 def register(app: typer.Typer) -> None:

@@ -16,11 +16,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bot import strings as S
-from bot.errors import UserError
-from bot.inventory import options_for, resolve
-from bot.models import Diagnosis, DiagnosisStatus
-from bot.settings import load_settings
+from bot.config.inventory import options_for, resolve
+from bot.config.settings import load_settings
+from bot.core import strings as S
+from bot.core.errors import UserError
+from bot.domain.findings import Diagnosis, DiagnosisStatus
 
 _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from redis.exceptions import RedisError
 
-from bot import strings
 from bot.chat.terminal import TerminalBackend
-from bot.errors import UserError
-from bot.scheduler_jobs import load_sections
-from bot.settings import load_settings
+from bot.config.settings import load_settings
+from bot.core import strings
+from bot.core.errors import UserError
+from bot.schedule.jobs import load_sections
 from storage.connection import connect
 from storage.incidents import IncidentStore
 from storage.samples import SampleStore
@@ -28,11 +28,11 @@ HoursOpt = Annotated[float, typer.Option("--hours", help="Period ending now, in 
 MAX_HOURS = 744.0  # a month: samples are kept eight days by default anyway
 
 if TYPE_CHECKING:
-    from bot.digest_runner import DigestResult
+    from bot.digest.runner import DigestResult
 
 
 def digest_now(config: Path | None, out: Path, hours: float) -> DigestResult:
-    from bot.digest_runner import AuditActions, DigestRunner, StoreIncidents  # matplotlib: lazy
+    from bot.digest.runner import AuditActions, DigestRunner, StoreIncidents  # matplotlib: lazy
 
     if not 0 < hours <= MAX_HOURS:
         raise UserError(f"--hours must be more than 0 and at most {MAX_HOURS:g}, got {hours:g}", 2)

@@ -20,15 +20,15 @@ from redis.exceptions import RedisError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
-from bot import strings
-from bot.errors import UserError
+from bot.config.settings import load_settings
+from bot.core import strings
+from bot.core.errors import UserError
 from bot.extract import queue
 from bot.extract.config import redact
 from bot.extract.progress import render_bar
 from bot.extract.spec import load_spec
 from bot.extract.states import FINAL, RESUMABLE, JobStatus
 from bot.extract.status import final_summary
-from bot.settings import load_settings
 from storage.connection import connect
 
 T = TypeVar("T")

@@ -20,10 +20,10 @@ import typer
 from redis import Redis
 from redis.exceptions import RedisError
 
-from bot import strings as S
-from bot.errors import UserError
-from bot.incidents import Incident
-from bot.settings import load_settings
+from bot.config.settings import load_settings
+from bot.core import strings as S
+from bot.core.errors import UserError
+from bot.domain.incident import Incident
 from storage.audit import AuditEntry, AuditLog
 from storage.connection import connect
 from storage.incidents import IncidentStore

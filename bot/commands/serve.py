@@ -1,6 +1,6 @@
 """`incident-bot serve --config FILE`: the HTTP service on uvicorn.
 
-One process: the HTTP service (``bot.http``) with Slack's ``/slack/events`` on the same
+One process: the HTTP service (``bot.ingest.http``) with Slack's ``/slack/events`` on the same
 port, the flow consumer and the leader-leased scheduler, assembled by ``bot.service``.
 Scale by running more replicas on the same Redis (nothing that matters lives in the
 process). ``--alerts-only`` serves just the webhooks, health and metrics.
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
-from bot.errors import ConfigError, UserError
-from bot.settings import Settings, load_settings
+from bot.config.settings import Settings, load_settings
+from bot.core.errors import ConfigError, UserError
 from storage.connection import connect
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def build(settings: Settings, alerts_only: bool) -> tuple[Starlette, Callable[[]
                                                          Callable[[], None]]:
     """(app, start, stop): the whole bot (``bot.service``), or only the alert side."""
     if alerts_only:
-        from bot.http import create_app
+        from bot.ingest.http import create_app
 
         return create_app(settings, connect(settings.redis_url)), _nothing, _nothing
     from bot.service import build_service

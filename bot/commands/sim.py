@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
-from bot import strings
-from bot.errors import UserError
+from bot.core import strings
+from bot.core.errors import UserError
 
 DEFAULT_ROOT = Path("/tmp/incident-bot-sim")
 
@@ -25,7 +25,7 @@ _Root = Annotated[Path, typer.Option("--root", help="where `sim up` puts hosts b
 
 
 def _up(scenario: str, port: int | None, workdir: Path | None) -> None:
-    from bot.localredis import free_port
+    from bot.rig.localredis import free_port
     from bot.sim.sshd import load_sim, start_sim
 
     port = port or free_port()

@@ -12,12 +12,12 @@ from typing import Annotated
 import typer
 from redis.exceptions import RedisError
 
-from bot import strings
-from bot.errors import UserError
+from bot.config.settings import load_settings
+from bot.core import strings
+from bot.core.errors import UserError
 from bot.extract.config import extract_settings, redact
 from bot.extract.spec import HOST_RE
 from bot.extract.worker import FAST, WorkerTuning, run_worker
-from bot.settings import load_settings
 from storage.connection import connect
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from bot.config.settings import AlertSettings, HostSettings, Settings, SlackSettings
 from bot.extract.demo_data import prepare_interrupted_run
-from bot.localredis import LocalRedis, start_local_redis
-from bot.serving import ServedApp
-from bot.settings import AlertSettings, HostSettings, Settings, SlackSettings
+from bot.rig.localredis import LocalRedis, start_local_redis
+from bot.rig.serving import ServedApp
 from bot.sim.sshd import SimHost, start_sim
 
 DEMO_HOST = "gpu-01"

@@ -16,18 +16,19 @@ from rich.console import Console
 
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk
 from bot.chat.terminal import TerminalBackend, TerminalInputError, handle_line
+from bot.core.errors import UserError
 from bot.demo.stage import DEMO_APPROVER, DEMO_HOST, Stage, start_worker
-from bot.errors import UserError
-from bot.extract import queue, records
+from bot.domain.lifecycle import IncidentState
+from bot.extract import queue
 from bot.extract.spec import load_spec
 from bot.extract.states import JobState
 from bot.flow import approve_step, progress_step
 from bot.flow.consumer import GROUP, consumer_name, run_once
 from bot.flow.context import FlowContext, build_context
-from bot.http import create_app
-from bot.incident import IncidentState
-from bot.serving import ServedApp
+from bot.ingest.http import create_app
+from bot.rig.serving import ServedApp
 from bot.ssh.pool import ParamikoPool
+from storage import job_records as records
 from storage.connection import connect
 from storage.events import IncidentEvents
 

@@ -6,8 +6,8 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bot.errors import ConfigError
-from bot.settings import Settings
+from bot.config.settings import Settings
+from bot.core.errors import ConfigError
 
 
 class ExtractSettings(BaseModel):

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import torch
 
-from bot.errors import UserError
+from bot.core.errors import UserError
 from bot.extract.dataset import Record
 from bot.extract.model import build_model, byte_tokens
 from bot.extract.spec import JobSpec, resolve_layers

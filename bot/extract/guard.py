@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 
-from bot import strings
+from bot.core import strings
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1

@@ -19,18 +19,19 @@ import torch
 from redis import Redis
 from rq import get_current_job
 
-from bot import strings
-from bot.errors import UserError
-from bot.extract import alerts, guard, records
+from bot.core import strings
+from bot.core.errors import UserError
+from bot.extract import alerts, guard
 from bot.extract.dataset import survey
 from bot.extract.extractors import DTYPES, load_extractor
-from bot.extract.lease import Lease
 from bot.extract.reporter import Reporter
 from bot.extract.runner import Hooks, Outcome, Runner
 from bot.extract.spec import JobSpec, spec_from_json
 from bot.extract.states import JobState
 from bot.extract.store import Expect, SaveFn, ScanReport, save_atomic, scan
+from storage import job_records as records
 from storage import keys
+from storage.job_lease import Lease
 
 log = logging.getLogger(__name__)
 LEASE_WAIT_S = 600.0

@@ -19,12 +19,12 @@ from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job
 from rq.registry import StartedJobRegistry
 
-from bot import strings
-from bot.errors import UserError
-from bot.extract import records
+from bot.core import strings
+from bot.core.errors import UserError
 from bot.extract.dataset import survey
 from bot.extract.spec import JobSpec, parse_spec, spec_from_json
 from bot.extract.states import FINAL, JobState, JobStatus, status_from_fields
+from storage import job_records as records
 from storage import keys
 
 ENTRY_POINT = "bot.extract.job.run_extraction"

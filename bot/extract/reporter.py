@@ -16,10 +16,10 @@ from typing import Any
 
 from redis import Redis
 
-from bot.extract import records
-from bot.extract.lease import Lease
 from bot.extract.progress import RateMeter, eta_seconds
 from bot.extract.runner import Counters
+from storage import job_records as records
+from storage.job_lease import Lease
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from redis import Redis
 
-from bot import strings
-from bot.extract import queue, records
+from bot.core import strings
+from bot.extract import queue
 from bot.extract.progress import format_bytes, format_duration
 from bot.extract.states import RESUMABLE, JobState, JobStatus
+from storage import job_records as records
 
 INTERRUPTED_STATES = RESUMABLE  # paused, interrupted, failed: not finished and not moving
 
@@ -72,7 +73,7 @@ def refresh_job_metrics(conn: Redis) -> None:
     finished job's series is dropped) and each host queue's depth."""
     from rq import Queue
 
-    from bot import metrics
+    from bot.core import metrics
     from storage import keys
 
     hosts = set()

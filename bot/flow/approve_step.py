@@ -9,9 +9,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from bot import strings
-from bot.approvals import Approval
 from bot.chat.render import ActionPlan, StepResult, render_incident
+from bot.core import strings
+from bot.domain.approval import Approval
+from bot.domain.findings import Diagnosis, ProposedAction
+from bot.domain.incident import Incident
+from bot.domain.lifecycle import IncidentState
 from bot.flow.context import FlowContext
 from bot.flow.diagnose_step import (
     diagnose,
@@ -21,9 +24,6 @@ from bot.flow.diagnose_step import (
     post_in_thread,
     target_for,
 )
-from bot.incident import IncidentState
-from bot.incidents import Incident
-from bot.models import Diagnosis, ProposedAction
 from bot.remediation import catalog
 from bot.remediation.execute import execute
 from bot.remediation.result import ActionResult

@@ -11,7 +11,7 @@ import os
 import socket
 import threading
 
-from bot.errors import log_internal
+from bot.core.errors import log_internal
 from bot.flow.approve_step import refresh_message
 from bot.flow.context import FlowContext
 from bot.flow.diagnose_step import on_incident_opened

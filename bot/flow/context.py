@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 from redis import Redis
 
-from bot.approvals import ApprovalPolicy, policy_from_settings
 from bot.chat.base import ChatBackend
+from bot.config.settings import Settings
+from bot.domain.approval import ApprovalPolicy, policy_from_settings
 from bot.remediation.options import RemediationOptions, options_from_extra
-from bot.settings import Settings
 from bot.ssh.base import SSHRunner
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog

@@ -6,14 +6,14 @@ import logging
 import time
 from typing import Any
 
-from bot import inventory
 from bot.chat.base import ChatMessage, MessageRef, Section
 from bot.chat.render import ActionPlan, evidence_hash, render_incident
-from bot.errors import UserError
+from bot.config import inventory
+from bot.core.errors import UserError
+from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
+from bot.domain.incident import Incident
+from bot.domain.lifecycle import IncidentState
 from bot.flow.context import FlowContext, playbook_for
-from bot.incident import IncidentState
-from bot.incidents import Incident
-from bot.models import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 from bot.remediation import catalog
 from bot.ssh.base import SSHTarget
 from playbooks import run_playbook

@@ -7,16 +7,16 @@ and resolve the incident when the job is done. Safe to run from any replica.
 
 from __future__ import annotations
 
-from bot import strings
 from bot.chat.base import MessageRef
+from bot.core import strings
+from bot.domain.incident import Incident
+from bot.domain.lifecycle import IncidentState
 from bot.extract import queue
 from bot.extract.progress import render_bar
 from bot.extract.states import JobState, JobStatus
 from bot.extract.status import final_summary
 from bot.flow.context import FlowContext
 from bot.flow.diagnose_step import note, post_in_thread
-from bot.incident import IncidentState
-from bot.incidents import Incident
 
 S = IncidentState
 DONE = {JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED}

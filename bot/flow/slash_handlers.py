@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from bot.chat.slash import SlashReply
+from bot.domain.incident import Alert
 from bot.flow.context import FlowContext
-from bot.incidents import Alert
-from bot.slash import SlashReply
 from storage.silences import SilenceStore
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from bot.incidents import Alert, AlertStatus, parse_severity
+from bot.domain.incident import Alert, AlertStatus, parse_severity
 from bot.ingest.mapping import TRIAGE, UNKNOWN_HOST, Mapper
 from bot.ingest.schema import PayloadError, labels, load_json, obj, one_of, text
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from bot.incidents import valid_host, valid_kind
+from bot.domain.incident import valid_host, valid_kind
 
 TRIAGE = "triage"
 UNKNOWN_HOST = "unknown"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bot.incidents import Alert, AlertStatus, parse_severity
+from bot.domain.incident import Alert, AlertStatus, parse_severity
 from bot.ingest.mapping import TRIAGE, Mapper
 from bot.ingest.schema import PayloadError, labels, load_json, obj, one_of, text
 

@@ -1,7 +1,7 @@
 """The action catalog: every command the bot may run to change a host, and nothing else.
 
 Chat and the CLI name an action kind and typed parameters; they never send a command.
-Each parameter is checked against ``bot.validate``'s grammar (or a closed set of
+Each parameter is checked against ``bot.domain.validate``'s grammar (or a closed set of
 values) before it can reach a command line, and every argument is ``shlex.quote``d
 anyway. ``plan`` gives the exact text that will be sent, which is what the approver
 sees and what ``deploy/sudoers/incident-bot`` allows.
@@ -14,8 +14,8 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from bot import validate
-from bot.errors import UserError
+from bot.core.errors import UserError
+from bot.domain import validate
 from bot.ssh.base import SSHTarget
 
 SUDO = ("sudo", "-n")

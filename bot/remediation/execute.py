@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot import metrics, strings
+from bot.core import metrics, strings
 from bot.remediation import catalog
 from bot.remediation.capture import capture
 from bot.remediation.catalog import ActionRefused, ActionSpec, Step

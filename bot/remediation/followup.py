@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.models import ProposedAction
+from bot.domain.findings import ProposedAction
 from bot.remediation.catalog import CATALOG
 from bot.remediation.execute import AuditSink, execute
 from bot.remediation.options import RemediationOptions

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ happened to the host, not what the bot intended: "stopped and disabled X; 8/8 GP
 
 from __future__ import annotations
 
-from bot import strings
+from bot.core import strings
 from bot.remediation.catalog import ActionSpec
 from bot.remediation.result import CommandRecord, Outcome, Verification
 from bot.remediation.steps import hard_failure

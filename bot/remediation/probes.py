@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import replace
 
-from bot.models import ProbeResult
+from bot.domain.findings import ProbeResult
 from bot.remediation.state import GpuHolder, GpuState, ProcState, UnitState
 from bot.ssh.base import Command, SSHRunner, SSHTarget
 from playbooks.parsers.common import size_bytes

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from bot.models import ProbeResult
+from bot.domain.findings import ProbeResult
 from bot.remediation.state import CapturedState
 
 EXCERPT_CHARS = 2000

@@ -11,8 +11,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from bot import strings
-from bot.errors import NotBuiltError, UserError
+from bot.core import strings
+from bot.core.errors import NotBuiltError, UserError
 from bot.remediation.options import RemediationOptions
 from bot.remediation.result import Outcome
 

@@ -7,7 +7,7 @@ works after the bot restarts. Reverting is itself a catalog action
 
 from __future__ import annotations
 
-from bot.errors import UserError
+from bot.core.errors import UserError
 from bot.remediation import catalog
 from bot.remediation.execute import AuditSink, execute, revert_params
 from bot.remediation.options import RemediationOptions

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot import strings
+from bot.core import strings
 from bot.remediation.capture import subject_pids
 from bot.remediation.catalog import ActionSpec
 from bot.remediation.options import RemediationOptions

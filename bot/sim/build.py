@@ -10,7 +10,7 @@ import time
 import uuid
 from typing import Any
 
-from bot.errors import UserError
+from bot.core.errors import UserError
 from bot.sim.defaults import BASE_PROCESSES, BASE_UNITS, BUS_IDS
 from bot.sim.scenario import (
     ContainerSpec,

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bot.errors import UserError
+from bot.core.errors import UserError
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.errors import UserError
-from bot.procs import stop_child
+from bot.core.errors import UserError
+from bot.core.procs import stop_child
 from bot.sim.keys import write_keypair
 from bot.sim.log import read_log
 from bot.sim.shims import write_shims
@@ -138,7 +138,7 @@ def sshd_config(workdir: Path, port: int, user: str, sshd: dict[str, Any]) -> st
 
 
 def _free_port() -> int:
-    from bot.localredis import free_port
+    from bot.rig.localredis import free_port
 
     return free_port()
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from bot.models import ProbeResult
+from bot.domain.findings import ProbeResult
 
 _TARGET = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>[^:\s@]+)(?::(?P<port>\d{1,5}))?$")
 

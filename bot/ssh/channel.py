@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import paramiko
 
-from bot.models import ProbeResult
+from bot.domain.findings import ProbeResult
 from bot.ssh.base import Command
 
 KILL_GRACE_S = 2  # `timeout -k`: SIGKILL this long after SIGTERM

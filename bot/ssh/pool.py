@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import paramiko
 
-from bot.models import ProbeResult
-from bot.settings import SSHSettings
+from bot.config.settings import SSHSettings
+from bot.domain.findings import ProbeResult
 from bot.ssh.base import Command, HostUnreachable, SSHTarget
 from bot.ssh.channel import execute
 from bot.ssh.connect import open_transport

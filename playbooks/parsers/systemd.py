@@ -1,6 +1,6 @@
 """systemctl output: ``show`` (Key=Value), ``list-units``, ``list-unit-files``, ``status``.
 
-Unit names read here are untrusted text; callers validate them (``bot.validate``)
+Unit names read here are untrusted text; callers validate them (``bot.domain.validate``)
 before any of them reaches a command line.
 """
 

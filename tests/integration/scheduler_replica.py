@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 
 from bot.chat.base import ChatMessage, Ephemeral, MessageRef
-from bot.escalation import Escalator, StoreCandidates, Target
-from bot.scheduler import Firing, JobSpec, LeaderScheduler
+from bot.schedule.escalation import Escalator, StoreCandidates, Target
+from bot.schedule.leader import Firing, JobSpec, LeaderScheduler
 from storage.audit import AuditLog
 from storage.connection import connect
 from storage.incidents import IncidentStore

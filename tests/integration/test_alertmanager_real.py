@@ -19,10 +19,10 @@ import pytest
 import yaml
 from redis import Redis
 
-from bot.incident import IncidentState
-from bot.localredis import free_port
-from bot.metrics import REGISTRY
-from bot.procs import stop_child
+from bot.core.metrics import REGISTRY
+from bot.core.procs import stop_child
+from bot.domain.lifecycle import IncidentState
+from bot.rig.localredis import free_port
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
 from tests.fixtures.alerts import ALERT_TOKEN, LiveServer

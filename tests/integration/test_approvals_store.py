@@ -7,8 +7,8 @@ import threading
 from redis import Redis
 from redis.exceptions import ConnectionError
 
-from bot.approvals import Approval, ApprovalPolicy, ApprovalStatus, ClaimOutcome
-from bot.localredis import LocalRedis
+from bot.domain.approval import Approval, ApprovalPolicy, ApprovalStatus, ClaimOutcome
+from bot.rig.localredis import LocalRedis
 from storage import keys
 from storage.approvals import ApprovalStore
 from storage.connection import connect

@@ -16,9 +16,9 @@ from PIL import Image
 from redis import Redis
 
 from bot.chat.slack import SlackBackend, make_client
-from bot.chat.standin import SlackStandIn
 from bot.chat.terminal import TerminalBackend
-from bot.digest_runner import DigestRunner
+from bot.digest.runner import DigestRunner
+from bot.rig.slack_standin import SlackStandIn
 from storage.samples import SampleStore
 from tests.fixtures.samples import DAY0, story_series
 from tests.fixtures.slack import CHANNEL, slack_test_settings

@@ -19,7 +19,7 @@ import typer
 import yaml
 
 from bot.cli import app
-from bot.settings import Settings, load_settings
+from bot.config.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -116,7 +116,7 @@ def test_env_example_names_only_what_the_bot_reads() -> None:
 
 
 def test_example_config_loads_with_the_compose_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bot.scheduler_jobs import load_sections
+    from bot.schedule.jobs import load_sections
 
     for key, value in env_of(SERVICES["bot"]).items():
         monkeypatch.setenv(key, value)

@@ -12,8 +12,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from bot.models import Diagnosis, DiagnosisStatus
-from bot.settings import SSHSettings
+from bot.config.settings import SSHSettings
+from bot.domain.findings import Diagnosis, DiagnosisStatus
 from bot.sim.sshd import SimHost, start_sim
 from bot.ssh.pool import ParamikoPool
 from playbooks import PlaybookOptions, probe_gpus, run_playbook

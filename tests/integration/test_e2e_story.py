@@ -22,15 +22,15 @@ import torch
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
 
-from bot.chat.signed import SignedSender
-from bot.chat.standin import SlackStandIn
+from bot.config.settings import Settings
 from bot.demo.story import crashed_job, send_alert
+from bot.domain.lifecycle import IncidentState
 from bot.extract.demo_data import prepare_interrupted_run
 from bot.extract.spec import load_spec
-from bot.incident import IncidentState
+from bot.rig.serving import ServedApp
+from bot.rig.signed import SignedSender
+from bot.rig.slack_standin import SlackStandIn
 from bot.service import Service, build_service
-from bot.serving import ServedApp
-from bot.settings import Settings
 from bot.sim.sshd import SimHost
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
@@ -183,7 +183,6 @@ def check_metrics(url: str, job_id: str) -> None:
 
 def check_extraction(world: dict[str, Any], job_id: str, intact_before: int) -> None:
     from bot.extract import queue
-
     status = queue.status(_bytes(world["redis_url"]), job_id)
     assert status.state.value == "completed"
     assert status.resumed_from == intact_before

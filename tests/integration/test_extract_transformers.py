@@ -56,7 +56,7 @@ def test_a_job_with_the_transformers_extractor(redis_bytes: Redis, tmp_path: Pat
 
 
 def test_missing_model_path_is_a_clear_error(tmp_path: Path) -> None:
-    from bot.errors import UserError
+    from bot.core.errors import UserError
 
     spec = make_spec(tmp_path, extractor=f"transformers:{tmp_path / 'nope'}")
     with pytest.raises(UserError, match="transformers model"):

@@ -12,12 +12,12 @@ from redis import Redis
 from rich.console import Console
 
 from bot.chat.terminal import TerminalBackend
+from bot.config.settings import Settings
 from bot.demo.story import make_desk
+from bot.domain.incident import Alert
+from bot.domain.lifecycle import IncidentState
 from bot.flow.context import FlowContext, build_context
 from bot.flow.diagnose_step import on_incident_opened
-from bot.incident import IncidentState
-from bot.incidents import Alert
-from bot.settings import Settings
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
 from storage.audit import AuditLog

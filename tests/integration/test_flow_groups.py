@@ -11,12 +11,12 @@ from typing import Any
 from redis import Redis
 
 from bot.chat.base import ChatMessage, Ephemeral, MessageRef
+from bot.config.settings import Settings
 from bot.demo.story import make_desk
+from bot.domain.incident import Alert
+from bot.domain.lifecycle import IncidentState
 from bot.flow.consumer import GROUP, run_once
 from bot.flow.context import build_context
-from bot.incident import IncidentState
-from bot.incidents import Alert
-from bot.settings import Settings
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
 from storage.events import IncidentEvents

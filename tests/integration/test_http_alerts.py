@@ -14,9 +14,9 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from bot.http import create_app
-from bot.incident import IncidentState
-from bot.localredis import start_local_redis
+from bot.domain.lifecycle import IncidentState
+from bot.ingest.http import create_app
+from bot.rig.localredis import start_local_redis
 from storage.connection import connect
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
@@ -159,7 +159,7 @@ def test_redis_unreachable_is_503(make_settings_dead: Starlette) -> None:
 
 @pytest.fixture
 def make_settings_dead() -> Starlette:
-    from bot.localredis import free_port
+    from bot.rig.localredis import free_port
 
     return create_app(make_settings(), connect(f"redis://127.0.0.1:{free_port()}/0"))
 

@@ -1,6 +1,6 @@
 """``/metrics`` over real HTTP: every family the issue names, valid for ``promtool``.
 
-The app is the real service (``bot.http.create_app``) on uvicorn and a real Redis; an
+The app is the real service (``bot.ingest.http.create_app``) on uvicorn and a real Redis; an
 alert goes in through ``/alerts`` and comes out as counters and the incidents gauge.
 """
 
@@ -16,11 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 from redis import Redis
 
-from bot import metrics
-from bot.http import create_app
-from bot.incident import IncidentState
-from bot.serving import ServedApp
-from bot.settings import Settings
+from bot.config.settings import Settings
+from bot.core import metrics
+from bot.domain.lifecycle import IncidentState
+from bot.ingest.http import create_app
+from bot.rig.serving import ServedApp
 
 TOKEN = "t0k3n-metrics"
 REQUIRED = {

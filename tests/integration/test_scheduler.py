@@ -22,9 +22,9 @@ from typing import Any, cast
 import pytest
 from redis import Redis
 
-from bot.incidents import Alert
-from bot.models import Severity
-from bot.scheduler import Firing, JobSpec, LeaderScheduler, Lease
+from bot.domain.findings import Severity
+from bot.domain.incident import Alert
+from bot.schedule.leader import Firing, JobSpec, LeaderScheduler, Lease
 from storage import keys
 from storage.audit import AuditLog
 from storage.connection import connect

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis import Redis
 
-from bot.sampler import Sampler, readings_from, ssh_probe
+from bot.digest.sampler import Sampler, readings_from, ssh_probe
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
 from storage import keys

@@ -9,10 +9,10 @@ import pytest
 from redis import Redis
 
 from bot.chat.base import ChatMessage, Ephemeral, MessageRef
-from bot.errors import ConfigError
-from bot.scheduler import Firing
-from bot.scheduler_wiring import build_leader, lifespan_hooks
-from bot.settings import Settings, SlackSettings
+from bot.config.settings import Settings, SlackSettings
+from bot.core.errors import ConfigError
+from bot.schedule.leader import Firing
+from bot.schedule.wiring import build_leader, lifespan_hooks
 
 
 class Recorder:

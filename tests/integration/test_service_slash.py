@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from bot.chat.signed import SignedSender
-from bot.chat.standin import SlackStandIn
+from bot.config.settings import Settings
+from bot.rig.serving import ServedApp
+from bot.rig.signed import SignedSender
+from bot.rig.slack_standin import SlackStandIn
 from bot.service import build_service
-from bot.serving import ServedApp
-from bot.settings import Settings
 from bot.sim.sshd import SimHost
 
 SECRET, TOKEN, CHANNEL, USER = "slash-secret", "xoxb-slash", "C0INCIDENT", "UALICE"

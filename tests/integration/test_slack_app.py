@@ -12,17 +12,17 @@ from pydantic import SecretStr
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bot.approvals import Approval, ApprovalStatus, policy_from_settings
 from bot.chat import blockkit as bk
 from bot.chat.base import MessageRef
 from bot.chat.render import ActionPlan, IncidentHeader, render_incident
-from bot.chat.signed import sign
 from bot.chat.slack_app import create_slack_app, socket_mode_handler, socket_mode_wanted
-from bot.chat.standin import SlackStandIn
-from bot.errors import ConfigError
-from bot.models import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
-from bot.settings import Settings
-from bot.slash import SlashReply
+from bot.chat.slash import SlashReply
+from bot.config.settings import Settings
+from bot.core.errors import ConfigError
+from bot.domain.approval import Approval, ApprovalStatus, policy_from_settings
+from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
+from bot.rig.signed import sign
+from bot.rig.slack_standin import SlackStandIn
 from storage.approvals import ApprovalStore
 from tests.fixtures.slack import CHANNEL, SIGNING_SECRET, SlackRig, slack_test_settings
 

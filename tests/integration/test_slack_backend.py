@@ -11,7 +11,7 @@ from redis import Redis
 from bot.chat.base import Button, ChatMessage, Ephemeral, MessageRef, Section
 from bot.chat.interactions import audit_sink
 from bot.chat.slack import ChatDeliveryError, SlackBackend, SlackGroups, make_client
-from bot.chat.standin import SlackStandIn
+from bot.rig.slack_standin import SlackStandIn
 from storage.audit import AuditLog
 from tests.fixtures.slack import CHANNEL, slack_test_settings
 

@@ -16,7 +16,7 @@ from typing import Any
 import paramiko
 import pytest
 
-from bot.settings import SSHSettings
+from bot.config.settings import SSHSettings
 from bot.sim.sshd import SimHost
 from bot.ssh.base import AuthFailed, Command, HostKeyMismatch, HostUnreachable, SSHTarget
 from bot.ssh.pool import ParamikoPool

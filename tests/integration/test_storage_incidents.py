@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 from redis import Redis
 
-from bot.incident import IllegalTransition, IncidentState
-from bot.incidents import Alert, AlertStatus
+from bot.domain.incident import Alert, AlertStatus
+from bot.domain.lifecycle import IllegalTransition, IncidentState
 from storage import keys
 from storage.audit import hash_evidence
 from storage.connection import connect

@@ -11,7 +11,6 @@ import pytest
 from redis import Redis
 from rich.console import Console
 
-from bot.approvals import Approval, ApprovalPolicy, ApprovalStatus, ClaimOutcome
 from bot.chat.base import Ephemeral, MessageRef
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk
 from bot.chat.render import ActionPlan, IncidentHeader, render_incident
@@ -22,7 +21,8 @@ from bot.chat.terminal import (
     handle_line,
     parse_command,
 )
-from bot.models import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
+from bot.domain.approval import Approval, ApprovalPolicy, ApprovalStatus, ClaimOutcome
+from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 from storage.approvals import ApprovalStore
 
 ACTION = ProposedAction("a1", "systemd.stop_disable", {"unit": "vllm.service"}, "frees the GPUs")
@@ -177,8 +177,8 @@ def test_edits_ephemerals_and_uploads(redis: Redis, tmp_path: Path) -> None:
 def test_backend_is_chosen_by_name() -> None:
     from bot.chat.backends import make_backend
     from bot.chat.slack import SlackBackend
-    from bot.errors import ConfigError
-    from bot.settings import Settings
+    from bot.config.settings import Settings
+    from bot.core.errors import ConfigError
 
     assert isinstance(make_backend(Settings(chat_backend="terminal")), TerminalBackend)
     with pytest.raises(ConfigError, match="SLACK_BOT_TOKEN"):

@@ -20,10 +20,11 @@ from pathlib import Path
 from redis import Redis
 from rq.job import Job
 
-from bot.extract import queue, records, status
+from bot.extract import queue, status
 from bot.extract.spec import JobSpec, eagle3_layers
 from bot.extract.states import JobState
 from bot.extract.store import Expect, verify_file
+from storage import job_records as records
 from tests.fixtures.extract import (
     Workers,
     assert_same_outputs,

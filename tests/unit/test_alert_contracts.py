@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from bot.domain.incident import AlertStatus, Severity
 from bot.extract.alerts import alert_body
-from bot.incidents import AlertStatus, Severity
 from bot.ingest.mapping import Mapper
 from bot.ingest.webhook import parse
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from bot.digest import (
+from bot.digest.model import (
     ActionRecord,
     DigestSettings,
     IncidentRecord,

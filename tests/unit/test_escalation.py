@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from bot.escalation import (
+from bot.domain.lifecycle import IncidentState
+from bot.schedule.escalation import (
     WAITING_STATES,
     Candidate,
     EscalationSettings,
@@ -14,7 +15,6 @@ from bot.escalation import (
     escalation_message,
     resolve_target,
 )
-from bot.incident import IncidentState
 
 NOW = 10_000.0
 AFTER = 900.0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import UserError
+from bot.core.errors import UserError
 from bot.extract.dataset import Record, parse_line, plan_batches, survey
 from bot.extract.spec import eagle3_layers, load_spec, resolve_layers
 

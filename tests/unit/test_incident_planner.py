@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from bot.incident import IncidentState
-from bot.incidents import Alert, AlertStatus, GroupWindow, Incident, Silence
-from bot.ingest.planner import Outcome, Plan, Planner, View
+from bot.domain.incident import Alert, AlertStatus, GroupWindow, Incident, Silence
+from bot.domain.lifecycle import IncidentState
+from bot.domain.planner import Outcome, Plan, Planner, View
 
 
 def ids(first: int = 1) -> Iterable[str]:

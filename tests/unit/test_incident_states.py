@@ -6,9 +6,15 @@ import itertools
 
 import pytest
 
-from bot.incident import TRANSITIONS, IllegalTransition, IncidentState, can_transition, is_terminal
-from bot.incidents import Alert, Incident, apply_transition, fold, parse_severity
-from bot.models import Severity
+from bot.domain.findings import Severity
+from bot.domain.incident import Alert, Incident, apply_transition, fold, parse_severity
+from bot.domain.lifecycle import (
+    TRANSITIONS,
+    IllegalTransition,
+    IncidentState,
+    can_transition,
+    is_terminal,
+)
 
 S = IncidentState
 ALLOWED = {

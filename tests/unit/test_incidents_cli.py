@@ -8,8 +8,8 @@ import pytest
 from redis import Redis
 
 from bot.cli import main
-from bot.incident import IncidentState
-from bot.incidents import Alert
+from bot.domain.incident import Alert
+from bot.domain.lifecycle import IncidentState
 from storage.audit import hash_evidence
 from storage.incidents import IncidentStore
 
@@ -97,7 +97,7 @@ def test_silence_add_list_remove(env: None, redis: Redis,
 
 def test_redis_down_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.localredis import free_port
+    from bot.rig.localredis import free_port
 
     monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
     assert main(["incidents"]) == 1

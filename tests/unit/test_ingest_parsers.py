@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from bot.incidents import AlertStatus
+from bot.domain.findings import Severity
+from bot.domain.incident import AlertStatus
 from bot.ingest import alertmanager, webhook
 from bot.ingest.mapping import Mapper, ssh_address, strip_port
 from bot.ingest.schema import PayloadError
-from bot.models import Severity
 from tests.fixtures.alerts import am_alert, am_payload
 
 MAPPER = Mapper(

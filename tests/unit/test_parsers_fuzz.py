@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot import validate
+from bot.domain import validate
 from playbooks.parsers import common, disk, host, nvidia, ps, systemd
 
 PARSERS: list[Callable[[str], Any]] = [

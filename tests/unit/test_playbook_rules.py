@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.models import Severity
+from bot.domain.findings import Severity
 from playbooks import disk_full, vm_restart
 from playbooks.base import PlaybookOptions, Report, action_id
 from playbooks.gpu import GpuStat

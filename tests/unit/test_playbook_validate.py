@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot import validate
+from bot.domain import validate
 
 GOOD_UNITS = [
     "vllm-kimi-k25-int4.service",

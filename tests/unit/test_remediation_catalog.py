@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot import validate
+from bot.domain import validate
 from bot.remediation import catalog
 from bot.remediation.catalog import ActionRefused, parse_params, plan
 from bot.ssh.base import SSHTarget

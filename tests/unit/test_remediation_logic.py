@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
 from bot.remediation import catalog
 from bot.remediation.catalog import Step
 from bot.remediation.followup import offers

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bot.approvals import Approval, ApprovalStatus
 from bot.chat import blockkit as bk
 from bot.chat.base import ButtonStyle
 from bot.chat.render import (
@@ -19,7 +18,8 @@ from bot.chat.render import (
     render_note,
 )
 from bot.chat.text import to_plain
-from bot.models import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
+from bot.domain.approval import Approval, ApprovalStatus
+from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 
 GPUS = [
     {

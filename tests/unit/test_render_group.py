@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bot.chat.render import render_incident
-from bot.incidents import Incident
-from bot.models import Diagnosis, DiagnosisStatus
+from bot.domain.findings import Diagnosis, DiagnosisStatus
+from bot.domain.incident import Incident
 
 
 def test_parent_lists_its_hosts_and_caps_the_list() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import ConfigError
-from bot.settings import load_settings
+from bot.config.settings import load_settings
+from bot.core.errors import ConfigError
 
 GOOD = """
 redis_url: redis://localhost:6379/0

@@ -455,7 +455,7 @@ def test_seed_story_facts() -> None:
 
 
 def test_extends_merges_processes_by_pid_and_errors_name_file_and_key(tmp_path: Path) -> None:
-    from bot.errors import UserError
+    from bot.core.errors import UserError
 
     state = build_state(load_scenario("respawn"), now=T0)
     assert {433, 440} <= {p["pid"] for p in state["processes"]}

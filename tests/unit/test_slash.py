@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot import slash
-from bot.slash import (
+from bot.chat import slash
+from bot.chat.slash import (
     Diag,
     DigestNow,
     Help,
@@ -156,7 +156,7 @@ def test_manifest_matches_the_app() -> None:
 
     import yaml
 
-    from bot.settings import Settings
+    from bot.config.settings import Settings
 
     root = Path(__file__).resolve().parents[2]
     manifest = yaml.safe_load((root / "deploy" / "slack-app-manifest.yml").read_text())

@@ -37,7 +37,7 @@ ESCALATION_HEADER = "Escalated: {kind} on {host}"
 ESCALATION_DETAIL = "State: {state} · opened {age} ago · nobody approved, denied or acknowledged it"
 ESCALATION_LINK = "Original message: {link}"
 
-# --- chat and approvals (bot/chat, bot/approvals.py, bot/slash.py) ----------------------
+# --- chat and approvals (bot/chat, bot/domain/approval.py, bot/chat/slash.py) ----------------------
 APPROVAL_REFUSED = "You are not allowed to approve or deny `{kind}`. Approvers: {who}. This attempt was recorded."
 APPROVAL_REFUSED_SELF = "You triggered this action, and this workspace does not allow approving your own request."
 APPROVAL_EXPIRED = "This approval expired at {when} UTC; nothing was run. Ask for a fresh diagnosis."

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from bot.settings import ApprovalSettings, Settings
+from bot.config.settings import ApprovalSettings, Settings
 
 ANYONE = "*"
 

@@ -25,7 +25,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from bot.incident import IncidentState
+from bot.domain.lifecycle import IncidentState
 
 log = logging.getLogger(__name__)
 

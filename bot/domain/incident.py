@@ -1,7 +1,7 @@
 """Incidents as data: alerts, incidents, silences, group windows, and the pure rules.
 
 Nothing here does I/O. ``storage/incidents.py`` reads a snapshot from Redis, the
-planner (``bot/ingest/planner.py``) applies these rules to it, and storage writes the
+planner (``bot/domain/planner.py``) applies these rules to it, and storage writes the
 result in one transaction. Keeping the rules pure lets them be tested exhaustively and
 lets two replicas agree: the decision depends only on what Redis held.
 """
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from bot.incident import IllegalTransition, IncidentState, is_terminal, transition
-from bot.models import Severity
+from bot.domain.findings import Severity
+from bot.domain.lifecycle import IllegalTransition, IncidentState, is_terminal, transition
 
 __all__ = [
     "EVENT_KINDS", "WILDCARD", "Alert", "AlertStatus", "GroupWindow", "IllegalTransition",

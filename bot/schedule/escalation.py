@@ -17,11 +17,11 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from redis import Redis
 
-from bot import metrics, strings
 from bot.chat.base import ChatBackend, ChatMessage, MessageRef, Section
 from bot.chat.text import escape
-from bot.digest_render import fmt_duration
-from bot.incident import IncidentState
+from bot.core import metrics, strings
+from bot.digest.render import fmt_duration
+from bot.domain.lifecycle import IncidentState
 from storage import keys
 
 log = logging.getLogger(__name__)

@@ -2,8 +2,8 @@
 
 Why pure: the digest is what operators read every morning, so every figure (idle
 GPU-minutes, days until a disk is full, time to resolve) is a function tested on
-hand-made data; fetching (Redis) and posting (chat) live in ``bot.digest_runner``.
-Rendering to a ``ChatMessage`` is in ``bot.digest_render``.
+hand-made data; fetching (Redis) and posting (chat) live in ``bot.digest.runner``.
+Rendering to a ``ChatMessage`` is in ``bot.digest.render``.
 """
 
 from __future__ import annotations

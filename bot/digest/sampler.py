@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from bot import metrics
-from bot.scheduler import Firing
+from bot.core import metrics
+from bot.schedule.leader import Firing
 from bot.ssh.base import Command, SSHError, SSHRunner, SSHTarget
 from playbooks.parsers.disk import parse_df
 from playbooks.parsers.nvidia import QUERY_GPU_FIELDS, parse_query_gpu

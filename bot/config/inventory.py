@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bot import strings as S
-from bot.errors import ConfigError, UserError
-from bot.settings import Settings
+from bot.config.settings import Settings
+from bot.core import strings as S
+from bot.core.errors import ConfigError, UserError
 from bot.ssh.base import SSHTarget
 from playbooks.base import PlaybookOptions
 

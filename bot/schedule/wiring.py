@@ -16,13 +16,13 @@ from typing import Any
 from redis import Redis
 
 from bot.chat.base import ChatBackend, MessageRef
-from bot.digest_runner import AuditActions, DigestRunner, StoreIncidents
-from bot.escalation import Escalator, StoreCandidates, resolve_target
-from bot.inventory import resolve
-from bot.sampler import Sampler, ssh_probe
-from bot.scheduler import LeaderScheduler
-from bot.scheduler_jobs import JobFunc, build_jobs, build_scheduler, load_sections
-from bot.settings import Settings
+from bot.config.inventory import resolve
+from bot.config.settings import Settings
+from bot.digest.runner import AuditActions, DigestRunner, StoreIncidents
+from bot.digest.sampler import Sampler, ssh_probe
+from bot.schedule.escalation import Escalator, StoreCandidates, resolve_target
+from bot.schedule.jobs import JobFunc, build_jobs, build_scheduler, load_sections
+from bot.schedule.leader import LeaderScheduler
 from bot.ssh.base import SSHRunner
 from storage.audit import AuditLog
 from storage.incidents import IncidentStore
@@ -89,7 +89,7 @@ def _discard(_: object) -> None:
 
 def lifespan_hooks(scheduler: LeaderScheduler | None) -> tuple[list[Callable[[], Any]],
                                                                list[Callable[[], Any]]]:
-    """``on_startup`` / ``on_shutdown`` lists for ``bot.http.create_app``."""
+    """``on_startup`` / ``on_shutdown`` lists for ``bot.ingest.http.create_app``."""
     if scheduler is None:
         return [], []
     return [scheduler.start], [scheduler.stop]

@@ -21,10 +21,10 @@ from pydantic import (
 )
 from redis import Redis
 
-from bot.digest import DigestSchedule, DigestSettings
-from bot.errors import ConfigError
-from bot.escalation import EscalationSettings
-from bot.scheduler import Firing, JobSpec, LeaderScheduler
+from bot.core.errors import ConfigError
+from bot.digest.model import DigestSchedule, DigestSettings
+from bot.schedule.escalation import EscalationSettings
+from bot.schedule.leader import Firing, JobSpec, LeaderScheduler
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from bot.incident import IncidentState, can_transition
-from bot.incidents import (
+from bot.domain.incident import (
     EVENT_KINDS,
     Alert,
     AlertStatus,
@@ -36,6 +35,7 @@ from bot.incidents import (
     silence_candidates,
     window_admits,
 )
+from bot.domain.lifecycle import IncidentState, can_transition
 
 
 class Outcome(StrEnum):

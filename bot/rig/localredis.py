@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.errors import UserError
-from bot.procs import stop_child
+from bot.core.errors import UserError
+from bot.core.procs import stop_child
 
 
 def free_port() -> int:

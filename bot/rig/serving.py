@@ -12,7 +12,7 @@ from typing import Any
 
 import uvicorn
 
-from bot.localredis import free_port
+from bot.rig.localredis import free_port
 
 
 class ServedApp:

@@ -19,8 +19,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from bot.digest import Digest, DigestSettings, Point, slope_per_s, split_metrics
-from bot.digest_render import fmt_gpu_minutes, fmt_period
+from bot.digest.model import Digest, DigestSettings, Point, slope_per_s, split_metrics
+from bot.digest.render import fmt_gpu_minutes, fmt_period
 
 MAX_HOSTS = 8
 ROW_HEIGHT_IN = 2.8

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from bot import strings
+from bot.core import strings
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 PLAYBOOK_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot import strings
 from bot.chat.base import ChatMessage, Section
 from bot.chat.text import code_safe, escape
-from bot.digest import Digest, DiskStats, HostStats, JobRecord, Stat
+from bot.core import strings
+from bot.digest.model import Digest, DiskStats, HostStats, JobRecord, Stat
 
 MAX_HOST_SECTIONS = 20  # Slack allows 50 blocks a message; leave room for the rest
 WASTE_BADGE_MINUTES = 30.0

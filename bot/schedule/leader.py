@@ -34,7 +34,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from redis import Redis
 from redis.exceptions import RedisError
 
-from bot import metrics
+from bot.core import metrics
 from storage import keys
 
 log = logging.getLogger(__name__)

@@ -29,16 +29,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot import metrics
-from bot import strings as S
-from bot.errors import ConfigError, log_internal
+from bot.config.settings import Settings, secret
+from bot.core import metrics
+from bot.core import strings as S
+from bot.core.errors import ConfigError, log_internal
+from bot.domain.incident import Alert
+from bot.domain.planner import Outcome
 from bot.extract.status import refresh_job_metrics
-from bot.incidents import Alert
 from bot.ingest import alertmanager, webhook
 from bot.ingest.mapping import Mapper
-from bot.ingest.planner import Outcome
 from bot.ingest.schema import PayloadError
-from bot.settings import Settings, secret
 from storage.incidents import Contention, IncidentStore
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The digest's edges: read samples and records from Redis, post, attach the chart.
 
-Everything computed lives in ``bot.digest`` (pure); this module only fetches, calls it,
+Everything computed lives in ``bot.digest.model`` (pure); this module only fetches, calls it,
 and talks to the injected ``ChatBackend``. The scheduler's digest job passes its slot
 time as the period's end, so whichever replica runs it posts the same period.
 """
@@ -18,10 +18,10 @@ from typing import Any, Protocol
 
 from redis import Redis
 
-from bot import metrics, strings
-from bot.charts import render_chart
 from bot.chat.base import ChatBackend, MessageRef
-from bot.digest import (
+from bot.core import metrics, strings
+from bot.digest.charts import render_chart
+from bot.digest.model import (
     ActionRecord,
     Digest,
     DigestSchedule,
@@ -31,8 +31,8 @@ from bot.digest import (
     Point,
     build_digest,
 )
-from bot.digest_render import fmt_period, render_digest
-from bot.scheduler import Firing
+from bot.digest.render import fmt_period, render_digest
+from bot.schedule.leader import Firing
 from storage import keys
 from storage.audit import AuditEntry
 from storage.samples import SampleStore

@@ -1,0 +1,1 @@
+"""Settings, inventory and their validation."""

@@ -1,0 +1,1 @@
+"""Errors, strings, metrics and process helpers: the bottom layer, imported by all."""

@@ -1,0 +1,1 @@
+"""Digest assembly (pure numbers), rendering, chart and the runner."""

@@ -1,0 +1,1 @@
+"""The leader-leased scheduler and its timers: digest, escalation, sampling."""
