@@ -1,5 +1,5 @@
-"""One bot process, assembled: HTTP service (alerts, health, metrics), the Slack app on the
-same port, the flow consumer, and the leader-leased scheduler.
+"""One bot process, assembled top to bottom: Redis → chat backend → flow context → approval
+desk → Slack app (HTTP routes or Socket Mode) → HTTP service → leader-leased scheduler.
 
 Every piece keeps its state in Redis, so several of these behind a load balancer act as
 one bot: any replica takes the next event, and only the lease holder schedules.
@@ -9,113 +9,73 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
 
+from bot.chat.backends import make_backend
 from bot.chat.base import ChatBackend
-from bot.chat.interactions import ApprovalCallbacks, audit_sink
-from bot.chat.slack_app import SlackApp, create_slack_app
+from bot.chat.interactions import ApprovalDesk, audit_sink
+from bot.chat.slack import SlackBackend, SlackGroups
+from bot.chat.slack_app import SlackApp, create_slack_app, socket_mode_wanted, start_socket_mode
 from bot.config.settings import Settings
-from bot.domain.approval import Approval
-from bot.flow import approve_step, consumer, progress_step
+from bot.flow import consumer, timers
 from bot.flow.context import FlowContext, build_context
+from bot.flow.dispatch import FlowCallbacks
 from bot.flow.slash_handlers import FlowSlashHandlers
 from bot.ingest.http import create_app
 from bot.schedule.leader import LeaderScheduler
 from bot.ssh.base import SSHRunner
 from bot.ssh.pool import ParamikoPool
 from storage.audit import AuditLog
+from storage.connection import connect
 
 log = logging.getLogger(__name__)
-
-
-class _LateCallbacks:
-    """The Slack app needs callbacks before the flow context (which needs its backend)."""
-
-    ctx: FlowContext | None = None
-
-    def callbacks(self) -> ApprovalCallbacks:
-        return ApprovalCallbacks(on_approved=self.approved, on_denied=self.denied,
-                                 on_expired=self.expired)
-
-    def _ctx(self) -> FlowContext:
-        if self.ctx is None:
-            raise RuntimeError("service not assembled yet")
-        return self.ctx
-
-    def approved(self, approval: Approval, user: str) -> None:
-        approve_step.on_approved(self._ctx(), approval, user)
-
-    def denied(self, approval: Approval, user: str, reason: str) -> None:
-        approve_step.on_denied(self._ctx(), approval, user, reason)
-
-    def expired(self, approval: Approval) -> None:
-        approve_step.on_expired(self._ctx(), approval)
+ACTION_WORKERS = 4  # approved actions running at once per replica (each holds SSH channels)
 
 
 @dataclass
 class Service:
     ctx: FlowContext
     app: Starlette
+    desk: ApprovalDesk
     slack: SlackApp | None = None
     scheduler: LeaderScheduler | None = None
+    socket_mode: bool = False
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
+    _socket: Any = None
 
     def start_background(self) -> None:
-        """The flow consumer thread and the scheduler (which polls progress when leader)."""
+        """The flow consumer thread, the scheduler, and Socket Mode when configured."""
         t = threading.Thread(target=consumer.run_forever, args=(self.ctx, self.stop_event),
                              name="flow-consumer", daemon=True)
         t.start()
         self.threads.append(t)
         if self.scheduler is not None:
             self.scheduler.start()
+        if self.slack is not None and self.socket_mode:
+            self._socket = start_socket_mode(self.slack, self.ctx.settings)
 
     def close(self) -> None:
         """Stop the consumer, hand the scheduler lease back, finish Slack work. Idempotent."""
         if self.stop_event.is_set():
             return
         self.stop_event.set()
+        if self._socket is not None:
+            self._socket.close()
         if self.scheduler is not None:
             self.scheduler.stop()
         for t in self.threads:
             t.join(timeout=5)
+        if self.ctx.actions is not None:
+            self.ctx.actions.shutdown(wait=True)
         if self.slack is not None:
             self.slack.close()
         self.ctx.runner.close()
-
-
-def _scheduler(settings: Settings, ctx: FlowContext, slack: SlackApp | None) -> Any:
-    from bot.schedule.wiring import build_leader
-
-    desk = slack.desk if slack is not None else None
-
-    def progress(_firing: Any) -> None:
-        progress_step.poll_all(ctx)
-
-    def expiry(_firing: Any) -> None:
-        if desk is not None:
-            desk.expire_due()
-
-    jobs = {"progress": progress, "approval_expiry": expiry}
-    return build_leader(settings, ctx.redis, ctx.chat, runner=ctx.runner, extra_jobs=jobs)
-
-
-def _digest_now(ctx: FlowContext) -> Any:
-    """``/ir digest now``: the same runner as the scheduled digest, in the incident channel."""
-
-    def post() -> None:
-        import tempfile
-        from pathlib import Path
-
-        from bot.schedule.wiring import build_digest_runner  # matplotlib: only when asked
-
-        out = Path(tempfile.gettempdir()) / "incident-bot-digests"
-        build_digest_runner(ctx.settings, ctx.redis, ctx.chat, out).now(ctx.channel)
-
-    return post
 
 
 def check_sections(settings: Settings) -> None:
@@ -133,31 +93,47 @@ def check_sections(settings: Settings) -> None:
 
 def build_service(settings: Settings, *, runner: SSHRunner | None = None,
                   chat: ChatBackend | None = None, with_scheduler: bool = True) -> Service:
+    """Assemble the bot; ``chat`` overrides ``settings.chat_backend`` (tests, demo)."""
     check_sections(settings)
-    late = _LateCallbacks()
-    runner = runner or ParamikoPool(settings.ssh_defaults)
-    slack: SlackApp | None = None
-    if chat is None:
-        from storage.connection import connect
-
-        redis = connect(settings.redis_url)
-        slack = create_slack_app(settings, redis, late.callbacks(),
-                                 audit=audit_sink(AuditLog(redis)))
-        chat = slack.backend
-    ctx = build_context(settings, runner, chat)
-    late.ctx = ctx
-    if slack is not None:
-        slack.listeners.handlers = FlowSlashHandlers(ctx, digest_now=_digest_now(ctx))
-    routes = slack.routes() if slack is not None else []
+    redis = connect(settings.redis_url)
+    audit = audit_sink(AuditLog(redis))
+    chat = chat or make_backend(settings, redis=redis, audit=audit)
+    actions = ThreadPoolExecutor(max_workers=ACTION_WORKERS, thread_name_prefix="flow-action")
+    ctx = build_context(settings, runner or ParamikoPool(settings.ssh_defaults), chat,
+                        actions=actions)
+    slack_chat = chat if isinstance(chat, SlackBackend) else None
+    desk = ApprovalDesk(ctx.approvals, ctx.policy, FlowCallbacks(ctx).callbacks(), audit=audit,
+                        groups=SlackGroups(slack_chat.client) if slack_chat else None)
+    slack = _slack_app(settings, ctx, desk, slack_chat)
     closers: list[Service] = []  # uvicorn's graceful shutdown runs this before it exits
-
-    def close_on_shutdown() -> None:
-        for service in closers:
-            service.close()
-
+    routes = slack.routes() if slack is not None and not socket_mode_wanted(settings) else []
     app = create_app(settings, ctx.redis, extra_routes=routes, store=ctx.incidents,
-                     on_shutdown=[close_on_shutdown])
-    scheduler = _scheduler(settings, ctx, slack) if with_scheduler else None
-    service = Service(ctx=ctx, app=app, slack=slack, scheduler=scheduler)
+                     on_shutdown=[partial(_close_all, closers)])
+    service = Service(ctx=ctx, app=app, desk=desk, slack=slack,
+                      scheduler=_scheduler(settings, ctx, desk) if with_scheduler else None,
+                      socket_mode=slack is not None and socket_mode_wanted(settings))
     closers.append(service)
     return service
+
+
+def _slack_app(settings: Settings, ctx: FlowContext, desk: ApprovalDesk,
+               backend: SlackBackend | None) -> SlackApp | None:
+    if backend is None:
+        return None
+    slash = FlowSlashHandlers(ctx, digest_now=partial(timers.digest_now, ctx),
+                              decide=desk.incident)
+    return create_slack_app(settings, ctx.redis, desk.callbacks, slash=slash, backend=backend,
+                            desk=desk)
+
+
+def _scheduler(settings: Settings, ctx: FlowContext, desk: ApprovalDesk) -> Any:
+    from bot.schedule.wiring import build_leader
+
+    jobs = {"progress": partial(timers.poll_progress, ctx),
+            "approval_expiry": partial(timers.expire_approvals, desk, ctx)}
+    return build_leader(settings, ctx.redis, ctx.chat, runner=ctx.runner, extra_jobs=jobs)
+
+
+def _close_all(services: list[Service]) -> None:
+    for service in services:
+        service.close()

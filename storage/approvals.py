@@ -36,6 +36,7 @@ _GUARDS = """
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {'not_found', '0'} end
 if ARGV[4] ~= '1' then return snap('unauthorised', '0') end
+if st == 'cancelled' then return snap('cancelled', '0') end
 """
 
 _EXPIRY = """
@@ -90,6 +91,14 @@ return snap('denied', '1')
 """
 )
 
+CANCEL_LUA = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'pending' then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'cancelled', 'decided_by', ARGV[2], 'decided_at', ARGV[3],
+           'reason', ARGV[4])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+"""
+
 EXPIRE_LUA = """
 local st = redis.call('HGET', KEYS[1], 'status')
 if st ~= 'pending' then redis.call('ZREM', KEYS[2], ARGV[1]); return 0 end
@@ -115,6 +124,7 @@ class ApprovalStore:
         self._claim = redis.register_script(CLAIM_LUA)
         self._deny = redis.register_script(DENY_LUA)
         self._expire = redis.register_script(EXPIRE_LUA)
+        self._cancel = redis.register_script(CANCEL_LUA)
 
     def create(
         self,
@@ -213,6 +223,17 @@ class ApprovalStore:
         outcome, changed, flat = ClaimOutcome(items[0]), items[1] == "1", items[2:]
         record = _from_hash(dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
         return ClaimResult(outcome, record, changed)
+
+    def cancel(self, approval_id: str, actor: str, reason: str, now: float) -> bool:
+        """Withdraw a still-pending approval (an alternative was approved); True if this did."""
+        if not _valid_id(approval_id):
+            return False
+        return bool(
+            self._cancel(
+                keys=[keys.approval(approval_id), keys.approvals_pending()],
+                args=[approval_id, actor, repr(now), reason],
+            )
+        )
 
     def expire_due(self, now: float) -> list[Approval]:
         """Mark pending approvals past their expiry as expired; return those this call expired."""

@@ -187,3 +187,19 @@ def incident_children(parent_id: str) -> str:
 def incident_events() -> str:
     """Stream of incident.opened|folded|grouped|resolved|alert_cleared for the flow."""
     return _k("events", "incidents")
+
+
+# --- the incident message's renders (approvals) -------------------------------------------
+def render_seq(incident_id: str) -> str:
+    """Counter: the sequence number of the newest render of an incident's message."""
+    return _k("render", incident_id, "seq")
+
+
+def render_applied(incident_id: str) -> str:
+    """The sequence number of the render last sent to chat (older ones are dropped)."""
+    return _k("render", incident_id, "applied")
+
+
+def render_lock(incident_id: str) -> str:
+    """Held while one replica compares and sends a render of the incident's message."""
+    return _k("render", incident_id, "lock")

@@ -45,6 +45,7 @@ class ChatMessage:
     buttons: tuple[Button, ...] = ()
     context: tuple[str, ...] = ()  # small grey lines (state, who approved, ids)
     incident_id: str = ""  # for the audit trail when delivery finally fails
+    seq: int = 0  # render sequence number of an incident message (0: not one)
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,14 @@ Gate = Callable[[Any], float]  # ref → seconds to wait before sending (0: go)
 
 class UpdateCoalescer:
     def __init__(
-        self, send: Callable[[Any, Any], None], interval_s: float = 2.0, gate: Gate | None = None
+        self,
+        send: Callable[[Any, Any], None],
+        interval_s: float = 2.0,
+        gate: Gate | None = None,
+        supersedes: Callable[[Any, Any], bool] | None = None,
     ) -> None:
         self._send, self.interval_s, self._gate = send, interval_s, gate
+        self._supersedes = supersedes  # (new, queued) → replace the queued one?
         self._pending: dict[Hashable, Any] = {}
         self._due: dict[Hashable, float] = {}
         self._last: dict[Hashable, float] = {}
@@ -43,7 +48,9 @@ class UpdateCoalescer:
         with self._cv:
             if self._closed:
                 raise RuntimeError("update coalescer is closed")
-            self._pending[ref] = payload
+            queued = self._pending.get(ref)
+            if queued is None or self._supersedes is None or self._supersedes(payload, queued):
+                self._pending[ref] = payload
             if ref not in self._due:
                 last = self._last.get(ref)
                 now = time.monotonic()

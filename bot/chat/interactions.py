@@ -58,6 +58,8 @@ class ApprovalCallbacks:
     on_approved: Callable[[Approval, str], None]
     on_denied: Callable[[Approval, str, str], None]
     on_expired: Callable[[Approval], None] | None = None
+    # (verb, incident_id, user, duration_s) → reply: Ack, Resolve, Snooze, Retry, Escalate
+    on_incident: Callable[[str, str, str, int], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,20 @@ class ApprovalDesk:
         self._audit_result(result, user, "approve", "")
         if result.outcome is O.CLAIMED and result.approval is not None:
             return self._run_approved(result.approval, user)
+        if result.outcome is O.EXPIRED and result.changed and result.approval is not None:
+            self._tell_expired(result.approval)  # this click found it overdue: re-render
         return self._decision(result, user)
+
+    def incident(self, verb: str, incident_id: str, user: str, duration_s: int = 0) -> str:
+        """An incident-level decision (Ack, Resolve, Snooze, Retry, Escalate) by ``user``."""
+        kind = f"incident.{verb}"
+        if not may_decide(self.policy, kind, user, self._groups(user), ""):
+            self._audit(incident_id, user, "incident.refused", {"verb": verb})
+            return strings.INCIDENT_NOT_ALLOWED.format(verb=verb,
+                                                       who=approver_list(self.policy, kind))
+        if self.callbacks.on_incident is None:
+            return strings.APPROVAL_NOT_FOUND
+        return self.callbacks.on_incident(verb, incident_id, user, duration_s)
 
     def check(self, approval_id: str, user: str) -> Decision | None:
         """Before the deny modal opens: None if ``user`` may deny now, else the refusal."""
@@ -101,6 +116,8 @@ class ApprovalDesk:
             result = ClaimResult(O.UNAUTHORISED, current)
             self._audit_result(result, user, "deny", "")
             return self._decision(result, user)
+        if current.status == "cancelled":
+            return self._decision(ClaimResult(O.CANCELLED, current), user)
         if not current.is_open:
             done = O.DENIED if current.status == "denied" else O.ALREADY_DONE
             return self._decision(
@@ -132,12 +149,15 @@ class ApprovalDesk:
         for approval in expired:
             detail = {"approval_id": approval.id, "kind": approval.kind}
             self._audit(approval.incident_id, "bot", "approval.expired", detail)
-            if self.callbacks.on_expired is not None:
-                try:
-                    self.callbacks.on_expired(approval)
-                except Exception as exc:  # one failure must not stop the sweep
-                    log_internal(exc, "on_expired")
+            self._tell_expired(approval)
         return expired
+
+    def _tell_expired(self, approval: Approval) -> None:
+        if self.callbacks.on_expired is not None:
+            try:
+                self.callbacks.on_expired(approval)
+            except Exception as exc:  # one failure must not stop the sweep
+                log_internal(exc, "on_expired")
 
     def _run_approved(self, approval: Approval, user: str) -> Decision:
         mark = strings.APPROVAL_MARK_APPROVED.format(who=mentions(approval.approvers))
@@ -234,6 +254,8 @@ def reply_text(result: ClaimResult, user: str, policy: ApprovalPolicy) -> str:
             return strings.APPROVAL_SAME_PERSON
         case O.CLAIMED:
             return strings.APPROVAL_GRANTED.format(who=mention(user), kind=a.kind)
+        case O.CANCELLED:
+            return strings.APPROVAL_WITHDRAWN.format(reason=escape(a.reason))
     return strings.APPROVAL_NOT_FOUND
 
 

@@ -2,7 +2,9 @@
 
 Each listener hands its work to an executor *before* acking (so a drain after the HTTP
 answer sees it), then ``ack()``s: Slack wants an answer within 3 s, and the claim,
-callbacks, ephemerals and message edits can take longer.
+callbacks, ephemerals and message edits can take longer. The clicked message in the
+payload is never used to render anything: the flow re-renders from stored state, and
+the clicker hears back privately (an ephemeral) with the outcome or the refusal's reason.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from typing import Any
 from slack_bolt import App
 
 from bot.chat import slash as slash_mod
-from bot.chat.base import Ephemeral, MessageRef
-from bot.chat.blockkit import DENY_CALLBACK, REASON_BLOCK, REASON_INPUT, deny_modal, mark_decided
+from bot.chat.base import Ephemeral
+from bot.chat.blockkit import DENY_CALLBACK, REASON_BLOCK, REASON_INPUT, deny_modal
 from bot.chat.interactions import ApprovalDesk, Decision
 from bot.chat.slack import SlackBackend
 from bot.core import strings
@@ -27,6 +29,8 @@ from bot.core.errors import log_internal
 
 APPROVE_RE = re.compile(r"^(approve|revert)(:\d+)?$")
 DENY_RE = re.compile(r"^deny(:\d+)?$")
+INCIDENT_RE = re.compile(r"^incident_(ack|resolve|snooze|retry|escalate)(:\d+)?$")
+INCIDENT_VALUE_RE = re.compile(r"^([A-Za-z0-9_-]{1,64})(?:\|(\d{1,7}))?$")
 
 
 @dataclass(frozen=True)
@@ -38,8 +42,7 @@ class Click:
     channel: str
     ts: str
     trigger_id: str
-    text: str
-    blocks: list[dict[str, Any]]
+    action_id: str = ""
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> Click:
@@ -51,8 +54,7 @@ class Click:
             channel=str((body.get("channel") or {}).get("id") or container.get("channel_id", "")),
             ts=str(container.get("message_ts") or message.get("ts", "")),
             trigger_id=str(body.get("trigger_id", "")),
-            text=str(message.get("text", "")),
-            blocks=list(message.get("blocks") or []),
+            action_id=str(action.get("action_id", "")),
         )
 
 
@@ -75,6 +77,7 @@ class Listeners:
     def register(self, app: App) -> None:
         app.action(APPROVE_RE)(self.approve)
         app.action(DENY_RE)(self.deny)
+        app.action(INCIDENT_RE)(self.incident)
         app.view(DENY_CALLBACK)(self.deny_submit)
         app.command(self.command)(self.slash)
 
@@ -131,6 +134,21 @@ class Listeners:
             click.trigger_id, deny_modal(click.value, click.channel, click.ts, kind)
         )
 
+    def incident(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
+        click = Click.from_body(body)
+        self._submit(self._incident, click, tell=click)
+        ack()
+
+    def _incident(self, click: Click) -> None:
+        verb = INCIDENT_RE.match(click.action_id)
+        value = INCIDENT_VALUE_RE.match(click.value)
+        if verb is None or value is None:
+            self._tell(click, strings.APPROVAL_NOT_FOUND)
+            return
+        text = self.desk.incident(verb.group(1), value.group(1), click.user,
+                                  int(value.group(2) or 0))
+        self._tell(click, text, value.group(1))
+
     def deny_submit(
         self, ack: Callable[..., None], body: dict[str, Any], view: dict[str, Any]
     ) -> None:
@@ -141,54 +159,23 @@ class Listeners:
             return
         meta = _metadata(view.get("private_metadata", ""))
         user = str((body.get("user") or {}).get("id", ""))
-        tell = Click(user, "", meta.get("channel", ""), "", "", "", [])
-        self._submit(self._deny_submit, user, meta, reason, tell=tell)
+        tell = Click(user, meta.get("approval_id", ""), meta.get("channel", ""),
+                     meta.get("ts", ""), "")
+        self._submit(self._deny_submit, tell, reason, tell=tell)
         ack()
 
-    def _deny_submit(self, user: str, meta: dict[str, str], reason: str) -> None:
-        decision = self.desk.deny(meta.get("approval_id", ""), user, reason)
-        click = Click(
-            user,
-            meta.get("approval_id", ""),
-            meta.get("channel", ""),
-            meta.get("ts", ""),
-            "",
-            "",
-            [],
-        )
-        if decision.mark and click.channel and click.ts:
-            message = self.backend.fetch_message(MessageRef(click.channel, click.ts)) or {}
-            click = Click(
-                click.user,
-                click.value,
-                click.channel,
-                click.ts,
-                "",
-                str(message.get("text", "")),
-                list(message.get("blocks") or []),
-            )
-        self._answer(click, decision)
+    def _deny_submit(self, click: Click, reason: str) -> None:
+        self._answer(click, self.desk.deny(click.value, click.user, reason))
 
     def _answer(self, click: Click, decision: Decision) -> None:
-        """Tell the clicker privately; replace decided buttons on the message at once."""
-        incident_id = decision.approval.incident_id if decision.approval else ""
+        """Tell the clicker privately; the flow re-renders the message from stored state."""
+        self._tell(click, decision.text,
+                   decision.approval.incident_id if decision.approval else "")
+
+    def _tell(self, click: Click, text: str, incident_id: str = "") -> None:
         if click.channel:
-            self.backend.ephemeral(
-                Ephemeral(
-                    user=click.user,
-                    text=decision.text,
-                    channel=click.channel,
-                    extra={"incident_id": incident_id},
-                )
-            )
-        if decision.mark and click.blocks and click.channel and click.ts:
-            blocks = mark_decided(click.blocks, click.value, decision.mark)
-            self.backend.update_blocks(
-                MessageRef(click.channel, click.ts),
-                click.text or decision.mark,
-                blocks,
-                incident_id,
-            )
+            self.backend.ephemeral(Ephemeral(user=click.user, text=text, channel=click.channel,
+                                             extra={"incident_id": incident_id}))
 
     def slash(
         self, ack: Callable[..., None], body: dict[str, Any], respond: Callable[..., Any]

@@ -15,6 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.chat.base import Button, ButtonStyle, ChatMessage, Section
+from bot.chat.incident_view import (
+    PLAN_BUTTON_STATES,
+    incident_buttons,
+    state_sections,
+    status_lines,
+)
 from bot.chat.text import clip, code_safe, escape, inline_code, mentions
 from bot.core import strings
 from bot.domain.approval import Approval, ApprovalStatus
@@ -77,22 +83,33 @@ def render_incident(
     approvals: Mapping[str, Approval] | None = None,
     results: Sequence[StepResult] = (),
     revert: ActionPlan | None = None,
+    *,
+    seq: int = 0,
 ) -> ChatMessage:
-    """The full incident message for the current state."""
+    """The full incident message for the current state; buttons follow from the state."""
     approvals = approvals or {}
-    sections = [_summary(incident, diagnosis), *(finding_section(f) for f in diagnosis.findings)]
-    sections += [_plan_section(incident.host, p, approvals.get(p.approval_id)) for p in plans]
+    state, meta = _val(incident.state), dict(getattr(incident, "meta", None) or {})
+    clickable = state in PLAN_BUTTON_STATES
+    sections = [_summary(incident, diagnosis)]
+    sections += [Section(line) for line in status_lines(meta)]
+    sections += [finding_section(f) for f in diagnosis.findings]
+    sections += state_sections(state, meta, [f.title for f in diagnosis.findings])
+    sections += [_plan_section(incident.host, p, approvals.get(p.approval_id), clickable)
+                 for p in plans]
     if results:
         sections.append(_results_section(results))
     if revert is not None:
-        sections.append(_revert_section(incident.host, revert, approvals.get(revert.approval_id)))
-    severity, state = escape(_val(incident.severity)), _state(incident)
+        sections.append(
+            _revert_section(incident.host, revert, approvals.get(revert.approval_id), clickable))
+    severity = escape(_val(incident.severity))
     return ChatMessage(
-        text=f"{escape(incident.host)}: {escape(incident.kind)} ({severity}) — {state}",
+        text=f"{escape(incident.host)}: {escape(incident.kind)} ({severity}) — {_state(incident)}",
         header=header_text(incident),
         sections=tuple(sections),
+        buttons=incident_buttons(state, str(incident.id), meta),
         context=_context(incident, plans, approvals),
         incident_id=str(incident.id),
+        seq=seq,
     )
 
 
@@ -167,7 +184,9 @@ def _evidence_lines(evidence: Mapping[str, Any]) -> str:
     return code_safe("\n".join(lines))
 
 
-def _plan_section(host: str, plan: ActionPlan, approval: Approval | None) -> Section:
+def _plan_section(
+    host: str, plan: ActionPlan, approval: Approval | None, clickable: bool = True
+) -> Section:
     a = plan.action
     params = " ".join(f"{escape(k)}={inline_code(v)}" for k, v in sorted(a.params.items()))
     text = f"*Proposed:* {inline_code(a.kind)} {params}\n_{escape(a.reason)}_"
@@ -177,7 +196,7 @@ def _plan_section(host: str, plan: ActionPlan, approval: Approval | None) -> Sec
     if decision:
         text += f"\n{decision}"
     code = code_safe("\n".join(f"$ {c}" for c in plan.commands)) if plan.commands else None
-    show = approval is None or approval.status is ApprovalStatus.PENDING
+    show = clickable and (approval is None or approval.status is ApprovalStatus.PENDING)
     return Section(text=text, code=code, buttons=_buttons(host, plan) if show else ())
 
 
@@ -207,6 +226,8 @@ def decision_line(approval: Approval | None) -> str:
             )
         case ApprovalStatus.EXPIRED:
             return strings.APPROVAL_MARK_EXPIRED.format(when=when)
+        case ApprovalStatus.CANCELLED:
+            return strings.VIEW_WITHDRAWN.format(reason=escape(approval.reason))
     if approval.approvers:
         return strings.APPROVAL_MARK_WAITING.format(who=mentions(approval.approvers))
     return ""
@@ -217,8 +238,10 @@ def _results_section(results: Sequence[StepResult]) -> Section:
     return Section(text="*Result*\n" + "\n".join(lines))
 
 
-def _revert_section(host: str, plan: ActionPlan, approval: Approval | None) -> Section:
-    section = _plan_section(host, plan, approval)
+def _revert_section(
+    host: str, plan: ActionPlan, approval: Approval | None, clickable: bool = True
+) -> Section:
+    section = _plan_section(host, plan, approval, clickable)
     buttons = tuple(
         Button("Revert", "revert", b.value, ButtonStyle.DEFAULT, b.confirm)
         for b in section.buttons

@@ -27,6 +27,7 @@ from bot.chat.interactions import AuditFn
 from bot.chat.text import clip
 from bot.config.settings import Settings, secret
 from bot.core import metrics, strings
+from storage.renders import RenderLedger
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,8 @@ class SlackBackend:
     ) -> None:
         self.client, self._audit, self._sleep, self._attempts = client, audit, sleep, attempts
         gate = redis_gate(redis, update_interval_s) if redis is not None else None
-        self.updates = UpdateCoalescer(self._send_update, update_interval_s, gate)
+        self.ledger = RenderLedger(redis) if redis is not None else None
+        self.updates = UpdateCoalescer(self._send_update, update_interval_s, gate, _newer)
 
     def post(
         self, channel: str, message: ChatMessage, thread: MessageRef | None = None
@@ -129,19 +131,28 @@ class SlackBackend:
         args: dict[str, Any] = {"channel": channel, **to_payload(message)}
         if thread is not None:
             args["thread_ts"] = thread.ts
-        resp = self._call(
-            "chat.postMessage", message.incident_id, lambda: self.client.chat_postMessage(**args)
-        )
-        return MessageRef(channel=str(resp["channel"]), ts=str(resp["ts"]))
+        sent: list[SlackResponse] = []
+
+        def send() -> None:
+            sent.append(
+                self._call(
+                    "chat.postMessage",
+                    message.incident_id,
+                    lambda: self.client.chat_postMessage(**args),
+                )
+            )
+
+        if message.seq and self.ledger is not None and message.incident_id:
+            self.ledger.send_if_newer(message.incident_id, message.seq, send)
+        else:
+            send()
+        if not sent:
+            raise ChatDeliveryError("chat.postMessage", 0, "a newer render was already posted")
+        return MessageRef(channel=str(sent[0]["channel"]), ts=str(sent[0]["ts"]))
 
     def update(self, ref: MessageRef, message: ChatMessage) -> None:
-        """Queue an edit; sent at most once per interval per message, newest content wins."""
-        self.updates.submit(ref, (message.incident_id, to_payload(message)))
-
-    def update_blocks(
-        self, ref: MessageRef, text: str, blocks: list[dict[str, Any]], incident_id: str = ""
-    ) -> None:
-        self.updates.submit(ref, (incident_id, {"text": text, "blocks": blocks}))
+        """Queue an edit; sent at most once per interval per message, newest render wins."""
+        self.updates.submit(ref, (message.incident_id, to_payload(message), message.seq))
 
     def ephemeral(self, note: Ephemeral) -> None:
         self._call(
@@ -188,13 +199,22 @@ class SlackBackend:
     def close(self, timeout_s: float = 30.0) -> None:
         self.updates.close(timeout_s)
 
-    def _send_update(self, ref: MessageRef, item: tuple[str, dict[str, Any]]) -> None:
-        incident_id, payload = item
-        self._call(
-            "chat.update",
-            incident_id,
-            lambda: self.client.chat_update(channel=ref.channel, ts=ref.ts, **payload),
-        )
+    def _send_update(self, ref: MessageRef, item: tuple[str, dict[str, Any], int]) -> None:
+        """Send one edit; an incident render older than the last one applied is dropped."""
+        incident_id, payload, seq = item
+
+        def send() -> None:
+            self._call(
+                "chat.update",
+                incident_id,
+                lambda: self.client.chat_update(channel=ref.channel, ts=ref.ts, **payload),
+            )
+
+        if seq and self.ledger is not None and incident_id:
+            if not self.ledger.send_if_newer(incident_id, seq, send):
+                log.info("dropped render %s of incident %s: a newer one was sent", seq, incident_id)
+            return
+        send()
 
     def _call(
         self, method: str, incident_id: str, call: Callable[[], SlackResponse]
@@ -210,6 +230,11 @@ class SlackBackend:
                 except Exception:  # both Slack and the audit failed: the log has it
                     log.exception("could not audit a failed Slack call")
             raise
+
+
+def _newer(new: tuple[str, Any, int], queued: tuple[str, Any, int]) -> bool:
+    """A queued edit is replaced only by a render at least as new (unnumbered: always)."""
+    return not (new[2] and queued[2]) or new[2] >= queued[2]
 
 
 class SlackGroups:

@@ -75,16 +75,22 @@ def create_slack_app(
     workers: int = 8,
     update_interval_s: float = 2.0,
     clock: Callable[[], float] = time.time,
+    backend: SlackBackend | None = None,
+    desk: ApprovalDesk | None = None,
 ) -> SlackApp:
-    """Wire store, policy, backend and bolt from settings; callbacks come from the flow."""
+    """Wire store, policy, backend and bolt from settings; callbacks come from the flow.
+
+    ``bot.service`` passes the backend and desk it built first (the flow needs both)."""
     signing_secret = secret(settings.slack_signing_secret)
     if not signing_secret:
         raise ConfigError("SLACK_SIGNING_SECRET is not set: Slack requests cannot be verified")
-    if client is None and not secret(settings.slack_bot_token):
+    if client is None and backend is None and not secret(settings.slack_bot_token):
         raise ConfigError("SLACK_BOT_TOKEN is not set: the bot cannot post to Slack")
-    client = client or make_client(settings)
-    backend = SlackBackend(client, audit=audit, update_interval_s=update_interval_s, redis=redis)
-    desk = ApprovalDesk(
+    client = client or (backend.client if backend is not None else make_client(settings))
+    backend = backend or SlackBackend(
+        client, audit=audit, update_interval_s=update_interval_s, redis=redis
+    )
+    desk = desk or ApprovalDesk(
         ApprovalStore(redis),
         policy_from_settings(settings),
         callbacks,

@@ -71,7 +71,18 @@ class DigestNow:
     pass
 
 
-SlashCommand = Help | Status | Incidents | Diag | Jobs | Job | Silence | DigestNow
+@dataclass(frozen=True)
+class Decide:
+    """``ack ID``, ``resolve ID``, ``snooze ID [DURATION]`` (default 30 min)."""
+
+    verb: str
+    incident_id: str
+    duration_s: int = 0
+
+
+SlashCommand = Help | Status | Incidents | Diag | Jobs | Job | Silence | DigestNow | Decide
+INCIDENT_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+DEFAULT_SNOOZE_S = 1800
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,7 @@ class SlashHandlers(Protocol):
     def job(self, user: str, job_id: str) -> SlashReply: ...
     def silence(self, user: str, host: str, kind: str, duration_s: int) -> SlashReply: ...
     def digest_now(self, user: str) -> SlashReply: ...
+    def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply: ...
 
 
 def usage(command: str = "/ir", reason: str = "") -> str:
@@ -151,6 +163,21 @@ def _digest(args: list[str]) -> SlashCommand:
     return DigestNow()
 
 
+def _decide(verb: str) -> Callable[[list[str]], SlashCommand]:
+    def parse_it(args: list[str]) -> SlashCommand:
+        most = 2 if verb == "snooze" else 1
+        if not 1 <= len(args) <= most:
+            raise ValueError("needs an incident ID" + (" and optionally a DURATION." if most == 2
+                                                       else "."))
+        incident_id = _check(args[0], INCIDENT_ID_RE, "incident ID")
+        if verb != "snooze":
+            return Decide(verb, incident_id)
+        return Decide(verb, incident_id,
+                      parse_duration(args[1]) if len(args) == 2 else DEFAULT_SNOOZE_S)
+
+    return parse_it
+
+
 def parse_duration(text: str) -> int:
     """``30m`` → 1800; at most 30 days, at least one second."""
     m = DURATION_RE.match(text.strip().lower())
@@ -183,6 +210,9 @@ _PARSERS: dict[str, Callable[[list[str]], SlashCommand]] = {
     "job": _job,
     "silence": _silence,
     "digest": _digest,
+    "ack": _decide("ack"),
+    "resolve": _decide("resolve"),
+    "snooze": _decide("snooze"),
 }
 
 
@@ -205,6 +235,8 @@ def run(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: str = "/
             return handlers.silence(user, host, kind, duration_s)
         case DigestNow():
             return handlers.digest_now(user)
+        case Decide(verb=verb, incident_id=incident_id, duration_s=duration_s):
+            return handlers.decide(user, verb, incident_id, duration_s)
     raise AssertionError(f"unhandled slash command {cmd!r}")  # pragma: no cover
 
 
@@ -234,3 +266,6 @@ class Unavailable:
 
     def digest_now(self, user: str) -> SlashReply:
         return self._no("digest")
+
+    def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
+        return self._no(verb)

@@ -67,13 +67,15 @@ SLASH_UNAVAILABLE = "`{name}` is not available in this deployment."
 SLASH_USAGE = (
     "Usage: {cmd} help | status | incidents | diag HOST [PLAYBOOK] | jobs | job ID"
     " | silence HOST KIND DURATION (e.g. 30m, 2h) | digest now"
+    " | ack ID | resolve ID | snooze ID [DURATION]"
 )
 SLASH_HELP = (
     "*{cmd} help* this text\n*{cmd} status* each host: GPU memory and utilization, disk, open incidents\n"
     "*{cmd} incidents* open incidents\n*{cmd} diag HOST [PLAYBOOK]* run a diagnosis now\n"
     "*{cmd} jobs* extraction jobs · *{cmd} job ID* one job\n"
     "*{cmd} silence HOST KIND DURATION* mute alerts of one kind on a host (e.g. 2h)\n"
-    "*{cmd} digest now* post the health digest"
+    "*{cmd} digest now* post the health digest\n"
+    "*{cmd} ack ID* · *{cmd} resolve ID* · *{cmd} snooze ID [30m|2h|1d]* decide on an incident"
 )
 TERMINAL_USAGE = 'Commands: approve N | deny N "reason" | revert N | help | quit'
 TERMINAL_UNKNOWN_NUMBER = "No button numbered {n} (known: {known})."
@@ -231,3 +233,24 @@ FLOW_RESUME_REASON = "The GPUs are free: resume the extraction that the restart 
 FLOW_DENIED = "Denied by {user}: {kind} will not run. Reason: {reason}"
 FLOW_PROGRESS_DONE = "Extraction finished: {summary}"
 DIAG_MOUNT_READ_ONLY = "expected mount {mount} is mounted read-only"
+
+# --- the incident message from stored state, and incident-level decisions (approvals) ------
+VIEW_RUNNING = ":arrows_counterclockwise: Approved by {who} · running `{kind}`…"
+VIEW_DIAGNOSIS_FAILED = ":warning: *Diagnosis failed:* {reason}. Nothing was run; retry once the host is reachable."
+VIEW_NO_ACTION = ":mag: *Nothing to run automatically.* Found: {found}. Resolve once handled by hand."
+VIEW_ACTION_FAILED = ":x: *Action failed:* {what}. Retry with a fresh diagnosis, or escalate."
+VIEW_SNOOZED = ":zzz: Snoozed by {who} until {until} UTC"
+VIEW_ACKED = ":eyes: Acknowledged by {who}"
+VIEW_RESOLVED_BY = ":white_check_mark: Resolved by {who}"
+VIEW_WITHDRAWN = ":heavy_minus_sign: Withdrawn: {reason}"
+VIEW_ESCALATED = ":rotating_light: Escalated by {who}"
+WITHDRAWN_REASON = "another action was approved"
+APPROVAL_WITHDRAWN = "This action was withdrawn ({reason}); nothing was run."
+INCIDENT_NOT_ALLOWED = "You are not allowed to {verb} incidents. Approvers: {who}."
+INCIDENT_UNKNOWN = "No incident {id}."
+INCIDENT_CANNOT = "Incident {id} is {state}: it cannot be {verb} now."
+INCIDENT_ACKED = "Acknowledged incident {id}; escalation stops."
+INCIDENT_RESOLVED = "Resolved incident {id}."
+INCIDENT_SNOOZED = "Snoozed incident {id} until {until} UTC."
+INCIDENT_RETRYING = "Diagnosing incident {id} again."
+INCIDENT_ESCALATED = "Escalated incident {id}."

@@ -23,6 +23,7 @@ class ApprovalStatus(StrEnum):
     APPROVED = "approved"
     DENIED = "denied"
     EXPIRED = "expired"
+    CANCELLED = "cancelled"  # withdrawn: a mutually exclusive alternative was approved
 
 
 class ClaimOutcome(StrEnum):
@@ -35,6 +36,7 @@ class ClaimOutcome(StrEnum):
     EXPIRED = "expired"
     UNAUTHORISED = "unauthorised"
     NOT_FOUND = "not_found"
+    CANCELLED = "cancelled"  # withdrawn before this click (an alternative was approved)
 
 
 @dataclass(frozen=True)

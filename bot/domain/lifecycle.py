@@ -1,10 +1,11 @@
 """Incident states and the pure transition table (tested over every pair).
 
-open → diagnosing → awaiting_approval → approved | denied | expired → remediating
-→ verified | failed → resumed → resolved. A follow-up action approved from the same
-message (Revert, Resume extraction, an alternative after a failure) goes from verified,
-failed or resumed back to remediating. An illegal transition raises; it never silently
-overwrites.
+open → diagnosing → awaiting_approval | diagnosis_failed | no_action → approved | denied |
+expired → remediating → verified | action_failed → resumed → resolved; waiting states can
+be snoozed and wake where they were. A follow-up action approved from the same message
+(Revert, Resume extraction) goes from verified, action_failed or resumed back to
+remediating. The diagram with each state's buttons is in docs/incident-states.md. An
+illegal transition raises; it never silently overwrites.
 """
 
 from __future__ import annotations
@@ -15,31 +16,43 @@ from enum import StrEnum
 class IncidentState(StrEnum):
     OPEN = "open"
     DIAGNOSING = "diagnosing"
+    DIAGNOSIS_FAILED = "diagnosis_failed"  # no SSH session (auth, connect, host key): Retry
+    NO_ACTION = "no_action"  # findings, but nothing the catalog can run: Resolve
     AWAITING_APPROVAL = "awaiting_approval"
     APPROVED = "approved"
     DENIED = "denied"
     EXPIRED = "expired"
     REMEDIATING = "remediating"
     VERIFIED = "verified"
-    FAILED = "failed"
+    ACTION_FAILED = "action_failed"  # the action or its verification failed: Retry/Escalate
+    FAILED = "action_failed"  # the former name, kept as an alias
     RESUMED = "resumed"
+    SNOOZED = "snoozed"  # a person asked for quiet until a time; wakes to where it was
     RESOLVED = "resolved"
 
 
 S = IncidentState
+# states a person may snooze, and so the states a snoozed incident wakes back to
+SNOOZABLE = frozenset({S.AWAITING_APPROVAL, S.DIAGNOSIS_FAILED, S.NO_ACTION, S.ACTION_FAILED})
 
 TRANSITIONS: dict[IncidentState, frozenset[IncidentState]] = {
     S.OPEN: frozenset({S.DIAGNOSING, S.RESOLVED}),
-    S.DIAGNOSING: frozenset({S.AWAITING_APPROVAL, S.RESOLVED, S.FAILED}),
-    S.AWAITING_APPROVAL: frozenset({S.APPROVED, S.DENIED, S.EXPIRED, S.RESOLVED, S.DIAGNOSING}),
-    S.APPROVED: frozenset({S.REMEDIATING}),
+    S.DIAGNOSING: frozenset({S.AWAITING_APPROVAL, S.RESOLVED, S.ACTION_FAILED,
+                             S.DIAGNOSIS_FAILED, S.NO_ACTION}),
+    S.DIAGNOSIS_FAILED: frozenset({S.DIAGNOSING, S.RESOLVED, S.SNOOZED}),
+    S.NO_ACTION: frozenset({S.DIAGNOSING, S.RESOLVED, S.SNOOZED}),
+    S.AWAITING_APPROVAL: frozenset({S.APPROVED, S.DENIED, S.EXPIRED, S.RESOLVED, S.DIAGNOSING,
+                                    S.SNOOZED}),
+    # a re-probe that finds the problem gone resolves; a crash before acting is a failure
+    S.APPROVED: frozenset({S.REMEDIATING, S.RESOLVED, S.ACTION_FAILED}),
     S.DENIED: frozenset({S.RESOLVED, S.DIAGNOSING}),
     S.EXPIRED: frozenset({S.RESOLVED, S.DIAGNOSING}),
-    S.REMEDIATING: frozenset({S.VERIFIED, S.FAILED}),
-    # an approved follow-up (Revert, Resume, an alternative after a failure) acts again
+    S.REMEDIATING: frozenset({S.VERIFIED, S.ACTION_FAILED}),
+    # an approved follow-up (Revert, Resume) acts again
     S.VERIFIED: frozenset({S.RESUMED, S.RESOLVED, S.REMEDIATING}),
-    S.FAILED: frozenset({S.DIAGNOSING, S.RESOLVED, S.REMEDIATING}),
-    S.RESUMED: frozenset({S.RESOLVED, S.FAILED, S.REMEDIATING}),
+    S.ACTION_FAILED: frozenset({S.DIAGNOSING, S.RESOLVED, S.REMEDIATING, S.SNOOZED}),
+    S.RESUMED: frozenset({S.RESOLVED, S.ACTION_FAILED, S.REMEDIATING}),
+    S.SNOOZED: frozenset({S.RESOLVED, S.DIAGNOSING} | SNOOZABLE),
     S.RESOLVED: frozenset(),
 }
 

@@ -12,9 +12,9 @@ import socket
 import threading
 
 from bot.core.errors import log_internal
-from bot.flow.approve_step import refresh_message
 from bot.flow.context import FlowContext
 from bot.flow.diagnose_step import on_incident_opened
+from bot.flow.message import publish
 from storage.events import IncidentEvents
 
 log = logging.getLogger(__name__)
@@ -31,10 +31,10 @@ def handle(ctx: FlowContext, event: dict[str, str]) -> None:
     if kind == "incident.opened":
         on_incident_opened(ctx, incident_id)
     elif kind == "incident.grouped":
-        refresh_message(ctx, incident_id)  # the parent's host list grew
+        publish(ctx, incident_id)  # the parent's host list grew
         on_incident_opened(ctx, event["child"])  # the new host: diagnosed, in the thread
     elif kind == "incident.resolved":
-        refresh_message(ctx, incident_id)
+        publish(ctx, incident_id)
 
 
 def run_once(ctx: FlowContext, events: IncidentEvents, consumer: str,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis import Redis
 
@@ -17,6 +19,7 @@ from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
 from storage.connection import connect
 from storage.incidents import IncidentStore
+from storage.renders import RenderLedger
 
 KIND_PLAYBOOK = {"vm_restart": "vm_restart", "vram_idle": "vram_idle", "disk_full": "disk_full"}
 
@@ -39,14 +42,23 @@ class FlowContext:
     approvals: ApprovalStore
     policy: ApprovalPolicy
     remediation: RemediationOptions
+    renders: RenderLedger
+    actions: Executor | None = None  # approved actions run here, off the click; None: inline
     clock: Callable[[], float] = time.time
     bot_user: str = "incident-bot"
     progress_interval_s: float = 2.0
     notes: list[str] = field(default_factory=list)  # step timings, for the demo's summary
 
+    def run_off_thread(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run an approved action in the bounded executor (inline when there is none)."""
+        if self.actions is None:
+            fn(*args)
+        else:
+            self.actions.submit(fn, *args)
+
 
 def build_context(settings: Settings, runner: SSHRunner, chat: ChatBackend,
-                  *, channel: str | None = None) -> FlowContext:
+                  *, channel: str | None = None, actions: Executor | None = None) -> FlowContext:
     redis = connect(settings.redis_url)
     redis_bytes = connect(settings.redis_url, decode=False)
     return FlowContext(
@@ -56,4 +68,5 @@ def build_context(settings: Settings, runner: SSHRunner, chat: ChatBackend,
         audit=AuditLog(redis), approvals=ApprovalStore(redis),
         policy=policy_from_settings(settings),
         remediation=options_from_extra(settings.extra, redis=redis_bytes),
+        renders=RenderLedger(redis), actions=actions,
     )

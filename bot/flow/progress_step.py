@@ -16,7 +16,7 @@ from bot.extract.progress import render_bar
 from bot.extract.states import JobState, JobStatus
 from bot.extract.status import final_summary
 from bot.flow.context import FlowContext
-from bot.flow.diagnose_step import note, post_in_thread
+from bot.flow.thread import note, post_in_thread
 
 S = IncidentState
 DONE = {JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED}

@@ -8,15 +8,18 @@ from collections.abc import Callable
 from bot.chat.slash import SlashReply
 from bot.domain.incident import Alert
 from bot.flow.context import FlowContext
+from bot.flow.diagnose_step import on_incident_opened
 from storage.silences import SilenceStore
 
 
 class FlowSlashHandlers:
     """Read-only answers are ephemeral; ``diag`` opens an incident (posted in channel)."""
 
-    def __init__(self, ctx: FlowContext, digest_now: Callable[[], None] | None = None) -> None:
+    def __init__(self, ctx: FlowContext, digest_now: Callable[[], None] | None = None,
+                 decide: Callable[[str, str, str, int], str] | None = None) -> None:
         self.ctx = ctx
         self._digest_now = digest_now
+        self._decide = decide  # the approval desk's incident decisions (checks who may)
 
     def status(self, user: str) -> SlashReply:
         lines = []
@@ -43,9 +46,13 @@ class FlowSlashHandlers:
         return SlashReply(f"Diagnosis of {host} {verb} {incident.id}.", in_channel=created)
 
     def _post(self, incident_id: str) -> None:
-        from bot.flow.diagnose_step import on_incident_opened
-
         on_incident_opened(self.ctx, incident_id)
+
+    def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
+        """``/ir ack|resolve|snooze ID``: the same decision as the message's buttons."""
+        if self._decide is None:
+            return SlashReply(f"`{verb}` is not available on this bot.")
+        return SlashReply(self._decide(verb, incident_id, user, duration_s))
 
     def jobs(self, user: str) -> SlashReply:
         from bot.extract import queue

@@ -146,7 +146,7 @@ def test_deny_with_reason_and_unauthorised_user(redis: Redis) -> None:
 
 def test_unknown_number_or_verb(redis: Redis) -> None:
     backend, _, desk, _, _ = make_rig(redis)
-    with pytest.raises(TerminalInputError, match=r"No button numbered 7 \(known: 1\)"):
+    with pytest.raises(TerminalInputError, match=r"No button numbered 7 \(known: 1[,)]"):
         handle_line(backend, desk, "demo-user", "approve 7")
     with pytest.raises(TerminalInputError, match="has no `revert` button"):
         backend.read_command("revert 1")

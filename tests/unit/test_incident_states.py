@@ -45,6 +45,19 @@ ALLOWED = {
     (S.VERIFIED, S.REMEDIATING),
     (S.FAILED, S.REMEDIATING),
     (S.RESUMED, S.REMEDIATING),
+    # the unhappy paths and snoozing
+    (S.DIAGNOSING, S.DIAGNOSIS_FAILED),
+    (S.DIAGNOSING, S.NO_ACTION),
+    (S.DIAGNOSIS_FAILED, S.DIAGNOSING),
+    (S.DIAGNOSIS_FAILED, S.RESOLVED),
+    (S.NO_ACTION, S.DIAGNOSING),
+    (S.NO_ACTION, S.RESOLVED),
+    (S.APPROVED, S.RESOLVED),
+    (S.APPROVED, S.ACTION_FAILED),
+    *((s, S.SNOOZED) for s in (S.AWAITING_APPROVAL, S.DIAGNOSIS_FAILED, S.NO_ACTION,
+                               S.ACTION_FAILED)),
+    *((S.SNOOZED, s) for s in (S.AWAITING_APPROVAL, S.DIAGNOSIS_FAILED, S.NO_ACTION,
+                               S.ACTION_FAILED, S.DIAGNOSING, S.RESOLVED)),
 }
 PAIRS = list(itertools.product(IncidentState, IncidentState))
 

@@ -101,8 +101,11 @@ def test_awaiting_approval_message() -> None:
         "section",
         "section",
         "actions",
+        "actions",  # the incident's own buttons: Ack, Snooze ×3, Resolve
         "context",
     ]
+    labels = [b.label for b in msg.buttons]
+    assert labels == ["Ack", "Snooze 30 min", "Snooze 2 h", "Snooze 1 d", "Resolve"]
 
 
 def test_non_destructive_action_has_no_confirm() -> None:

@@ -1,0 +1,178 @@
+"""Step 3: an accepted approval, in the action executor: re-probe → act → verify → follow-ups.
+
+Runs off the click's thread (``FlowContext.run_off_thread``). Follow-ups are a loop, not
+a recursion: a GPU-freeing action may offer a Revert and chain (or offer) the resume of
+the host's interrupted extraction; each result is stored, then the message re-rendered.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from bot.core import strings
+from bot.core.errors import log_internal
+from bot.domain.approval import Approval
+from bot.domain.findings import Diagnosis, ProposedAction
+from bot.domain.incident import Incident
+from bot.domain.lifecycle import IncidentState
+from bot.flow.context import FlowContext
+from bot.flow.hosts import diagnose, interrupted_job_ids, target_for
+from bot.flow.message import publish
+from bot.flow.plans import new_plan, plan_to_meta
+from bot.flow.thread import message_ref, post_in_thread
+from bot.remediation import catalog
+from bot.remediation.execute import execute
+from bot.remediation.result import ActionResult
+from bot.ssh.base import SSHTarget
+from storage import keys
+
+log = logging.getLogger(__name__)
+S = IncidentState
+GPU_FREEING = {"systemd.stop_disable", "systemd.mask", "process.terminate"}
+NO_REPROBE = {"systemd.revert", "extraction.resume"}
+
+
+def still_proposed(fresh: Diagnosis, action: dict[str, Any]) -> bool:
+    """The approved action is still what the host needs (same kind and parameters)."""
+    return any(a.kind == action["kind"] and a.params == action["params"] for a in fresh.actions)
+
+
+def run_approved(ctx: FlowContext, approval: Approval, user: str) -> None:
+    """The whole action for one claimed approval; always ends with a re-render."""
+    incident_id = approval.incident_id
+    try:
+        _run(ctx, approval, user)
+    except Exception as exc:  # the claim is spent: say so on the message, with an id
+        error_id = log_internal(exc, f"action {approval.kind} for incident {incident_id}")
+        fail(ctx, incident_id, f"{approval.kind}: internal error {error_id}")
+    finally:
+        ctx.incidents.set_meta(incident_id, running=None)
+        publish(ctx, incident_id)
+
+
+def fail(ctx: FlowContext, incident_id: str, text: str) -> None:
+    """Record a failure that happened before (or instead of) an action result."""
+    incident = ctx.incidents.require(incident_id)
+    results = [*incident.meta.get("results", []), {"ok": False, "text": text}]
+    ctx.incidents.set_meta(incident_id, results=results, result={"summary": text})
+    if incident.state in (S.APPROVED, S.REMEDIATING):
+        ctx.incidents.transition(incident_id, S.ACTION_FAILED, ctx.bot_user, text[:200])
+
+
+def _run(ctx: FlowContext, approval: Approval, user: str) -> None:
+    incident = ctx.incidents.require(approval.incident_id)
+    target, action = target_for(ctx, incident.host), approval.action
+    if target is None:
+        fail(ctx, incident.id, strings.FLOW_UNKNOWN_HOST.format(host=incident.host))
+        return
+    if action["kind"] not in NO_REPROBE:
+        fresh, _ = diagnose(ctx, incident, target)
+        if not still_proposed(fresh, action):
+            _not_needed(ctx, incident, approval, user, fresh)
+            return
+    _to_remediating(ctx, incident.id, user, action["kind"])
+    result: ActionResult | None = execute(
+        ctx.runner, target, action["kind"], dict(action["params"]), approver=user,
+        evidence_hash=approval.evidence_hash, audit=ctx.audit, options=ctx.remediation,
+        incident_id=incident.id)
+    while result is not None:
+        _record(ctx, incident.id, result)
+        result = _follow_up(ctx, incident.id, result, target, user)
+
+
+def _to_remediating(ctx: FlowContext, incident_id: str, user: str, kind: str) -> None:
+    """First action: approved → remediating; a follow-up (Revert, Resume) goes there from
+    verified, action_failed or resumed."""
+    current = ctx.incidents.require(incident_id).state
+    if current in (S.APPROVED, S.VERIFIED, S.ACTION_FAILED, S.RESUMED):
+        reason = "acting" if current is S.APPROVED else f"follow-up {kind} approved"
+        ctx.incidents.transition(incident_id, S.REMEDIATING, user, reason)
+
+
+def _not_needed(ctx: FlowContext, incident: Incident, approval: Approval, user: str,
+                fresh: Diagnosis) -> None:
+    """The finding no longer holds: do not act; say what the host looks like now."""
+    now = "; ".join(f.title for f in fresh.findings) or strings.FLOW_NO_FINDINGS
+    text = strings.FLOW_NOT_ACTING.format(kind=approval.action["kind"], now=now)
+    ctx.audit.append(incident.id, user, "action.skipped", {"reason": "finding no longer holds",
+                                                          "now": now[:500]})
+    ctx.incidents.set_meta(incident.id, results=[{"ok": True, "text": text}])
+    if ctx.incidents.require(incident.id).state is S.APPROVED:
+        ctx.incidents.transition(incident.id, S.RESOLVED, user, "finding no longer holds")
+    post_in_thread(ctx, incident, text)
+
+
+def _record(ctx: FlowContext, incident_id: str, result: ActionResult) -> None:
+    """Store one result, move remediating → verified | action_failed, tell the thread."""
+    incident = ctx.incidents.require(incident_id)
+    results = [*incident.meta.get("results", []), {"ok": result.ok, "text": result.summary}]
+    ctx.incidents.set_meta(incident_id, result=result.to_dict(), results=results)
+    ctx.notes.append(f"{result.kind}: {result.outcome.value} in {result.duration_s:.2f}s")
+    if incident.state is S.REMEDIATING:
+        goal = S.VERIFIED if result.ok else S.ACTION_FAILED
+        ctx.incidents.transition(incident_id, goal, ctx.bot_user, result.summary)
+    post_in_thread(ctx, incident, result.summary, commands_text(result))
+
+
+def commands_text(result: ActionResult) -> str:
+    lines = [f"$ {c.command}  → exit {c.exit_status}{' (timed out)' if c.timed_out else ''}"
+             f" in {c.duration_s:.2f}s" for c in result.commands]
+    if result.verification is not None:
+        lines.append(f"verify: {result.verification.detail}")
+    return "\n".join(lines) or "(no commands)"
+
+
+def _follow_up(ctx: FlowContext, incident_id: str, result: ActionResult, target: SSHTarget,
+               user: str) -> ActionResult | None:
+    """What comes after ``result``: the next chained action's result, or None."""
+    if result.ok and result.kind == "extraction.resume":
+        _mark_resumed(ctx, incident_id, result.params["job"])
+        return None
+    if not (result.ok and result.kind in GPU_FREEING):
+        return None
+    _offer_revert(ctx, incident_id, result, target)
+    jobs = interrupted_job_ids(ctx, ctx.incidents.require(incident_id).host)
+    if not jobs:
+        return None
+    if not ctx.remediation.chain_resume:
+        _offer_resume(ctx, incident_id, jobs[0])
+        return None
+    incident = ctx.incidents.require(incident_id)
+    return execute(ctx.runner, target, "extraction.resume", {"job": jobs[0]}, approver=user,
+                   evidence_hash=incident.meta.get("evidence_hash"), audit=ctx.audit,
+                   options=ctx.remediation, incident_id=incident_id)
+
+
+def _offer_revert(ctx: FlowContext, incident_id: str, result: ActionResult,
+                  target: SSHTarget) -> None:
+    """A Revert approval, only when the stored capture makes a revert meaningful."""
+    if not result.revertable or result.revert_params is None:
+        return
+    params = dict(result.revert_params)
+    commands = tuple(catalog.plan("systemd.revert", params, target))
+    action = ProposedAction(f"revert-{result.params.get('unit', '')}"[:64], "systemd.revert",
+                            params, strings.FLOW_REVERT_REASON, "restarts what was stopped")
+    plan = new_plan(ctx, incident_id, action, commands, result.evidence_hash or "")
+    incident = ctx.incidents.set_meta(incident_id, revert_plan=plan_to_meta(plan))
+    ref = message_ref(incident)
+    if ref is not None:
+        ctx.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
+
+
+def _offer_resume(ctx: FlowContext, incident_id: str, job_id: str) -> None:
+    action = ProposedAction(f"resume-{job_id}"[:64], "extraction.resume", {"job": job_id},
+                            strings.FLOW_RESUME_REASON, "uses the freed GPUs")
+    commands = tuple(catalog.plan("extraction.resume", action.params, None))
+    incident = ctx.incidents.require(incident_id)
+    plan = new_plan(ctx, incident_id, action, commands, incident.meta.get("evidence_hash", ""))
+    ctx.incidents.set_meta(incident_id, plans=[*incident.meta.get("plans", []),
+                                               plan_to_meta(plan)])
+
+
+def _mark_resumed(ctx: FlowContext, incident_id: str, job_id: str) -> None:
+    ctx.redis_bytes.set(keys.job_incident(job_id), incident_id)
+    ctx.incidents.set_meta(incident_id, job=job_id)
+    if ctx.incidents.require(incident_id).state is S.VERIFIED:
+        ctx.incidents.transition(incident_id, S.RESUMED, ctx.bot_user,
+                                 f"extraction {job_id} resumed")

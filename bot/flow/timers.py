@@ -1,0 +1,33 @@
+"""What the scheduler's leader runs for the flow: plain functions, bound in ``bot.service``.
+
+Each takes the firing (unused) last, so ``functools.partial(fn, ctx)`` is the job.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bot.chat.interactions import ApprovalDesk
+from bot.flow import progress_step
+from bot.flow.context import FlowContext
+from bot.flow.decide_step import wake_snoozed
+
+
+def poll_progress(ctx: FlowContext, _firing: Any = None) -> None:
+    progress_step.poll_all(ctx)
+
+
+def expire_approvals(desk: ApprovalDesk, ctx: FlowContext, _firing: Any = None) -> None:
+    """Expire overdue approvals (the desk tells the flow) and wake ended snoozes."""
+    desk.expire_due()
+    wake_snoozed(ctx)
+
+
+def digest_now(ctx: FlowContext) -> None:
+    """``/ir digest now``: the same runner as the scheduled digest, in the incident channel."""
+    from bot.schedule.wiring import build_digest_runner  # matplotlib: only when asked
+
+    out = Path(tempfile.gettempdir()) / "incident-bot-digests"
+    build_digest_runner(ctx.settings, ctx.redis, ctx.chat, out).now(ctx.channel)
