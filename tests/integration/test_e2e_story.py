@@ -7,6 +7,7 @@ torch extraction. Stand-in: Slack's Web API (signed requests sent to us as Slack
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -34,6 +35,7 @@ from bot.service import Service, build_service
 from bot.sim.sshd import SimHost
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
+from tests.fixtures.slack_payloads import block_actions, find_button, form
 
 SECRET, TOKEN, ALERT_TOKEN = "e2e-signing-secret", "xoxb-e2e", "e2e-alert-token"
 ONCALL, MALLORY, CHANNEL = "UALICE", "UMALLORY", "C0INCIDENT"
@@ -64,17 +66,23 @@ def wait_until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
-def stop_disable_button(redis: Redis, blocks: list[dict[str, Any]]) -> str:
-    """The Approve button's value (an opaque approval id) for the stop_disable action."""
-    store = ApprovalStore(redis)
-    for block in blocks:
-        accessory = [block["accessory"]] if "accessory" in block else []
-        for el in block.get("elements", []) + accessory:
-            if el.get("type") == "button" and el["action_id"].startswith("approve"):
-                approval = store.get(el["value"])
-                if approval is not None and approval.kind == "systemd.stop_disable":
-                    return str(el["value"])
-    raise AssertionError(f"no stop_disable button in {blocks}")
+def click_stop_disable(world: dict[str, Any], user: str, message: dict[str, Any]) -> httpx.Response:
+    """``user`` clicks Approve on the stop_disable action of ``message`` (as Slack would send)."""
+    store = ApprovalStore(world["redis"])
+
+    def is_it(el: dict[str, Any]) -> bool:
+        approval = store.get(str(el.get("value", "")))
+        return (el["action_id"].startswith("approve") and approval is not None
+                and approval.kind == "systemd.stop_disable")
+
+    block_id, button = find_button(message, is_it)
+    payload = block_actions(message, CHANNEL, user, block_id, button, world["standin"].base)
+    return world["sender"].post(form(payload))
+
+
+def last_message(standin: SlackStandIn, ts: str) -> dict[str, Any]:
+    """The parent message exactly as the stand-in last recorded it."""
+    return dict(standin.messages[(CHANNEL, ts)])
 
 
 @pytest.fixture
@@ -132,19 +140,19 @@ def test_crash_recovery_story_through_slack(world: dict[str, Any],
 
     standin.wait_for("chat.postMessage", 1, timeout_s=30)
     assert len(standin.calls_of("chat.postMessage")) == 1
-    (channel, ts), message = next(iter(standin.messages.items()))
+    (channel, ts), _ = next(iter(standin.messages.items()))
     assert channel == CHANNEL
-    approve_id = stop_disable_button(world["redis"], message["blocks"])
+    before = last_message(standin, ts)  # what the approver's client shows
+    assert "awaiting approval" in before["text"]
     if restart_before_click:
         world["restart"]()
-    sender = world["sender"]
 
-    sender.block_action(MALLORY, "approve", approve_id, channel=CHANNEL, message_ts=ts)
+    assert click_stop_disable(world, MALLORY, before).status_code == 200
     refusal = standin.wait_for("chat.postEphemeral", 1, timeout_s=15)[0]
     assert refusal.params["user"] == MALLORY
     assert stops_run(sim) == []
 
-    sender.block_action(ONCALL, "approve", approve_id, channel=CHANNEL, message_ts=ts)
+    assert click_stop_disable(world, ONCALL, last_message(standin, ts)).status_code == 200
     store = world["service"].ctx.incidents
     try:
         wait_until(lambda: store.require(incident_id).state is IncidentState.RESOLVED, 120,
@@ -161,8 +169,40 @@ def test_crash_recovery_story_through_slack(world: dict[str, Any],
     assert [int(x) for x in used.stdout.split()] == [0] * 8
     check_extraction(world, job_id, finished_before - 1)
     check_thread(standin, ts)
+    check_final_message(world, ts)
+    check_stale_click(world, before, ts)
     check_audit(world["redis"], incident_id)
     check_metrics(world["url"], job_id)
+
+
+def check_final_message(world: dict[str, Any], ts: str) -> None:
+    """The parent's last update shows the final state, with nothing left to click."""
+    standin = world["standin"]
+    wait_until(lambda: "resolved" in last_message(standin, ts)["text"], 30,
+               "the parent message to show resolved")
+    final = last_message(standin, ts)
+    shown = json.dumps(final)
+    assert "awaiting approval" not in shown
+    assert "8/8 GPUs free" in shown and "resumed" in shown  # verified, then resumed
+    assert not [b for b in final["blocks"] if b["type"] == "actions"], "no buttons on resolved"
+    updates = [c for c in standin.calls_of("chat.update") if c.params.get("ts") == ts]
+    assert updates and "resolved" in str(updates[-1].params["text"])
+    assert any("running" in json.dumps(c.params.get("blocks")) for c in updates)
+
+
+def check_stale_click(world: dict[str, Any], before: dict[str, Any], ts: str) -> None:
+    """A click built from the pre-approval message runs nothing and changes nothing."""
+    standin = world["standin"]
+    final, updates = last_message(standin, ts), len(standin.calls_of("chat.update"))
+    stops = len(stops_run(world["sim"]))
+    ephemerals = len(standin.calls_of("chat.postEphemeral"))
+    assert click_stop_disable(world, ONCALL, before).status_code == 200
+    answer = standin.wait_for("chat.postEphemeral", ephemerals + 1, timeout_s=15)[-1]
+    assert "Already approved" in answer.params["text"]
+    world["service"].slack.drain()
+    assert len(stops_run(world["sim"])) == stops
+    assert last_message(standin, ts) == final
+    assert len(standin.calls_of("chat.update")) == updates
 
 
 def check_metrics(url: str, job_id: str) -> None:
