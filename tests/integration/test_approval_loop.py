@@ -1,0 +1,203 @@
+"""The approval loop through the assembled bot: clicks as Slack sends them, the message
+rendered from stored state, the unhappy paths and the incident-level decisions.
+
+Real: redis-server, the sim host over OpenSSH sshd, our service on uvicorn. Stand-in:
+Slack's Web API.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bot.domain.lifecycle import IncidentState
+from bot.sim.sshd import SimHost
+from storage.audit import AuditLog
+from storage.events import IncidentEvents
+from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
+    MALLORY,
+    ONCALL,
+    UNIT,
+    Loop,
+    action,
+    buttons,
+    loop,
+    loop_settings,
+    wait_until,
+)
+
+S = IncidentState
+SimFactory = Callable[..., SimHost]
+
+
+def audit(lp: Loop, incident_id: str) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(e.actor, e.action, e.detail) for e in AuditLog(lp.ctx.redis).timeline(incident_id)]
+
+
+def stops(sim: SimHost) -> int:
+    return sum(1 for e in sim.command_log()
+               if e.get("tool") == "systemctl" and e["argv"][:2] == ["stop", UNIT])
+
+
+def test_a_20s_action_is_acked_at_once_and_shows_running_before_its_result(
+        loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sim = sim_factory("seed", overrides={"units": {UNIT: {"stop_delay_s": 20}}})
+    loop.start(loop_settings(redis_url, sim, loop.standin,
+                             {"remediation": {"settle_s": 0.3, "step_timeout_s": 40}}))
+    incident_id = loop.open()
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    before = loop.message(incident_id)
+    reply = loop.click(ONCALL, before, action("approve"))
+    assert reply.status_code == 200
+    # the HTTP answer came back while the 20 s stop is still blocking on the host
+    assert loop.state(incident_id) in (S.AWAITING_APPROVAL, S.APPROVED, S.REMEDIATING)
+    running = loop.wait_text(incident_id, "running `systemd.stop_disable`", timeout_s=10)
+    assert "Approved by <@UALICE>" in json.dumps(running)
+    assert loop.state(incident_id) in (S.APPROVED, S.REMEDIATING)
+    assert "Approve" not in buttons(running)  # nothing else to approve while it runs
+    loop.wait_state(incident_id, S.VERIFIED, timeout_s=90)
+    final = loop.wait_text(incident_id, "8/8 GPUs free")
+    assert "running" not in json.dumps(final) and "awaiting approval" not in final["text"]
+    edits = [json.dumps(c.params) for c in loop.standin.calls_of("chat.update")]
+    first_running = next(i for i, e in enumerate(edits) if "running `systemd" in e)
+    first_result = next(i for i, e in enumerate(edits) if "8/8 GPUs free" in e)
+    assert first_running < first_result
+    granted = next(c for c in loop.standin.calls_of("chat.postEphemeral")
+                   if c.params["user"] == ONCALL)
+    result_edit = next(c for c in loop.standin.calls_of("chat.update")
+                       if "8/8 GPUs free" in json.dumps(c.params))
+    assert granted.at < result_edit.at and "running `systemd.stop_disable` now" in str(
+        granted.params["text"])
+    assert stops(sim) == 1
+
+
+def test_alternatives_are_withdrawn_and_a_stale_click_changes_nothing(
+        loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sim = sim_factory("seed")
+    loop.start(loop_settings(redis_url, sim, loop.standin))
+    incident_id = loop.open()
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    before = loop.message(incident_id)
+    approvals = loop.ctx.approvals.for_incident(incident_id)
+    chosen = next(a for a in approvals if a.kind == "systemd.stop_disable")
+    loop.click(ONCALL, before, lambda el: el.get("value") == chosen.id
+               and el["action_id"].startswith("approve"))
+    loop.wait_state(incident_id, S.VERIFIED)
+    final = loop.wait_text(incident_id, "8/8 GPUs free")
+    loop.drain()
+    others = [a for a in loop.ctx.approvals.for_incident(incident_id)
+              if a.id != chosen.id and a.created_at <= chosen.created_at]
+    cancelled = {d["approval_id"] for _, act, d in audit(loop, incident_id)
+                 if act == "approval.cancelled"}
+    assert cancelled == {a.id for a in others}
+    assert all(a.status.value == "cancelled" for a in others if a.id in cancelled)
+    shown = loop.message(incident_id)
+    assert all(a.id not in json.dumps(shown) for a in others), "withdrawn: no buttons"
+    # a stale client clicks Approve again, and an alternative, from the first message
+    updates, n_stops = len(loop.standin.calls_of("chat.update")), stops(sim)
+    loop.click(ONCALL, before, lambda el: el.get("value") == chosen.id)
+    for other in others:
+        loop.click(ONCALL, before, lambda el, o=other: el.get("value") == o.id
+                   and el["action_id"].startswith("approve"))
+    wait_until(lambda: len(loop.ephemerals(ONCALL)) >= 2 + len(others), 15, "the refusals")
+    loop.drain()
+    replies = loop.ephemerals(ONCALL)[1:]
+    assert "Already approved" in replies[0]
+    assert all("withdrawn" in r for r in replies[1:])
+    assert stops(sim) == n_stops
+    assert loop.message(incident_id) == shown == final
+    assert len(loop.standin.calls_of("chat.update")) == updates
+    # Resolve: nothing clickable is left on a resolved incident
+    loop.click(ONCALL, shown, action("incident_resolve"))
+    loop.wait_state(incident_id, S.RESOLVED)
+    resolved = loop.wait_text(incident_id, "Resolved by <@UALICE>")
+    assert buttons(resolved) == []
+    assert (ONCALL, "incident.resolve") in [(a, b) for a, b, _ in audit(loop, incident_id)]
+
+
+def test_action_failed_shows_what_failed_with_retry_and_escalate(
+        loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sim = sim_factory("seed", overrides={"units": {UNIT: {"stop_delay_s": 30}}})
+    rem = {"settle_s": 0.3, "step_timeout_s": 0.5, "reprobe_s": 0.5, "verify_timeout_s": 1.0}
+    loop.start(loop_settings(redis_url, sim, loop.standin, {"remediation": rem}))
+    incident_id = loop.open()
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    loop.click(ONCALL, loop.message(incident_id), action("approve"))
+    loop.wait_state(incident_id, S.ACTION_FAILED)
+    failed = loop.wait_text(incident_id, "Action failed")
+    text = json.dumps(failed)
+    assert "timed out" in text and f"systemctl stop {UNIT}" in text  # the captured evidence
+    assert {"Retry", "Escalate"} <= set(buttons(failed)) and "Approve" not in buttons(failed)
+    transitions = [d["to"] for _, act, d in audit(loop, incident_id) if act == "transition"]
+    assert transitions[-1] == "action_failed"
+    loop.click(ONCALL, failed, action("incident_escalate"))
+    loop.wait_text(incident_id, "Escalated by <@UALICE>")
+    assert (ONCALL, "incident.escalate") in [(a, b) for a, b, _ in audit(loop, incident_id)]
+
+
+def test_diagnosis_failed_says_why_and_offers_retry(
+        loop: Loop, redis_url: str, sim_factory: SimFactory, tmp_path: Path) -> None:  # noqa: F811
+    sim = sim_factory("seed")
+    wrong = tmp_path / "wrong_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong)], check=True)
+    loop.start(loop_settings(redis_url, sim, loop.standin, key=str(wrong)))
+    incident_id = loop.open()
+    loop.wait_state(incident_id, S.DIAGNOSIS_FAILED)
+    shown = loop.wait_text(incident_id, "Diagnosis failed")
+    assert "authentication" in json.dumps(shown).lower()
+    assert "Retry" in buttons(shown) and "Approve" not in buttons(shown)
+    assert "awaiting approval" not in shown["text"]
+    loop.click(MALLORY, shown, action("incident_retry"))
+    wait_until(lambda: loop.ephemerals(MALLORY), 15, "the refusal")
+    assert "not allowed" in loop.ephemerals(MALLORY)[0]
+    loop.click(ONCALL, shown, action("incident_retry"))
+    wait_until(lambda: [d["to"] for _, act, d in audit(loop, incident_id)
+                        if act == "transition"].count("diagnosis_failed") == 2, 60, "a retry")
+    actions = [(a, b) for a, b, _ in audit(loop, incident_id)]
+    assert (ONCALL, "incident.retry") in actions and (MALLORY, "incident.refused") in actions
+
+
+def test_no_action_lists_what_was_found_and_offers_resolve(
+        loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sim = sim_factory("disk_full")
+    loop.start(loop_settings(redis_url, sim, loop.standin,
+                             {"diagnostics": {"journal_vacuum_size": "100G"}}))
+    incident_id = loop.open("disk_full")
+    loop.wait_state(incident_id, S.NO_ACTION)
+    shown = loop.wait_text(incident_id, "Nothing to run automatically")
+    assert "/data" in json.dumps(shown)
+    assert "Resolve" in buttons(shown) and "Approve" not in buttons(shown)
+    transitions = [d["to"] for _, act, d in audit(loop, incident_id) if act == "transition"]
+    assert transitions == ["diagnosing", "no_action"]
+
+
+def test_ack_and_snooze_buttons_and_slash_resolve(
+        loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sim = sim_factory("seed")
+    bot = loop.start(loop_settings(redis_url, sim, loop.standin))
+    incident_id = loop.open()
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    loop.click(ONCALL, loop.message(incident_id), action("incident_ack"))
+    acked = loop.wait_text(incident_id, "Acknowledged by <@UALICE>")
+    assert "Ack" not in buttons(acked) and "Approve" in buttons(acked)
+    events = IncidentEvents(loop.ctx.redis).read()
+    assert any(e["type"] == "incident.ack" and e["incident_id"] == incident_id
+               and e.get("user") == ONCALL for _, e in events)
+    loop.click(ONCALL, acked, lambda el: el["text"]["text"] == "Snooze 2 h")
+    loop.wait_state(incident_id, S.SNOOZED)
+    snoozed = loop.wait_text(incident_id, "Snoozed by <@UALICE>")
+    assert buttons(snoozed) == ["Resolve"]
+    detail = next(d for u, act, d in audit(loop, incident_id)
+                  if act == "incident.snoozed" and u == ONCALL)
+    assert detail["duration_s"] == 7200
+    bot.sender.slash(ONCALL, "/ir", f"resolve {incident_id}")
+    loop.wait_state(incident_id, S.RESOLVED)
+    assert buttons(loop.wait_text(incident_id, "Resolved by <@UALICE>")) == []
+    replies = wait_until(lambda: loop.standin.calls_of("response_url"), 15, "the slash reply")
+    assert f"Resolved incident {incident_id}" in str(replies[-1].params)
+    decisions = [(u, act) for u, act, _ in audit(loop, incident_id) if act.startswith("incident.")]
+    assert decisions == [(ONCALL, "incident.ack"), (ONCALL, "incident.snoozed"),
+                         (ONCALL, "incident.resolve")]
