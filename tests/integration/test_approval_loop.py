@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bot.chat.blockkit import to_payload
 from bot.domain.lifecycle import IncidentState
+from bot.flow.message import render_stored
 from bot.sim.sshd import SimHost
 from storage.audit import AuditLog
 from storage.events import IncidentEvents
@@ -201,3 +204,31 @@ def test_ack_and_snooze_buttons_and_slash_resolve(
     decisions = [(u, act) for u, act, _ in audit(loop, incident_id) if act.startswith("incident.")]
     assert decisions == [(ONCALL, "incident.ack"), (ONCALL, "incident.snoozed"),
                          (ONCALL, "incident.resolve")]
+
+
+def test_two_replicas_run_the_same_click_once_and_agree_on_the_message(
+        loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sim = sim_factory("seed")
+    settings = loop_settings(redis_url, sim, loop.standin)
+    first, second = loop.start(settings), loop.start(settings)
+    incident_id = loop.open()
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    before = loop.message(incident_id)
+    with ThreadPoolExecutor(2) as pool:  # Slack retried the delivery to the other replica
+        replies = list(pool.map(lambda b: loop.click(ONCALL, before, action("approve"), bot=b),
+                                [first, second]))
+    assert [r.status_code for r in replies] == [200, 200]
+    loop.wait_state(incident_id, S.VERIFIED)
+    loop.wait_text(incident_id, "8/8 GPUs free")
+    loop.drain()
+    assert stops(sim) == 1
+    approved = [a for _, a, _ in audit(loop, incident_id) if a == "approval.approved"]
+    assert approved == ["approval.approved"]
+    stored = loop.message(incident_id)
+    for bot in (first, second):
+        ctx = bot.service.ctx
+        rendered = render_stored(ctx, ctx.incidents.require(incident_id))
+        assert rendered is not None
+        assert to_payload(rendered) == {"text": stored["text"], "blocks": stored["blocks"]}
+    applied = first.service.ctx.renders.applied(incident_id)
+    assert applied == second.service.ctx.renders.applied(incident_id) > 0
