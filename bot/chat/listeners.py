@@ -80,6 +80,11 @@ class Listeners:
         app.action(INCIDENT_RE)(self.incident)
         app.view(DENY_CALLBACK)(self.deny_submit)
         app.command(self.command)(self.slash)
+        app.event("app_mention")(self.mention)
+
+    def mention(self, ack: Callable[..., None]) -> None:
+        """An @mention: acknowledged (the bot answers through ``/ir`` and its buttons)."""
+        ack()
 
     def _submit(self, fn: Callable[..., None], *args: Any, tell: Click | None = None) -> None:
         """Run ``fn`` in the pool; on a crash, log it with an id and tell the clicker that id."""

@@ -43,6 +43,8 @@ class SlackStandIn:
         self, token: str | None = None, groups: dict[str, list[str]] | None = None
     ) -> None:
         self.token = token  # when set, calls without this bearer token get invalid_auth
+        self.app_token: str | None = None  # the xapp- token apps.connections.open accepts
+        self.socket_url = ""  # where apps.connections.open points (a Socket Mode stand-in)
         self.groups = dict(groups or {})
         self.calls: list[Call] = []
         self.messages: dict[tuple[str, str], Params] = {}
@@ -134,7 +136,8 @@ class SlackStandIn:
                 {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
             )
             return fault.status, {"ok": False, "error": fault.error}, headers
-        if self.token is not None and token != self.token:
+        wanted = self.app_token if method == "apps.connections.open" else self.token
+        if wanted is not None and token != wanted:
             return 200, {"ok": False, "error": "invalid_auth"}, {}
         answer = self._methods().get(method)
         if answer is None:
@@ -174,6 +177,7 @@ class SlackStandIn:
             "files.getUploadURLExternal": self._upload_url,
             "files.completeUploadExternal": lambda p: {"files": _as_list(p.get("files"))},
             "conversations.replies": self._replies,
+            "apps.connections.open": lambda p: {"url": self.socket_url},
         }
 
     def _ts(self) -> str:
