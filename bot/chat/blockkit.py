@@ -157,27 +157,6 @@ def _plain(text: str) -> Block:
     return {"type": "plain_text", "text": text or "?", "emoji": True}
 
 
-def mark_decided(blocks: list[Block], value: str, note: str) -> list[Block]:
-    """The posted blocks with one approval's buttons replaced by a note (who/what/when).
-
-    Used on a click, from the message in the payload, so the message changes at once and
-    nobody clicks a decided button again; the flow's own re-render follows.
-    """
-    out: list[Block] = []
-    for block in blocks:
-        if block.get("type") != "actions":
-            out.append(block)
-            continue
-        rest = [e for e in block.get("elements", []) if e.get("value") != value]
-        if len(rest) == len(block.get("elements", [])):
-            out.append(block)
-            continue
-        out.append(_context((note,)))
-        if rest:
-            out.append({**block, "elements": rest})
-    return out[:MAX_BLOCKS]
-
-
 def deny_modal(approval_id: str, channel: str, ts: str, kind: str) -> dict[str, Any]:
     """The views.open payload asking for a deny reason; metadata says what to deny."""
     meta = json.dumps({"approval_id": approval_id, "channel": channel, "ts": ts})

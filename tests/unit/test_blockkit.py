@@ -159,27 +159,6 @@ def test_empty_parts_are_skipped() -> None:
     assert payload["blocks"] == [] and payload["text"] == "incident-bot"
 
 
-def test_mark_decided_replaces_only_that_approvals_buttons() -> None:
-    msg = ChatMessage(
-        text="t",
-        sections=(
-            Section(
-                text="one",
-                buttons=(Button("Approve", "approve", "A1"), Button("Deny", "deny", "A1")),
-            ),
-            Section(
-                text="two",
-                buttons=(Button("Approve", "approve", "A2"), Button("Deny", "deny", "A2")),
-            ),
-        ),
-    )
-    blocks = bk.mark_decided(bk.to_blocks(msg), "A1", "approved by <@U1>")
-    kinds = [b["type"] for b in blocks]
-    assert kinds == ["section", "context", "section", "actions"]
-    assert blocks[1]["elements"][0]["text"] == "approved by <@U1>"
-    assert {e["value"] for e in blocks[3]["elements"]} == {"A2"}
-
-
 def test_deny_modal_shape() -> None:
     view = bk.deny_modal("abc", "C1", "1.2", "systemd.stop_disable")
     assert view["callback_id"] == bk.DENY_CALLBACK and len(view["title"]["text"]) <= 24

@@ -1,0 +1,69 @@
+"""Buttons are a function of state; the unhappy states explain themselves (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.chat.incident_view import incident_buttons, state_sections, status_lines
+from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
+from bot.domain.lifecycle import IncidentState
+from bot.flow.diagnose_step import outcome_state
+
+S = IncidentState
+EXPECTED = {
+    S.AWAITING_APPROVAL: ["Ack", "Snooze 30 min", "Snooze 2 h", "Snooze 1 d", "Resolve"],
+    S.DIAGNOSIS_FAILED: ["Retry", "Ack", "Snooze 30 min", "Snooze 2 h", "Snooze 1 d", "Resolve"],
+    S.NO_ACTION: ["Resolve", "Ack", "Snooze 30 min", "Snooze 2 h", "Snooze 1 d"],
+    S.ACTION_FAILED: ["Retry", "Escalate", "Ack", "Resolve"],
+    S.VERIFIED: ["Resolve"], S.RESUMED: ["Resolve"], S.SNOOZED: ["Resolve"],
+    S.DENIED: ["Retry", "Resolve"], S.EXPIRED: ["Retry", "Resolve"],
+    S.OPEN: [], S.DIAGNOSING: [], S.APPROVED: [], S.REMEDIATING: [], S.RESOLVED: [],
+}
+
+
+@pytest.mark.parametrize("state", list(IncidentState))
+def test_buttons_per_state(state: IncidentState) -> None:
+    buttons = incident_buttons(state.value, "42", {})
+    assert [b.label for b in buttons] == EXPECTED[state]
+    assert all(b.value.split("|")[0] == "42" for b in buttons)
+
+
+def test_ack_button_goes_once_acked_and_snooze_carries_its_duration() -> None:
+    buttons = incident_buttons("awaiting_approval", "42", {"acked": "UALICE"})
+    assert "Ack" not in [b.label for b in buttons]
+    assert [b.value for b in buttons if b.action_id == "incident_snooze"] == [
+        "42|1800", "42|7200", "42|86400"]
+
+
+def test_unhappy_states_say_why() -> None:
+    (failed,) = state_sections("diagnosis_failed", {}, ["SSH authentication to gpu-01 failed"])
+    assert "Diagnosis failed" in failed.text and "authentication" in failed.text
+    (nothing,) = state_sections("no_action", {}, ["/data is 100% full"])
+    assert "Nothing to run automatically" in nothing.text and "/data" in nothing.text
+    result = {"summary": "stop timed out", "commands": [
+        {"command": "systemctl stop x", "exit_status": None, "timed_out": True,
+         "stderr": "<!channel>"}]}
+    (action,) = state_sections("action_failed", {"result": result}, [])
+    assert "stop timed out" in action.text and action.code is not None
+    assert "systemctl stop x" in action.code and "(timed out)" in action.code
+    assert state_sections("verified", {}, []) == []
+
+
+def test_status_lines_name_people() -> None:
+    lines = status_lines({"running": {"kind": "systemd.stop_disable", "by": "UALICE"},
+                          "acked": "UBOB", "snoozed": {"by": "UBOB", "until": 0}})
+    assert lines[0] == ":arrows_counterclockwise: Approved by <@UALICE> · running " \
+                       "`systemd.stop_disable`…"
+    assert any("Acknowledged by <@UBOB>" in line for line in lines)
+    assert any("Snoozed by <@UBOB> until 1970-01-01 00:00" in line for line in lines)
+
+
+def test_outcome_state_of_a_diagnosis() -> None:
+    finding = Finding("x", Severity.WARNING, "t", "d")
+    action = ProposedAction("a", "systemd.stop_disable", {"unit": "u"}, "r", "k")
+    unreachable = Diagnosis("h", "p", DiagnosisStatus.UNREACHABLE, 0.0, (finding,))
+    assert outcome_state(unreachable, 0) is S.DIAGNOSIS_FAILED
+    ok = Diagnosis("h", "p", DiagnosisStatus.OK, 0.1, (finding,), (action,))
+    assert outcome_state(ok, 1) is S.AWAITING_APPROVAL
+    assert outcome_state(ok, 0) is S.NO_ACTION
+    assert outcome_state(Diagnosis("h", "p", DiagnosisStatus.OK, 0.1), 0) is S.RESOLVED
