@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 from bot.chat.blockkit import to_payload
 from bot.domain.lifecycle import IncidentState
+from bot.flow import timers
 from bot.flow.message import render_stored
 from bot.sim.sshd import SimHost
 from storage.audit import AuditLog
@@ -232,3 +234,24 @@ def test_two_replicas_run_the_same_click_once_and_agree_on_the_message(
         assert to_payload(rendered) == {"text": stored["text"], "blocks": stored["blocks"]}
     applied = first.service.ctx.renders.applied(incident_id)
     assert applied == second.service.ctx.renders.applied(incident_id) > 0
+
+
+def test_a_snooze_that_ran_out_wakes_where_it_was(
+        loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sim = sim_factory("seed")
+    bot = loop.start(loop_settings(redis_url, sim, loop.standin))
+    incident_id = loop.open()
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    desk = bot.service.desk
+    assert "Snoozed incident" in desk.incident("snooze", incident_id, ONCALL, 1)
+    assert loop.state(incident_id) is S.SNOOZED
+    timers.expire_approvals(desk, loop.ctx)  # not due yet: stays snoozed
+    assert loop.state(incident_id) is S.SNOOZED
+    wait_until(lambda: time.time() > loop.ctx.incidents.require(incident_id).meta["snoozed"][
+        "until"], 5, "the snooze to run out")
+    timers.expire_approvals(desk, loop.ctx)
+    assert loop.state(incident_id) is S.AWAITING_APPROVAL
+    woken = loop.wait_text(incident_id, "Snooze 30 min")
+    assert "Snoozed by" not in json.dumps(woken) and "Approve" in buttons(woken)
+    assert "snooze ended" in [d.get("reason") for _, a, d in audit(loop, incident_id)
+                              if a == "transition"]
