@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 S = IncidentState
 GPU_FREEING = {"systemd.stop_disable", "systemd.mask", "process.terminate"}
 NO_REPROBE = {"systemd.revert", "extraction.resume"}
+STALLED_S = 900.0  # far past every step, verify and re-probe deadline of one action
 
 
 def still_proposed(fresh: Diagnosis, action: dict[str, Any]) -> bool:
@@ -49,6 +50,21 @@ def run_approved(ctx: FlowContext, approval: Approval, user: str) -> None:
     finally:
         ctx.incidents.set_meta(incident_id, running=None)
         publish(ctx, incident_id)
+
+
+def recover_stalled(ctx: FlowContext, max_age_s: float = STALLED_S) -> list[str]:
+    """Actions whose replica died mid-way (still "running" long past every deadline)
+    become ``action_failed`` with Retry, instead of showing "running" forever."""
+    stalled = []
+    for incident in ctx.incidents.list(open_only=True):
+        running = incident.meta.get("running") or {}
+        if not running or ctx.clock() - float(running.get("at", 0)) < max_age_s:
+            continue
+        fail(ctx, incident.id, strings.FLOW_INTERRUPTED.format(kind=running.get("kind", "?")))
+        ctx.incidents.set_meta(incident.id, running=None)
+        publish(ctx, incident.id)
+        stalled.append(incident.id)
+    return stalled
 
 
 def fail(ctx: FlowContext, incident_id: str, text: str) -> None:

@@ -42,7 +42,7 @@ def on_approved(ctx: FlowContext, approval: Approval, user: str) -> None:
                 kind=kind, id=incident.id, state=S.APPROVED.value))
             return
         withdraw_pending(ctx, incident, user, keep=approval.id)
-    ctx.incidents.set_meta(incident.id, running={"kind": kind, "by": user,
+    ctx.incidents.set_meta(incident.id, running={"kind": kind, "by": user, "at": ctx.clock(),
                                                  "approval_id": approval.id})
     publish(ctx, incident.id)
     ctx.run_off_thread(run_approved, ctx, approval, user)

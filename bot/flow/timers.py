@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.chat.interactions import ApprovalDesk
 from bot.flow import progress_step
+from bot.flow.act_step import recover_stalled
 from bot.flow.context import FlowContext
 from bot.flow.decide_step import wake_snoozed
 
@@ -20,9 +21,11 @@ def poll_progress(ctx: FlowContext, _firing: Any = None) -> None:
 
 
 def expire_approvals(desk: ApprovalDesk, ctx: FlowContext, _firing: Any = None) -> None:
-    """Expire overdue approvals (the desk tells the flow) and wake ended snoozes."""
+    """Expire overdue approvals (the desk tells the flow), wake ended snoozes, and fail
+    actions a dead replica left running."""
     desk.expire_due()
     wake_snoozed(ctx)
+    recover_stalled(ctx)
 
 
 def digest_now(ctx: FlowContext) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.chat.blockkit import to_payload
 from bot.domain.lifecycle import IncidentState
-from bot.flow import timers
+from bot.flow import act_step, timers
 from bot.flow.message import render_stored
 from bot.sim.sshd import SimHost
 from storage.audit import AuditLog
@@ -255,3 +255,20 @@ def test_a_snooze_that_ran_out_wakes_where_it_was(
     assert "Snoozed by" not in json.dumps(woken) and "Approve" in buttons(woken)
     assert "snooze ended" in [d.get("reason") for _, a, d in audit(loop, incident_id)
                               if a == "transition"]
+
+
+def test_an_action_left_running_by_a_dead_replica_becomes_action_failed(
+        loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sim = sim_factory("seed")
+    loop.start(loop_settings(redis_url, sim, loop.standin))
+    incident_id = loop.open()
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    ctx = loop.ctx  # what a replica that died right after accepting leaves behind
+    ctx.incidents.transition(incident_id, S.APPROVED, ONCALL, "approved systemd.stop_disable")
+    ctx.incidents.set_meta(incident_id, running={"kind": "systemd.stop_disable", "by": ONCALL,
+                                                 "at": time.time() - 3600})
+    assert act_step.recover_stalled(ctx) == [incident_id]
+    assert loop.state(incident_id) is S.ACTION_FAILED
+    shown = loop.wait_text(incident_id, "interrupted (the bot stopped while it ran)")
+    assert "running `systemd" not in json.dumps(shown) and "Retry" in buttons(shown)
+    assert act_step.recover_stalled(ctx) == []
