@@ -187,3 +187,14 @@ def incident_children(parent_id: str) -> str:
 def incident_events() -> str:
     """Stream of incident.opened|folded|grouped|resolved|alert_cleared for the flow."""
     return _k("events", "incidents")
+
+
+# Slack rate budget shared by every replica (issue 15)
+def slack_tier_budget(workspace: str, tier: str) -> str:
+    """GCRA theoretical arrival time (ms) for one workspace's method tier."""
+    return _k("slack", "budget", workspace, tier)
+
+
+def slack_post_budget(workspace: str, channel: str) -> str:
+    """GCRA state for ``chat.postMessage`` in one channel (about 1 per second)."""
+    return _k("slack", "post", workspace, channel)

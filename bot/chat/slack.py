@@ -22,11 +22,18 @@ from slack_sdk.web import SlackResponse
 
 from bot.chat.base import ChatMessage, Ephemeral, MessageRef
 from bot.chat.blockkit import to_payload
-from bot.chat.coalesce import UpdateCoalescer, redis_gate
+from bot.chat.coalesce import (
+    UpdateCoalescer,
+    budget_gate,
+    hold_on_limit,
+    raise_on_429,
+    wait_turn,
+)
 from bot.chat.interactions import AuditFn
 from bot.chat.text import clip
 from bot.config.settings import Settings, secret
 from bot.core import metrics, strings
+from storage.slack_budget import BudgetSettings, SlackBudget, workspace_of
 
 log = logging.getLogger(__name__)
 
@@ -118,10 +125,16 @@ class SlackBackend:
         redis: Redis | None = None,
         sleep: Callable[[float], None] = time.sleep,
         attempts: int = 4,
+        budget: SlackBudget | None = None,
     ) -> None:
         self.client, self._audit, self._sleep, self._attempts = client, audit, sleep, attempts
-        gate = redis_gate(redis, update_interval_s) if redis is not None else None
-        self.updates = UpdateCoalescer(self._send_update, update_interval_s, gate)
+        if budget is None and redis is not None:  # shared by every replica of this workspace
+            budget = SlackBudget(redis, workspace_of(client.token),
+                                 BudgetSettings(message_interval_s=update_interval_s))
+        self.budget = budget
+        self.updates = UpdateCoalescer(
+            self._send_update, update_interval_s, budget_gate(budget) if budget else None,
+            hold_on_limit(budget) if budget else None)
 
     def post(
         self, channel: str, message: ChatMessage, thread: MessageRef | None = None
@@ -129,6 +142,8 @@ class SlackBackend:
         args: dict[str, Any] = {"channel": channel, **to_payload(message)}
         if thread is not None:
             args["thread_ts"] = thread.ts
+        if (budget := self.budget) is not None:  # about 1 post/s per channel, all replicas
+            wait_turn(lambda: budget.try_post(channel))
         resp = self._call(
             "chat.postMessage", message.incident_id, lambda: self.client.chat_postMessage(**args)
         )
@@ -193,7 +208,9 @@ class SlackBackend:
         self._call(
             "chat.update",
             incident_id,
-            lambda: self.client.chat_update(channel=ref.channel, ts=ref.ts, **payload),
+            raise_on_429(
+                lambda: self.client.chat_update(channel=ref.channel, ts=ref.ts, **payload)
+            ),
         )
 
     def _call(

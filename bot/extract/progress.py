@@ -173,6 +173,7 @@ class RunTotals:
     counted_from: int  # ``done`` at ``started_at``: the mean rate is over that span
     started_at: float
     finished_at: float
+    repair_note: str = ""  # "1 partial file removed, 1 corrupt file recomputed"
 
 
 def finished_line(r: RunTotals) -> str:
@@ -183,4 +184,5 @@ def finished_line(r: RunTotals) -> str:
     return strings.MSG_PROGRESS_FINISHED.format(
         name=r.label, state=r.state, done=fmt.count(r.done), total=fmt.count(r.total),
         duration=fmt.duration(seconds), rate=fmt.rate(mean), written=fmt.count(written),
-        skipped=fmt.count(r.skipped), repaired=fmt.count(r.repaired))
+        skipped=fmt.count(r.skipped), repaired=fmt.count(r.repaired)) + (
+        f" ({r.repair_note})" if r.repair_note else "")

@@ -108,12 +108,23 @@ def _finish(ctx: FlowContext, incident: Incident, status: JobStatus,
         repaired=sum(status.repaired.values()),
         counted_from=0 if fresh else int(tracker.get("started_done") or status.resumed_from),
         started_at=float(started or now),
-        finished_at=status.finished_at or status.updated_at or now)
+        finished_at=status.finished_at or status.updated_at or now,
+        repair_note=_repairs(status))
     summary = finished_line(totals)
     post_in_thread(ctx, incident, strings.FLOW_PROGRESS_DONE.format(summary=summary))
     ctx.audit.append(incident.id, ctx.bot_user, "extraction.finished", status.to_dict())
     goal = S.RESOLVED if status.state is JobState.COMPLETED else S.FAILED
     ctx.incidents.transition(incident.id, goal, ctx.bot_user, summary)
+
+
+def _repairs(status: JobStatus) -> str:
+    partial = status.repaired.get("partial_removed", 0)
+    corrupt = status.repaired.get("corrupt_recomputed", 0)
+    notes = [strings.EXTRACT_PARTIAL_REMOVED.format(n=partial, s="" if partial == 1 else "s")
+             if partial else "",
+             strings.EXTRACT_CORRUPT_RECOMPUTED.format(n=corrupt, s="" if corrupt == 1 else "s")
+             if corrupt else ""]
+    return ", ".join(n for n in notes if n)
 
 
 def poll_all(ctx: FlowContext) -> int:

@@ -101,7 +101,8 @@ def test_paused_job_is_not_edited_and_the_end_gives_the_true_duration(rig: Rig) 
     closing = [m.text for _, m in rig.chat.history][-1]
     assert closing == (
         "Extraction finished: kimi-hidden: completed 400/400 in 2 h 10 min · "
-        "mean 0.0385 samples/s · 300 written, 3 skipped, 3 repaired")
+        "mean 0.0385 samples/s · 300 written, 3 skipped, 3 repaired "
+        "(2 partial files removed, 1 corrupt file recomputed)")
     incident = rig.ctx.incidents.require(rig.incident_id)
     assert incident.state is IncidentState.RESOLVED
 
