@@ -198,3 +198,13 @@ def slack_tier_budget(workspace: str, tier: str) -> str:
 def slack_post_budget(workspace: str, channel: str) -> str:
     """GCRA state for ``chat.postMessage`` in one channel (about 1 per second)."""
     return _k("slack", "post", workspace, channel)
+
+
+def home_viewers(workspace: str) -> str:
+    """Sorted set: user id → when they last opened the App Home (refresh on change)."""
+    return _k("slack", "home", workspace, "viewers")
+
+
+def home_shown(workspace: str) -> str:
+    """Hash: user id → hash of the Home view last published to them."""
+    return _k("slack", "home", workspace, "shown")
