@@ -19,6 +19,7 @@ from rich.console import Console
 
 from bot.chat import blockkit as bk
 from bot.chat.base import ChatMessage
+from bot.chat.evidence import raw_evidence
 from bot.chat.summary import Proposal, evidence_table, parent_message
 from bot.chat.terminal import TerminalBackend
 from bot.config.settings import SSHSettings
@@ -140,3 +141,15 @@ def test_docs_example_is_current(seed_diagnosis: Diagnosis) -> None:
     if old != body:
         EXAMPLE.write_text(body)
     assert old == body, f"{EXAMPLE} was out of date and has been regenerated: commit it"
+
+
+def test_raw_evidence_only_on_demand_fits_one_thread_reply(seed_diagnosis: Diagnosis) -> None:
+    sections = raw_evidence(seed_diagnosis)
+    message = ChatMessage(text="raw evidence", sections=sections)
+    blocks = bk.to_blocks(message)
+    assert len(blocks) <= 50 and all(len(b["text"]["text"]) <= 3000 for b in blocks)
+    gpus = next(s for s in sections if s.text.startswith("*gpus*"))
+    assert gpus.code is not None and "nvidia-smi" in gpus.code and "77600" in gpus.code
+    assert "exit 0" in gpus.text
+    first = bk.to_payload(first_message(seed_diagnosis))
+    assert "nvidia-smi" not in json.dumps(first), "the parent message carries no raw output"
