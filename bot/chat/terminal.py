@@ -136,7 +136,7 @@ class TerminalBackend:
         if message.buttons:
             body.append(self._buttons_line(message.buttons))
         body += [_rich(c, style="dim") for c in message.context]
-        title = Text(_plain(message.header or message.text), style="bold")
+        title = Text(BOLD_RE.sub(r"\1", _plain(message.header or message.text)), style="bold")
         self.console.print(
             Panel(Group(*body), title=title, subtitle=Text(where), title_align="left")
         )

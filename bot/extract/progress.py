@@ -148,10 +148,13 @@ def bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
     return "▓" * filled + "░" * (width - filled)
 
 
-def progress_line(done: int, total: int, rate: float | None, now: float) -> str:
+def progress_line(done: int, total: int, rate: float | None, now: float,
+                  moving: bool = True) -> str:
     """``▓▓▓▓▓░░░░░ 49.0% · 18,283/37,312 · 1.09 samples/s · done ~ 14:05 UTC, in 4 h``."""
     shown = {"bar": bar(done, total), "pct": fmt.percent(Progress(done, total).fraction),
              "done": fmt.count(done), "total": fmt.count(total)}
+    if not moving:  # queued, paused, finished: no rate to measure
+        return strings.MSG_PROGRESS_STILL_LINE.format(**shown)
     if rate is None:
         return strings.MSG_PROGRESS_MEASURING_LINE.format(**shown)
     remaining = eta_seconds(done, total, rate)

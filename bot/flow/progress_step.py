@@ -42,11 +42,9 @@ def progress_text(status: JobStatus, now: float | None = None,
     has enough samples; without (``/ir jobs``) the job's own smoothed rate is shown.
     Every count comes from ``status.done``/``status.total``.
     """
-    shown_rate = status.rate if window is None else window.rate()
-    if status.state is not JobState.RUNNING:
-        shown_rate = None
-    line = progress_line(status.done, status.total, shown_rate,
-                         time.time() if now is None else now)
+    rate = status.rate if window is None else window.rate()
+    line = progress_line(status.done, status.total, rate, time.time() if now is None else now,
+                         moving=status.state is JobState.RUNNING)
     extra = f" · resumed at {status.resumed_from:,}" if status.resumed_from else ""
     error = f"\nlast error: {status.last_error}" if status.last_error else ""
     return f"*{job_label(status)}* {status.state.value}: {line}{extra}{error}"

@@ -95,6 +95,8 @@ def test_paused_job_is_not_edited_and_the_end_gives_the_true_duration(rig: Rig) 
     rig.poll(20)
     rig.poll(40)  # paused: the same text, so no edit however long we wait
     assert len(rig.progress_texts()) == 2
+    paused = "*kimi-hidden* paused: ▓▓▓▓░░░░░░ 37.5% · 150/400 · resumed at 100"
+    assert rig.progress_texts()[1] == paused  # no rate, no "measuring…" while it stands still
     rig.poll(7_800, state=JobState.COMPLETED, done=400, finished_at=T0 + 7_800)
     texts = rig.progress_texts()
     assert texts[-1].startswith("*kimi-hidden* completed: ▓▓▓▓▓▓▓▓▓▓ 100.0% · 400/400")
