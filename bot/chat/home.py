@@ -102,10 +102,15 @@ def host_line(h: HostGpus) -> str:
                                     busy=h.busy, idle=h.held_idle, free=h.free, broken=h.broken)
 
 
+def coarse_age(now: float, since: float) -> str:
+    """Whole minutes at least, so a refresh is not triggered by the seconds ticking."""
+    return strings.HOME_AGE_NEW if now - since < 60 else fmt.age(now, since)
+
+
 def incident_line(i: IncidentRow, now: float) -> str:
     return strings.HOME_INCIDENT.format(
         icon=STATE_ICON.get(i.state, ":white_circle:"), id=escape(i.id), host=escape(i.host),
-        kind=escape(i.kind), state=i.state.replace("_", " "), age=fmt.age(now, i.opened_at))
+        kind=escape(i.kind), state=i.state.replace("_", " "), age=coarse_age(now, i.opened_at))
 
 
 def job_line(j: JobRow) -> str:

@@ -76,7 +76,7 @@ def test_home_opened_publishes_the_fleet_and_refreshes_only_on_change(
     assert fleet.splitlines() == [
         ":red_circle: *gpu-01* · 2 GPUs: 0 busy · 2 held idle · 0 free · 0 broken",
         ":red_circle: *gpu-02* · 3 GPUs: 2 busy · 0 held idle · 0 free · 1 broken"]
-    assert open_.startswith(":new: *") and "gpu-01 · vram_idle · open · open " in open_
+    assert open_.startswith(":new: *") and "gpu-01 · vram_idle · open · open under 1 min" in open_
     assert jobs == "*kimi-hidden* on gpu-02 · ▓▓░░░░░░░░ 25.0% · 250/1,000 · 2.50 samples/s"
     assert app.home is not None
     assert app.home.refresh() == 0, "nothing changed: no views.publish"
