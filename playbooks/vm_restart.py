@@ -116,6 +116,6 @@ def _mounts(space: list[Filesystem], options: dict[str, set[str]], opts: Playboo
 def _jobs(jobs: list[Any], report: Report) -> None:
     if not jobs:
         return
-    names = ", ".join(str(j.get("id", j) if isinstance(j, dict) else j) for j in jobs[:5])
+    names = ", ".join(str(j.get("job_id", j) if isinstance(j, dict) else j) for j in jobs[:5])
     report.find("extract.interrupted", Severity.WARNING, S.DIAG_JOBS_INTERRUPTED.format(
         n=len(jobs), s="" if len(jobs) == 1 else "s", jobs=names), jobs=jobs[:20])

@@ -203,3 +203,23 @@ def render_applied(incident_id: str) -> str:
 def render_lock(incident_id: str) -> str:
     """Held while one replica compares and sends a render of the incident's message."""
     return _k("render", incident_id, "lock")
+
+# Slack rate budget shared by every replica (issue 15)
+def slack_tier_budget(workspace: str, tier: str) -> str:
+    """GCRA theoretical arrival time (ms) for one workspace's method tier."""
+    return _k("slack", "budget", workspace, tier)
+
+
+def slack_post_budget(workspace: str, channel: str) -> str:
+    """GCRA state for ``chat.postMessage`` in one channel (about 1 per second)."""
+    return _k("slack", "post", workspace, channel)
+
+
+def home_viewers(workspace: str) -> str:
+    """Sorted set: user id → when they last opened the App Home (refresh on change)."""
+    return _k("slack", "home", workspace, "viewers")
+
+
+def home_shown(workspace: str) -> str:
+    """Hash: user id → hash of the Home view last published to them."""
+    return _k("slack", "home", workspace, "shown")

@@ -4,7 +4,10 @@ A remediation can change a message many times a second (progress, step results);
 Slack allows roughly one ``chat.update`` per second per message before answering 429.
 Edits are queued per message; a single sender thread sends each message's newest
 content once its interval has passed, so nothing is dropped except superseded edits.
-An optional ``gate`` (a Redis ``SET NX PX``) spaces sends across bot replicas too.
+An optional ``gate`` spaces sends across bot replicas too: ``budget_gate`` asks the
+shared Slack budget (``storage.slack_budget``: per workspace and method tier, and per
+message). A 429 raises ``RateLimited`` out of the send; that one message is requeued for
+its ``Retry-After`` while the thread goes on serving every other message.
 """
 
 from __future__ import annotations
@@ -16,13 +19,43 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from redis import Redis
-from redis.exceptions import RedisError
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web import SlackResponse
 
-from storage import keys
+from storage.slack_budget import SlackBudget, message_gate
 
 log = logging.getLogger(__name__)
 
 Gate = Callable[[Any], float]  # ref → seconds to wait before sending (0: go)
+OnLimited = Callable[[Any, float], None]  # ref, Retry-After seconds
+
+
+class RateLimited(Exception):
+    """Slack answered 429 for one send; ``retry_after_s`` is what it asked us to wait."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"rate limited for {retry_after_s:g} s")
+        self.retry_after_s = retry_after_s
+
+
+def raise_on_429(call: Callable[[], SlackResponse]) -> Callable[[], SlackResponse]:
+    """Wrap a Web API call so a 429 raises ``RateLimited`` instead of being slept on."""
+
+    def wrapped() -> SlackResponse:
+        try:
+            return call()
+        except SlackApiError as exc:
+            if getattr(exc.response, "status_code", 0) != 429:
+                raise
+            headers = getattr(exc.response, "headers", {}) or {}
+            raw = headers.get("Retry-After", headers.get("retry-after", "1"))
+            try:
+                wait = float(raw[0] if isinstance(raw, list) else raw)
+            except (TypeError, ValueError, IndexError):
+                wait = 1.0
+            raise RateLimited(max(wait, 0.0)) from None
+
+    return wrapped
 
 
 class UpdateCoalescer:
@@ -32,9 +65,11 @@ class UpdateCoalescer:
         interval_s: float = 2.0,
         gate: Gate | None = None,
         supersedes: Callable[[Any, Any], bool] | None = None,
+        on_limited: OnLimited | None = None,
     ) -> None:
         self._send, self.interval_s, self._gate = send, interval_s, gate
         self._supersedes = supersedes  # (new, queued) → replace the queued one?
+        self._on_limited = on_limited
         self._pending: dict[Hashable, Any] = {}
         self._due: dict[Hashable, float] = {}
         self._last: dict[Hashable, float] = {}
@@ -108,15 +143,26 @@ class UpdateCoalescer:
             wait = self._gate(ref) if self._gate is not None else 0.0
             if wait > 0:
                 self._requeue(ref, payload, wait)
-                continue
-            try:
-                self._send(ref, payload)
-            except Exception as exc:  # the sender logs and audits; keep serving others
-                log.warning("chat update for %s failed: %s", ref, exc)
-            with self._cv:
-                self._busy.discard(ref)
-                self._forget_old()
-                self._cv.notify_all()
+            elif self._deliver(ref, payload):
+                with self._cv:
+                    self._busy.discard(ref)
+                    self._forget_old()
+                    self._cv.notify_all()
+
+    def _deliver(self, ref: Hashable, payload: Any) -> bool:
+        """Send once; False when the message was requeued after a 429."""
+        try:
+            self._send(ref, payload)
+        except RateLimited as exc:  # this message waits; the others go on
+            log.info("chat update for %s rate limited; retrying in %.1fs", ref,
+                     exc.retry_after_s)
+            if self._on_limited is not None:
+                self._on_limited(ref, exc.retry_after_s)
+            self._requeue(ref, payload, max(exc.retry_after_s, 0.001))
+            return False
+        except Exception as exc:  # the sender logs and audits; keep serving others
+            log.warning("chat update for %s failed: %s", ref, exc)
+        return True
 
     def _requeue(self, ref: Hashable, payload: Any, wait: float) -> None:
         """Another replica sent this message just now: try again when its gate opens."""
@@ -134,19 +180,23 @@ class UpdateCoalescer:
             del self._last[ref]
 
 
+def wait_turn(try_now: Callable[[], float], max_wait_s: float = 60.0) -> None:
+    """Block this caller (only) until the budget grants a call; a post must not be lost."""
+    deadline = time.monotonic() + max_wait_s
+    while (wait := try_now()) > 0 and time.monotonic() < deadline:
+        time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
+
+
 def redis_gate(redis: Redis, interval_s: float) -> Gate:
-    """A cross-replica gate: ``SET NX PX`` per message; a Redis outage never blocks chat."""
-    ms = max(1, int(interval_s * 1000))
+    """Only per-message spacing across replicas (see ``budget_gate`` for the full budget)."""
+    return lambda ref: message_gate(redis, ref.channel, ref.ts, interval_s)
 
-    def gate(ref: Any) -> float:
-        key = keys.chat_update_gate(ref.channel, ref.ts)
-        try:
-            if redis.set(key, "1", nx=True, px=ms):
-                return 0.0
-            left = redis.pttl(key)
-        except RedisError as exc:
-            log.warning("chat update gate unavailable: %s", exc)
-            return 0.0
-        return max(int(left), 1) / 1000 if isinstance(left, int) and left > 0 else 0.001
 
-    return gate
+def budget_gate(budget: SlackBudget) -> Gate:
+    """The shared Slack budget as a gate: the message's spacing and its tier's rate."""
+    return lambda ref: budget.try_update(ref.channel, ref.ts)
+
+
+def hold_on_limit(budget: SlackBudget) -> OnLimited:
+    """After a 429, every replica leaves that message alone until Retry-After."""
+    return lambda ref, seconds: budget.hold_message(ref.channel, ref.ts, seconds)

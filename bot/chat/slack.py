@@ -22,12 +22,19 @@ from slack_sdk.web import SlackResponse
 
 from bot.chat.base import ChatMessage, Ephemeral, MessageRef
 from bot.chat.blockkit import to_payload
-from bot.chat.coalesce import UpdateCoalescer, redis_gate
+from bot.chat.coalesce import (
+    UpdateCoalescer,
+    budget_gate,
+    hold_on_limit,
+    raise_on_429,
+    wait_turn,
+)
 from bot.chat.interactions import AuditFn
 from bot.chat.text import clip
 from bot.config.settings import Settings, secret
 from bot.core import metrics, strings
 from storage.renders import RenderLedger
+from storage.slack_budget import BudgetSettings, SlackBudget, workspace_of
 
 log = logging.getLogger(__name__)
 
@@ -119,11 +126,17 @@ class SlackBackend:
         redis: Redis | None = None,
         sleep: Callable[[float], None] = time.sleep,
         attempts: int = 4,
+        budget: SlackBudget | None = None,
     ) -> None:
         self.client, self._audit, self._sleep, self._attempts = client, audit, sleep, attempts
-        gate = redis_gate(redis, update_interval_s) if redis is not None else None
+        if budget is None and redis is not None:  # shared by every replica of this workspace
+            budget = SlackBudget(redis, workspace_of(client.token),
+                                 BudgetSettings(message_interval_s=update_interval_s))
+        self.budget = budget
         self.ledger = RenderLedger(redis) if redis is not None else None
-        self.updates = UpdateCoalescer(self._send_update, update_interval_s, gate, _newer)
+        self.updates = UpdateCoalescer(
+            self._send_update, update_interval_s, budget_gate(budget) if budget else None,
+            _newer, hold_on_limit(budget) if budget else None)
 
     def post(
         self, channel: str, message: ChatMessage, thread: MessageRef | None = None
@@ -132,6 +145,9 @@ class SlackBackend:
         if thread is not None:
             args["thread_ts"] = thread.ts
         sent: list[SlackResponse] = []
+
+        if (budget := self.budget) is not None:  # about 1 post/s per channel, all replicas
+            wait_turn(lambda: budget.try_post(channel))
 
         def send() -> None:
             sent.append(
@@ -207,7 +223,9 @@ class SlackBackend:
             self._call(
                 "chat.update",
                 incident_id,
-                lambda: self.client.chat_update(channel=ref.channel, ts=ref.ts, **payload),
+                raise_on_429(
+                    lambda: self.client.chat_update(channel=ref.channel, ts=ref.ts, **payload)
+                ),
             )
 
         if seq and self.ledger is not None and incident_id:

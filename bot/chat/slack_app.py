@@ -27,6 +27,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from bot.chat import slash as slash_mod
+from bot.chat.home_tab import FleetSource, HomePublisher, register_home
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk, AuditFn, GroupResolver
 from bot.chat.listeners import Listeners
 from bot.chat.slack import SlackBackend, SlackGroups, make_client
@@ -34,6 +35,8 @@ from bot.config.settings import Settings, secret
 from bot.core.errors import ConfigError
 from bot.domain.approval import policy_from_settings
 from storage.approvals import ApprovalStore
+from storage.home import HomeViewers
+from storage.slack_budget import workspace_of
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,7 @@ class SlackApp:
     desk: ApprovalDesk
     executor: ThreadPoolExecutor
     listeners: Listeners
+    home: HomePublisher | None = None  # the App Home; ``home.refresh()`` on a change
 
     def routes(self, path: str = "/slack/events") -> list[Route]:
         return slack_routes(self.bolt, path)
@@ -77,6 +81,7 @@ def create_slack_app(
     clock: Callable[[], float] = time.time,
     backend: SlackBackend | None = None,
     desk: ApprovalDesk | None = None,
+    home: FleetSource | None = None,
 ) -> SlackApp:
     """Wire store, policy, backend and bolt from settings; callbacks come from the flow.
 
@@ -110,7 +115,12 @@ def create_slack_app(
         desk, backend, slash or slash_mod.Unavailable(), settings.slack.slash_command, executor
     )
     listeners.register(bolt)
-    return SlackApp(bolt, backend, desk, executor, listeners)
+    publisher = None
+    if home is not None:  # the App Home tab: app_home_opened → views.publish
+        viewers = HomeViewers(redis, workspace_of(client.token))
+        publisher = HomePublisher(client, home, viewers, backend.budget, clock)
+        register_home(bolt, publisher, executor)
+    return SlackApp(bolt, backend, desk, executor, listeners, publisher)
 
 
 def slack_routes(app: App, path: str = "/slack/events") -> list[Route]:

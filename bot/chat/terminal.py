@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console, Group, RenderableType
-from rich.emoji import Emoji
 from rich.panel import Panel
 from rich.text import Text
 
@@ -28,6 +27,16 @@ from bot.core.errors import UserError
 
 VERBS = ("approve", "deny", "revert")
 BOLD_RE = re.compile(r"\*([^*\n]+)\*")
+EMOJI_RE = re.compile(r":([a-z][a-z0-9_+-]*):")
+GROUP_RE = re.compile(r"<!subteam\^([A-Z0-9]+)(?:\|[^>]*)?>")
+# Slack emoji codes as plain symbols: same words, no ``:code:`` printed literally.
+SYMBOLS = {
+    "red_circle": "●", "large_orange_circle": "●", "large_blue_circle": "●",
+    "white_circle": "○", "white_check_mark": "✓", "heavy_check_mark": "✓", "thumbsup": "✓",
+    "x": "✗", "no_entry": "✗", "no_entry_sign": "✗", "hourglass": "⧗",
+    "hourglass_flowing_sand": "⧗", "raising_hand": "?", "new": "+", "mag": "…",
+    "warning": "!", "rotating_light": "!", "gear": "⚙", "arrow_forward": "▶", "zzz": "z",
+}
 
 
 class TerminalInputError(UserError):
@@ -127,7 +136,7 @@ class TerminalBackend:
         if message.buttons:
             body.append(self._buttons_line(message.buttons))
         body += [_rich(c, style="dim") for c in message.context]
-        title = Text(_plain(message.header or message.text), style="bold")
+        title = Text(BOLD_RE.sub(r"\1", _plain(message.header or message.text)), style="bold")
         self.console.print(
             Panel(Group(*body), title=title, subtitle=Text(where), title_align="left")
         )
@@ -172,8 +181,13 @@ def handle_line(
     return decision
 
 
+def symbols(text: str) -> str:
+    """Emoji codes → plain symbols; an unknown code is dropped, never printed as ``:code:``."""
+    return EMOJI_RE.sub(lambda m: SYMBOLS.get(m.group(1), ""), text)
+
+
 def _plain(text: str) -> str:
-    return Emoji.replace(to_plain(text))
+    return symbols(to_plain(GROUP_RE.sub(r"@\1", text)))
 
 
 def _rich(text: str, style: str = "") -> Text:

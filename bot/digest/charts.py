@@ -19,8 +19,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from bot.digest.model import Digest, DigestSettings, Point, slope_per_s, split_metrics
-from bot.digest.render import fmt_gpu_minutes, fmt_period
+from bot.digest.model import Digest, DigestSettings, Point, Waste, slope_per_s, split_metrics
+from bot.digest.render import MAX_WASTE_ROWS, fmt_gpu_minutes, fmt_period
 
 MAX_HOSTS = 8
 ROW_HEIGHT_IN = 2.8
@@ -114,16 +114,32 @@ def _draw_disk(ax: Axes, disks: Mapping[str, Mapping[str, Sequence[Point]]], end
         ax.legend(loc="upper left", fontsize=8)
 
 
+def _draw_waste(by_host: Axes, by_unit: Axes, waste: Waste) -> None:
+    """Wasted GPU-hours as horizontal bars, worst first: per host, and per holding unit."""
+    for ax, values, title in ((by_host, waste.by_host, "GPU-hours wasted by host"),
+                              (by_unit, waste.by_unit, "GPU-hours wasted by unit")):
+        top = sorted(values.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_WASTE_ROWS][::-1]
+        bars = ax.barh([k for k, _ in top], [v for _, v in top], color=IDLE_COLOR, alpha=0.7)
+        ax.bar_label(bars, labels=[f"{v:.1f}" for _, v in top], padding=3, fontsize=8)
+        ax.set_title(title, loc="left", fontsize=10)
+        ax.set_xlabel("GPU-hours (VRAM held at ~0% utilisation)")
+        ax.tick_params(axis="y", labelsize=8)
+        ax.set_xlim(0, max((v for _, v in top), default=1.0) * 1.2)
+
+
 def render_chart(digest: Digest, series_by_host: Mapping[str, Mapping[str, Sequence[Point]]],
                  path: Path, cfg: DigestSettings | None = None, dpi: int = 100) -> Path:
     """Draw the digest's hosts (worst idle-VRAM first, at most ``MAX_HOSTS``) to a PNG."""
     cfg = cfg or DigestSettings()
     hosts = [h for h in digest.hosts if h.host in series_by_host][:MAX_HOSTS]
-    rows = max(1, len(hosts))
+    top = 1 if digest.waste.total > 0 else 0  # a last row of wasted GPU-hours bars
+    rows = max(1, len(hosts) + top)
     fig = Figure(figsize=(13, ROW_HEIGHT_IN * rows + 0.8), dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, 2, squeeze=False, width_ratios=(2.2, 1))
     fig.suptitle(f"GPU memory vs utilisation, disk fill — {fmt_period(digest.start, digest.end)}")
+    if top:
+        _draw_waste(axes[-1][0], axes[-1][1], digest.waste)
     for row, h in enumerate(hosts):
         gpus, disks = split_metrics(series_by_host[h.host])
         _draw_gpu(axes[row][0], h.host, gpus, h.idle_gpu_minutes, cfg)
@@ -136,7 +152,7 @@ def render_chart(digest: Digest, series_by_host: Mapping[str, Mapping[str, Seque
             ax.xaxis.set_major_locator(locator)
             ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
             ax.grid(alpha=0.3)
-    if not hosts:
+    if not hosts and not top:
         axes[0][0].text(0.5, 0.5, "no samples in this period", ha="center", va="center")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png")

@@ -108,6 +108,7 @@ class IncidentRecord:
     state: str
     opened_at: float
     resolved_at: float | None = None
+    unit: str = ""  # the unit found holding the GPUs (``holder_unit`` of its diagnosis)
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,22 @@ class IncidentStats:
     opened_by_kind: dict[str, int] = field(default_factory=dict)
 
 
+UNATTRIBUTED = "unattributed"  # idle VRAM no incident named a unit for
+
+
+@dataclass(frozen=True)
+class Waste:
+    """GPU-hours of VRAM held at ~0% utilisation, per host and per holding unit."""
+
+    by_host: dict[str, float] = field(default_factory=dict)
+    by_unit: dict[str, float] = field(default_factory=dict)
+    idle_util_pct: float = 5.0  # "idle" is at or below this utilisation
+
+    @property
+    def total(self) -> float:
+        return sum(self.by_host.values())
+
+
 @dataclass(frozen=True)
 class Digest:
     start: float
@@ -147,12 +164,14 @@ class Digest:
     incidents: IncidentStats
     actions: dict[tuple[str, str], int]
     jobs: tuple[JobRecord, ...]
+    waste: Waste = field(default_factory=Waste)
 
     @property
     def idle_gpu_minutes(self) -> float:
         return sum(h.idle_gpu_minutes for h in self.hosts)
 
 
+SeriesByHost = Mapping[str, Mapping[str, Sequence[Point]]]
 GpuSeries = dict[int, dict[str, list[Point]]]
 DiskSeries = dict[str, dict[str, list[Point]]]
 
@@ -179,18 +198,24 @@ def _nearest(points: Sequence[Point], ts: float, max_gap_s: float) -> float | No
     return best[1] if abs(best[0] - ts) <= max_gap_s else None
 
 
-def idle_minutes(mem: Sequence[Point], util: Sequence[Point], cfg: DigestSettings,
-                 start: float, end: float) -> float:
-    """Minutes between samples where VRAM was held (>= idle_mem_mib) at ~0 utilisation."""
-    total = 0.0
+def idle_spans(mem: Sequence[Point], util: Sequence[Point], cfg: DigestSettings,
+               start: float, end: float) -> list[Point]:
+    """``(from, to)`` spans between samples where VRAM was held at ~0 utilisation."""
+    spans: list[Point] = []
     for (t0, used), (t1, _) in itertools.pairwise(mem):
         lo, hi = max(t0, start), min(t1, end, t0 + cfg.max_gap_s)
         if hi <= lo or used < cfg.idle_mem_mib:
             continue
         u = _nearest(util, t0, cfg.max_gap_s)
         if u is not None and u <= cfg.idle_util_pct:
-            total += hi - lo
-    return total / 60.0
+            spans.append((lo, hi))
+    return spans
+
+
+def idle_minutes(mem: Sequence[Point], util: Sequence[Point], cfg: DigestSettings,
+                 start: float, end: float) -> float:
+    """Minutes between samples where VRAM was held (>= idle_mem_mib) at ~0 utilisation."""
+    return sum(hi - lo for lo, hi in idle_spans(mem, util, cfg, start, end)) / 60.0
 
 
 def gpu_stats(index: int, fields: Mapping[str, Sequence[Point]], cfg: DigestSettings,
@@ -264,17 +289,18 @@ def action_counts(actions: Iterable[ActionRecord], start: float,
     return dict(Counter((a.kind, a.result) for a in actions if start <= a.at < end))
 
 
-SeriesByHost = Mapping[str, Mapping[str, Sequence[Point]]]
-
-
 def build_digest(start: float, end: float, series_by_host: SeriesByHost,
                  incidents: Iterable[IncidentRecord] = (), actions: Iterable[ActionRecord] = (),
                  jobs: Iterable[JobRecord] = (), cfg: DigestSettings | None = None) -> Digest:
     """The whole digest for ``[start, end)``; hosts wasting the most GPU time first."""
     if end <= start:
         raise ValueError("digest period must have end > start")
+    from bot.digest.waste import waste  # it builds on this module's parts
+
     cfg = cfg or DigestSettings()
+    records = list(incidents)
     hosts = [host_stats(h, s, cfg, start, end) for h, s in series_by_host.items()]
     hosts.sort(key=lambda h: (-h.idle_gpu_minutes, h.host))
-    return Digest(start, end, tuple(hosts), incident_stats(incidents, start, end),
-                  action_counts(actions, start, end), tuple(jobs))
+    return Digest(start, end, tuple(hosts), incident_stats(records, start, end),
+                  action_counts(actions, start, end), tuple(jobs),
+                  waste(series_by_host, records, cfg, start, end))

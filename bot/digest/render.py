@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 from bot.chat.base import ChatMessage, Section
 from bot.chat.text import code_safe, escape
-from bot.core import strings
-from bot.digest.model import Digest, DiskStats, HostStats, JobRecord, Stat
+from bot.core import fmt, strings
+from bot.digest.model import Digest, DiskStats, HostStats, JobRecord, Stat, Waste
 
 MAX_HOST_SECTIONS = 20  # Slack allows 50 blocks a message; leave room for the rest
 WASTE_BADGE_MINUTES = 30.0
@@ -107,13 +107,39 @@ def _jobs_table(jobs: tuple[JobRecord, ...]) -> str:
     return code_safe("\n".join(rows))
 
 
+MAX_WASTE_ROWS = 6
+
+
+def gpu_hours(hours: float) -> str:
+    """``12.5 GPU-h``: one decimal, the unit spelled out once."""
+    return f"{hours:,.1f} GPU-h"
+
+
+def _ranked(values: dict[str, float]) -> str:
+    top = sorted(values.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = [f"{escape(k)} {gpu_hours(v)}" for k, v in top[:MAX_WASTE_ROWS]]
+    if len(top) > MAX_WASTE_ROWS:
+        shown.append(strings.DIGEST_MORE_HOSTS.format(count=len(top) - MAX_WASTE_ROWS))
+    return ", ".join(shown)
+
+
+def waste_lines(w: Waste) -> list[str]:
+    """Wasted GPU-hours in total, per host and per unit (nothing when none was wasted)."""
+    if w.total <= 0:
+        return []
+    return [strings.DIGEST_WASTE_HOSTS.format(util=w.idle_util_pct, total=gpu_hours(w.total),
+                                              hosts=_ranked(w.by_host)),
+            strings.DIGEST_WASTE_UNITS.format(units=_ranked(w.by_unit))]
+
+
 def summary_section(d: Digest) -> Section:
     inc = d.incidents
     fields = [strings.DIGEST_INCIDENTS.format(opened=inc.opened, resolved=inc.resolved,
                                               open=inc.still_open)]
     if inc.ttr_median_s is not None and inc.ttr_max_s is not None:
-        fields.append(strings.DIGEST_TTR.format(median=fmt_duration(inc.ttr_median_s),
-                                                max=fmt_duration(inc.ttr_max_s)))
+        fields.append(strings.DIGEST_TTR.format(median=fmt.duration(inc.ttr_median_s),
+                                                max=fmt.duration(inc.ttr_max_s)))
+    fields += waste_lines(d.waste)
     fields.append(_actions_line(d.actions))
     gpus = sum(len(h.gpus) for h in d.hosts)
     text = strings.DIGEST_SUMMARY.format(hosts=len(d.hosts), gpus=gpus,

@@ -1,20 +1,27 @@
 """Step 3: a resumed extraction's progress, edited into one message in the incident thread.
 
 Polled (by the scheduler's leader, or the demo's loop): read the job's status from Redis,
-edit the progress message at most every ``progress_interval_s``, post the final summary
-and resolve the incident when the job is done. Safe to run from any replica.
+add ``(now, done)`` to the moving-average window kept in the incident's meta, and edit the
+one progress message only when what it shows changed and ``progress_interval_s`` has
+passed since the last edit. When the job is done, post the closing line (true duration,
+mean rate, written/skipped/repaired) and resolve the incident. Safe from any replica.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from redis import Redis
 
 from bot.chat.base import MessageRef
 from bot.core import strings
 from bot.domain.incident import Incident
 from bot.domain.lifecycle import IncidentState
 from bot.extract import queue
-from bot.extract.progress import render_bar
+from bot.extract.progress import RateWindow, RunTotals, finished_line, progress_line
 from bot.extract.states import JobState, JobStatus
-from bot.extract.status import final_summary
 from bot.flow.context import FlowContext
 from bot.flow.thread import note, post_in_thread
 
@@ -22,46 +29,100 @@ S = IncidentState
 DONE = {JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED}
 
 
-def progress_text(status: JobStatus) -> str:
-    line = render_bar(status.progress)
+def job_label(status: JobStatus) -> str:
+    """The job's one name in chat: its given name, else its id."""
+    return status.name or status.job_id
+
+
+def progress_text(status: JobStatus, now: float | None = None,
+                  window: RateWindow | None = None) -> str:
+    """One line: name, state, bar, done/total, moving-average rate and absolute ETA.
+
+    With ``window`` (the thread) the rate is its moving average, "measuring…" until it
+    has enough samples; without (``/ir jobs``) the job's own smoothed rate is shown.
+    Every count comes from ``status.done``/``status.total``.
+    """
+    rate = status.rate if window is None else window.rate()
+    line = progress_line(status.done, status.total, rate, time.time() if now is None else now,
+                         moving=status.state is JobState.RUNNING)
     extra = f" · resumed at {status.resumed_from:,}" if status.resumed_from else ""
     error = f"\nlast error: {status.last_error}" if status.last_error else ""
-    return f"`{status.name or status.job_id}` {status.state.value}: {line}{extra}{error}"
+    return f"*{job_label(status)}* {status.state.value}: {line}{extra}{error}"
 
 
-def _progress_ref(ctx: FlowContext, incident: Incident, text: str) -> MessageRef | None:
-    """The one progress message in the thread: posted once, then edited."""
+def _tracker(incident: Incident) -> dict[str, Any]:
     stored = incident.meta.get("progress")
-    if stored:
-        return MessageRef(stored["channel"], stored["ts"])
-    ref = post_in_thread(ctx, incident, text)
-    if ref is not None:
-        ctx.incidents.set_meta(incident.id, progress={"channel": ref.channel, "ts": ref.ts})
-    return None  # just posted with the current text (or nowhere to post)
+    return dict(stored) if isinstance(stored, dict) else {}
 
 
-def poll_incident(ctx: FlowContext, incident_id: str) -> JobStatus | None:
+StatusReader = Callable[[Redis, str], JobStatus]
+
+
+def poll_incident(ctx: FlowContext, incident_id: str,
+                  read_status: StatusReader = queue.status) -> JobStatus | None:
     """One poll of one resumed incident; returns the job status it saw."""
     incident = ctx.incidents.require(incident_id)
     job_id = incident.meta.get("job")
     if not job_id or incident.state is not S.RESUMED:
         return None
-    status = queue.status(ctx.redis_bytes, job_id)
-    text = progress_text(status)
-    ref = _progress_ref(ctx, incident, text)
-    if ref is not None:
-        ctx.chat.update(ref, note(text))
+    status, now = read_status(ctx.redis_bytes, job_id), ctx.clock()
+    tracker = _tracker(incident)
+    window = RateWindow.from_list(tracker.get("samples")).add(now, status.done)
+    tracker.update(samples=window.to_list())
+    tracker.setdefault("started_at", now)
+    tracker.setdefault("started_done", status.done)
+    text = progress_text(status, now, window)
+    _show(ctx, incident, tracker, text, now, force=status.state in DONE)
+    ctx.incidents.set_meta(incident.id, progress=tracker)
     if status.state in DONE:
-        _finish(ctx, incident, status)
+        _finish(ctx, incident, status, tracker, now)
     return status
 
 
-def _finish(ctx: FlowContext, incident: Incident, status: JobStatus) -> None:
-    summary = final_summary(status)
+def _show(ctx: FlowContext, incident: Incident, tracker: dict[str, Any], text: str,
+          now: float, force: bool = False) -> None:
+    """Post the one progress message once; later, edit it only when its text changed and
+    at most once per ``progress_interval_s``."""
+    if "ts" not in tracker:
+        ref = post_in_thread(ctx, incident, text)
+        if ref is not None:
+            tracker.update(channel=ref.channel, ts=ref.ts, shown=text, shown_at=now)
+        return
+    if text == tracker.get("shown"):
+        return
+    if not force and now - float(tracker.get("shown_at") or 0.0) < ctx.progress_interval_s:
+        return
+    ctx.chat.update(MessageRef(tracker["channel"], tracker["ts"]), note(text))
+    tracker.update(shown=text, shown_at=now)
+
+
+def _finish(ctx: FlowContext, incident: Incident, status: JobStatus,
+            tracker: dict[str, Any], now: float) -> None:
+    fresh = not status.resumed_from and status.first_started_at  # else: since the resume
+    started = status.first_started_at if fresh else tracker.get("started_at")
+    totals = RunTotals(
+        label=job_label(status), state=status.state.value, done=status.done,
+        total=status.total, resumed_from=status.resumed_from, skipped=status.skipped,
+        repaired=sum(status.repaired.values()),
+        counted_from=0 if fresh else int(tracker.get("started_done") or status.resumed_from),
+        started_at=float(started or now),
+        finished_at=status.finished_at or status.updated_at or now,
+        repair_note=_repairs(status))
+    summary = finished_line(totals)
     post_in_thread(ctx, incident, strings.FLOW_PROGRESS_DONE.format(summary=summary))
     ctx.audit.append(incident.id, ctx.bot_user, "extraction.finished", status.to_dict())
     goal = S.RESOLVED if status.state is JobState.COMPLETED else S.FAILED
     ctx.incidents.transition(incident.id, goal, ctx.bot_user, summary)
+
+
+def _repairs(status: JobStatus) -> str:
+    partial = status.repaired.get("partial_removed", 0)
+    corrupt = status.repaired.get("corrupt_recomputed", 0)
+    notes = [strings.EXTRACT_PARTIAL_REMOVED.format(n=partial, s="" if partial == 1 else "s")
+             if partial else "",
+             strings.EXTRACT_CORRUPT_RECOMPUTED.format(n=corrupt, s="" if corrupt == 1 else "s")
+             if corrupt else ""]
+    return ", ".join(n for n in notes if n)
 
 
 def poll_all(ctx: FlowContext) -> int:

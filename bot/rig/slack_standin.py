@@ -49,6 +49,7 @@ class SlackStandIn:
         self.calls: list[Call] = []
         self.messages: dict[tuple[str, str], Params] = {}
         self.uploads: dict[str, bytes] = {}
+        self.home: dict[str, Params] = {}  # user id → the App Home view last published
         self._faults: dict[str, _Fault] = {}
         self._ids = itertools.count(1)
         self._cv = threading.Condition()
@@ -171,6 +172,7 @@ class SlackStandIn:
             "chat.update": self._update,
             "chat.postEphemeral": lambda p: {"message_ts": self._ts()},
             "views.open": lambda p: {"view": {"id": f"V{next(self._ids):06d}"}},
+            "views.publish": self._publish_home,
             "usergroups.users.list": lambda p: {
                 "users": self.groups.get(str(p.get("usergroup")), [])
             },
@@ -206,6 +208,19 @@ class SlackStandIn:
                 return {"ok": False, "error": "message_not_found"}
             self.messages[key].update(text=p.get("text", ""), blocks=_as_list(p.get("blocks")))
         return {"channel": key[0], "ts": key[1], "text": p.get("text", "")}
+
+    def _publish_home(self, p: Params) -> Params:
+        view = p.get("view")
+        if isinstance(view, str):
+            try:
+                view = json.loads(view)
+            except ValueError:
+                view = None
+        if not isinstance(view, dict) or not p.get("user_id"):
+            return {"ok": False, "error": "invalid_arguments"}
+        with self._cv:
+            self.home[str(p["user_id"])] = view
+        return {"view": {"id": f"V{next(self._ids):06d}", "type": view.get("type", "home")}}
 
     def _upload_url(self, p: Params) -> Params:
         file_id = f"F{next(self._ids):08d}"

@@ -91,7 +91,7 @@ def test_json_contract_shape(pool: ParamikoPool, sims: Callable[[str], SimHost])
 
 
 def test_vm_restart_story(pool: ParamikoPool, sims: Callable[[str], SimHost]) -> None:
-    jobs = [{"id": "kimi-k25-hidden", "done": 18283, "total": 37312}]
+    jobs = [{"job_id": "kimi-k25-hidden", "done": 18283, "total": 37312}]
     d = diagnose(
         pool,
         sims("seed"),

@@ -50,7 +50,7 @@ def test_story_digest_message() -> None:
     summary, first, second, jobs = msg.sections
     assert "12 GPUs" in summary.text and "78.7 GPU-hours" in summary.text
     assert "Incidents: 1 opened · 1 resolved · 0 still open" in summary.fields
-    assert "Time to resolve: median 18m · max 18m" in summary.fields
+    assert "Time to resolve: median 18 min · worst 18 min" in summary.fields
     assert "Actions: systemd.stop_disable verified ×1" in summary.fields
     assert first.text.startswith("*gpu-01* · 8 GPUs · :red_circle: VRAM held idle 78.7 GPU-hours")
     assert ":red_circle:" not in second.text

@@ -68,3 +68,31 @@ def test_eta() -> None:
     assert eta_seconds(10, 10, None) == 0.0
     assert eta_seconds(5, 10, None) is None
     assert eta_seconds(5, 10, 0.0) is None
+
+
+def test_rate_window_is_a_moving_average_that_restarts_on_a_recount() -> None:
+    from bot.extract.progress import RateWindow
+
+    w = RateWindow().add(0, 0).add(5, 10)
+    assert w.rate() is None  # two samples: still measuring
+    w = w.add(10, 20)
+    assert w.rate() == 2.0
+    for t in range(20, 200, 10):
+        w = w.add(t, 20 + (t - 10))  # 1 per second from here on
+    assert w.rate() == 1.0, "old fast samples have left the window"
+    assert w.add(200, 5).samples == ((200, 5),)
+    assert RateWindow.from_list(w.to_list()) == w
+
+
+def test_progress_line_and_finished_line() -> None:
+    from bot.extract.progress import RunTotals, finished_line, progress_line
+
+    noon = 1_764_590_400.0
+    line = progress_line(18_283, 37_312, 1.09, noon)
+    assert line == ("▓▓▓▓▓░░░░░ 49.0% · 18,283/37,312 · 1.09 samples/s · "
+                    "done ~ 16:50 UTC, in 4 h 50 min")
+    totals = RunTotals("kimi", "completed", 37_312, 37_312, 18_283, 0, 2, 18_283,
+                       noon, noon + 4 * 3600 + 40 * 60)
+    assert finished_line(totals) == ("kimi: completed 37,312/37,312 in 4 h 40 min · "
+                                     "mean 1.13 samples/s · 19,029 written, 0 skipped, "
+                                     "2 repaired")

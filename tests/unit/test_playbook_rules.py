@@ -270,7 +270,7 @@ def test_vm_restart_mounts_and_jobs() -> None:
     options = {"/": {"rw"}, "/scratch": {"ro", "relatime"}}
     vm_restart._mounts([fs("/", 1, 1), fs("/scratch", 1, 1)], options,
                        replace(OPTS, expected_mounts=("/data", "/", "/scratch/")), report)
-    vm_restart._jobs([{"id": "kimi-k25"}], report)
+    vm_restart._jobs([{"job_id": "kimi-k25"}], report)
     assert [(f.code, f.title) for f in report.findings] == [
         ("mount.missing", "expected mount /data is missing"),
         ("mount.read_only", "expected mount /scratch/ is mounted read-only"),

@@ -1,0 +1,143 @@
+"""The App Home tab: the fleet at a glance, rendered purely from a snapshot.
+
+Per host its GPUs (busy / held idle / free / broken), the open incidents with state and
+age, and running extractions with their progress. ``classify_gpus`` turns a host's
+latest samples into those four counts; ``render_home`` gives the ``views.publish`` view.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.chat.summary import STATE_ICON
+from bot.chat.text import clip, escape
+from bot.core import fmt, strings
+from bot.extract.progress import bar
+
+GPU_FIELD = re.compile(r"^gpu(?P<index>\d{1,3})\.(?P<field>mem_used_mib|util_pct)$")
+MAX_BLOCKS = 100  # a Home view allows 100 blocks
+MAX_ROWS = 25  # per list, so the three lists always fit
+
+
+@dataclass(frozen=True)
+class HostGpus:
+    host: str
+    busy: int = 0
+    held_idle: int = 0
+    free: int = 0
+    broken: int = 0  # expected but missing from the samples, or reporting nothing usable
+
+    @property
+    def total(self) -> int:
+        return self.busy + self.held_idle + self.free + self.broken
+
+
+@dataclass(frozen=True)
+class IncidentRow:
+    id: str
+    host: str
+    kind: str
+    state: str
+    opened_at: float
+
+
+@dataclass(frozen=True)
+class JobRow:
+    name: str
+    host: str
+    done: int
+    total: int
+    rate: float | None = None
+
+
+@dataclass(frozen=True)
+class Fleet:
+    now: float
+    hosts: tuple[HostGpus, ...] = ()
+    incidents: tuple[IncidentRow, ...] = ()
+    jobs: tuple[JobRow, ...] = ()
+
+
+def classify_gpus(host: str, latest: Mapping[str, float], expected: int = 0,
+                  idle_mem_mib: float = 1024.0, idle_util_pct: float = 5.0) -> HostGpus:
+    """Latest ``gpuN.mem_used_mib``/``gpuN.util_pct`` per GPU → the four counts.
+
+    Busy: utilisation above the idle threshold. Held idle: memory held at or below it.
+    Free: neither. Broken: a GPU the inventory expects that reported nothing usable.
+    """
+    gpus: dict[int, dict[str, float]] = {}
+    for name, value in latest.items():
+        if m := GPU_FIELD.match(name):
+            gpus.setdefault(int(m["index"]), {})[m["field"]] = value
+    counts = {"busy": 0, "held_idle": 0, "free": 0, "broken": 0}
+    for fields in gpus.values():
+        mem, util = fields.get("mem_used_mib"), fields.get("util_pct")
+        if mem is None or util is None:
+            counts["broken"] += 1
+        elif util > idle_util_pct:
+            counts["busy"] += 1
+        elif mem >= idle_mem_mib:
+            counts["held_idle"] += 1
+        else:
+            counts["free"] += 1
+    counts["broken"] += max(0, expected - len(gpus))
+    return HostGpus(host, **counts)
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": clip(text, 3000)}}
+
+
+def _header(text: str) -> dict[str, Any]:
+    return {"type": "header", "text": {"type": "plain_text", "text": clip(text, 150)}}
+
+
+def host_line(h: HostGpus) -> str:
+    """``*gpu-01* · 8 GPUs: 0 busy · 8 held idle · 0 free · 0 broken``."""
+    badge = ":red_circle: " if h.held_idle or h.broken else ""
+    return strings.HOME_HOST.format(badge=badge, host=escape(h.host), n=h.total,
+                                    busy=h.busy, idle=h.held_idle, free=h.free, broken=h.broken)
+
+
+def coarse_age(now: float, since: float) -> str:
+    """Whole minutes at least, so a refresh is not triggered by the seconds ticking."""
+    return strings.HOME_AGE_NEW if now - since < 60 else fmt.age(now, since)
+
+
+def incident_line(i: IncidentRow, now: float) -> str:
+    return strings.HOME_INCIDENT.format(
+        icon=STATE_ICON.get(i.state, ":white_circle:"), id=escape(i.id), host=escape(i.host),
+        kind=escape(i.kind), state=i.state.replace("_", " "), age=coarse_age(now, i.opened_at))
+
+
+def job_line(j: JobRow) -> str:
+    pct = fmt.percent(j.done / j.total if j.total else 0.0)
+    return strings.HOME_JOB.format(name=escape(j.name), host=escape(j.host),
+                                   bar=bar(j.done, j.total), pct=pct, done=fmt.count(j.done),
+                                   total=fmt.count(j.total), rate=fmt.rate(j.rate))
+
+
+def _list(title: str, lines: Sequence[str], empty: str) -> list[dict[str, Any]]:
+    shown = list(lines[:MAX_ROWS])
+    if len(lines) > MAX_ROWS:
+        shown.append(strings.HOME_MORE.format(n=len(lines) - MAX_ROWS))
+    body = "\n".join(shown) if shown else f"_{empty}_"
+    return [_header(title), _section(body)]
+
+
+def render_home(fleet: Fleet) -> dict[str, Any]:
+    """The ``views.publish`` view: three short lists, most urgent first."""
+    hosts = sorted(fleet.hosts, key=lambda h: (-(h.held_idle + h.broken), h.host))
+    incidents = sorted(fleet.incidents, key=lambda i: i.opened_at)
+    updated = strings.HOME_UPDATED.format(when=fmt.clock(fleet.now, now=fleet.now))
+    blocks = [
+        *_list(strings.HOME_FLEET, [host_line(h) for h in hosts], strings.HOME_NO_HOSTS),
+        *_list(strings.HOME_INCIDENTS, [incident_line(i, fleet.now) for i in incidents],
+               strings.HOME_NO_INCIDENTS),
+        *_list(strings.HOME_JOBS, [job_line(j) for j in fleet.jobs], strings.HOME_NO_JOBS),
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": updated}]},
+    ]
+    return {"type": "home", "blocks": blocks[:MAX_BLOCKS]}

@@ -1,0 +1,48 @@
+"""The App Home renderer and GPU classification on known snapshots."""
+
+from __future__ import annotations
+
+from bot.chat.home import Fleet, HostGpus, IncidentRow, JobRow, classify_gpus, render_home
+
+NOW = 1_764_590_400.0  # 12:00 UTC
+
+
+def test_classify_gpus_from_latest_samples() -> None:
+    latest = {"gpu0.mem_used_mib": 77_600, "gpu0.util_pct": 0,  # held idle
+              "gpu1.mem_used_mib": 70_000, "gpu1.util_pct": 93,  # busy
+              "gpu2.mem_used_mib": 3, "gpu2.util_pct": 0,  # free
+              "gpu3.mem_used_mib": 500,  # no utilisation reading: broken
+              "disk:/data.used_bytes": 1e12}
+    assert classify_gpus("gpu-01", latest, expected=6) == HostGpus("gpu-01", 1, 1, 1, 3)
+    assert classify_gpus("gpu-02", {}, expected=0) == HostGpus("gpu-02")
+
+
+def test_render_home_lists_the_fleet_incidents_and_jobs() -> None:
+    fleet = Fleet(
+        now=NOW,
+        hosts=(HostGpus("gpu-02", busy=8), HostGpus("gpu-01", held_idle=8)),
+        incidents=(IncidentRow("INC-2", "gpu-02", "disk_full", "resumed", NOW - 7800),
+                   IncidentRow("INC-1", "gpu-01", "vram_idle", "awaiting_approval", NOW - 240)),
+        jobs=(JobRow("kimi-hidden", "gpu-02", 18_283, 37_312, 1.09),),
+    )
+    view = render_home(fleet)
+    assert view["type"] == "home"
+    texts = [b["text"]["text"] for b in view["blocks"] if b["type"] in ("header", "section")]
+    assert texts == [
+        "Fleet",
+        ":red_circle: *gpu-01* · 8 GPUs: 0 busy · 8 held idle · 0 free · 0 broken\n"
+        "*gpu-02* · 8 GPUs: 8 busy · 0 held idle · 0 free · 0 broken",
+        "Open incidents",
+        ":arrow_forward: *INC-2* gpu-02 · disk_full · resumed · open 2 h 10 min\n"
+        ":raising_hand: *INC-1* gpu-01 · vram_idle · awaiting approval · open 4 min",
+        "Running extractions",
+        "*kimi-hidden* on gpu-02 · ▓▓▓▓▓░░░░░ 49.0% · 18,283/37,312 · 1.09 samples/s",
+    ]
+    assert view["blocks"][-1]["elements"][0]["text"] == "Updated 12:00 UTC"
+
+
+def test_empty_fleet_says_so() -> None:
+    texts = [b["text"]["text"] for b in render_home(Fleet(NOW))["blocks"]
+             if b["type"] == "section"]
+    assert texts == ["_No host samples yet (is the sampler or agent running?)_",
+                     "_Nothing open._", "_No extraction is running._"]
