@@ -152,8 +152,9 @@ class IncidentStore:
         return self._load(ids)
 
     def counts_by_state(self) -> dict[str, int]:
-        """Open incidents per state (the ``/metrics`` gauge)."""
-        out: dict[str, int] = {}
+        """Open incidents per state (the ``/metrics`` gauge); every state present, so a
+        state with no incidents reads 0 rather than keeping a stale value."""
+        out: dict[str, int] = {state.value: 0 for state in IncidentState}
         for incident in self.list(open_only=True):
             out[incident.state.value] = out.get(incident.state.value, 0) + 1
         return out

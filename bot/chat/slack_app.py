@@ -30,9 +30,9 @@ from bot.chat import slash as slash_mod
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk, AuditFn, GroupResolver
 from bot.chat.listeners import Listeners
 from bot.chat.slack import SlackBackend, SlackGroups, make_client
+from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings, secret
 from bot.core.errors import ConfigError
-from bot.domain.approval import policy_from_settings
 from storage.approvals import ApprovalStore
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from redis import Redis
 
 from bot.chat.base import ChatBackend
+from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings
-from bot.domain.approval import ApprovalPolicy, policy_from_settings
+from bot.domain.approval import ApprovalPolicy
 from bot.remediation.options import RemediationOptions, options_from_extra
 from bot.ssh.base import SSHRunner
 from storage.approvals import ApprovalStore
