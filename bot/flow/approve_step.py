@@ -193,9 +193,9 @@ def _offer_resume(ctx: FlowContext, incident: Incident, job_id: str) -> None:
 
 
 def _mark_resumed(ctx: FlowContext, incident_id: str, job_id: str) -> None:
-    from storage import keys
+    from storage.jobs import JobLinks
 
-    ctx.redis_bytes.set(keys.job_incident(job_id), incident_id)
+    JobLinks(ctx.redis_bytes).link(job_id, incident_id)
     ctx.incidents.set_meta(incident_id, job=job_id)
     if ctx.incidents.require(incident_id).state is S.VERIFIED:
         ctx.incidents.transition(incident_id, S.RESUMED, ctx.bot_user,

@@ -31,10 +31,10 @@ def reference(spec_out: Path, tmp_path: Path, conn: Redis, **overrides: Any) -> 
     """The same spec run uninterrupted into another directory."""
     from bot.extract.extractors import load_extractor
     from bot.extract.runner import Counters, Runner
-    from bot.extract.spec import JobSpec
+    from bot.extract.spec import ExtractionSpec
 
     del conn
-    spec = JobSpec.model_validate({**overrides, "output_dir": str(tmp_path / "reference"),
+    spec = ExtractionSpec.model_validate({**overrides, "output_dir": str(tmp_path / "reference"),
                                    "fsync": False, "writers": 4})
     spec.output_dir.mkdir(parents=True, exist_ok=True)
     assert Runner(spec, load_extractor(spec), set(), Counters()).run().reason == "completed"

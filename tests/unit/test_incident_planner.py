@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from bot.domain.incident import Alert, AlertStatus, GroupWindow, Incident, Silence
 from bot.domain.lifecycle import IncidentState
-from bot.domain.planner import Outcome, Plan, Planner, View
+from bot.domain.planner import Plan, Planner, PlanOutcome, View
 
 
 def ids(first: int = 1) -> Iterable[str]:
@@ -183,7 +183,7 @@ def test_unmatched_resolve_is_harmless() -> None:
 
 
 def test_outcome_values_are_stable() -> None:
-    assert {o.value for o in Outcome} == {
+    assert {o.value for o in PlanOutcome} == {
         "created",
         "grouped",
         "folded",
