@@ -20,7 +20,7 @@ from bot.domain.lifecycle import IllegalTransition, IncidentState, is_terminal, 
 
 __all__ = [
     "EVENT_KINDS", "WILDCARD", "Alert", "AlertStatus", "GroupWindow", "IllegalTransition",
-    "Incident", "IncidentState", "Silence", "apply_transition", "default_fingerprint", "fold",
+    "Incident", "IncidentState", "SilenceRule", "apply_transition", "default_fingerprint", "fold",
     "join_group", "max_severity", "parse_severity", "silence_candidates", "valid_host",
     "valid_kind", "window_admits",
 ]
@@ -242,7 +242,7 @@ def window_admits(window: GroupWindow | None, parent: Incident | None, host: str
 
 
 @dataclass(frozen=True)
-class Silence:
+class SilenceRule:
     """Firing alerts for (host, kind) are dropped until ``until``; either may be ``*``."""
 
     host: str
@@ -260,7 +260,7 @@ class Silence:
                            "author": self.author, "reason": self.reason, "created": self.created})
 
     @classmethod
-    def from_json(cls, text: str) -> Silence:
+    def from_json(cls, text: str) -> SilenceRule:
         d = json.loads(text)
         return cls(host=d["host"], kind=d["kind"], until=float(d["until"]), author=d["author"],
                    reason=d.get("reason", ""), created=float(d.get("created", 0.0)))

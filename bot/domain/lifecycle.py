@@ -26,21 +26,30 @@ class IncidentState(StrEnum):
     RESOLVED = "resolved"
 
 
-S = IncidentState
-
 TRANSITIONS: dict[IncidentState, frozenset[IncidentState]] = {
-    S.OPEN: frozenset({S.DIAGNOSING, S.RESOLVED}),
-    S.DIAGNOSING: frozenset({S.AWAITING_APPROVAL, S.RESOLVED, S.FAILED}),
-    S.AWAITING_APPROVAL: frozenset({S.APPROVED, S.DENIED, S.EXPIRED, S.RESOLVED, S.DIAGNOSING}),
-    S.APPROVED: frozenset({S.REMEDIATING}),
-    S.DENIED: frozenset({S.RESOLVED, S.DIAGNOSING}),
-    S.EXPIRED: frozenset({S.RESOLVED, S.DIAGNOSING}),
-    S.REMEDIATING: frozenset({S.VERIFIED, S.FAILED}),
+    IncidentState.OPEN: frozenset({IncidentState.DIAGNOSING, IncidentState.RESOLVED}),
+    IncidentState.DIAGNOSING: frozenset({
+        IncidentState.AWAITING_APPROVAL, IncidentState.RESOLVED, IncidentState.FAILED,
+    }),
+    IncidentState.AWAITING_APPROVAL: frozenset({
+        IncidentState.APPROVED, IncidentState.DENIED, IncidentState.EXPIRED,
+        IncidentState.RESOLVED, IncidentState.DIAGNOSING,
+    }),
+    IncidentState.APPROVED: frozenset({IncidentState.REMEDIATING}),
+    IncidentState.DENIED: frozenset({IncidentState.RESOLVED, IncidentState.DIAGNOSING}),
+    IncidentState.EXPIRED: frozenset({IncidentState.RESOLVED, IncidentState.DIAGNOSING}),
+    IncidentState.REMEDIATING: frozenset({IncidentState.VERIFIED, IncidentState.FAILED}),
     # an approved follow-up (Revert, Resume, an alternative after a failure) acts again
-    S.VERIFIED: frozenset({S.RESUMED, S.RESOLVED, S.REMEDIATING}),
-    S.FAILED: frozenset({S.DIAGNOSING, S.RESOLVED, S.REMEDIATING}),
-    S.RESUMED: frozenset({S.RESOLVED, S.FAILED, S.REMEDIATING}),
-    S.RESOLVED: frozenset(),
+    IncidentState.VERIFIED: frozenset({
+        IncidentState.RESUMED, IncidentState.RESOLVED, IncidentState.REMEDIATING,
+    }),
+    IncidentState.FAILED: frozenset({
+        IncidentState.DIAGNOSING, IncidentState.RESOLVED, IncidentState.REMEDIATING,
+    }),
+    IncidentState.RESUMED: frozenset({
+        IncidentState.RESOLVED, IncidentState.FAILED, IncidentState.REMEDIATING,
+    }),
+    IncidentState.RESOLVED: frozenset(),
 }
 
 

@@ -28,7 +28,7 @@ from bot.domain.incident import (
     AlertStatus,
     GroupWindow,
     Incident,
-    Silence,
+    SilenceRule,
     apply_transition,
     fold,
     join_group,
@@ -57,7 +57,7 @@ class View:
     open_ids: dict[tuple[str, str], str] = field(default_factory=dict)
     fp_ids: dict[str, str] = field(default_factory=dict)
     windows: dict[str, GroupWindow] = field(default_factory=dict)
-    silences: dict[tuple[str, str], Silence] = field(default_factory=dict)
+    silences: dict[tuple[str, str], SilenceRule] = field(default_factory=dict)
     incidents: dict[str, Incident] = field(default_factory=dict)
 
 
