@@ -10,10 +10,10 @@ and RQ call is in ``storage/jobs.py`` and ``storage/job_records.py``; this modul
 from __future__ import annotations
 
 import time
-import uuid
 
 from bot.core import strings
 from bot.core.errors import UserError
+from bot.domain.validate import new_job_id
 from bot.extract.dataset import survey
 from bot.extract.spec import ExtractionSpec, parse_spec, spec_from_json
 from bot.extract.states import FINAL, JobState, JobStatus, status_from_fields
@@ -43,7 +43,7 @@ def submit(
     if host is not None:
         spec = parse_spec({**spec.model_dump(), "host": host}, "--host")
     total, _ = survey(spec.dataset)
-    job_id = f"ex-{uuid.uuid4().hex[:12]}"
+    job_id = new_job_id()
     now = time.time()
     records.write(
         conn,

@@ -15,8 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.core.errors import UserError
+from bot.domain.validate import valid_host
 
-HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,79}$")
 EXTRACTOR_RE = re.compile(r"^(builtin|transformers:.+|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
 Dtype = Literal["float32", "float16", "bfloat16"]
@@ -77,8 +77,8 @@ class ExtractionSpec(Strict):
     @field_validator("host")
     @classmethod
     def _host(cls, v: str) -> str:
-        if not HOST_RE.match(v):
-            raise ValueError("letters, digits, '.', '_' or '-' (1-63 characters)")
+        if not valid_host(v):
+            raise ValueError("letters, digits, '.', '_', ':' or '-' (1-253 characters)")
         return v
 
     @field_validator("extractor")
