@@ -18,8 +18,8 @@ from redis import Redis
 from bot.agent.client import Reply, post_alerts
 from bot.agent.config import AgentConfig, AgentConfigError, parse_args
 from bot.agent.runner import EX_TEMPFAIL, Agent
+from bot.core.procs import free_port
 from bot.domain.lifecycle import IncidentState
-from bot.rig.localredis import free_port
 from storage.incidents import IncidentStore
 from tests.fixtures.alerts import ALERT_TOKEN, LiveServer
 from tests.fixtures.fake_pynvml import FakeGpu, write_shim

@@ -20,9 +20,8 @@ import yaml
 from redis import Redis
 
 from bot.core.metrics import REGISTRY
-from bot.core.procs import stop_child
+from bot.core.procs import free_port, stop_child
 from bot.domain.lifecycle import IncidentState
-from bot.rig.localredis import free_port
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
 from tests.fixtures.alerts import ALERT_TOKEN, LiveServer

@@ -17,11 +17,11 @@ import pytest
 from redis import Redis
 
 from bot.core.errors import UserError
+from bot.core.procs import free_port
 from bot.extract import alerts, job, queue, status
 from bot.extract.demo_data import prepare_interrupted_run
 from bot.extract.spec import load_spec
 from bot.extract.states import JobState
-from bot.rig.localredis import free_port
 from storage import job_records as records
 from storage import keys
 from tests.fixtures.extract import assert_same_outputs, load_all, make_spec, wait_for

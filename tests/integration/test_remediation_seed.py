@@ -156,7 +156,7 @@ def test_non_root_target_sends_sudo_n_exactly_once(
 def test_unreachable_host_is_an_outcome_and_nothing_runs(
     rem_pool: ParamikoPool, fast_options: RemediationOptions, audit_log: AuditLog, seed_sim: SimHost
 ) -> None:
-    from bot.rig.localredis import free_port
+    from bot.core.procs import free_port
 
     target = replace(seed_sim.ssh_target(), port=free_port())
     result = _stop_disable(rem_pool, seed_sim, fast_options, audit_log, target=target)

@@ -193,7 +193,7 @@ def test_disk_full_vacuum_frees_space(sim_factory: SimFactory) -> None:
 
 
 def test_cli_up_and_down_detached(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.rig.localredis import free_port
+    from bot.core.procs import free_port
 
     port = free_port()
     assert cli_main(["sim", "up", "seed", "--port", str(port), "--dir", str(tmp_path)]) == 0
