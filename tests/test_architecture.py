@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.imports import MAX_LINES, long_modules, violations
+from tests.helpers.imports import MAX_LINES, cross_imports, long_modules, violations
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,6 +46,10 @@ def test_every_known_exception_is_still_needed() -> None:
     stale = [k for k in KNOWN if not any(v.startswith(f"{k[0]}:") and f"-> {k[1]}" in v
                                          for v in everything)]
     assert not stale, f"remove from KNOWN: {stale}"
+
+
+def test_tests_share_code_through_helpers_only() -> None:
+    assert cross_imports(ROOT) == []
 
 
 def test_modules_stay_short() -> None:
@@ -103,6 +107,12 @@ def test_an_allowed_exception_is_not_reported(tmp_path: Path) -> None:
     root = _tree(tmp_path, {**BASE, "bot/flow/ctx.py": "from redis import Redis\n"})
     assert violations(root, [("bot.flow.ctx", "redis")]) == []
     assert len(violations(root, [("bot.flow.other", "redis")])) == 1
+
+
+def test_a_test_importing_another_test_is_reported(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"tests/unit/test_a.py": "X = 1\n",
+                            "tests/integration/test_b.py": "from tests.unit.test_a import X\n"})
+    assert cross_imports(root) == ["tests.integration.test_b:1 -> tests.unit.test_a"]
 
 
 def test_a_long_module_is_reported(tmp_path: Path) -> None:

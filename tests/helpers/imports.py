@@ -111,6 +111,16 @@ def violations(root: Path, allowed: Iterable[tuple[str, str]] = ()) -> list[str]
     return sorted(f"{m}:{line} -> {target}: {rule}" for (m, line, rule), target in found.items())
 
 
+def cross_imports(root: Path) -> list[str]:
+    """Test modules importing other test modules (shared code belongs in tests/helpers/)."""
+    out = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        for imp in imports_of(root, path):
+            if _under(imp.target, "tests.unit", "tests.integration"):
+                out.append(f"{imp.module}:{imp.line} -> {imp.target}")
+    return sorted(set(out))
+
+
 def long_modules(root: Path, dirs: Iterable[str], limit: int = MAX_LINES) -> dict[str, int]:
     """Source files over ``limit`` lines, relative path -> line count."""
     found: dict[str, int] = {}

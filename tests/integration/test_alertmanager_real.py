@@ -29,7 +29,11 @@ from tests.fixtures.need import need
 
 ROOT = Path(__file__).resolve().parents[2]
 AM_BIN = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-pytestmark = pytest.mark.skipif(AM_BIN is None, reason="prometheus-alertmanager not installed")
+
+
+@pytest.fixture(autouse=True)
+def _alertmanager_installed() -> None:
+    need(AM_BIN is not None, "prometheus-alertmanager not installed")
 
 
 class Alertmanager:

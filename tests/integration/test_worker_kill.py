@@ -32,7 +32,7 @@ from tests.fixtures.extract import (
     process_gone,
     wait_for,
 )
-from tests.integration.test_extract_job import reference
+from tests.helpers.extraction import reference
 
 N_KILL = 300
 SEED = int(os.environ.get("EXTRACT_KILL_SEED", random.randrange(1 << 30)))

@@ -1,6 +1,6 @@
 """One bot replica's scheduler, as its own process (the SIGKILL takeover test runs two).
 
-Usage: ``python -m tests.integration.scheduler_replica REDIS_URL PERIOD_S TTL_S RENEW_S``.
+Usage: ``python -m tests.helpers.scheduler_replica REDIS_URL PERIOD_S TTL_S RENEW_S``.
 Each digest firing appends ``<slot>|<pid>`` to the Redis list ``test:posts``; each
 escalation firing runs a real ``Escalator`` whose chat backend appends to ``test:chat``.
 Runs until killed.
