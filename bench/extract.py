@@ -38,7 +38,7 @@ from bot.extract import job, queue, records  # noqa: E402
 from bot.extract.dataset import plan_batches  # noqa: E402
 from bot.extract.extractors import DTYPES, BuiltinExtractor  # noqa: E402
 from bot.extract.runner import Counters, Runner  # noqa: E402
-from bot.extract.spec import JobSpec, parse_spec  # noqa: E402
+from bot.extract.spec import ExtractionSpec, parse_spec  # noqa: E402
 from bot.extract.store import Expect, payload, sample_path, save_atomic, scan, verify_file  # noqa: E402
 from bot.rig.localredis import LocalRedis, start_local_redis  # noqa: E402
 from storage.connection import connect  # noqa: E402
@@ -51,7 +51,8 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def make_spec(args: argparse.Namespace, work: Path, name: str, n: int, **extra: Any) -> JobSpec:
+def make_spec(args: argparse.Namespace, work: Path, name: str, n: int,
+              **extra: Any) -> ExtractionSpec:
     data = work / f"data-{n}.jsonl"
     if not data.exists():
         write_dataset(data, n, seed=7, max_words=args.max_words)
@@ -65,13 +66,13 @@ def make_spec(args: argparse.Namespace, work: Path, name: str, n: int, **extra: 
     return parse_spec(body, "bench")
 
 
-def fresh(spec: JobSpec) -> JobSpec:
+def fresh(spec: ExtractionSpec) -> ExtractionSpec:
     shutil.rmtree(spec.output_dir, ignore_errors=True)
     spec.output_dir.mkdir(parents=True)
     return spec
 
 
-def sync(spec: JobSpec) -> None:
+def sync(spec: ExtractionSpec) -> None:
     if spec.device != "cpu" and torch.cuda.is_available():
         torch.cuda.synchronize()
 
@@ -82,7 +83,7 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def bare_loop(spec: JobSpec) -> None:
+def bare_loop(spec: ExtractionSpec) -> None:
     """What a script without the job machinery does: batches, forward, torch.save."""
     ex = BuiltinExtractor(spec)
     dtype = DTYPES[spec.dtype]
@@ -95,7 +96,7 @@ def bare_loop(spec: JobSpec) -> None:
             torch.save(obj, sample_path(spec.output_dir, item.id))
 
 
-def run_job(conn: Any, spec: JobSpec) -> None:
+def run_job(conn: Any, spec: ExtractionSpec) -> None:
     job_id = queue.submit(conn, spec)
     assert job.execute(conn, job_id) == "completed"
 
@@ -122,7 +123,7 @@ def discard(obj: dict[str, Any], path: Path, fsync: bool) -> int:
     return 0
 
 
-def write_only(spec: JobSpec, ex: BuiltinExtractor) -> float:
+def write_only(spec: ExtractionSpec, ex: BuiltinExtractor) -> float:
     """Time only the writes of precomputed payloads (atomic, fsynced, same pool)."""
     from bot.extract.writer import WriterPool
 
@@ -142,7 +143,7 @@ def write_only(spec: JobSpec, ex: BuiltinExtractor) -> float:
     return time.perf_counter() - t0
 
 
-def runner_time(spec: JobSpec, ex: BuiltinExtractor, **kw: Any) -> float:
+def runner_time(spec: ExtractionSpec, ex: BuiltinExtractor, **kw: Any) -> float:
     fresh(spec)
     t0 = time.perf_counter()
     assert Runner(spec, ex, set(), Counters(), **kw).run().reason == "completed"

@@ -11,7 +11,7 @@ import hashlib
 import json
 import shlex
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -118,10 +118,6 @@ class Session:
 
     def run(self, probe: Probe[T]) -> tuple[ProbeResult, T]:
         return self._run(probe)
-
-    def run_all(self, probes: Iterable[Probe[Any]]) -> list[tuple[ProbeResult, Any]]:
-        futures = [self.submit(p) for p in probes]
-        return [f.result() for f in futures]
 
     def _run(self, probe: Probe[T]) -> tuple[ProbeResult, T]:
         timeout = probe.timeout_s or self.options.command_timeout_s

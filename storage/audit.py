@@ -109,6 +109,12 @@ class AuditLog:
         entries = [AuditEntry.from_stream(_as_str(i), _decode(f)) for i, f in rows]  # type: ignore[union-attr]
         return entries[::-1]
 
+    def between(self, start: float, end: float) -> list[AuditEntry]:
+        """Entries across all incidents from ``start`` to ``end`` (ids are ms times)."""
+        rows = self.redis.xrange(keys.audit_all(), min=str(int(start * 1000)),
+                                 max=str(int(end * 1000)))
+        return [AuditEntry.from_stream(_as_str(i), _decode(f)) for i, f in rows]  # type: ignore[union-attr]
+
 
 def _as_str(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)

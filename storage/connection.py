@@ -1,8 +1,16 @@
-"""The one place a Redis client is made; everything else takes it as an argument."""
+"""The one place a Redis client is made; everything else takes it as an argument.
+
+Code outside ``storage/`` types the handle it passes along with the names below and never
+imports ``redis`` itself (``tests/test_architecture.py`` checks it): only storage calls
+methods on the client.
+"""
 
 from __future__ import annotations
 
 from redis import Redis
+from redis.exceptions import RedisError as StorageError
+
+__all__ = ["Redis", "StorageError", "connect"]
 
 
 def connect(url: str, *, decode: bool = True) -> Redis:

@@ -30,7 +30,7 @@ from bot.domain.incident import (
     apply_transition,
 )
 from bot.domain.lifecycle import IncidentState
-from bot.domain.planner import Outcome, Planner
+from bot.domain.planner import Planner, PlanOutcome
 from storage import keys
 from storage.audit import AuditLog
 from storage.events import IncidentEvents
@@ -53,7 +53,7 @@ class Contention(RuntimeError):
 
 @dataclass(frozen=True)
 class IngestResult:
-    outcomes: list[tuple[Outcome, str | None]] = field(default_factory=list)
+    outcomes: list[tuple[PlanOutcome, str | None]] = field(default_factory=list)
 
     @property
     def incident_ids(self) -> list[str]:
@@ -97,11 +97,11 @@ class IncidentStore:
     def open_or_fold(self, alert: Alert) -> tuple[Incident, bool]:
         """One firing alert: (its incident, whether it was created)."""
         outcome, incident_id = self.ingest([alert]).outcomes[0]
-        if outcome is Outcome.SILENCED:
+        if outcome is PlanOutcome.SILENCED:
             raise AlertSilenced(f"alerts for {alert.host}/{alert.kind} are silenced")
         if incident_id is None:
             raise UnknownIncident("?")
-        return self.require(incident_id), outcome in (Outcome.CREATED, Outcome.GROUPED)
+        return self.require(incident_id), outcome in (PlanOutcome.CREATED, PlanOutcome.GROUPED)
 
     def resolve_by_fingerprint(self, fingerprint: str, *, host: str = "-", kind: str = "-",
                                source: str = "api") -> Incident | None:
@@ -152,8 +152,9 @@ class IncidentStore:
         return self._load(ids)
 
     def counts_by_state(self) -> dict[str, int]:
-        """Open incidents per state (the ``/metrics`` gauge)."""
-        out: dict[str, int] = {}
+        """Open incidents per state (the ``/metrics`` gauge); every state present, so a
+        state with no incidents reads 0 rather than keeping a stale value."""
+        out: dict[str, int] = {state.value: 0 for state in IncidentState}
         for incident in self.list(open_only=True):
             out[incident.state.value] = out.get(incident.state.value, 0) + 1
         return out

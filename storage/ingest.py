@@ -25,7 +25,7 @@ from bot.domain.incident import (
     AlertStatus,
     GroupWindow,
     Incident,
-    Silence,
+    SilenceRule,
     silence_candidates,
 )
 from bot.domain.planner import Plan, View
@@ -81,7 +81,7 @@ class BatchKeys:
         view.open_ids = {p: v for p in self.pairs if (v := next(it))}
         view.fp_ids = {f: v for f in self.fps if (v := next(it))}
         view.windows = {k: GroupWindow.from_json(v) for k in self.kinds if (v := next(it))}
-        view.silences = {s: Silence.from_json(v) for s in self.silences if (v := next(it))}
+        view.silences = {s: SilenceRule.from_json(v) for s in self.silences if (v := next(it))}
         return view
 
 

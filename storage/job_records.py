@@ -1,7 +1,7 @@
 """The job record in Redis (a hash), its event stream and its sample-failure book.
 
 Works with a decoded or a bytes client (RQ's): values are written as strings and read
-back through ``_text``.
+back through ``text``.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ STREAM_MAXLEN = 5000
 Fields = dict[str, str]
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def read(conn: Redis, job_id: str) -> Fields:
     raw: dict[Any, Any] = conn.hgetall(keys.job_record(job_id))  # type: ignore[assignment]
-    return {_text(k): _text(v) for k, v in raw.items()}
+    return {text(k): text(v) for k, v in raw.items()}
 
 
 def write(conn: Redis, job_id: str, **fields: object) -> None:
@@ -47,8 +47,8 @@ def events_since(
     rows: list[Any] = conn.xrange(keys.job_events(job_id), min=start, count=count)  # type: ignore[assignment]
     out: list[dict[str, str]] = []
     for entry_id, body in rows:
-        item = {_text(k): _text(v) for k, v in body.items()}
-        item["id"] = _text(entry_id)
+        item = {text(k): text(v) for k, v in body.items()}
+        item["id"] = text(entry_id)
         out.append(item)
     return out
 
@@ -56,7 +56,28 @@ def events_since(
 def control(conn: Redis, job_id: str) -> str | None:
     """``pause`` or ``cancel`` when a person asked the job to stop."""
     value = conn.get(keys.job_control(job_id))
-    return _text(value) if value is not None else None
+    return text(value) if value is not None else None
+
+
+def request(conn: Redis, job_id: str, what: str) -> None:
+    """Ask a running job to ``pause`` or ``cancel`` (it reads this between batches)."""
+    conn.set(keys.job_control(job_id), what)
+
+
+def clear_request(conn: Redis, job_id: str) -> None:
+    conn.delete(keys.job_control(job_id))
+
+
+def add(conn: Redis, job_id: str, **counts: int) -> None:
+    """Add to counters in the record (``computed``, ``partial_removed`` …)."""
+    for name, n in counts.items():
+        conn.hincrby(keys.job_record(job_id), name, n)
+
+
+def mark_started(conn: Redis, job_id: str, now: str) -> None:
+    """Count a start; the first one also sets ``first_started_at``."""
+    conn.hsetnx(keys.job_record(job_id), "first_started_at", now)
+    conn.hincrby(keys.job_record(job_id), "starts", 1)
 
 
 class FailureBook:
@@ -66,7 +87,7 @@ class FailureBook:
     def __init__(self, conn: Redis, job_id: str, max_tries: int) -> None:
         self.conn, self.key, self.max_tries = conn, keys.job_failures(job_id), max_tries
         raw: dict[Any, Any] = conn.hgetall(self.key)  # type: ignore[assignment]
-        self.tries = {_text(k): int(json.loads(_text(v))["tries"]) for k, v in raw.items()}
+        self.tries = {text(k): int(json.loads(text(v))["tries"]) for k, v in raw.items()}
 
     def exhausted(self, sample_id: str) -> bool:
         return self.tries.get(sample_id, 0) >= self.max_tries
@@ -84,4 +105,4 @@ class FailureBook:
 
 def failures(conn: Redis, job_id: str) -> dict[str, dict[str, Any]]:
     raw: dict[Any, Any] = conn.hgetall(keys.job_failures(job_id))  # type: ignore[assignment]
-    return {_text(k): json.loads(_text(v)) for k, v in raw.items()}
+    return {text(k): json.loads(text(v)) for k, v in raw.items()}

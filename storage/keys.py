@@ -42,15 +42,6 @@ def group(kind: str) -> str:
     return _k("group", kind)
 
 
-def alert_fingerprint(fingerprint: str, status: str) -> str:
-    """Dedup marker for an Alertmanager notification (HA pairs send each twice)."""
-    return _k("alert", "fp", fingerprint, status)
-
-
-def alerts_stream() -> str:
-    return _k("alerts")
-
-
 def silence(host: str, kind: str) -> str:
     return _k("silence", host, kind)
 
@@ -84,11 +75,6 @@ def approvals_of_incident(incident_id: str) -> str:
 
 
 # chat
-def chat_message(incident_id: str) -> str:
-    """Where an incident's message lives (channel, ts) so later steps edit it."""
-    return _k("chat", "msg", incident_id)
-
-
 def chat_update_gate(channel: str, ts: str) -> str:
     return _k("chat", "update", channel, ts)
 

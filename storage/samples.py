@@ -17,10 +17,10 @@ from typing import Any
 
 from redis import Redis
 
+from bot.domain.validate import valid_host
 from storage import keys
 
 DEFAULT_RETENTION_S = 8 * 24 * 3600.0  # a weekly digest plus a day of slack
-HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 METRIC_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}$")
 
 Point = tuple[float, float]
@@ -28,7 +28,7 @@ Point = tuple[float, float]
 
 def validate(host: str, metric: str, value: float) -> None:
     """Reject names that could not have come from a probe, and non-finite values."""
-    if not HOST_RE.match(host):
+    if not valid_host(host):
         raise ValueError(f"bad host name for a sample: {host!r}")
     if not METRIC_RE.match(metric) or "|" in metric:
         raise ValueError(f"bad metric name: {metric!r}")

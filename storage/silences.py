@@ -14,7 +14,7 @@ from typing import cast
 
 from redis import Redis
 
-from bot.domain.incident import WILDCARD, Silence, silence_candidates, valid_host, valid_kind
+from bot.domain.incident import WILDCARD, SilenceRule, silence_candidates, valid_host, valid_kind
 from storage import keys
 from storage.audit import AuditLog
 
@@ -41,7 +41,7 @@ class SilenceStore:
         self.audit = AuditLog(redis, clock=clock)
 
     def add(self, host: str, kind: str, duration_s: float, author: str,
-            reason: str = "") -> Silence:
+            reason: str = "") -> SilenceRule:
         """Silence firing alerts for (host, kind) for ``duration_s``; replaces an older one."""
         _check(host, kind)
         if not author.strip():
@@ -49,7 +49,8 @@ class SilenceStore:
         if not 0 < duration_s <= MAX_DURATION_S:
             raise ValueError(f"duration must be between 0 and {MAX_DURATION_S} seconds")
         now = self.clock()
-        silence = Silence(host, kind, now + duration_s, author.strip(), reason.strip()[:500], now)
+        silence = SilenceRule(host, kind, now + duration_s, author.strip(), reason.strip()[:500],
+                              now)
         with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(keys.silence(host, kind), silence.to_json(), ex=math.ceil(duration_s) + 1)
             pipe.zadd(keys.silences(), {_member(host, kind): silence.until})
@@ -68,7 +69,7 @@ class SilenceStore:
             self.audit.append_global(actor, "silence.removed", {"host": host, "kind": kind})
         return bool(deleted)
 
-    def list(self) -> list[Silence]:
+    def list(self) -> list[SilenceRule]:
         """Active silences, soonest to end first (expired entries are pruned)."""
         now = self.clock()
         self.redis.zremrangebyscore(keys.silences(), "-inf", now)
@@ -77,15 +78,15 @@ class SilenceStore:
             return []
         pairs = [m.split("|", 1) for m in members]
         values = cast(list[str | None], self.redis.mget([keys.silence(h, k) for h, k in pairs]))
-        found = [Silence.from_json(v) for v in values if v]
+        found = [SilenceRule.from_json(v) for v in values if v]
         return [s for s in found if s.active(now)]
 
-    def active_for(self, host: str, kind: str) -> Silence | None:
+    def active_for(self, host: str, kind: str) -> SilenceRule | None:
         """The silence covering (host, kind) now, most specific first."""
         now = self.clock()
         slots = silence_candidates(host, kind)
         values = cast(list[str | None], self.redis.mget([keys.silence(h, k) for h, k in slots]))
         for value in values:
-            if value and (silence := Silence.from_json(value)).active(now):
+            if value and (silence := SilenceRule.from_json(value)).active(now):
                 return silence
         return None

@@ -20,7 +20,7 @@ NOT_SUPPORTED, NOT_FOUND = 3, 6  # NVML_ERROR_* codes (stable across driver vers
 
 
 @dataclass(frozen=True)
-class GpuSample:
+class GpuReading:
     index: int
     uuid: str
     name: str
@@ -65,7 +65,7 @@ class NvmlSampler:
         self.ready = True
         return True
 
-    def sample(self) -> list[GpuSample]:
+    def sample(self) -> list[GpuReading]:
         if not self.start():
             return []
         assert self.nvml is not None
@@ -77,13 +77,13 @@ class NvmlSampler:
                 log.warning("GPU %d skipped this round: %s", index, exc)
         return out
 
-    def _one(self, index: int) -> GpuSample:
+    def _one(self, index: int) -> GpuReading:
         nvml = self.nvml
         assert nvml is not None
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         memory = nvml.nvmlDeviceGetMemoryInfo(handle)
         name = nvml.nvmlDeviceGetName(handle)
-        return GpuSample(
+        return GpuReading(
             index=index, uuid=str(nvml.nvmlDeviceGetUUID(handle)),
             name=name.decode() if isinstance(name, bytes) else str(name),
             used_mib=int(memory.used) >> 20, total_mib=int(memory.total) >> 20,
@@ -133,7 +133,7 @@ class IdleTracker:
         self.idle_for_s = idle_for_s
         self.since: dict[str, float] = {}
 
-    def update(self, samples: list[GpuSample], now: float) -> list[GpuSample]:
+    def update(self, samples: list[GpuReading], now: float) -> list[GpuReading]:
         """The GPUs held idle for at least ``idle_for_s`` as of ``now``."""
         held = [s for s in samples if s.used_pct >= self.used_pct and s.util_pct <= self.util_max]
         keep = {s.uuid for s in held}
@@ -143,7 +143,7 @@ class IdleTracker:
         return [s for s in held if now - self.since[s.uuid] >= self.idle_for_s]
 
 
-def vram_condition(idle: list[GpuSample], idle_for_s: float) -> dict[str, dict[str, Any]]:
+def vram_condition(idle: list[GpuReading], idle_for_s: float) -> dict[str, dict[str, Any]]:
     """One host-level condition listing every GPU held idle (empty: none)."""
     if not idle:
         return {}

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from redis import Redis
 from rich.console import Console
 
 from bot.chat.base import ChatBackend
 from bot.chat.interactions import AuditFn
 from bot.config.settings import Settings
 from bot.core.errors import ConfigError
+from storage.connection import Redis
 
 BACKENDS = ("slack", "terminal")
 

@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from redis import Redis
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
+from storage.connection import Redis
 from storage.slack_budget import SlackBudget, message_gate
 
 log = logging.getLogger(__name__)

@@ -275,15 +275,6 @@ def evidence_hash(diagnosis: Diagnosis) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def render_note(text: str, code: str | None = None, incident_id: str = "") -> ChatMessage:
-    """A thread reply (step detail, command output); ``text`` is ours, ``code`` is escaped."""
-    return ChatMessage(
-        text=text,
-        sections=(Section(text=text, code=code_safe(code) if code else None),),
-        incident_id=incident_id,
-    )
-
-
 def _state(incident: IncidentLike) -> str:
     return _val(incident.state).replace("_", " ")
 

@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from redis import Redis
 from slack_bolt import App
 from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
 from slack_sdk import WebClient
@@ -31,10 +30,11 @@ from bot.chat.home_tab import FleetSource, HomePublisher, register_home
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk, AuditFn, GroupResolver
 from bot.chat.listeners import Listeners
 from bot.chat.slack import SlackBackend, SlackGroups, make_client
+from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings, secret
 from bot.core.errors import ConfigError
-from bot.domain.approval import policy_from_settings
 from storage.approvals import ApprovalStore
+from storage.connection import Redis
 from storage.home import HomeViewers
 from storage.slack_budget import workspace_of
 

@@ -35,9 +35,8 @@ def resolve_target(settings: Settings, spec: str, key: str | None,
 
 def _audit_log(settings: Settings, required: bool) -> tuple[AuditSink | None, Any]:
     """(AuditLog, bytes client for the queue), or (None, None) when Redis is optional."""
-    from redis.exceptions import RedisError
-
     from storage.audit import AuditLog
+    from storage.connection import StorageError as RedisError
     from storage.connection import connect
 
     url = env_redis_url(settings.redis_url) or settings.redis_url

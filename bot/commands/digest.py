@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from redis.exceptions import RedisError
 
 from bot.chat.terminal import TerminalBackend
 from bot.config.settings import load_settings
 from bot.core import strings
 from bot.core.errors import UserError
 from bot.schedule.jobs import load_sections
+from storage.connection import StorageError as RedisError
 from storage.connection import connect
 from storage.incidents import IncidentStore
 from storage.samples import SampleStore

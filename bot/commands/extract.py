@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
-from redis import Redis
-from redis.exceptions import RedisError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
@@ -29,7 +27,8 @@ from bot.extract.progress import render_bar
 from bot.extract.spec import load_spec
 from bot.extract.states import FINAL, RESUMABLE, JobStatus
 from bot.extract.status import final_summary
-from storage.connection import connect
+from storage.connection import Redis, connect
+from storage.connection import StorageError as RedisError
 
 T = TypeVar("T")
 JOB_RE = re.compile(r"^ex-[0-9a-f]{12}$")

@@ -17,15 +17,14 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from redis import Redis
-from redis.exceptions import RedisError
 
 from bot.config.settings import load_settings
 from bot.core import strings as S
 from bot.core.errors import UserError
 from bot.domain.incident import Incident
 from storage.audit import AuditEntry, AuditLog
-from storage.connection import connect
+from storage.connection import Redis, connect
+from storage.connection import StorageError as RedisError
 from storage.incidents import IncidentStore
 from storage.silences import SilenceStore
 

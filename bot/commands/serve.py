@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def check_durability(redis_url: str) -> str:
     """Warn (don't refuse: managed Redis may hide CONFIG) when acks would not be on disk."""
-    from redis.exceptions import RedisError
+    from storage.connection import StorageError as RedisError
 
     client = connect(redis_url)
     try:

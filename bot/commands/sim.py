@@ -25,7 +25,7 @@ _Root = Annotated[Path, typer.Option("--root", help="where `sim up` puts hosts b
 
 
 def _up(scenario: str, port: int | None, workdir: Path | None) -> None:
-    from bot.rig.localredis import free_port
+    from bot.core.procs import free_port
     from bot.sim.sshd import load_sim, start_sim
 
     port = port or free_port()

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from redis.exceptions import RedisError
 
 from bot.config.settings import load_settings
 from bot.core import strings
 from bot.core.errors import UserError
+from bot.domain.validate import HOST_RE
 from bot.extract.config import extract_settings, redact
-from bot.extract.spec import HOST_RE
 from bot.extract.worker import FAST, WorkerTuning, run_worker
+from storage.connection import StorageError as RedisError
 from storage.connection import connect
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.config.settings import Settings
-from bot.core import strings as S
+from bot.core import strings
 from bot.core.errors import ConfigError, UserError
 from bot.ssh.base import SSHTarget
 from playbooks.base import PlaybookOptions
@@ -63,7 +63,7 @@ def resolve(settings: Settings, spec: str, *, key: str | None = None,
                                    sudo=host.sudo)
         return SSHTarget.parse(spec, key_path=_path(key), known_hosts=_path(known_hosts))
     except ValueError:
-        raise UserError(S.DIAG_BAD_TARGET.format(target=spec), 2) from None
+        raise UserError(strings.DIAG_BAD_TARGET.format(target=spec), 2) from None
 
 
 def _by_address(settings: Settings, spec: str) -> str | None:

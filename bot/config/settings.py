@@ -17,13 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.core.errors import ConfigError
+from bot.domain.validate import HOST_CHARS
 
 SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
               "INCIDENT_BOT_ALERT_TOKEN")
 EXTRA_SECTIONS = frozenset(
     {"diagnostics", "remediation", "scheduler", "digest", "escalation", "extract"})
 TARGET_RE = re.compile(r"^(?:(?P<user>[a-z_][a-z0-9_.-]{0,31})@)?"
-                       r"(?P<host>[A-Za-z0-9.:_-]+?)(?::(?P<port>\d{1,5}))?$")
+                       rf"(?P<host>[{HOST_CHARS}]+?)(?::(?P<port>\d{{1,5}}))?$")
 
 
 class Strict(BaseModel):

@@ -25,8 +25,6 @@ from prometheus_client import (
     generate_latest,
 )
 
-from bot.domain.lifecycle import IncidentState
-
 log = logging.getLogger(__name__)
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -115,10 +113,15 @@ def clear_scrape_hooks() -> None:
     _SCRAPE_HOOKS.clear()
 
 
+_STATES_SEEN: set[str] = set()
+
+
 def set_incident_counts(counts: Mapping[str, int]) -> None:
-    """Set the per-state gauge for every state (absent states read 0, not stale)."""
-    for state in IncidentState:
-        INCIDENTS_BY_STATE.labels(state=state.value).set(counts.get(state.value, 0))
+    """Set the per-state gauge for each state given (the caller passes every state, zeros
+    included; a state once seen and now absent is reset to 0 rather than left stale)."""
+    _STATES_SEEN.update(counts)
+    for state in _STATES_SEEN:
+        INCIDENTS_BY_STATE.labels(state=state).set(counts.get(state, 0))
 
 
 def set_job_progress(job: str, host: str, done: int, total: int, rate: float | None = None) -> None:

@@ -16,8 +16,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from redis import Redis
-
 from bot.chat.base import ChatBackend, MessageRef
 from bot.core import metrics, strings
 from bot.digest.charts import render_chart
@@ -33,8 +31,8 @@ from bot.digest.model import (
 )
 from bot.digest.render import fmt_period, render_digest
 from bot.schedule.leader import Firing
-from storage import keys
-from storage.audit import AuditEntry
+from storage.audit import AuditLog
+from storage.connection import Redis
 from storage.samples import SampleStore
 
 log = logging.getLogger(__name__)
@@ -142,18 +140,11 @@ class AuditActions:
     """Remediation entries of the global audit stream within a period (ids are ms times)."""
 
     def __init__(self, redis: Redis) -> None:
-        self.redis = redis
+        self.audit = AuditLog(redis)
 
     def action_records(self, start: float, end: float) -> list[ActionRecord]:
-        rows: Any = self.redis.xrange(keys.audit_all(), min=str(int(start * 1000)),
-                                      max=str(int(end * 1000)))
-        out: list[ActionRecord] = []
-        for entry_id, raw in rows:
-            fields = {_text(k): _text(v) for k, v in raw.items()}
-            e = AuditEntry.from_stream(_text(entry_id), fields)
-            if e.action.startswith(ACTION_PREFIXES):
-                out.append(action_record(e.incident_id, e.action, e.detail, e.ts, e.actor))
-        return out
+        return [action_record(e.incident_id, e.action, e.detail, e.ts, e.actor)
+                for e in self.audit.between(start, end) if e.action.startswith(ACTION_PREFIXES)]
 
 
 def action_record(incident_id: str, action: str, detail: dict[str, Any], ts: float,
@@ -163,7 +154,3 @@ def action_record(incident_id: str, action: str, detail: dict[str, Any], ts: flo
     result = str(detail.get("result") or detail.get("outcome") or detail.get("status")
                  or action.rsplit(".", 1)[-1])
     return ActionRecord(incident_id, kind, result, ts, actor)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

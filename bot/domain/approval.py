@@ -1,9 +1,9 @@
 """Approval policy and the approval record: pure data and pure decisions.
 
-Who may approve is decided here, from settings, with no I/O: the store
-(``storage/approvals.py``) applies the decision atomically in Redis, and the chat side
-resolves a user's Slack usergroups before asking. Fail closed: no configured approvers
-means nobody may approve (``*`` means anyone in the workspace).
+Who may approve is decided here with no I/O (built from settings in
+``bot/config/policy.py``); the store (``storage/approvals.py``) applies the decision
+atomically in Redis, and the chat side resolves a user's Slack usergroups before asking.
+Fail closed: no configured approvers means nobody may approve (``*``: anyone).
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
-
-from bot.config.settings import ApprovalSettings, Settings
 
 ANYONE = "*"
 
@@ -93,20 +91,6 @@ class ApprovalPolicy:
 
 def is_usergroup(entry: str) -> bool:
     return entry.startswith("S") and entry[1:].isalnum()
-
-
-def policy_from_settings(settings: Settings) -> ApprovalPolicy:
-    return policy_from(settings.slack.approvers, settings.approvals)
-
-
-def policy_from(approvers: Iterable[str], cfg: ApprovalSettings) -> ApprovalPolicy:
-    return ApprovalPolicy(
-        approvers=frozenset(approvers),
-        per_kind={k: frozenset(v) for k, v in cfg.per_kind.items()},
-        allow_self_approval=cfg.allow_self_approval,
-        two_person=frozenset(cfg.two_person),
-        expiry_s=cfg.expiry_s,
-    )
 
 
 def may_decide(

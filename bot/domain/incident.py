@@ -17,10 +17,11 @@ from typing import Any
 
 from bot.domain.findings import Severity
 from bot.domain.lifecycle import IllegalTransition, IncidentState, is_terminal, transition
+from bot.domain.validate import valid_host
 
 __all__ = [
     "EVENT_KINDS", "WILDCARD", "Alert", "AlertStatus", "GroupWindow", "IllegalTransition",
-    "Incident", "IncidentState", "Silence", "apply_transition", "default_fingerprint", "fold",
+    "Incident", "IncidentState", "SilenceRule", "apply_transition", "default_fingerprint", "fold",
     "join_group", "max_severity", "parse_severity", "silence_candidates", "valid_host",
     "valid_kind", "window_admits",
 ]
@@ -29,7 +30,6 @@ WILDCARD = "*"
 # Kinds that are events, not conditions: their alert ending (a reboot leaves the
 # "rebooted recently" window) says nothing about the damage, so it never resolves them.
 EVENT_KINDS = frozenset({"vm_restart"})
-HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$")  # names, IPv4, IPv6 without []
 KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 
@@ -51,11 +51,6 @@ def parse_severity(value: object) -> Severity:
 
 def max_severity(a: Severity, b: Severity) -> Severity:
     return a if _SEVERITY_RANK[a] >= _SEVERITY_RANK[b] else b
-
-
-def valid_host(host: str) -> bool:
-    """Hosts end up in Redis keys, SSH targets and chat text: a strict charset."""
-    return bool(HOST_RE.match(host))
 
 
 def valid_kind(kind: str) -> bool:
@@ -242,7 +237,7 @@ def window_admits(window: GroupWindow | None, parent: Incident | None, host: str
 
 
 @dataclass(frozen=True)
-class Silence:
+class SilenceRule:
     """Firing alerts for (host, kind) are dropped until ``until``; either may be ``*``."""
 
     host: str
@@ -260,7 +255,7 @@ class Silence:
                            "author": self.author, "reason": self.reason, "created": self.created})
 
     @classmethod
-    def from_json(cls, text: str) -> Silence:
+    def from_json(cls, text: str) -> SilenceRule:
         d = json.loads(text)
         return cls(host=d["host"], kind=d["kind"], until=float(d["until"]), author=d["author"],
                    reason=d.get("reason", ""), created=float(d.get("created", 0.0)))

@@ -28,7 +28,7 @@ from bot.domain.incident import (
     AlertStatus,
     GroupWindow,
     Incident,
-    Silence,
+    SilenceRule,
     apply_transition,
     fold,
     join_group,
@@ -38,7 +38,7 @@ from bot.domain.incident import (
 from bot.domain.lifecycle import IncidentState, can_transition
 
 
-class Outcome(StrEnum):
+class PlanOutcome(StrEnum):
     CREATED = "created"  # a new top-level incident (a chat message)
     GROUPED = "grouped"  # a new child under a group parent (no new message)
     FOLDED = "folded"  # a repeat of an open incident
@@ -57,7 +57,7 @@ class View:
     open_ids: dict[tuple[str, str], str] = field(default_factory=dict)
     fp_ids: dict[str, str] = field(default_factory=dict)
     windows: dict[str, GroupWindow] = field(default_factory=dict)
-    silences: dict[tuple[str, str], Silence] = field(default_factory=dict)
+    silences: dict[tuple[str, str], SilenceRule] = field(default_factory=dict)
     incidents: dict[str, Incident] = field(default_factory=dict)
 
 
@@ -82,7 +82,7 @@ class Note:
 class Plan:
     """The writes a batch needs; ``None`` values mean delete."""
 
-    outcomes: list[tuple[Outcome, str | None]] = field(default_factory=list)
+    outcomes: list[tuple[PlanOutcome, str | None]] = field(default_factory=list)
     incidents: dict[str, Incident] = field(default_factory=dict)
     created: list[str] = field(default_factory=list)
     open_keys: dict[tuple[str, str], str | None] = field(default_factory=dict)
@@ -114,12 +114,12 @@ class Planner:
             self._event("incident.folded", incident, count=incident.count)
         return self.plan
 
-    def apply(self, alert: Alert) -> tuple[Outcome, str | None]:
+    def apply(self, alert: Alert) -> tuple[PlanOutcome, str | None]:
         key = alert.dedup_key
         if key is not None and key in self.view.seen:
-            return Outcome.DUPLICATE, self._known_id(alert)
+            return PlanOutcome.DUPLICATE, self._known_id(alert)
         if alert.status is AlertStatus.FIRING and self._silenced(alert):
-            return Outcome.SILENCED, None
+            return PlanOutcome.SILENCED, None
         result = self._resolve(alert) if alert.status is AlertStatus.RESOLVED else self._fire(alert)
         if key is not None:
             self.view.seen.add(key)
@@ -166,7 +166,7 @@ class Planner:
         self.plan.notes.append(Note(incident_id, actor, action, detail))
 
     # --- firing ----------------------------------------------------------------------
-    def _fire(self, alert: Alert) -> tuple[Outcome, str]:
+    def _fire(self, alert: Alert) -> tuple[PlanOutcome, str]:
         current_id = self.view.open_ids.get((alert.host, alert.kind))
         current = self.view.incidents.get(current_id) if current_id else None
         if current is not None and current.is_open:
@@ -174,10 +174,10 @@ class Planner:
             self._put(folded)
             self._set_fp(alert.fp, folded.id)
             self.folded.add(folded.id)
-            return Outcome.FOLDED, folded.id
+            return PlanOutcome.FOLDED, folded.id
         return self._open(alert)
 
-    def _open(self, alert: Alert) -> tuple[Outcome, str]:
+    def _open(self, alert: Alert) -> tuple[PlanOutcome, str]:
         incident_id = next(self.ids)
         window = self.view.windows.get(alert.kind)
         parent = self.view.incidents.get(window.parent_id) if window else None
@@ -190,7 +190,7 @@ class Planner:
                         hosts=len(self.view.incidents[parent.id].hosts))
             self._note(child.id, alert.source, "opened", parent=parent.id, summary=alert.summary)
             self._note(parent.id, alert.source, "grouped", host=alert.host, child=child.id)
-            return Outcome.GROUPED, child.id
+            return PlanOutcome.GROUPED, child.id
         incident = Incident.open_from(incident_id, alert, self.now)
         self._register(incident, alert)
         if self.group_wait_s > 0:
@@ -201,7 +201,7 @@ class Planner:
                     summary=incident.summary[:200])
         self._note(incident.id, alert.source, "opened", summary=alert.summary,
                    severity=alert.severity.value, labels=alert.labels)
-        return Outcome.CREATED, incident.id
+        return PlanOutcome.CREATED, incident.id
 
     def _register(self, incident: Incident, alert: Alert) -> None:
         self._put(incident)
@@ -210,7 +210,7 @@ class Planner:
         self._set_fp(alert.fp, incident.id)
 
     # --- resolved --------------------------------------------------------------------
-    def _resolve(self, alert: Alert) -> tuple[Outcome, str | None]:
+    def _resolve(self, alert: Alert) -> tuple[PlanOutcome, str | None]:
         by_fp = self.view.fp_ids.get(alert.fp)
         incident_id = by_fp or (None if alert.explicit_fp
                                 else self.view.open_ids.get((alert.host, alert.kind)))
@@ -218,16 +218,16 @@ class Planner:
         if incident is None or not incident.is_open:
             if by_fp:
                 self._set_fp(alert.fp, None)
-            return Outcome.UNMATCHED, None
+            return PlanOutcome.UNMATCHED, None
         remaining = tuple(f for f in incident.fingerprints if f != alert.fp) if by_fp else ()
         if by_fp:
             self._set_fp(alert.fp, None)
         if remaining:
             self._put(replace(incident, fingerprints=remaining, updated=self.now))
-            return Outcome.CLEARED, incident.id
+            return PlanOutcome.CLEARED, incident.id
         return self._close(incident, alert.source)
 
-    def _close(self, incident: Incident, actor: str) -> tuple[Outcome, str]:
+    def _close(self, incident: Incident, actor: str) -> tuple[PlanOutcome, str]:
         for fp in incident.fingerprints:
             if self.view.fp_ids.get(fp) == incident.id:
                 self._set_fp(fp, None)
@@ -236,7 +236,7 @@ class Planner:
             self._put(replace(incident, fingerprints=(), cleared_at=self.now, updated=self.now))
             self._event("incident.alert_cleared", incident, state=incident.state.value)
             self._note(incident.id, actor, "alert.cleared", state=incident.state.value)
-            return Outcome.CLEARED, incident.id
+            return PlanOutcome.CLEARED, incident.id
         resolved = apply_transition(incident, IncidentState.RESOLVED, self.now)
         self._put(resolved)
         if self.view.open_ids.get((incident.host, incident.kind)) == incident.id:
@@ -244,4 +244,4 @@ class Planner:
         self._event("incident.resolved", resolved, previous=incident.state.value)
         self._note(incident.id, actor, "transition", **{
             "from": incident.state.value, "to": resolved.state.value, "reason": "alert resolved"})
-        return Outcome.RESOLVED, incident.id
+        return PlanOutcome.RESOLVED, incident.id

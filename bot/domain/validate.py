@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 UNIT_TYPES = ("service", "socket", "target", "device", "mount", "automount", "swap",
@@ -25,6 +26,25 @@ _PATH_CHAR = re.compile(r"^[A-Za-z0-9._@+=:,%/-]+$")
 _SIZE = re.compile(r"^([1-9][0-9]{0,5})([KMGT])$")
 _CONTAINER = re.compile(r"^[a-f0-9]{12,64}$")
 DEFAULT_PREFIXES = ("/data", "/shared", "/var")
+
+# One host grammar for inventory names, alert hosts, job hosts and sample hosts: they end
+# up in Redis keys, SSH targets and chat text. Names, IPv4, and IPv6 without brackets.
+HOST_CHARS = "A-Za-z0-9._:-"
+HOST_RE = re.compile(rf"^[A-Za-z0-9][{HOST_CHARS}]{{0,252}}$")
+# One job-id grammar: what ``new_job_id`` makes and every job argument must match.
+JOB_ID_RE = re.compile(r"^ex-[0-9a-f]{12}$")
+
+
+def valid_host(host: str) -> bool:
+    return bool(HOST_RE.match(host))
+
+
+def new_job_id() -> str:
+    return f"ex-{uuid.uuid4().hex[:12]}"
+
+
+def valid_job_id(job_id: str) -> bool:
+    return bool(JOB_ID_RE.match(job_id))
 
 
 class InvalidIdentifier(ValueError):

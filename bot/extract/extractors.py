@@ -2,7 +2,7 @@
 
 ``builtin`` (the seeded small transformer), ``transformers:PATH`` (a local Hugging Face
 model, offline, ``output_hidden_states``) and ``module:callable`` (a factory taking the
-JobSpec and returning anything with this interface).
+ExtractionSpec and returning anything with this interface).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 from bot.core.errors import UserError
 from bot.extract.dataset import Record
 from bot.extract.model import build_model, byte_tokens
-from bot.extract.spec import JobSpec, resolve_layers
+from bot.extract.spec import ExtractionSpec, resolve_layers
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -60,7 +60,7 @@ def _split(
 
 
 class BuiltinExtractor:
-    def __init__(self, spec: JobSpec) -> None:
+    def __init__(self, spec: ExtractionSpec) -> None:
         self.device = pick_device(spec.device)
         compute = DTYPES[spec.dtype] if self.device.type == "cuda" else torch.float32
         self.cfg = spec.model
@@ -83,7 +83,7 @@ class BuiltinExtractor:
 class TransformersExtractor:
     """A local Hugging Face model; never touches the network (``local_files_only``)."""
 
-    def __init__(self, spec: JobSpec, path: str) -> None:
+    def __init__(self, spec: ExtractionSpec, path: str) -> None:
         from transformers import AutoModel, AutoTokenizer
 
         self.device = pick_device(spec.device)
@@ -112,7 +112,7 @@ class TransformersExtractor:
         return _split(out.hidden_states, self.layers, batch)
 
 
-def _from_callable(spec: JobSpec) -> Extractor:
+def _from_callable(spec: ExtractionSpec) -> Extractor:
     module_name, _, attr = spec.extractor.partition(":")
     try:
         factory: Any = getattr(importlib.import_module(module_name), attr)
@@ -122,7 +122,7 @@ def _from_callable(spec: JobSpec) -> Extractor:
     return extractor
 
 
-def load_extractor(spec: JobSpec) -> Extractor:
+def load_extractor(spec: ExtractionSpec) -> Extractor:
     """Build the extractor a spec names (at job start, in the work horse)."""
     if spec.extractor == "builtin":
         return BuiltinExtractor(spec)

@@ -16,8 +16,6 @@ import time
 from typing import Any
 
 import torch
-from redis import Redis
-from rq import get_current_job
 
 from bot.core import strings
 from bot.core.errors import UserError
@@ -25,13 +23,14 @@ from bot.extract import alerts, guard
 from bot.extract.dataset import survey
 from bot.extract.extractors import DTYPES, load_extractor
 from bot.extract.reporter import Reporter
-from bot.extract.runner import Hooks, Outcome, Runner
-from bot.extract.spec import JobSpec, spec_from_json
+from bot.extract.runner import Hooks, Runner, RunOutcome
+from bot.extract.spec import ExtractionSpec, spec_from_json
 from bot.extract.states import JobState
 from bot.extract.store import Expect, SaveFn, ScanReport, save_atomic, scan
 from storage import job_records as records
-from storage import keys
-from storage.job_lease import Lease
+from storage.connection import Redis
+from storage.jobs import current_run
+from storage.leases import job_lease
 
 log = logging.getLogger(__name__)
 LEASE_WAIT_S = 600.0
@@ -42,7 +41,7 @@ def run_extraction(job_id: str) -> str:
     parent = guard.expected_parent()
     if parent is not None:
         guard.install(parent)
-    rq_job = get_current_job()
+    rq_job = current_run()
     if rq_job is None:
         raise RuntimeError("run_extraction must run inside an RQ worker; use execute() otherwise")
     return execute(rq_job.connection, job_id, rq_job=rq_job)
@@ -66,9 +65,10 @@ def execute(
     request = records.control(conn, job_id)
     if request in ("pause", "cancel"):
         return _stopped(conn, job_id, request)
-    lease = Lease(conn, job_id, ttl_s=max(5.0, 4 * spec.progress_interval_s))
+    lease = job_lease(conn, job_id, ttl_s=max(5.0, 4 * spec.progress_interval_s))
     _mark_running(conn, job_id, rq_job)
-    lease.acquire(LEASE_WAIT_S, on_wait=lambda: records.write(conn, job_id, updated_at=time.time()))
+    lease.wait_for(LEASE_WAIT_S,
+                   on_wait=lambda: records.write(conn, job_id, updated_at=time.time()))
     reporter = Reporter(
         conn, job_id, interval_s=spec.progress_interval_s, lease=lease, rq_job=rq_job
     ).start()
@@ -97,11 +97,11 @@ def _mark_running(conn: Redis, job_id: str, rq_job: Any) -> None:
     )
     if rq_job is not None:
         records.write(conn, job_id, rq_id=rq_job.id)
-    conn.hsetnx(keys.job_record(job_id), "first_started_at", now)
-    conn.hincrby(keys.job_record(job_id), "starts", 1)
+    records.mark_started(conn, job_id, now)
 
 
-def _run(conn: Redis, job_id: str, spec: JobSpec, reporter: Reporter, save: SaveFn) -> Outcome:
+def _run(conn: Redis, job_id: str, spec: ExtractionSpec, reporter: Reporter,
+         save: SaveFn) -> RunOutcome:
     """Load, scan and repair, then compute until done, asked to stop, or the disk is full."""
     if spec.threads:
         torch.set_num_threads(spec.threads)
@@ -120,11 +120,10 @@ def _run(conn: Redis, job_id: str, spec: JobSpec, reporter: Reporter, save: Save
     return outcome
 
 
-def _hooks(conn: Redis, job_id: str, spec: JobSpec, reporter: Reporter) -> Hooks:
-    record = keys.job_record(job_id)
+def _hooks(conn: Redis, job_id: str, spec: ExtractionSpec, reporter: Reporter) -> Hooks:
     return Hooks(
         stop_requested=reporter.stop_requested,
-        on_computed=lambda n: conn.hincrby(record, "computed", n),
+        on_computed=lambda n: records.add(conn, job_id, computed=n),
         on_failure=lambda sid, tries, err: _on_failure(conn, job_id, spec, sid, tries, err),
     )
 
@@ -148,9 +147,8 @@ def repair_message(report: ScanReport, total: int, resumed: int) -> str:
 
 def _announce(conn: Redis, job_id: str, report: ScanReport, total: int, resumed: int) -> None:
     message = repair_message(report, total, resumed)
-    key = keys.job_record(job_id)
-    conn.hincrby(key, "partial_removed", report.partial_removed)
-    conn.hincrby(key, "corrupt_recomputed", len(report.corrupt_removed))
+    records.add(conn, job_id, partial_removed=report.partial_removed,
+                corrupt_recomputed=len(report.corrupt_removed))
     records.write(
         conn,
         job_id,
@@ -176,7 +174,7 @@ def _announce(conn: Redis, job_id: str, report: ScanReport, total: int, resumed:
 
 
 def _on_failure(
-    conn: Redis, job_id: str, spec: JobSpec, sample_id: str, tries: int, error: str
+    conn: Redis, job_id: str, spec: ExtractionSpec, sample_id: str, tries: int, error: str
 ) -> None:
     kind = "sample_skipped" if tries >= spec.max_sample_tries else "sample_failed"
     records.event(conn, job_id, kind, sample=sample_id, tries=tries, error=error[:300])
@@ -193,7 +191,7 @@ def _on_failure(
 def _stopped(conn: Redis, job_id: str, request: str) -> str:
     state = JobState.CANCELLED if request == "cancel" else JobState.PAUSED
     records.write(conn, job_id, state=state.value, updated_at=f"{time.time():.3f}")
-    conn.delete(keys.job_control(job_id))
+    records.clear_request(conn, job_id)
     records.event(conn, job_id, state.value)
     return state.value
 
@@ -201,8 +199,8 @@ def _stopped(conn: Redis, job_id: str, request: str) -> str:
 def _finish(
     conn: Redis,
     job_id: str,
-    spec: JobSpec,
-    outcome: Outcome,
+    spec: ExtractionSpec,
+    outcome: RunOutcome,
     snap: dict[str, Any],
     on_disk_full: alerts.DiskFullHook,
 ) -> str:
@@ -221,8 +219,8 @@ def _finish(
 def _disk_full(
     conn: Redis,
     job_id: str,
-    spec: JobSpec,
-    outcome: Outcome,
+    spec: ExtractionSpec,
+    outcome: RunOutcome,
     snap: dict[str, Any],
     on_disk_full: alerts.DiskFullHook,
 ) -> str:

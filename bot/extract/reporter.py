@@ -14,12 +14,11 @@ import threading
 import time
 from typing import Any
 
-from redis import Redis
-
 from bot.extract.progress import RateMeter, eta_seconds
 from bot.extract.runner import Counters
 from storage import job_records as records
-from storage.job_lease import Lease
+from storage.connection import Redis
+from storage.leases import Lease
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +101,7 @@ class Reporter:
             self.rq_job.meta.update(snap)
             self.rq_job.save_meta()
         if self.lease is not None:
-            self.lease.refresh()
+            self.lease.renew()
         request = records.control(self.conn, self.job_id)
         if request in ("pause", "cancel"):
             self._stop_request = request

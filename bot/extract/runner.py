@@ -18,7 +18,7 @@ import torch
 
 from bot.extract.dataset import Item, plan_batches
 from bot.extract.extractors import DTYPES, Extractor
-from bot.extract.spec import JobSpec
+from bot.extract.spec import ExtractionSpec
 from bot.extract.store import SaveFn, payload, save_atomic
 from bot.extract.writer import WriterPool
 
@@ -45,7 +45,7 @@ class Counters:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RunOutcome:
     reason: str  # completed | pause | cancel | disk_full
     detail: str = ""
 
@@ -83,7 +83,7 @@ class Hooks:
 class Runner:
     def __init__(
         self,
-        spec: JobSpec,
+        spec: ExtractionSpec,
         extractor: Extractor,
         done: set[str],
         counters: Counters,
@@ -100,7 +100,7 @@ class Runner:
     def settled(self, sample_id: str) -> bool:
         return sample_id in self.done or self.failures.exhausted(sample_id)
 
-    def run(self) -> Outcome:
+    def run(self) -> RunOutcome:
         spec = self.spec
         pool = WriterPool(
             spec.output_dir,
@@ -135,11 +135,11 @@ class Runner:
                 return "disk_full"
         return "completed"
 
-    def _outcome(self, reason: str, pool: WriterPool) -> Outcome:
+    def _outcome(self, reason: str, pool: WriterPool) -> RunOutcome:
         if pool.error is None:
-            return Outcome(reason)
+            return RunOutcome(reason)
         if pool.error.errno in DISK_FULL_ERRNOS:
-            return Outcome("disk_full", str(pool.error_path))
+            return RunOutcome("disk_full", str(pool.error_path))
         raise pool.error
 
     def _compute(self, batch: list[Item]) -> dict[Item, torch.Tensor]:

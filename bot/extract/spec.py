@@ -15,8 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.core.errors import UserError
+from bot.domain.validate import valid_host
 
-HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,79}$")
 EXTRACTOR_RE = re.compile(r"^(builtin|transformers:.+|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
 Dtype = Literal["float32", "float16", "bfloat16"]
@@ -44,7 +44,7 @@ class BuiltinModel(Strict):
         return self
 
 
-class JobSpec(Strict):
+class ExtractionSpec(Strict):
     name: str
     dataset: Path
     output_dir: Path
@@ -77,8 +77,8 @@ class JobSpec(Strict):
     @field_validator("host")
     @classmethod
     def _host(cls, v: str) -> str:
-        if not HOST_RE.match(v):
-            raise ValueError("letters, digits, '.', '_' or '-' (1-63 characters)")
+        if not valid_host(v):
+            raise ValueError("letters, digits, '.', '_', ':' or '-' (1-253 characters)")
         return v
 
     @field_validator("extractor")
@@ -135,12 +135,12 @@ def _first_error(exc: ValidationError, where: str) -> UserError:
     return UserError(f"{where}: key '{key}': {err['msg']}", 2)
 
 
-def parse_spec(data: Any, where: str = "spec", base: Path | None = None) -> JobSpec:
+def parse_spec(data: Any, where: str = "spec", base: Path | None = None) -> ExtractionSpec:
     """Validate a mapping; relative paths are taken relative to ``base`` (the spec's folder)."""
     if not isinstance(data, dict):
         raise UserError(f"{where}: top level must be a mapping, got {type(data).__name__}", 2)
     try:
-        spec = JobSpec(**data)
+        spec = ExtractionSpec(**data)
     except ValidationError as exc:
         raise _first_error(exc, where) from None
     if base is not None:
@@ -149,7 +149,7 @@ def parse_spec(data: Any, where: str = "spec", base: Path | None = None) -> JobS
     return spec
 
 
-def load_spec(path: str | Path) -> JobSpec:
+def load_spec(path: str | Path) -> ExtractionSpec:
     """Read a YAML or JSON spec file; every problem is one line naming the file and key."""
     source = Path(path)
     try:
@@ -168,6 +168,6 @@ def load_spec(path: str | Path) -> JobSpec:
     return parse_spec(data, str(source), base=source.resolve().parent)
 
 
-def spec_from_json(text: str) -> JobSpec:
+def spec_from_json(text: str) -> ExtractionSpec:
     """The stored copy: already validated at submit, paths already absolute."""
-    return JobSpec.model_validate_json(text)
+    return ExtractionSpec.model_validate_json(text)

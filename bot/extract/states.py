@@ -25,10 +25,9 @@ class JobState(StrEnum):
     FAILED = "failed"
 
 
-S = JobState
-FINAL = frozenset({S.COMPLETED, S.CANCELLED})
-RESUMABLE = frozenset({S.PAUSED, S.INTERRUPTED, S.FAILED})
-UNFINISHED = frozenset({S.QUEUED, S.RUNNING, S.PAUSED, S.INTERRUPTED, S.FAILED})
+FINAL = frozenset({JobState.COMPLETED, JobState.CANCELLED})
+RESUMABLE = frozenset({JobState.PAUSED, JobState.INTERRUPTED, JobState.FAILED})
+UNFINISHED = frozenset({JobState.QUEUED, JobState.RUNNING, *RESUMABLE})
 WAITING_RQ = frozenset({"queued", "scheduled", "deferred"})
 
 
@@ -43,15 +42,15 @@ def derive_state(
     if recorded in FINAL:
         return recorded
     if rq_status in WAITING_RQ:
-        return S.PAUSED if recorded is S.PAUSED else S.QUEUED
+        return JobState.PAUSED if recorded is JobState.PAUSED else JobState.QUEUED
     if rq_status == "started":
         alive = heartbeat_age_s is not None and heartbeat_age_s <= stale_after_s
-        return S.RUNNING if alive else S.INTERRUPTED
+        return JobState.RUNNING if alive else JobState.INTERRUPTED
     if rq_status == "failed":
-        return S.PAUSED if recorded is S.PAUSED else S.FAILED
-    if recorded in (S.RUNNING, S.QUEUED):
+        return JobState.PAUSED if recorded is JobState.PAUSED else JobState.FAILED
+    if recorded in (JobState.RUNNING, JobState.QUEUED):
         # finished/stopped/canceled/expired while we believed it active: it did not end cleanly
-        return S.INTERRUPTED
+        return JobState.INTERRUPTED
     return recorded
 
 

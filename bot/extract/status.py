@@ -7,13 +7,13 @@ bot edits in the incident thread, and ``final_summary`` is its closing line.
 
 from __future__ import annotations
 
-from redis import Redis
-
-from bot.core import strings
+from bot.core import metrics, strings
 from bot.extract import queue
 from bot.extract.progress import format_bytes, format_duration
 from bot.extract.states import RESUMABLE, JobState, JobStatus
 from storage import job_records as records
+from storage import jobs, keys
+from storage.connection import Redis
 
 INTERRUPTED_STATES = RESUMABLE  # paused, interrupted, failed: not finished and not moving
 
@@ -71,11 +71,6 @@ def final_summary(status: JobStatus) -> str:
 def refresh_job_metrics(conn: Redis) -> None:
     """Mirror jobs into the ``/metrics`` gauges: progress and rate of unfinished jobs (a
     finished job's series is dropped) and each host queue's depth."""
-    from rq import Queue
-
-    from bot.core import metrics
-    from storage import keys
-
     hosts = set()
     for job in queue.list_jobs(conn):
         hosts.add(job.host)
@@ -84,5 +79,4 @@ def refresh_job_metrics(conn: Redis) -> None:
         else:
             metrics.set_job_progress(job.job_id, job.host, job.done, job.total, job.rate)
     for host in hosts:
-        depth = Queue(keys.queue_name(host), connection=queue.rq_conn(conn)).count
-        metrics.QUEUE_DEPTH.labels(queue=keys.queue_name(host)).set(depth)
+        metrics.QUEUE_DEPTH.labels(queue=keys.queue_name(host)).set(jobs.queue_depth(conn, host))

@@ -25,7 +25,7 @@ from bot.remediation import catalog
 from bot.remediation.execute import execute
 from bot.remediation.result import ActionResult
 from bot.ssh.base import SSHTarget
-from storage import keys
+from storage.jobs import JobLinks
 
 log = logging.getLogger(__name__)
 S = IncidentState
@@ -187,7 +187,7 @@ def _offer_resume(ctx: FlowContext, incident_id: str, job_id: str) -> None:
 
 
 def _mark_resumed(ctx: FlowContext, incident_id: str, job_id: str) -> None:
-    ctx.redis_bytes.set(keys.job_incident(job_id), incident_id)
+    JobLinks(ctx.redis_bytes).link(job_id, incident_id)
     ctx.incidents.set_meta(incident_id, job=job_id)
     if ctx.incidents.require(incident_id).state is S.VERIFIED:
         ctx.incidents.transition(incident_id, S.RESUMED, ctx.bot_user,

@@ -8,25 +8,18 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis import Redis
-
 from bot.chat.base import ChatBackend
+from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings
-from bot.domain.approval import ApprovalPolicy, policy_from_settings
+from bot.domain.approval import ApprovalPolicy
+from bot.domain.kinds import playbook_for as playbook_for  # the flow steps import it from here
 from bot.remediation.options import RemediationOptions, options_from_extra
 from bot.ssh.base import SSHRunner
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
-from storage.connection import connect
+from storage.connection import Redis, connect
 from storage.incidents import IncidentStore
 from storage.renders import RenderLedger
-
-KIND_PLAYBOOK = {"vm_restart": "vm_restart", "vram_idle": "vram_idle", "disk_full": "disk_full"}
-
-
-def playbook_for(kind: str) -> str:
-    """Unknown alert kinds get the generic triage playbook."""
-    return KIND_PLAYBOOK.get(kind, "triage")
 
 
 @dataclass

@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from redis import Redis
-
 from bot.chat.base import MessageRef
 from bot.core import strings
 from bot.domain.incident import Incident
@@ -24,6 +22,7 @@ from bot.extract.progress import RateWindow, RunTotals, finished_line, progress_
 from bot.extract.states import JobState, JobStatus
 from bot.flow.context import FlowContext
 from bot.flow.thread import note, post_in_thread
+from storage.connection import Redis
 
 S = IncidentState
 DONE = {JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED}

@@ -34,7 +34,7 @@ from bot.core import metrics
 from bot.core import strings as S
 from bot.core.errors import ConfigError, log_internal
 from bot.domain.incident import Alert
-from bot.domain.planner import Outcome
+from bot.domain.planner import PlanOutcome
 from bot.extract.status import refresh_job_metrics
 from bot.ingest import alertmanager, webhook
 from bot.ingest.mapping import Mapper
@@ -126,9 +126,9 @@ class AlertEndpoints:
                              "outcomes": result.counts()})
 
     @staticmethod
-    def _count(alerts: Sequence[Alert], outcomes: Sequence[Outcome]) -> None:
+    def _count(alerts: Sequence[Alert], outcomes: Sequence[PlanOutcome]) -> None:
         for alert, outcome in zip(alerts, outcomes, strict=True):
-            counter = metrics.ALERTS_DEDUPLICATED if outcome is Outcome.DUPLICATE else (
+            counter = metrics.ALERTS_DEDUPLICATED if outcome is PlanOutcome.DUPLICATE else (
                 metrics.ALERTS_RECEIVED)
             counter.labels(source=alert.source).inc()
 

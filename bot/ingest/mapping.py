@@ -12,8 +12,10 @@ import re
 from collections.abc import Mapping
 
 from bot.domain.incident import valid_host, valid_kind
+from bot.domain.kinds import BUILTIN_KINDS, TRIAGE
 
-TRIAGE = "triage"
+__all__ = ["BUILTIN_KINDS", "TRIAGE", "Mapper", "ssh_address", "strip_port"]
+
 UNKNOWN_HOST = "unknown"
 KIND_LABEL = "incident_kind"
 HOST_LABELS = ("host", "nodename", "instance")
@@ -30,7 +32,6 @@ DEFAULT_KINDS: dict[str, str] = {
     "GpuHostInodesExhausted": "disk_full",
     "GpuMemoryHeldIdle": "vram_idle",
 }
-BUILTIN_KINDS = frozenset({"vm_restart", "vram_idle", "disk_full", TRIAGE})
 
 _SSH_HOST = re.compile(r"^(?:[^@]+@)?(?P<host>\[[^\]]+\]|[^:]+|.*?)(?::\d{1,5})?$")
 

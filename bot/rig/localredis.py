@@ -14,13 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.core.errors import UserError
-from bot.core.procs import stop_child
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from bot.core.procs import free_port, stop_child
 
 
 @dataclass

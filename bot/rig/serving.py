@@ -12,7 +12,7 @@ from typing import Any
 
 import uvicorn
 
-from bot.rig.localredis import free_port
+from bot.core.procs import free_port
 
 
 class ServedApp:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from redis import Redis
 
 from bot.chat.base import ChatBackend, ChatMessage, MessageRef, Section
 from bot.chat.text import escape
@@ -23,6 +22,8 @@ from bot.core import metrics, strings
 from bot.digest.render import fmt_duration
 from bot.domain.lifecycle import IncidentState
 from storage import keys
+from storage.claims import claim, unclaim
+from storage.connection import Redis
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class Escalator:
 
     def _escalate(self, c: Candidate, now: float) -> bool:
         key = keys.escalated(c.id)
-        if not self.redis.set(key, str(now), nx=True, ex=CLAIM_TTL_S):
+        if not claim(self.redis, key, str(now), CLAIM_TTL_S):
             return False
         ref = self.message_ref(c.id)
         link = f"{ref.channel}/{ref.ts}" if ref is not None else None
@@ -143,7 +144,7 @@ class Escalator:
             thread = ref if self.target.in_thread else None
             self.chat.post(self.target.channel, message, thread=thread)
         except Exception:
-            self.redis.delete(key)
+            unclaim(self.redis, key)
             log.warning("escalation of %s failed; will retry on the next run", c.id, exc_info=True)
             return False
         metrics.ESCALATIONS.labels(target="usergroup" if self.target.in_thread else "channel").inc()

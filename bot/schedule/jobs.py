@@ -1,4 +1,4 @@
-"""Which periodic jobs run and when: config (``settings.extra``) to ``JobSpec`` list.
+"""Which periodic jobs run and when: config (``settings.extra``) to ``ScheduledJob`` list.
 
 The callables are injected by whoever wires the bot (``serve``): this module knows job
 names and timings, never what a job does. A job configured without a callable is
@@ -19,12 +19,12 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from redis import Redis
 
 from bot.core.errors import ConfigError
 from bot.digest.model import DigestSchedule, DigestSettings
 from bot.schedule.escalation import EscalationSettings
-from bot.schedule.leader import Firing, JobSpec, LeaderScheduler
+from bot.schedule.leader import Firing, LeaderScheduler, ScheduledJob
+from storage.connection import Redis
 
 log = logging.getLogger(__name__)
 
@@ -95,27 +95,28 @@ def digest_job_name(schedule: DigestSchedule, channel: str) -> str:
 
 def build_jobs(cfg: SchedulerSettings, periodic: Mapping[str, JobFunc], *,
                digest: DigestFunc | None = None, digest_cfg: DigestSettings | None = None,
-               default_channel: str = "") -> list[JobSpec]:
-    """One ``JobSpec`` per configured job that has a callable, plus one per digest schedule."""
+               default_channel: str = "") -> list[ScheduledJob]:
+    """One ``ScheduledJob`` per configured job that has a callable, plus one per digest schedule."""
     unknown = sorted(set(periodic) - set(KNOWN_JOBS))
     if unknown:
         raise ValueError(f"no such scheduled jobs: {unknown}")
-    specs: list[JobSpec] = []
+    specs: list[ScheduledJob] = []
     for name, timing in cfg.jobs.items():
         func = periodic.get(name)
         if func is None:
             log.warning("scheduler: job %s is configured but nothing is wired to it", name)
             continue
-        specs.append(JobSpec(name, func, every_s=timing.every_s, cron=timing.cron,
+        specs.append(ScheduledJob(name, func, every_s=timing.every_s, cron=timing.cron,
                              timezone=cfg.timezone))
     if digest is not None and digest_cfg is not None:
         specs += digest_jobs(digest, digest_cfg, default_channel)
     return specs
 
 
-def digest_jobs(digest: DigestFunc, cfg: DigestSettings, default_channel: str) -> list[JobSpec]:
+def digest_jobs(digest: DigestFunc, cfg: DigestSettings,
+                default_channel: str) -> list[ScheduledJob]:
     """One cron job per digest schedule, bound to its channel (the default when empty)."""
-    specs: list[JobSpec] = []
+    specs: list[ScheduledJob] = []
     for schedule in cfg.schedules:
         channel = schedule.channel or default_channel
         if not channel:
@@ -126,7 +127,7 @@ def digest_jobs(digest: DigestFunc, cfg: DigestSettings, default_channel: str) -
         def run(firing: Firing, _s: DigestSchedule = bound) -> None:
             digest(firing, _s)
 
-        specs.append(JobSpec(digest_job_name(schedule, channel), run, cron=schedule.cron,
+        specs.append(ScheduledJob(digest_job_name(schedule, channel), run, cron=schedule.cron,
                              timezone=cfg.timezone))
     return specs
 
@@ -143,12 +144,13 @@ def _check_cron(key: str, cron: str | None, tz: str) -> None:
     if cron is None:
         return
     try:
-        JobSpec("check", lambda _f: None, cron=cron, timezone=tz)
+        ScheduledJob("check", lambda _f: None, cron=cron, timezone=tz)
     except (ValueError, LookupError) as exc:
         raise ConfigError(f"key '{key}': bad crontab {cron!r}: {exc}") from None
 
 
-def build_scheduler(redis: Redis, cfg: SchedulerSettings, jobs: list[JobSpec]) -> LeaderScheduler:
+def build_scheduler(redis: Redis, cfg: SchedulerSettings,
+                    jobs: list[ScheduledJob]) -> LeaderScheduler:
     return LeaderScheduler(redis, jobs, lease_ttl_s=cfg.lease_ttl_s, renew_s=cfg.renew_s,
                            catchup_s=cfg.catchup_s)
 

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,46 +29,17 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
-from redis import Redis
-from redis.exceptions import RedisError
 
 from bot.core import metrics
 from storage import keys
+from storage.claims import claim
+from storage.connection import Redis
+from storage.connection import StorageError as RedisError
+from storage.leases import scheduler_lease
 
 log = logging.getLogger(__name__)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_RENEW = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
-          "return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end")
-_RELEASE = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
-            "return redis.call('del', KEYS[1]) else return 0 end")
-
-
-class Lease:
-    """A Redis lease owned by a random token: only its owner can extend or release it."""
-
-    def __init__(self, redis: Redis, key: str, ttl_s: float, token: str | None = None) -> None:
-        if ttl_s <= 0:
-            raise ValueError("lease ttl must be positive")
-        self.redis, self.key, self.ttl_ms = redis, key, max(1, int(ttl_s * 1000))
-        self.token = token or f"{os.getpid()}:{uuid.uuid4().hex}"
-        self._renew = redis.register_script(_RENEW)
-        self._release = redis.register_script(_RELEASE)
-
-    def acquire(self) -> bool:
-        return bool(self.redis.set(self.key, self.token, nx=True, px=self.ttl_ms))
-
-    def renew(self) -> bool:
-        return bool(self._renew(keys=[self.key], args=[self.token, self.ttl_ms]))
-
-    def release(self) -> bool:
-        return bool(self._release(keys=[self.key], args=[self.token]))
-
-    def holder(self) -> str | None:
-        value = self.redis.get(self.key)
-        return value.decode() if isinstance(value, bytes) else value  # type: ignore[return-value]
-
-
 @dataclass(frozen=True)
 class Firing:
     """One run of a job: the slot (scheduled time) it stands for, the same on every replica."""
@@ -88,7 +57,7 @@ class Firing:
 
 
 @dataclass(frozen=True)
-class JobSpec:
+class ScheduledJob:
     """A named periodic job: exactly one of ``every_s`` or ``cron`` (crontab, in ``timezone``)."""
 
     name: str
@@ -131,7 +100,7 @@ class JobSpec:
 class LeaderScheduler:
     """APScheduler that runs only while this replica holds the lease."""
 
-    def __init__(self, redis: Redis, jobs: list[JobSpec], *, lease_ttl_s: float = 20.0,
+    def __init__(self, redis: Redis, jobs: list[ScheduledJob], *, lease_ttl_s: float = 20.0,
                  renew_s: float = 5.0, catchup_s: float = 600.0,
                  clock: Callable[[], float] = time.time) -> None:
         if renew_s >= lease_ttl_s:
@@ -140,7 +109,7 @@ class LeaderScheduler:
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate job names: {names}")
         self.redis, self.jobs = redis, jobs
-        self.lease = Lease(redis, keys.scheduler_lease(), lease_ttl_s)
+        self.lease = scheduler_lease(redis, lease_ttl_s)
         self.renew_s, self.catchup_s, self.clock = renew_s, catchup_s, clock
         self._leading = False
         self._sched: BackgroundScheduler | None = None
@@ -205,7 +174,7 @@ class LeaderScheduler:
             sched.shutdown(wait=False)
         log.log(level, "scheduler: stepped down: %s", why)
 
-    def fire(self, spec: JobSpec, now: float | None = None) -> bool:
+    def fire(self, spec: ScheduledJob, now: float | None = None) -> bool:
         """Run ``spec`` for its latest slot unless that slot was already claimed."""
         if not self._leading:
             return False
@@ -214,8 +183,8 @@ class LeaderScheduler:
         if slot is None:
             return False
         firing = Firing(spec.name, slot)
-        claim = keys.firing(spec.name, firing.slot_id)
-        if not self.redis.set(claim, self.lease.token, nx=True, ex=spec.guard_ttl_s()):
+        key = keys.firing(spec.name, firing.slot_id)
+        if not claim(self.redis, key, self.lease.token, spec.guard_ttl_s()):
             metrics.SCHEDULER_FIRINGS.labels(job=spec.name, outcome="duplicate").inc()
             return False
         try:

@@ -13,8 +13,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from redis import Redis
-
 from bot.chat.base import ChatBackend, MessageRef
 from bot.config.inventory import resolve
 from bot.config.settings import Settings
@@ -25,6 +23,7 @@ from bot.schedule.jobs import JobFunc, build_jobs, build_scheduler, load_section
 from bot.schedule.leader import LeaderScheduler
 from bot.ssh.base import SSHRunner
 from storage.audit import AuditLog
+from storage.connection import Redis
 from storage.incidents import IncidentStore
 from storage.samples import SampleStore
 

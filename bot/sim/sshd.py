@@ -138,7 +138,7 @@ def sshd_config(workdir: Path, port: int, user: str, sshd: dict[str, Any]) -> st
 
 
 def _free_port() -> int:
-    from bot.rig.localredis import free_port
+    from bot.core.procs import free_port
 
     return free_port()
 

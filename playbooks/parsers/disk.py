@@ -13,7 +13,7 @@ PSEUDO_FS = frozenset({
     "devpts", "mqueue", "debugfs", "tracefs", "securityfs", "pstore", "bpf", "autofs",
     "hugetlbfs", "configfs", "fusectl", "efivarfs", "ramfs", "nsfs", "binfmt_misc",
 })
-_JOURNAL = re.compile(r"take up\s+(\S+?)(?:\s+in\b|\s*$)", re.I)
+_JOURNAL = re.compile(r"take up\s+(\S+?)(?:\s+(?:in|on)\b|\s*$)", re.I)  # "on disk": older systemd
 
 
 @dataclass(frozen=True)

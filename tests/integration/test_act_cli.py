@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bot.rig.localredis import free_port
+from bot.core.procs import free_port
 from bot.sim.sshd import SimHost
 from storage.audit import AuditLog
 from tests.fixtures.remediation import tool_calls

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -18,11 +19,12 @@ from redis import Redis
 from bot.agent.client import Reply, post_alerts
 from bot.agent.config import AgentConfig, AgentConfigError, parse_args
 from bot.agent.runner import EX_TEMPFAIL, Agent
+from bot.core.procs import free_port
 from bot.domain.lifecycle import IncidentState
-from bot.rig.localredis import free_port
 from storage.incidents import IncidentStore
 from tests.fixtures.alerts import ALERT_TOKEN, LiveServer
 from tests.fixtures.fake_pynvml import FakeGpu, write_shim
+from tests.fixtures.need import need
 
 ROOT = Path(__file__).resolve().parents[2]
 H100_MIB = 81559
@@ -207,7 +209,9 @@ def test_unsupported_nvml_queries_fall_back(fake_nvml: ModuleType, state: Path) 
 def test_real_pynvml_without_a_gpu_skips_with_a_log_line(
     state: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    pynvml = pytest.importorskip("pynvml")
+    need(importlib.util.find_spec("pynvml") is not None, "nvidia-ml-py is not installed")
+    import pynvml
+
     sent: list[dict[str, Any]] = []
     agent = Agent(
         config(state, "http://bot.invalid", disk_used_pct=0),

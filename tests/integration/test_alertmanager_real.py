@@ -20,9 +20,8 @@ import yaml
 from redis import Redis
 
 from bot.core.metrics import REGISTRY
-from bot.core.procs import stop_child
+from bot.core.procs import free_port, stop_child
 from bot.domain.lifecycle import IncidentState
-from bot.rig.localredis import free_port
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
 from tests.fixtures.alerts import ALERT_TOKEN, LiveServer
@@ -30,7 +29,11 @@ from tests.fixtures.need import need
 
 ROOT = Path(__file__).resolve().parents[2]
 AM_BIN = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-pytestmark = pytest.mark.skipif(AM_BIN is None, reason="prometheus-alertmanager not installed")
+
+
+@pytest.fixture(autouse=True)
+def _alertmanager_installed() -> None:
+    need(AM_BIN is not None, "prometheus-alertmanager not installed")
 
 
 class Alertmanager:

@@ -7,12 +7,9 @@ via ``files_upload_v2``. The PNG is checked for being a real picture, not a blan
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 from redis import Redis
 
 from bot.chat.slack import SlackBackend, make_client
@@ -22,6 +19,7 @@ from bot.rig.slack_standin import SlackStandIn
 from storage.samples import SampleStore
 from tests.fixtures.samples import DAY0, story_series
 from tests.fixtures.slack import CHANNEL, slack_test_settings
+from tests.helpers.charts import assert_real_picture, idle_band_pixels
 
 END = DAY0 + 86400
 
@@ -36,27 +34,6 @@ def store_story(redis: Redis) -> SampleStore:
         for ts, readings in by_ts.items():
             store.add_many(host, ts, readings)
     return store
-
-
-def pixels(png: bytes) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
-
-
-def idle_band_pixels(img: np.ndarray) -> int:
-    """Pixels of the light-red 'VRAM held idle' band (#d62728 at 15 % on white)."""
-    r, g, b = img[..., 0], img[..., 1], img[..., 2]
-    return int(((r > 240) & (abs(g - 223) <= 6) & (abs(b - 223) <= 6)).sum())
-
-
-def assert_real_picture(png: bytes) -> np.ndarray:
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(png) > 40_000, len(png)
-    img = pixels(png)
-    assert img.shape[0] >= 500 and img.shape[1] >= 1200
-    assert float(img.std()) > 20.0  # a blank or single-colour image is ~0
-    non_white = (img.sum(axis=2) < 700).mean()
-    assert 0.03 < non_white < 0.6, non_white
-    return img
 
 
 def test_chart_from_stored_samples_goes_to_the_digest_thread(

@@ -14,7 +14,7 @@ from redis import Redis
 from bot.cli import main
 from storage.samples import SampleStore
 from tests.fixtures.samples import DAY0, story_series
-from tests.integration.test_charts import assert_real_picture
+from tests.helpers.charts import assert_real_picture
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,6 +20,7 @@ import yaml
 
 from bot.cli import app
 from bot.config.settings import Settings, load_settings
+from tests.fixtures.need import need
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -164,7 +165,8 @@ def test_mounted_repo_files_and_dockerfile_exist() -> None:
 
 def test_example_alertmanager_config_is_valid_and_points_at_the_bot() -> None:
     amtool = shutil.which("amtool")
-    assert amtool is not None, "amtool comes with prometheus-alertmanager (scripts/setup.sh)"
+    need(amtool is not None, "amtool comes with prometheus-alertmanager (scripts/setup.sh)")
+    assert amtool is not None
     path = ROOT / "deploy" / "compose" / "alertmanager.yml"
     proc = subprocess.run(
         [amtool, "check-config", str(path)], capture_output=True, text=True, timeout=30

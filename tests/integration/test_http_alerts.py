@@ -159,7 +159,7 @@ def test_redis_unreachable_is_503(make_settings_dead: Starlette) -> None:
 
 @pytest.fixture
 def make_settings_dead() -> Starlette:
-    from bot.rig.localredis import free_port
+    from bot.core.procs import free_port
 
     return create_app(make_settings(), connect(f"redis://127.0.0.1:{free_port()}/0"))
 

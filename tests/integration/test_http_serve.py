@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from bot.rig.localredis import free_port
+from bot.core.procs import free_port
 from tests.fixtures.alerts import ALERT_TOKEN, AUTH, am_alert, am_payload
 
 ROOT = Path(__file__).resolve().parents[2]

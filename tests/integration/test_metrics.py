@@ -21,6 +21,7 @@ from bot.core import metrics
 from bot.domain.lifecycle import IncidentState
 from bot.ingest.http import create_app
 from bot.rig.serving import ServedApp
+from tests.fixtures.need import need
 
 TOKEN = "t0k3n-metrics"
 REQUIRED = {
@@ -71,7 +72,8 @@ def test_metrics_endpoint_has_every_family_and_passes_promtool(served: ServedApp
         assert name in fams, name
         assert fams[name].type == kind, (name, fams[name].type)  # type: ignore[attr-defined]
     promtool = shutil.which("promtool")
-    assert promtool is not None, "promtool is part of the test rig"
+    need(promtool is not None, "promtool is part of the test rig (scripts/setup.sh)")
+    assert promtool is not None
     proc = subprocess.run(
         [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
     )

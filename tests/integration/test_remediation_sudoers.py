@@ -20,15 +20,15 @@ import pytest
 
 from bot.remediation.catalog import plan
 from bot.remediation.probes import JOURNAL_USAGE
-from tests.unit.test_remediation_sudoers import CASES, NONROOT, SUDOERS
+from tests.fixtures.need import need
+from tests.helpers.sudoers import CASES, NONROOT, SUDOERS
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0
-    or not shutil.which("sudo")
-    or not shutil.which("visudo")
-    or not shutil.which("unshare"),
-    reason="needs root, sudo, visudo and unshare (apt-get install sudo util-linux)",
-)
+
+@pytest.fixture(autouse=True)
+def _root_and_tools() -> None:
+    need(os.geteuid() == 0 and all(shutil.which(t) for t in ("sudo", "visudo", "unshare")),
+         "needs root, sudo, visudo and unshare (apt-get install sudo util-linux)")
+
 
 HELPER = r"""
 import json, subprocess, sys

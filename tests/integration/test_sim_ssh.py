@@ -128,10 +128,9 @@ def test_sudo_n_runs_the_shim(seed_sim: SimHost) -> None:
 
 def test_stop_delay_outlives_a_client_timeout(sim_factory: SimFactory) -> None:
     host = sim_factory("seed", overrides={"units": {VLLM: {"stop_delay_s": 2.0}}})
-    start = time.monotonic()
     r = ssh(host, f"timeout 0.5 systemctl stop {VLLM}; echo rc=$?")
-    assert "rc=124" in r.stdout and time.monotonic() - start < 2.0
-    assert used(host) == {"77600"}
+    assert "rc=124" in r.stdout
+    assert used(host) == {"77600"}  # the client gave up while the stop was still under way
     assert wait_for(lambda: used(host) == {"0"}, timeout=6)
 
 
@@ -193,7 +192,7 @@ def test_disk_full_vacuum_frees_space(sim_factory: SimFactory) -> None:
 
 
 def test_cli_up_and_down_detached(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.rig.localredis import free_port
+    from bot.core.procs import free_port
 
     port = free_port()
     assert cli_main(["sim", "up", "seed", "--port", str(port), "--dir", str(tmp_path)]) == 0

@@ -21,7 +21,7 @@ from redis import Redis
 from rq.job import Job
 
 from bot.extract import queue, status
-from bot.extract.spec import JobSpec, eagle3_layers
+from bot.extract.spec import ExtractionSpec, eagle3_layers
 from bot.extract.states import JobState
 from bot.extract.store import Expect, verify_file
 from storage import job_records as records
@@ -32,7 +32,7 @@ from tests.fixtures.extract import (
     process_gone,
     wait_for,
 )
-from tests.integration.test_extract_job import reference
+from tests.helpers.extraction import reference
 
 N_KILL = 300
 SEED = int(os.environ.get("EXTRACT_KILL_SEED", random.randrange(1 << 30)))
@@ -123,7 +123,7 @@ def test_kills_at_random_moments_do_not_change_the_output(
     assert final.runs == 1  # every restart was RQ's Retry of the same run
 
 
-def _expect(spec: JobSpec) -> Expect:
+def _expect(spec: ExtractionSpec) -> Expect:
     import torch
 
     return Expect(len(eagle3_layers(spec.model.layers)), spec.model.hidden, torch.float32)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.config.policy import policy_from
 from bot.config.settings import ApprovalSettings, load_settings
-from bot.domain.approval import ANYONE, ApprovalPolicy, may_decide, policy_from, refusal_is_self
+from bot.domain.approval import ANYONE, ApprovalPolicy, may_decide, refusal_is_self
 
 POLICY = ApprovalPolicy(
     approvers=frozenset({"UALICE", "S0ONCALL"}),
@@ -69,7 +70,7 @@ def test_policy_from_settings_defaults_and_overrides(tmp_path: Path) -> None:
         "approvals: {expiry_s: 60, allow_self_approval: false, two_person: [host.reboot],"
         " per_kind: {process.kill: [U9]}}\n"
     )
-    from bot.domain.approval import policy_from_settings
+    from bot.config.policy import policy_from_settings
 
     policy = policy_from_settings(load_settings(cfg))
     assert policy.approvers == {"U1", "S2"} and policy.expiry_s == 60

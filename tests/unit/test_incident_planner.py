@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from bot.domain.incident import Alert, AlertStatus, GroupWindow, Incident, Silence
+from bot.domain.incident import Alert, AlertStatus, GroupWindow, Incident, SilenceRule
 from bot.domain.lifecycle import IncidentState
-from bot.domain.planner import Outcome, Plan, Planner, View
+from bot.domain.planner import Plan, Planner, PlanOutcome, View
 
 
 def ids(first: int = 1) -> Iterable[str]:
@@ -119,7 +119,7 @@ def test_no_window_when_group_wait_is_zero() -> None:
 
 
 def test_silence_drops_firing_without_marking_seen() -> None:
-    view = View(silences={("a", "*"): Silence("a", "*", until=200.0, author="ops")})
+    view = View(silences={("a", "*"): SilenceRule("a", "*", until=200.0, author="ops")})
     p = plan([fire("a", ident="x"), fire("b", ident="y")], view, now=100.0)
     assert outcomes(p) == ["silenced", "created"]
     assert p.seen == [fire("b", ident="y").dedup_key]  # the silenced one counts again later
@@ -128,7 +128,7 @@ def test_silence_drops_firing_without_marking_seen() -> None:
 
 
 def test_kind_wide_silence() -> None:
-    view = View(silences={("*", "disk_full"): Silence("*", "disk_full", 1e12, "ops")})
+    view = View(silences={("*", "disk_full"): SilenceRule("*", "disk_full", 1e12, "ops")})
     assert outcomes(plan([fire("a", "disk_full"), fire("a")], view)) == ["silenced", "created"]
 
 
@@ -183,7 +183,7 @@ def test_unmatched_resolve_is_harmless() -> None:
 
 
 def test_outcome_values_are_stable() -> None:
-    assert {o.value for o in Outcome} == {
+    assert {o.value for o in PlanOutcome} == {
         "created",
         "grouped",
         "folded",

@@ -97,7 +97,7 @@ def test_silence_add_list_remove(env: None, redis: Redis,
 
 def test_redis_down_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.rig.localredis import free_port
+    from bot.core.procs import free_port
 
     monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
     assert main(["incidents"]) == 1

@@ -80,7 +80,10 @@ def test_journal_usage_variants() -> None:
     assert parse_journal_usage(
         "Archived and active journals take up 2.6G in the file system."
     ) == int(2.6 * 1024**3)
-    assert parse_journal_usage("Journals take up 512.0M on disk.") is None or True  # tolerated
+    # older journalctl.c: printf("Journals take up %s on disk.\n"), and the "Archived and
+    # active journals take up %s on disk." form before "in the file system"
+    assert parse_journal_usage("Journals take up 512.0M on disk.") == 512 * 1024**2
+    assert parse_journal_usage("Archived and active journals take up 4.0G on disk.") == 4 * 1024**3
     assert (
         parse_journal_usage("Archived and active journals take up 31.0G in the file system.")
         == 31 * 1024**3

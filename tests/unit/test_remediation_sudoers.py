@@ -10,57 +10,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 
 from bot.remediation.catalog import plan
 from bot.remediation.probes import JOURNAL_USAGE
-from bot.ssh.base import SSHTarget
-
-SUDOERS = Path(__file__).resolve().parents[2] / "deploy" / "sudoers" / "incident-bot"
-NONROOT = SSHTarget(name="gpu-01", host="10.0.0.1", user="incident-bot", sudo=True)
-UNITS = ("vllm-kimi-k25-int4.service", "getty@tty1.service", "a:b_c.d-e.service", "x.socket")
-
-# Every kind with parameters covering each branch of its rendering.
-CASES: list[tuple[str, dict[str, str]]] = [
-    *[("systemd.stop_disable", {"unit": u}) for u in UNITS],
-    *[("systemd.mask", {"unit": u}) for u in UNITS],
-    *[
-        ("systemd.revert", {"unit": u, "unit_file_state": f, "active_state": a})
-        for u in UNITS[:2]
-        for f in ("enabled", "disabled", "masked")
-        for a in ("active", "inactive")
-    ],
-    *[("process.terminate", {"pid": p}) for p in ("2", "440", "4194304")],
-    *[("disk.journal_vacuum", {"size": s}) for s in ("1K", "500M", "2G", "999999T")],
-]
-
-
-def allowlist() -> list[tuple[str, str]]:
-    """(command path, argument pattern) for every command in every Cmnd_Alias."""
-    text = SUDOERS.read_text().replace("\\\n", " ")
-    entries = []
-    for line in text.splitlines():
-        if line.strip().startswith("Cmnd_Alias"):
-            body = line.split("=", 1)[1].strip()
-            for command in re.split(r",\s*(?=/)", body):
-                path, _, args = command.strip().partition(" ")
-                entries.append((path, args.strip()))
-    return entries
-
-
-def allowed(argv: list[str]) -> bool:
-    path, args = f"/usr/bin/{argv[0]}", " ".join(argv[1:])
-    for entry_path, pattern in allowlist():
-        if entry_path != path:
-            continue
-        if pattern.startswith("^") and pattern.endswith("$"):
-            if re.fullmatch(pattern[1:-1], args):
-                return True
-        elif pattern == args:
-            return True
-    return False
+from tests.helpers.sudoers import CASES, NONROOT, SUDOERS, allowed
 
 
 def _sudo_argv(command: str) -> list[str]:

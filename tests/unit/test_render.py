@@ -15,9 +15,8 @@ from bot.chat.render import (
     evidence_hash,
     gpu_table,
     render_incident,
-    render_note,
 )
-from bot.chat.text import to_plain
+from bot.chat.text import code_safe, to_plain
 from bot.domain.approval import Approval, ApprovalStatus
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 
@@ -223,6 +222,5 @@ def test_evidence_hash_tracks_what_was_rendered() -> None:
     assert evidence_hash(other) != h1
 
 
-def test_thread_note_escapes_code() -> None:
-    note = render_note("Step 1: stop unit", code="<!here> done", incident_id="42")
-    assert note.sections[0].code == "&lt;!here&gt; done" and note.incident_id == "42"
+def test_host_text_in_a_code_block_cannot_ping() -> None:
+    assert code_safe("<!here> done") == "&lt;!here&gt; done"

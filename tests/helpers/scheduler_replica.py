@@ -1,6 +1,6 @@
 """One bot replica's scheduler, as its own process (the SIGKILL takeover test runs two).
 
-Usage: ``python -m tests.integration.scheduler_replica REDIS_URL PERIOD_S TTL_S RENEW_S``.
+Usage: ``python -m tests.helpers.scheduler_replica REDIS_URL PERIOD_S TTL_S RENEW_S``.
 Each digest firing appends ``<slot>|<pid>`` to the Redis list ``test:posts``; each
 escalation firing runs a real ``Escalator`` whose chat backend appends to ``test:chat``.
 Runs until killed.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bot.chat.base import ChatMessage, Ephemeral, MessageRef
 from bot.schedule.escalation import Escalator, StoreCandidates, Target
-from bot.schedule.leader import Firing, JobSpec, LeaderScheduler
+from bot.schedule.leader import Firing, LeaderScheduler, ScheduledJob
 from storage.audit import AuditLog
 from storage.connection import connect
 from storage.incidents import IncidentStore
@@ -63,8 +63,8 @@ def main(url: str, period_s: float, ttl_s: float, renew_s: float) -> None:
         escalator.run()
 
     jobs = [
-        JobSpec("digest", digest, every_s=period_s),
-        JobSpec("escalation", escalate, every_s=period_s),
+        ScheduledJob("digest", digest, every_s=period_s),
+        ScheduledJob("escalation", escalate, every_s=period_s),
     ]
     LeaderScheduler(redis, jobs, lease_ttl_s=ttl_s, renew_s=renew_s, catchup_s=30).start()
     print("ready", flush=True)

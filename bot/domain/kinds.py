@@ -1,0 +1,23 @@
+"""Alert kinds and the playbook each one runs: the one map ingest and the flow share.
+
+A kind with no playbook of its own (anything configured under ``alerts.kinds`` that is
+not built in, or an unknown one) runs the generic triage playbook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+TRIAGE = "triage"
+KIND_PLAYBOOK: Mapping[str, str] = MappingProxyType({
+    "vm_restart": "vm_restart",
+    "vram_idle": "vram_idle",
+    "disk_full": "disk_full",
+})
+BUILTIN_KINDS = frozenset({*KIND_PLAYBOOK, TRIAGE})
+
+
+def playbook_for(kind: str) -> str:
+    """Unknown alert kinds get the generic triage playbook."""
+    return KIND_PLAYBOOK.get(kind, TRIAGE)

@@ -1,0 +1,19 @@
+"""The one ``SET key NX`` claim: first caller wins, the key expires on its own.
+
+Used wherever "exactly one replica does this" is decided: the scheduler's per-slot firing
+guard, escalation's once-per-incident post, and the leases (``storage/leases.py``).
+"""
+
+from __future__ import annotations
+
+from redis import Redis
+
+
+def claim(conn: Redis, key: str, value: str, ttl_s: float) -> bool:
+    """Take ``key`` for ``ttl_s`` seconds; False when someone else holds it."""
+    return bool(conn.set(key, value, nx=True, px=max(1, int(ttl_s * 1000))))
+
+
+def unclaim(conn: Redis, key: str) -> None:
+    """Give a claim back (the work it guarded failed and should be tried again)."""
+    conn.delete(key)

@@ -1,0 +1,132 @@
+"""An import-graph checker over source trees (ast only: nothing is imported or run).
+
+Every ``import``/``from … import`` counts, at module level or inside a function, under
+``TYPE_CHECKING`` or not. ``check(root)`` returns one line per rule broken, so the
+architecture test can show all of them at once and a test of the test can plant one.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGES = ("bot", "playbooks", "storage")
+# demo and test infrastructure: may use the rig; not part of what the bot runs
+RIG_USERS = ("bot.rig", "bot.demo", "bot.commands.demo")
+PURE_THIRD_PARTY = frozenset({"pydantic"})  # data validation, no I/O: allowed in the domain
+MAX_LINES = 300
+
+
+@dataclass(frozen=True)
+class Imported:
+    module: str  # the importing module, dotted
+    target: str  # the imported module, dotted (absolute)
+    line: int
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def sources(root: Path) -> Iterator[Path]:
+    for package in PACKAGES:
+        if (root / package).is_dir():
+            yield from sorted((root / package).rglob("*.py"))
+
+
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def imports_of(root: Path, path: Path) -> Iterator[Imported]:
+    module = module_name(root, path)
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Imported(module, alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            target = _absolute(module, path.name == "__init__.py", node)
+            yield Imported(module, target, node.lineno)
+            if target.split(".")[0] in PACKAGES:  # "from bot import rig" imports bot.rig
+                for alias in node.names:
+                    yield Imported(module, f"{target}.{alias.name}", node.lineno)
+
+
+def _under(name: str, *prefixes: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _exists(root: Path, dotted: str) -> bool:
+    """True when ``dotted`` names a module or package in the tree (not an attribute)."""
+    path = root.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def rule_broken(root: Path, imp: Imported) -> str | None:
+    """Which rule ``imp`` breaks, if any (the rules of docs/architecture.md)."""
+    src, dst = imp.module, imp.target
+    top = dst.split(".")[0]
+    ours = top in PACKAGES
+    if ours and not _exists(root, dst):
+        return None  # a name imported from a module, not a module: its module is checked
+    if _under(dst, "redis", "rq") and not _under(src, "storage"):
+        return "redis/rq outside storage/"
+    if _under(src, "bot.core") and ours and not _under(dst, "bot.core"):
+        return "bot.core imports the layers above it"
+    if _under(src, "bot.domain"):
+        pure = _under(dst, "bot.core", "bot.domain") or top in sys.stdlib_module_names
+        if not pure and top not in PURE_THIRD_PARTY:
+            return "bot.domain imports something other than bot.core, stdlib or pure libraries"
+    if _under(src, "storage") and ours and not _under(dst, "storage", "bot.domain", "bot.core"):
+        return "storage imports bot.* beyond bot.domain and bot.core"
+    if _under(src, "playbooks", "bot.extract") and _under(dst, "bot.chat"):
+        return "playbooks/bot.extract import bot.chat"
+    if _under(dst, "bot.rig") and not _under(src, *RIG_USERS):
+        return "product code imports bot.rig"
+    return None
+
+
+def violations(root: Path, allowed: Iterable[tuple[str, str]] = ()) -> list[str]:
+    """``module -> target: rule`` for each broken rule; ``allowed`` (module, target-prefix)
+    pairs are known exceptions and are not reported."""
+    allow = list(allowed)
+    found: dict[tuple[str, int, str], str] = {}  # one line per import statement and rule
+    for path in sources(root):
+        for imp in imports_of(root, path):
+            rule = rule_broken(root, imp)
+            if rule and not any(imp.module == m and _under(imp.target, t) for m, t in allow):
+                key = (imp.module, imp.line, rule)
+                found[key] = max(found.get(key, ""), imp.target, key=len)
+    return sorted(f"{m}:{line} -> {target}: {rule}" for (m, line, rule), target in found.items())
+
+
+def cross_imports(root: Path) -> list[str]:
+    """Test modules importing other test modules (shared code belongs in tests/helpers/)."""
+    out = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        for imp in imports_of(root, path):
+            if _under(imp.target, "tests.unit", "tests.integration"):
+                out.append(f"{imp.module}:{imp.line} -> {imp.target}")
+    return sorted(set(out))
+
+
+def long_modules(root: Path, dirs: Iterable[str], limit: int = MAX_LINES) -> dict[str, int]:
+    """Source files over ``limit`` lines, relative path -> line count."""
+    found: dict[str, int] = {}
+    for d in dirs:
+        for path in sorted((root / d).rglob("*.py")):
+            n = len(path.read_text().splitlines())
+            if n > limit:
+                found[path.relative_to(root).as_posix()] = n
+    return found
