@@ -80,7 +80,7 @@ def test_journal_usage_variants() -> None:
     assert parse_journal_usage(
         "Archived and active journals take up 2.6G in the file system."
     ) == int(2.6 * 1024**3)
-    assert parse_journal_usage("Journals take up 512.0M on disk.") is None or True  # tolerated
+    assert parse_journal_usage("Journals take up 512.0M on disk.") == 512 * 1024**2
     assert (
         parse_journal_usage("Archived and active journals take up 31.0G in the file system.")
         == 31 * 1024**3
