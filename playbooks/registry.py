@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.core import strings as S
 from bot.domain.findings import Severity
-from playbooks import disk_full, probes, triage, vm_restart, vram_idle
+from playbooks import disk_full, gpu_health, probes, triage, vm_restart, vram_idle
 from playbooks.base import Probe, Report, Session
 from playbooks.gpu import QUERY_GPU_COMMAND
 from playbooks.parsers import host
@@ -36,7 +36,7 @@ class UnknownPlaybook(ValueError):
 
 PLAYBOOKS: dict[str, Playbook] = {
     m.NAME: Playbook(m.NAME, m.DESCRIPTION, m.run)
-    for m in (vram_idle, vm_restart, disk_full, triage)
+    for m in (vram_idle, vm_restart, disk_full, triage, gpu_health)
 }
 
 

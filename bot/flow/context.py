@@ -18,7 +18,8 @@ from storage.audit import AuditLog
 from storage.connection import connect
 from storage.incidents import IncidentStore
 
-KIND_PLAYBOOK = {"vm_restart": "vm_restart", "vram_idle": "vram_idle", "disk_full": "disk_full"}
+KIND_PLAYBOOK = {"vm_restart": "vm_restart", "vram_idle": "vram_idle", "disk_full": "disk_full",
+                 "gpu_xid": "gpu_health", "gpu_ecc": "gpu_health", "gpu_missing": "gpu_health"}
 
 
 def playbook_for(kind: str) -> str:

@@ -29,8 +29,15 @@ DEFAULT_KINDS: dict[str, str] = {
     "GpuHostFilesystemFull": "disk_full",
     "GpuHostInodesExhausted": "disk_full",
     "GpuMemoryHeldIdle": "vram_idle",
+    # GPU health: the agent's NVML events and dcgm-exporter's rules (deploy/prometheus)
+    "GpuXidCritical": "gpu_xid",
+    "GpuEccUncorrectable": "gpu_ecc",
+    "GpuRowRemapFailure": "gpu_ecc",
+    "GpuRowRemapPending": "gpu_ecc",
+    "GpuMissing": "gpu_missing",
 }
-BUILTIN_KINDS = frozenset({"vm_restart", "vram_idle", "disk_full", TRIAGE})
+GPU_HEALTH_KINDS = frozenset({"gpu_xid", "gpu_ecc", "gpu_missing"})  # -> gpu_health playbook
+BUILTIN_KINDS = frozenset({"vm_restart", "vram_idle", "disk_full", TRIAGE}) | GPU_HEALTH_KINDS
 
 _SSH_HOST = re.compile(r"^(?:[^@]+@)?(?P<host>\[[^\]]+\]|[^:]+|.*?)(?::\d{1,5})?$")
 

@@ -102,3 +102,13 @@ def notable_flags(args: str, limit: int = 2) -> list[str]:
             val = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
             found.append(f"{name} {val}".strip())
     return found[:limit]
+
+
+def parse_stats(text: str) -> dict[int, str]:
+    """``ps -eo pid=,stat=`` -> pid -> state letters (``D`` first: uninterruptible sleep)."""
+    out: dict[int, str] = {}
+    for line in lines(text):
+        cells = line.split()
+        if len(cells) >= 2 and cells[0].isdigit() and re.fullmatch(r"[A-Za-z<+.]{1,8}", cells[1]):
+            out[int(cells[0])] = cells[1]
+    return out
