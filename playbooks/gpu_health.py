@@ -30,7 +30,7 @@ def health_probes() -> dict[str, Probe[Any]]:
     return {"xml": Probe("gpu_xml", QUERY_XML_COMMAND, nvidia_xml.parse_query_xml),
             "kernel": Probe("kernel_log", KERNEL_LOG_COMMAND, kernel.parse_kernel_log),
             "apps": probes.compute_apps(), "devs": probes.gpu_device_users(),
-            "stat": Probe("process_states", "ps -eo pid=,stat=", ps.parse_stats),
+            "stat": Probe("process_states", "ps -eo pid=,stat=,comm=", ps.parse_states),
             "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip)}
 
 
@@ -41,19 +41,27 @@ def gather(session: Session) -> tuple[HealthFacts, dict[str, Any]]:
     result, parsed = samples.result()
     got["smi"] = _smi(result, session.options.window_s + session.options.command_timeout_s)
     stats = summarize(parsed)
-    states: dict[int, str] = got["stat"]
+    states: dict[int, tuple[str, str]] = got["stat"]
     holders: dict[str, list[int]] = {}
     stuck: dict[str, list[int]] = {}
     for app in got["apps"]:
         if app.pid is not None and app.pid in states:
             holders.setdefault(app.gpu_uuid, []).append(app.pid)
-            if states[app.pid].startswith("D"):
+            if states[app.pid][0].startswith("D"):
                 stuck.setdefault(app.gpu_uuid, []).append(app.pid)
     opts = session.options
     facts = HealthFacts(stats, got["xml"].gpus, got["kernel"], got["smi"], holders, stuck,
-                        [p for p in got["devs"] if p in states], opts.expected_gpus,
+                        _users(got["devs"], states), opts.expected_gpus,
                         opts.held_mib, opts.idle_util_pct, opts.pcie_replay_warn, opts.xid_policy)
     return facts, got
+
+
+DAEMONS = ("nvidia-persist", "nvidia-fabric", "nv-hostengine", "dcgm")  # hold /dev/nvidia*
+
+
+def _users(pids: list[int], states: dict[int, tuple[str, str]]) -> list[int]:
+    """Live PIDs holding /dev/nvidia* other than the driver's own daemons."""
+    return [p for p in pids if p in states and not states[p][1].startswith(DAEMONS)]
 
 
 def _smi(result: ProbeResult, timeout_s: float) -> list[SmiError]:
@@ -97,7 +105,7 @@ def _tool_errors(facts: HealthFacts, report: Report) -> None:
 def _mismatch_title(e: SmiError, k: kernel.KernelReport) -> str:
     m = k.mismatches[0] if k.mismatches else None
     driver = m.kernel_version if m else "?"
-    library = e.library_version or (m.client_version if m else "?")
+    library = (m.client_version if m else None) or e.library_version or "?"
     return S.GPU_NVML_MISMATCH.format(driver=driver, library=library)
 
 
@@ -107,9 +115,10 @@ def _summary(views: list[GpuView], report: Report) -> None:
     severity = Severity.CRITICAL if worst & set(c) else (
         Severity.WARNING if GpuVerdict.DEGRADED.value in c else Severity.INFO)
     summary = ", ".join(f"{n} {verdict}" for verdict, n in sorted(c.items()))
+    table = grid(views)
     report.find("gpu.verdicts", severity, S.GPU_VERDICTS.format(
-        n=len(views), s=plural(len(views)), summary=summary), grid(views),
-        gpus=[_evidence(v) for v in views], counts=c)
+        n=len(views), s=plural(len(views)), summary=summary), " | ".join(table.splitlines()[1:]),
+        gpus=[_evidence(v) for v in views], counts=c, grid=table)
     idle = [v for v in views if v.verdict is GpuVerdict.HELD_IDLE]
     if idle:
         report.find("gpu.held_idle", Severity.WARNING, S.GPU_HELD_IDLE.format(

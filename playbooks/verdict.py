@@ -16,6 +16,7 @@ from playbooks.gpu import GpuStat
 from playbooks.parsers.kernel import KernelReport, XidEvent
 from playbooks.parsers.nvidia_xml import GpuHealth
 from playbooks.parsers.smi_errors import SmiError, SmiErrorKind
+from playbooks.text import printable
 
 
 class GpuVerdict(StrEnum):
@@ -200,6 +201,6 @@ def grid(views: list[GpuView]) -> str:
         idx = "?" if v.index is None else str(v.index)
         mem = "?" if v.memory_used_mib is None else f"{v.memory_used_mib / 1024:.1f} GB"
         util = "?" if v.util_pct is None else f"{v.util_pct}%"
-        why = "; ".join(v.reasons)[:90]
+        why = printable("; ".join(v.reasons), 90)
         rows.append(f"{idx:<4}{(v.bus or '-'):<12}{v.verdict.value:<11}{mem:>10} {util:>5}  {why}")
     return "\n".join(rows)

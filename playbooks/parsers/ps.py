@@ -104,11 +104,13 @@ def notable_flags(args: str, limit: int = 2) -> list[str]:
     return found[:limit]
 
 
-def parse_stats(text: str) -> dict[int, str]:
-    """``ps -eo pid=,stat=`` -> pid -> state letters (``D`` first: uninterruptible sleep)."""
-    out: dict[int, str] = {}
+
+def parse_states(text: str) -> dict[int, tuple[str, str]]:
+    """``ps -eo pid=,stat=,comm=`` -> pid -> (state letters, short name); ``D`` first in
+    the state is uninterruptible sleep (stuck in the driver)."""
+    out: dict[int, tuple[str, str]] = {}
     for line in lines(text):
-        cells = line.split()
+        cells = line.split(None, 2)
         if len(cells) >= 2 and cells[0].isdigit() and re.fullmatch(r"[A-Za-z<+.]{1,8}", cells[1]):
-            out[int(cells[0])] = cells[1]
+            out[int(cells[0])] = (cells[1], cells[2].strip() if len(cells) > 2 else "")
     return out

@@ -41,6 +41,7 @@ PARSERS: list[Callable[[str], Any]] = [
     ps.parse_ps,
     ps.parse_pids,
     ps.parse_cgroups,
+    ps.parse_states,
     ps.server_kind,
     ps.notable_flags,
     disk.parse_df,
