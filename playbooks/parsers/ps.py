@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass
 
 from playbooks.parsers.common import integer, lines
+from playbooks.parsers.systemd import unit_from_cgroup
 
 PS_FIELDS = "pid=,ppid=,etimes=,user:32=,args="
 PS_CGROUP_FIELDS = "pid=,cgroup="
@@ -58,9 +59,20 @@ def parse_cgroups(text: str) -> dict[int, str]:
     out: dict[int, str] = {}
     for line in lines(text):
         pid, _, cgroup = line.strip().partition(" ")
-        if pid.isdigit() and cgroup.strip():
+        if pid.isdigit():
             out[int(pid)] = cgroup.strip()
-    return out
+    return {p: c for p, c in out.items() if c}
+
+
+def cgroup_units(text: str) -> dict[int, str | None]:
+    """``ps -eo pid=,cgroup=`` -> pid -> the systemd unit its cgroup names (None: none).
+    The one reading of that output; remediation's re-probes use it too."""
+    units: dict[int, str | None] = {}
+    for line in lines(text):
+        pid, _, cgroup = line.strip().partition(" ")
+        if pid.isdigit():
+            units[int(pid)] = unit_from_cgroup(cgroup.strip()) if cgroup.strip() else None
+    return units
 
 
 def parse_ps(text: str) -> list[Proc]:
