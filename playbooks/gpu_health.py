@@ -117,7 +117,7 @@ def _summary(views: list[GpuView], report: Report) -> None:
     summary = ", ".join(f"{n} {verdict}" for verdict, n in sorted(c.items()))
     table = grid(views)
     report.find("gpu.verdicts", severity, S.GPU_VERDICTS.format(
-        n=len(views), s=plural(len(views)), summary=summary), " | ".join(table.splitlines()[1:]),
+        n=len(views), s=plural(len(views)), summary=summary),
         gpus=[_evidence(v) for v in views], counts=c, grid=table)
     idle = [v for v in views if v.verdict is GpuVerdict.HELD_IDLE]
     if idle:

@@ -110,11 +110,22 @@ def _rows(f: HealthFacts) -> list[GpuView]:
             rows.append(GpuView(None, h.bus, h.uuid, h.name, h.memory_used_mib,
                                 h.memory_total_mib, h.util_pct))
     known = {r.bus for r in rows if r.bus}
-    for e in f.smi:  # a GPU nvidia-smi names but cannot open
-        if e.bus and e.bus not in known:
-            rows.append(GpuView(None, e.bus))
-            known.add(e.bus)
+    lost = [e.bus for e in f.smi if e.bus]
+    for bus in dict.fromkeys(b for b in lost if b not in known):  # named but cannot be opened
+        rows.append(GpuView(None, bus))
+    _fill_gaps(rows)
     return rows
+
+
+def _fill_gaps(rows: list[GpuView]) -> None:
+    """A lost GPU keeps its NVML index: give unindexed rows the gaps, in bus order."""
+    taken = {r.index for r in rows if r.index is not None}
+    gaps = [i for i in range(len(rows)) if i not in taken]
+    blank = sorted((r for r in rows if r.index is None), key=lambda r: r.bus)
+    if len(gaps) == len(blank):
+        for row, index in zip(blank, gaps, strict=True):
+            row.index = index
+    rows.sort(key=lambda r: (r.index is None, r.index or 0))
 
 
 def _judge(v: GpuView, f: HealthFacts) -> None:

@@ -54,6 +54,8 @@ class XmlReport:
 
 def parse_query_xml(text: str) -> XmlReport:
     body = _DOCTYPE.sub("", text[:MAX_XML_CHARS]).strip()
+    start = body.find("<nvidia_smi_log")  # error lines (a lost GPU) may come first
+    body = body[start:] if start > 0 else body
     if not body:
         return XmlReport(error="empty output")
     try:

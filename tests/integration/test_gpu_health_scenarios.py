@@ -58,7 +58,7 @@ def no_gpus_said(d: Diagnosis) -> bool:
 
 
 CASES = [
-    ("gpu_xid79", ["busy"] * 3 + ["busy"] * 4 + ["broken"], "reboot"),
+    ("gpu_xid79", ["busy"] * 3 + ["broken"] + ["busy"] * 4, "reboot"),
     ("gpu_ecc_dbe", ["busy"] * 5 + ["broken"] + ["busy"] * 2, "reset_gpu"),
     ("gpu_nvml_mismatch", ["broken"] * 8, "reboot"),
     ("gpu_missing", ["busy"] * 7 + ["broken"], "drain_and_ticket"),
@@ -82,7 +82,10 @@ def test_lost_gpu_is_named_by_its_bus_and_the_xid(
         pool: ParamikoPool, sims: Callable[[str], SimHost]) -> None:
     d = health(pool, sims("gpu_xid79"))
     broken = finding(d, "gpu.broken")
-    assert "0000:5d:00" in broken.title and "Xid 79 since boot" in broken.title
+    assert broken.title.startswith("GPU 3 (0000:5d:00) is broken: ")
+    assert "Xid 79 since boot" in broken.title
+    rows = finding(d, "gpu.verdicts").evidence["gpus"]
+    assert [r["bus"] for r in rows][:4] == ["0000:18:00", "0000:2a:00", "0000:3a:00", "0000:5d:00"]
     assert "Unable to determine the device handle for GPU 0000:5D:00.0: Unknown Error" in \
         finding(d, "gpu.tool_error").title
 

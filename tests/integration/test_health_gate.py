@@ -33,7 +33,7 @@ def test_broken_gpu_fails_the_gate_with_every_reason(pool: ParamikoPool,
     assert gate.checks["no critical Xid"] is False and gate.checks["nvidia-smi"] is False
     assert gate.checks["gpu count"] is True  # the lost GPU is named, not missing
     assert "critical Xid since boot on 0000:5d:00" in gate.reasons
-    assert "GPU ? is broken" in gate.reasons
+    assert "GPU 3 is broken" in gate.reasons
     assert gate.message.startswith("Health gate failed on gpu-04: ")
     assert "The resume is blocked" in gate.message
 

@@ -168,3 +168,9 @@ def test_free_every_procps(name: str, total: int, used: int, avail: int) -> None
 ])
 def test_journal_usage_every_wording(name: str, size: int) -> None:
     assert parse_journal_usage(real(name)) == size
+
+
+def test_xml_after_an_error_line_is_still_read() -> None:
+    text = real("smi_handle_unknown_error.txt") + real("smi_qx_575_laptop.xml")
+    rep = parse_query_xml(text)
+    assert rep.error is None and [g.bus for g in rep.gpus] == ["0000:01:00"]
