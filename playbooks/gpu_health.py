@@ -31,6 +31,7 @@ def health_probes() -> dict[str, Probe[Any]]:
             "kernel": Probe("kernel_log", KERNEL_LOG_COMMAND, kernel.parse_kernel_log),
             "apps": probes.compute_apps(), "devs": probes.gpu_device_users(),
             "stat": Probe("process_states", "ps -eo pid=,stat=,comm=", ps.parse_states),
+            "units": Probe("process_units", "ps -eo pid=,cgroup=", ps.cgroup_units),
             "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip)}
 
 
@@ -85,7 +86,7 @@ def assess(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
     for v in views:
         _per_gpu(v, report)
     missing_finding(facts, views, report)
-    _app_faults(facts, report)
+    _app_faults(facts, got.get("units", {}), report)
     _fabric(facts, got.get("fabric", ""), report)
     step = worst_step(views)
     if step is not None:
@@ -158,15 +159,18 @@ def missing_finding(facts: HealthFacts, views: list[GpuView], report: Report) ->
             expected=facts.expected, seen=len(views) - len(gone))
 
 
-def _app_faults(facts: HealthFacts, report: Report) -> None:
+def _app_faults(facts: HealthFacts, units: Mapping[int, str | None], report: Report) -> None:
+    """Application Xids, joined pid -> unit like the idle-VRAM trace: who to restart."""
     for e in facts.kernel.xids:
         rule = facts.policy.rule(e.xid)
         if rule.fault.value != "app":
             continue
+        unit = units.get(e.pid) if e.pid else None
         who = f"pid {e.pid}, {e.process}" if e.pid else (e.process or "unknown process")
+        who += f", {unit}" if unit else ""
         report.find("gpu.app_fault", Severity.WARNING, S.GPU_APP_FAULT.format(
             xid=e.xid, bus=e.bus, who=who, title=rule.title), xid=e.xid, bus=e.bus,
-            pid=e.pid, line=e.line, step=rule.step.value)
+            pid=e.pid, unit=unit, line=e.line, step=rule.step.value)
 
 
 def _fabric(facts: HealthFacts, state: str, report: Report) -> None:

@@ -95,3 +95,21 @@ def test_policy_config_overrides_and_rejects_typos() -> None:
     for extra in bad:
         with pytest.raises(ConfigError, match=r"extra\.xid_policy"):
             xid_policy_from_extra(extra)
+
+
+def test_app_fault_names_the_unit_and_fabric_manager_down_on_nvswitch() -> None:
+    from playbooks import gpu_health
+    from playbooks.base import Report
+
+    kernel = parse_kernel_log("NVRM: Xid (PCI:0000:18:00): 13, pid=2211, name=python, SM\n")
+    f = facts([stat(0, util=90)], [xml(0, fabric_state="Completed")], kernel=kernel,
+              holders={"GPU-0": [2211]})
+    report = Report("h")
+    gpu_health.assess(f, decide(f), {"units": {2211: "train-70b.service"},
+                                     "fabric": "inactive"}, report)
+    app = next(x for x in report.findings if x.code == "gpu.app_fault")
+    assert "(pid 2211, python, train-70b.service)" in app.title
+    assert app.evidence["step"] == "restart_app"
+    fabric = next(x for x in report.findings if x.code == "gpu.fabric_manager")
+    assert fabric.title.startswith("nvidia-fabricmanager is inactive on an NVSwitch host")
+    assert report.actions == []
