@@ -115,3 +115,16 @@ def test_seed_story_is_held_idle_not_broken(
     assert verdicts(d) == ["held_idle"] * 8
     assert finding(d, "gpu.held_idle").title.startswith("8 GPUs hold memory")
     assert step(d) is None and d.actions == ()
+
+
+@pytest.mark.parametrize(("scenario", "why"), [
+    ("gpu_nvml_mismatch", "nvidia-smi: Failed to initialize NVML"),
+    ("gpu_xid79", "nvidia-smi: Unable to determine the device handle"),
+    ("gpu_smi_hang", "nvidia-smi did not answer in time"),
+])
+def test_auto_picks_gpu_health_when_nvidia_smi_errs(
+        pool: ParamikoPool, sims: Callable[[str], SimHost], scenario: str, why: str) -> None:
+    d = run_playbook(pool, sims(scenario).ssh_target(), "auto", options=FAST)
+    assert d.playbook == "gpu_health"
+    assert finding(d, "playbook.auto").evidence["why"].startswith(why)
+    assert not no_gpus_said(d) and d.actions == ()
