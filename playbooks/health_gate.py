@@ -9,6 +9,7 @@ resume unless an approved override says otherwise.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -104,3 +105,22 @@ def run_gate(runner: SSHRunner, target: SSHTarget, *, need_mib: int = 0,
         except SSHError as exc:
             return GateResult(target.name, False, [f"{target.name} unreachable: {exc}"])
     return evaluate(target.name, facts, decide(facts), need_mib, dcgm_result)
+
+
+@dataclass(frozen=True)
+class Gated:
+    """A resume behind the gate: what the gate said, whether the resume ran, its result."""
+
+    gate: GateResult
+    ran: bool
+    result: object = None
+    override_by: str | None = None
+
+
+def gated(gate: GateResult, resume: Callable[[], object], *,
+          override_by: str | None = None) -> Gated:
+    """Run ``resume`` only when the gate passed, or when an approver overrode it (the
+    caller gets that approval like any other action's: the override is never implicit)."""
+    if gate.passed or override_by:
+        return Gated(gate, True, resume(), override_by if not gate.passed else None)
+    return Gated(gate, False)
