@@ -99,8 +99,9 @@ def _tool_errors(facts: HealthFacts, report: Report) -> None:
         title = S.GPU_TOOL_ERROR.format(quote=e.quote)
         if e.kind is SmiErrorKind.NVML_MISMATCH:
             title = _mismatch_title(e, facts.kernel)
-        report.find("gpu.tool_error", Severity.CRITICAL, title, kind=e.kind.value,
-                    quote=e.quote, bus=e.bus)
+        severity = Severity.WARNING if e.kind is SmiErrorKind.UNREADABLE else Severity.CRITICAL
+        report.find("gpu.tool_error", severity, title, kind=e.kind.value, quote=e.quote,
+                    bus=e.bus)
 
 
 def _mismatch_title(e: SmiError, k: kernel.KernelReport) -> str:
@@ -163,6 +164,9 @@ def _app_faults(facts: HealthFacts, units: Mapping[int, str | None], report: Rep
     """Application Xids, joined pid -> unit like the idle-VRAM trace: who to restart."""
     for e in facts.kernel.xids:
         rule = facts.policy.rule(e.xid)
+        if rule.fault.value == "unknown":
+            report.find("gpu.xid_unknown", Severity.WARNING, S.GPU_XID_UNKNOWN.format(
+                xid=e.xid, bus=e.bus), xid=e.xid, bus=e.bus, line=e.line)
         if rule.fault.value != "app":
             continue
         unit = units.get(e.pid) if e.pid else None

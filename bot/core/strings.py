@@ -242,6 +242,7 @@ GPU_DEGRADED = "GPU {gpu} is degraded: {why}"
 GPU_MISSING = "{missing} of {expected} GPUs missing: the inventory expects {expected}, the host shows {seen}"
 GPU_HELD_IDLE = "{n} GPU{s} hold memory at low utilization; the vram_idle playbook traces who holds them"
 GPU_APP_FAULT = "Xid {xid} on GPU {bus} ({who}): {title} — the application's fault, not the GPU's"
+GPU_XID_UNKNOWN = "Xid {xid} on GPU {bus} is not in the Xid policy table: look it up and add it (extra.xid_policy)"
 GPU_FABRIC_DOWN = "nvidia-fabricmanager is {state} on an NVSwitch host: NVLink traffic cannot flow"
 GPU_STEP = "Proposed step: {step}"
 GPU_STEP_TEXT = {

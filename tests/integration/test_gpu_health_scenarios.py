@@ -109,9 +109,10 @@ def test_missing_and_ecc_and_hang_say_why(
     assert hang.status.value == "partial"
 
 
+@pytest.mark.parametrize("scenario", ["seed", "seed_container"])
 def test_seed_story_is_held_idle_not_broken(
-        pool: ParamikoPool, sims: Callable[[str], SimHost]) -> None:
-    d = health(pool, sims("seed"))
+        pool: ParamikoPool, sims: Callable[[str], SimHost], scenario: str) -> None:
+    d = health(pool, sims(scenario))  # in a container no PID map: /dev/nvidia* users count
     assert verdicts(d) == ["held_idle"] * 8
     assert finding(d, "gpu.held_idle").title.startswith("8 GPUs hold memory")
     assert step(d) is None and d.actions == ()

@@ -101,7 +101,8 @@ def test_app_fault_names_the_unit_and_fabric_manager_down_on_nvswitch() -> None:
     from playbooks import gpu_health
     from playbooks.base import Report
 
-    kernel = parse_kernel_log("NVRM: Xid (PCI:0000:18:00): 13, pid=2211, name=python, SM\n")
+    kernel = parse_kernel_log("NVRM: Xid (PCI:0000:18:00): 13, pid=2211, name=python, SM\n"
+                              "NVRM: Xid (PCI:0000:18:00): 777, pid=2211, name=python, ?\n")
     f = facts([stat(0, util=90)], [xml(0, fabric_state="Completed")], kernel=kernel,
               holders={"GPU-0": [2211]})
     report = Report("h")
@@ -112,4 +113,6 @@ def test_app_fault_names_the_unit_and_fabric_manager_down_on_nvswitch() -> None:
     assert app.evidence["step"] == "restart_app"
     fabric = next(x for x in report.findings if x.code == "gpu.fabric_manager")
     assert fabric.title.startswith("nvidia-fabricmanager is inactive on an NVSwitch host")
+    unknown = next(x for x in report.findings if x.code == "gpu.xid_unknown")
+    assert unknown.title.startswith("Xid 777 on GPU 0000:18:00 is not in the Xid policy table")
     assert report.actions == []
