@@ -81,6 +81,7 @@ class Service:
 def check_sections(settings: Settings) -> None:
     """Validate every ``extra`` section now: a typo fails at start, not at 3 a.m."""
     from bot.config.inventory import diagnostics_settings
+    from bot.domain.xid import xid_policy_from_extra
     from bot.extract.config import extract_settings
     from bot.remediation.options import options_from_extra
     from bot.schedule.jobs import load_sections
@@ -89,6 +90,7 @@ def check_sections(settings: Settings) -> None:
     options_from_extra(settings.extra)
     load_sections(settings.extra)
     extract_settings(settings)
+    xid_policy_from_extra(settings.extra)
 
 
 def build_service(settings: Settings, *, runner: SSHRunner | None = None,

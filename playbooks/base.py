@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from bot.domain.findings import Finding, ProbeResult, ProposedAction, Severity
 from bot.domain.validate import DEFAULT_PREFIXES
+from bot.domain.xid import DEFAULT_POLICY, XidPolicy
 from bot.ssh.base import Command, SSHRunner, SSHTarget
 from playbooks.text import printable
 
@@ -43,6 +44,9 @@ class PlaybookOptions:
     du_timeout_s: float = 8.0
     expected_mounts: tuple[str, ...] = ()
     path_prefixes: tuple[str, ...] = DEFAULT_PREFIXES
+    expected_gpus: int | None = None  # the inventory's ``hosts.*.gpus``: fewer is a finding
+    pcie_replay_warn: int = 100  # PCIe replays since boot at or above this: degraded
+    xid_policy: XidPolicy = DEFAULT_POLICY
 
     @property
     def window_s(self) -> float:

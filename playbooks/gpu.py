@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.ssh.base import Command, SSHRunner, SSHTarget
-from playbooks.parsers.nvidia import QUERY_GPU_FIELDS, GpuSample, parse_query_gpu
+from playbooks.commands import QUERY_GPU_COMMAND
+from playbooks.parsers.nvidia import GpuSample, parse_query_gpu
 
-QUERY_GPU_COMMAND = f"nvidia-smi --query-gpu={QUERY_GPU_FIELDS} --format=csv,noheader,nounits"
+__all__ = ["QUERY_GPU_COMMAND", "GpuStat", "gb", "probe_gpus", "summarize"]
 MIB = 1 << 20
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from playbooks.base import PlaybookOptions, Probe, cmd
+from playbooks.commands import QUERY_APPS_COMMAND, QUERY_GPU_COMMAND
 from playbooks.parsers import disk, host, nvidia, ps, systemd
 from playbooks.parsers.common import lines
 
@@ -19,7 +20,7 @@ NVIDIA_DEVICES = "/dev/nvidia*"  # expanded by the remote shell
 
 def gpu_samples(opts: PlaybookOptions) -> Probe[list[list[nvidia.GpuSample]]]:
     """Several ``--query-gpu`` samples ``sample_interval_s`` apart, separated by ``---``."""
-    query = f"nvidia-smi --query-gpu={nvidia.QUERY_GPU_FIELDS} --format=csv,noheader,nounits"
+    query = QUERY_GPU_COMMAND
     n = max(int(opts.samples), 1)
     loop = (f"i=0; while :; do {query} || exit $?; i=$((i+1)); [ $i -ge {n} ] && exit 0; "
             f"echo {nvidia.SAMPLE_SEPARATOR}; sleep {max(opts.sample_interval_s, 0.0):g}; done")
@@ -28,8 +29,7 @@ def gpu_samples(opts: PlaybookOptions) -> Probe[list[list[nvidia.GpuSample]]]:
 
 
 def compute_apps() -> Probe[list[nvidia.ComputeApp]]:
-    return Probe("gpu_processes", f"nvidia-smi --query-compute-apps={nvidia.QUERY_APPS_FIELDS}"
-                 " --format=csv,noheader,nounits", nvidia.parse_compute_apps)
+    return Probe("gpu_processes", QUERY_APPS_COMMAND, nvidia.parse_compute_apps)
 
 
 def processes() -> Probe[list[ps.Proc]]:

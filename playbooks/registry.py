@@ -1,7 +1,8 @@
 """Playbook name -> playbook, and ``auto``, which picks one from the host's state.
 
 ``auto`` runs three cheap probes (df, one GPU sample, boot time) and then the chosen
-playbook in the same session, so its evidence includes why it chose.
+playbook in the same session, so its evidence includes why it chose. An nvidia-smi that
+errs or hangs picks ``gpu_health`` first: no other playbook can read those GPUs.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core import strings as S
-from bot.domain.findings import Severity
-from playbooks import disk_full, probes, triage, vm_restart, vram_idle
+from bot.domain.findings import ProbeResult, Severity
+from playbooks import disk_full, gpu_health, probes, triage, vm_restart, vram_idle
 from playbooks.base import Probe, Report, Session
 from playbooks.gpu import QUERY_GPU_COMMAND
 from playbooks.parsers import host
 from playbooks.parsers.nvidia import GpuSample, parse_query_gpu
+from playbooks.parsers.smi_errors import parse_smi_errors
 
 AUTO = "auto"
 
@@ -36,7 +38,7 @@ class UnknownPlaybook(ValueError):
 
 PLAYBOOKS: dict[str, Playbook] = {
     m.NAME: Playbook(m.NAME, m.DESCRIPTION, m.run)
-    for m in (vram_idle, vm_restart, disk_full, triage)
+    for m in (vram_idle, vm_restart, disk_full, triage, gpu_health)
 }
 
 
@@ -55,14 +57,28 @@ def get(name: str) -> Playbook:
 
 def run_auto(session: Session, context: Mapping[str, Any]) -> Report:
     gpus: Probe[list[GpuSample]] = Probe("gpu_glance", QUERY_GPU_COMMAND, parse_query_gpu)
-    got = session.parsed(session.submit_many(
-        {"df": probes.df(), "gpus": gpus, "clock": probes.clock()}))
+    futures = session.submit_many({"df": probes.df(), "gpus": gpus, "clock": probes.clock()})
+    got = session.parsed(futures)
     clock = host.parse_clock("\n".join(got["clock"]))
-    name, why = choose(got["df"], got["gpus"], clock, session)
+    trouble = gpu_trouble(futures["gpus"].result()[0])
+    name, why = (gpu_health.NAME, trouble) if trouble else \
+        choose(got["df"], got["gpus"], clock, session)
     report = PLAYBOOKS[name].run(session, context)
     report.findings.insert(0, _auto_finding(name, why))
     report.playbook = name
     return report
+
+
+def gpu_trouble(glance: ProbeResult) -> str:
+    """Why nvidia-smi's own answer says the GPUs need gpu_health ("" when it answered)."""
+    if glance.timed_out:
+        return "nvidia-smi did not answer in time"
+    errors = parse_smi_errors(glance.stdout + "\n" + glance.stderr)
+    if errors:
+        return f"nvidia-smi: {errors[0].quote}"[:200]
+    if glance.exit_status not in (0, None, 127) and not glance.error:  # 127: no GPU stack
+        return f"nvidia-smi exited with status {glance.exit_status}"
+    return ""
 
 
 def choose(space: list[Any], gpus: list[GpuSample], clock: tuple[float, float] | None,

@@ -33,6 +33,7 @@ class AgentConfig:
     idle_for_s: float = 600.0  # held idle this long before vram_idle fires
     timeout_s: float = 10.0  # per HTTP request
     batch: int = 100
+    expected_gpus: int | None = None  # fewer visible to NVML: a gpu_missing alert
 
     @property
     def alerts_url(self) -> str:
@@ -69,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds held idle before vram_idle")
     p.add_argument("--boot-id-path", default="/proc/sys/kernel/random/boot_id")
     p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--expected-gpus", type=int, default=None,
+                   help="GPUs this host should have (the inventory's hosts.*.gpus)")
     return p
 
 
@@ -89,4 +92,5 @@ def parse_args(argv: list[str], environ: dict[str, str] | None = None) -> AgentC
         mounts=tuple(args.mounts or ["/"]), disk_used_pct=args.disk_used_pct,
         inodes_used_pct=args.inodes_used_pct, vram_used_pct=args.vram_used_pct,
         util_max_pct=args.util_max_pct, idle_for_s=args.idle_for, timeout_s=args.timeout,
+        expected_gpus=args.expected_gpus,
     )

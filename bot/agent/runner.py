@@ -23,6 +23,7 @@ from bot.agent.checks import (
 from bot.agent.client import Reply, post_alerts
 from bot.agent.config import AgentConfig
 from bot.agent.gpu import IdleTracker, NvmlSampler, vram_condition
+from bot.agent.health import HealthWatch
 from bot.agent.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class Agent:
         self.conditions = Conditions(config.state_dir / "conditions.json")
         self.sampler = NvmlSampler(nvml)
         self.idle = IdleTracker(config.vram_used_pct, config.util_max_pct, config.idle_for_s)
+        self.health = HealthWatch(config.expected_gpus)
         self.clock = clock
         self.send = send
         self.batch = config.batch
@@ -84,7 +86,18 @@ class Agent:
             return []
         idle = self.idle.update(samples, self.clock())
         now = vram_condition(idle, self.config.idle_for_s)
-        return self.conditions.diff(self.config.host, "vram_idle", now)
+        return self.conditions.diff(self.config.host, "vram_idle", now) + self._health()
+
+    def _health(self) -> list[Alert]:
+        """Critical Xid events, missing or lost GPUs and uncorrectable ECC."""
+        nvml, host = self.sampler.nvml, self.config.host
+        try:
+            alerts = self.health.xid_alerts(host, nvml)
+            alerts += self.conditions.diff(host, "gpu_missing", self.health.missing(nvml))
+            return alerts + self.conditions.diff(host, "gpu_ecc", self.health.ecc(nvml))
+        except Exception as exc:  # NVML failing mid-check must not stop the other checks
+            log.warning("GPU health check skipped this round: %s", exc)
+            return []
 
     # --- delivery --------------------------------------------------------------------
     def flush(self) -> bool:
@@ -122,6 +135,7 @@ class Agent:
     def run_once(self) -> int:
         self.check()
         delivered = self.flush()
+        self.health.close(self.sampler.nvml)
         self.sampler.close()
         return 0 if delivered else EX_TEMPFAIL
 
@@ -137,6 +151,7 @@ class Agent:
             if not delivered:
                 wait = min(wait, self.backoff_s)
             self.stop.wait(max(0.0, wait))
+        self.health.close(self.sampler.nvml)
         self.sampler.close()
         return 0
 

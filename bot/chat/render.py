@@ -139,8 +139,9 @@ def finding_section(finding: Finding) -> Section:
     text = f"{icon} *{escape(finding.title)}*"
     if finding.detail:
         text += f"\n{escape(finding.detail)}"
-    gpus = finding.evidence.get("gpus")
+    gpus, grid = finding.evidence.get("gpus"), finding.evidence.get("grid")
     code = gpu_table(gpus) if isinstance(gpus, list) and gpus else _evidence_lines(finding.evidence)
+    code = code_safe(grid) if isinstance(grid, str) and grid else code  # gpu_health verdicts
     return Section(text=text, code=code or None)
 
 

@@ -56,6 +56,9 @@ def render(d: Diagnosis, console: Console) -> None:
         style = _SEVERITY_STYLE.get(f.severity.value, "")
         findings.add_row(f"[{style}]{f.severity.value}[/]", f.code, _plain(f.title))
     console.print(findings)
+    for f in d.findings:  # gpu_health's per-GPU grid, as plain text
+        if isinstance(f.evidence.get("grid"), str):
+            console.print(f.evidence["grid"], markup=False, highlight=False)
     if d.actions:
         actions = _table("Proposed actions", "id", "action", "params", "why")
         for a in d.actions:
@@ -84,7 +87,8 @@ def _plain(text: str) -> str:
 
 _Target = Annotated[str, typer.Argument(help="inventory host name or user@host:port")]
 _Playbook = Annotated[str, typer.Option("--playbook", "-p",
-                                        help="vram_idle, vm_restart, disk_full, triage or auto")]
+                                        help="vram_idle, vm_restart, disk_full, triage, gpu_health "
+                                             "or auto")]
 _Json = Annotated[bool, typer.Option("--json", help="print one JSON object (DESIGN's contract)")]
 _Config = Annotated[str | None, typer.Option("--config", "-c", help="config file (YAML)")]
 _Key = Annotated[str | None, typer.Option("--ssh-key", help="private key (overrides config)")]

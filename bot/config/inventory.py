@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bot.config.settings import Settings
 from bot.core import strings
 from bot.core.errors import ConfigError, UserError
+from bot.domain.xid import xid_policy_from_extra
 from bot.ssh.base import SSHTarget
 from playbooks.base import PlaybookOptions
 
@@ -87,5 +88,7 @@ def options_for(settings: Settings, target: SSHTarget, **overrides: Any) -> Play
     if host is not None:
         diag["expected_mounts"] = tuple(host.expected_mounts)
         diag["path_prefixes"] = tuple(host.allowed_path_prefixes)
+        diag["expected_gpus"] = host.gpus
+    diag["xid_policy"] = xid_policy_from_extra(settings.extra)
     diag.update(overrides)
     return PlaybookOptions(**diag)

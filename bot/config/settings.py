@@ -53,6 +53,7 @@ class HostSettings(Strict):
     sudo: bool = False  # run probes and actions through `sudo -n` (non-root users)
     expected_mounts: list[str] = Field(default_factory=list)
     allowed_path_prefixes: list[str] = Field(default_factory=lambda: ["/data", "/shared", "/var"])
+    gpus: int | None = Field(None, ge=0, le=64)  # expected GPU count: fewer is a finding
 
     @field_validator("ssh")
     @classmethod

@@ -304,3 +304,34 @@ MSG_PROBE_TIMED_OUT = "timed out"
 MSG_PROBE_ERROR = "error: {error}"
 MSG_PROBE_NO_OUTPUT = "(output not kept with the stored diagnosis)"
 MSG_EVIDENCE_MORE = "… {n} more probe(s); see `incident-bot diagnose {host} --json`"
+
+# --- GPU health (gpu_health playbook, health gate) ---------------------------------------
+GPU_VERDICTS = "{n} GPU{s}: {summary}"
+GPU_TOOL_ERROR = "nvidia-smi: {quote}"
+GPU_NVML_MISMATCH = "NVML: driver/library version mismatch — driver {driver} loaded, library {library}"
+GPU_BROKEN = "GPU {gpu} is broken: {why}"
+GPU_WEDGED = "GPU {gpu} is wedged: {why}"
+GPU_DEGRADED = "GPU {gpu} is degraded: {why}"
+GPU_MISSING = "{missing} of {expected} GPUs missing: the inventory expects {expected}, the host shows {seen}"
+GPU_HELD_IDLE = "{n} GPU{s} hold memory at low utilization; the vram_idle playbook traces who holds them"
+GPU_APP_FAULT = "Xid {xid} on GPU {bus} ({who}): {title} — the application's fault, not the GPU's"
+GPU_XID_UNKNOWN = "Xid {xid} on GPU {bus} is not in the Xid policy table: look it up and add it (extra.xid_policy)"
+GPU_FABRIC_DOWN = "nvidia-fabricmanager is {state} on an NVSwitch host: NVLink traffic cannot flow"
+GPU_STEP = "Proposed step: {step}"
+GPU_STEP_TEXT = {
+    "restart_app": "restart the application that hit the error",
+    "reset_gpu": "drain the GPU and reset it (nvidia-smi -r), then re-check",
+    "reboot": "drain the host and reboot it",
+    "drain_and_ticket": "drain the host and open a hardware ticket",
+    "investigate": "look closer: cooling, power and the kernel log",
+}
+GATE_PASSED = "Health gate passed on {host}: {summary}"
+GATE_FAILED = "Health gate failed on {host}: {reasons}. The resume is blocked; an approved override can let it run."
+GATE_CHECK_COUNT = "GPU count {seen} of {expected}"
+GATE_CHECK_XID = "critical Xid since boot on {gpus}"
+GATE_CHECK_ECC = "uncorrectable ECC on {gpus}"
+GATE_CHECK_PERSISTENCE = "persistence mode off on {gpus}"
+GATE_CHECK_MEMORY = "GPU {gpu} has {free} free, the job needs {need}"
+GATE_CHECK_DCGM = "dcgmi diag -r 1 failed: {line}"
+GATE_CHECK_TOOL = "{quote}"
+GATE_CHECK_VERDICT = "GPU {gpu} is {verdict}"

@@ -16,15 +16,16 @@ from concurrent.futures import ThreadPoolExecutor
 from bot.core import metrics
 from bot.schedule.leader import Firing
 from bot.ssh.base import Command, SSHError, SSHRunner, SSHTarget
+from playbooks.commands import QUERY_GPU_COMMAND
 from playbooks.parsers.disk import parse_df
-from playbooks.parsers.nvidia import QUERY_GPU_FIELDS, parse_query_gpu
+from playbooks.parsers.nvidia import parse_query_gpu
 from storage.samples import SampleStore
 
 log = logging.getLogger(__name__)
 
 Reading = tuple[str, float]
 Probe = Callable[[str], list[Reading]]
-GPU_COMMAND = f"nvidia-smi --query-gpu={QUERY_GPU_FIELDS} --format=csv,noheader,nounits"
+GPU_COMMAND = QUERY_GPU_COMMAND
 
 
 class Sampler:

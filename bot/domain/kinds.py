@@ -14,6 +14,10 @@ KIND_PLAYBOOK: Mapping[str, str] = MappingProxyType({
     "vm_restart": "vm_restart",
     "vram_idle": "vram_idle",
     "disk_full": "disk_full",
+    # GPU health: the agent's NVML events and dcgm-exporter's rules (deploy/prometheus)
+    "gpu_xid": "gpu_health",
+    "gpu_ecc": "gpu_health",
+    "gpu_missing": "gpu_health",
 })
 BUILTIN_KINDS = frozenset({*KIND_PLAYBOOK, TRIAGE})
 

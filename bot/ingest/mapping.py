@@ -31,6 +31,12 @@ DEFAULT_KINDS: dict[str, str] = {
     "GpuHostFilesystemFull": "disk_full",
     "GpuHostInodesExhausted": "disk_full",
     "GpuMemoryHeldIdle": "vram_idle",
+    # GPU health: the agent's NVML events and dcgm-exporter's rules (deploy/prometheus)
+    "GpuXidCritical": "gpu_xid",
+    "GpuEccUncorrectable": "gpu_ecc",
+    "GpuRowRemapFailure": "gpu_ecc",
+    "GpuRowRemapPending": "gpu_ecc",
+    "GpuMissing": "gpu_missing",
 }
 
 _SSH_HOST = re.compile(r"^(?:[^@]+@)?(?P<host>\[[^\]]+\]|[^:]+|.*?)(?::\d{1,5})?$")

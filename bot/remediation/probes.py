@@ -14,20 +14,16 @@ from dataclasses import replace
 from bot.domain.findings import ProbeResult
 from bot.remediation.state import GpuHolder, GpuState, ProcState, UnitState
 from bot.ssh.base import Command, SSHRunner, SSHTarget
+from playbooks.commands import QUERY_APPS_COMMAND as APPS_QUERY
+from playbooks.commands import QUERY_GPU_COMMAND as GPU_QUERY
 from playbooks.parsers.common import size_bytes
 from playbooks.parsers.disk import parse_journal_usage
-from playbooks.parsers.nvidia import (
-    QUERY_APPS_FIELDS,
-    QUERY_GPU_FIELDS,
-    parse_compute_apps,
-    parse_query_gpu,
-)
+from playbooks.parsers.nvidia import parse_compute_apps, parse_query_gpu
+from playbooks.parsers.ps import cgroup_units as parse_cgroups
 from playbooks.parsers.systemd import parse_show, unit_from_cgroup
 
 SHOW_PROPS = "LoadState,ActiveState,SubState,UnitFileState,MainPID,Restart,FragmentPath"
-_CSV = "--format=csv,noheader,nounits"
-GPU_QUERY = f"nvidia-smi --query-gpu={QUERY_GPU_FIELDS} {_CSV}"
-APPS_QUERY = f"nvidia-smi --query-compute-apps={QUERY_APPS_FIELDS} {_CSV}"
+__all__ = ["APPS_QUERY", "GPU_QUERY", "parse_cgroups"]  # spelled once, in playbooks
 PS_CGROUPS = "ps -eo pid=,cgroup="
 JOURNAL_USAGE = "journalctl --disk-usage"
 
@@ -66,16 +62,6 @@ def gpu_apps(text: str) -> list[tuple[int, str, float]]:
     """(pid, gpu uuid, MiB) per compute app; empty inside containers."""
     return [(a.pid, a.gpu_uuid, float(a.used_memory_mib or 0))
             for a in parse_compute_apps(text) if a.pid is not None]
-
-
-def parse_cgroups(text: str) -> dict[int, str | None]:
-    """``ps -eo pid=,cgroup=`` → pid → unit (no command lines: nothing hostile to parse)."""
-    out: dict[int, str | None] = {}
-    for line in text.splitlines():
-        parts = line.split(None, 1)
-        if parts and parts[0].isdigit():
-            out[int(parts[0])] = unit_from_cgroup(parts[1]) if len(parts) > 1 else None
-    return out
 
 
 def parse_size(text: str) -> int | None:

@@ -40,7 +40,15 @@ class GpuSpec(_M):
     perf: str = "P0"
     persistence_mode: Literal["Enabled", "Disabled"] = "Enabled"
     compute_mode: str = "Default"
-    ecc_errors: int = 0
+    ecc_errors: int = 0  # volatile uncorrectable (double-bit) ECC errors since driver load
+    lost: bool = False  # fallen off the bus: nvidia-smi cannot open it (Xid 79)
+    visible: bool = True  # false: not enumerated at all (missing after a reboot)
+    remap_pending: bool = False
+    remap_failure: bool = False
+    retired_pages: int = Field(default=0, ge=0)
+    slowdowns: list[Literal["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
+                            "sw_thermal_slowdown"]] = Field(default_factory=list)
+    pcie_replays: int = Field(default=0, ge=0)
 
 
 class NvidiaSpec(_M):
@@ -48,6 +56,9 @@ class NvidiaSpec(_M):
     cuda_version: str = "13.0"
     sees_pids: bool = True  # inside a container nvidia-smi cannot map PIDs
     utilization_samples: list[int] = Field(default_factory=list)  # for -l loops
+    library_version: str | None = None  # differs from driver_version: NVML mismatch
+    hang_s: float = Field(default=0.0, ge=0, le=86400)  # nvidia-smi answers this late
+    fabric: bool = False  # an NVSwitch host (fabric state in -q -x)
 
 
 class Owner(_M):

@@ -13,7 +13,10 @@ PSEUDO_FS = frozenset({
     "devpts", "mqueue", "debugfs", "tracefs", "securityfs", "pstore", "bpf", "autofs",
     "hugetlbfs", "configfs", "fusectl", "efivarfs", "ramfs", "nsfs", "binfmt_misc",
 })
-_JOURNAL = re.compile(r"take up\s+(\S+?)(?:\s+(?:in|on)\b|\s*$)", re.I)  # "on disk": older systemd
+# "Archived and active journals take up 2.6G in the file system." (systemd >= 246),
+# "... take up 1.2G on disk." (older), "Journals take up 8.0M on disk." (oldest).
+_JOURNAL = re.compile(r"take up\s+(\d+(?:\.\d+)?[KMGTPE]?)(?:i?B)?\s+(?:in the file system|on disk)"
+                      r"|take up\s+(\d+(?:\.\d+)?[KMGTPE]?)\s*\.?\s*$", re.I | re.M)
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def _lsof_row(cells: list[str], nlink: bool) -> OpenFile | None:
 def parse_journal_usage(text: str) -> int | None:
     """'Archived and active journals take up 2.6G in the file system.' -> bytes."""
     m = _JOURNAL.search(text)
-    return size_bytes(m[1]) if m else None
+    return size_bytes(m[1] or m[2]) if m else None
 
 
 def parse_findmnt(text: str) -> dict[str, set[str]]:

@@ -89,13 +89,25 @@ def parse_load(text: str) -> tuple[float, float, float] | None:
 
 
 def parse_free(text: str) -> Memory | None:
-    """``free -b``: the ``Mem:`` row (total used free shared buff/cache available)."""
-    for line in lines(text):
-        cells = line.split()
-        if cells and cells[0] == "Mem:" and len(cells) >= 3:
-            avail = integer(cells[6]) if len(cells) > 6 else None
-            return Memory(integer(cells[1]), integer(cells[2]), avail)
-    return None
+    """``free`` in any procps format, columns found by the header's names.
+
+    procps-ng >= 3.3.10: ``total used free shared buff/cache available``; ``-w`` splits
+    ``buffers``/``cache``. Older procps has no ``available``: its ``-/+ buffers/cache`` row
+    holds the used and free figures without the page cache, which is what is available.
+    """
+    rows = lines(text)
+    header = next((r.split() for r in rows if "total" in r.split()), [])
+    mem = next((r.split() for r in rows if r.split()[:1] == ["Mem:"]), None)
+    if mem is None or len(mem) < 3:
+        return None
+    cells = dict(zip(header, mem[1:], strict=False)) if header else {}
+    total = integer(cells.get("total", mem[1]))
+    if "available" in cells:
+        return Memory(total, integer(cells.get("used", mem[2])), integer(cells["available"]))
+    minus = next((r.split(":", 1)[1].split() for r in rows if r.startswith("-/+ buffers")), None)
+    if minus and len(minus) >= 2:
+        return Memory(total, integer(minus[0]), integer(minus[1]))
+    return Memory(total, integer(mem[2]), None)
 
 
 def parse_crontab(text: str, user: str = "root") -> list[CronLine]:

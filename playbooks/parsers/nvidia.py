@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from playbooks.commands import QUERY_APPS_FIELDS, QUERY_GPU_FIELDS
 from playbooks.parsers.common import integer, lines
 
-QUERY_GPU_FIELDS = "index,uuid,memory.used,memory.total,utilization.gpu,name"
-QUERY_APPS_FIELDS = "pid,gpu_uuid,used_memory,process_name"
+__all__ = ["QUERY_APPS_FIELDS", "QUERY_GPU_FIELDS", "ComputeApp", "GpuSample",
+           "parse_compute_apps", "parse_gpu_samples", "parse_query_gpu", "unread_lines"]
 SAMPLE_SEPARATOR = "---"
 
 
@@ -76,6 +77,19 @@ def _csv_rows(text: str, default: str) -> list[dict[str, str] | None]:
         head = cells[: len(fields) - 1]
         rows.append(dict(zip(fields, [*head, ", ".join(cells[len(fields) - 1:])], strict=True)))
     return rows
+
+
+def unread_lines(text: str) -> list[str]:
+    """Lines that are neither a header, a separator nor a GPU row: what the row parser
+    would drop. The health playbook quotes them instead of reporting "no GPUs"."""
+    out = []
+    for line in lines(text):
+        cells = [c.strip() for c in line.split(",")]
+        if line.strip() == SAMPLE_SEPARATOR or _field_name(cells[0]) in _HEADER_FIRST:
+            continue
+        if len(cells) < 3 or integer(cells[0]) is None:
+            out.append(line.strip())
+    return out
 
 
 def _gpu_row(row: dict[str, str]) -> GpuSample | None:

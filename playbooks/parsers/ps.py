@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass
 
 from playbooks.parsers.common import integer, lines
+from playbooks.parsers.systemd import unit_from_cgroup
 
 PS_FIELDS = "pid=,ppid=,etimes=,user:32=,args="
 PS_CGROUP_FIELDS = "pid=,cgroup="
@@ -58,9 +59,20 @@ def parse_cgroups(text: str) -> dict[int, str]:
     out: dict[int, str] = {}
     for line in lines(text):
         pid, _, cgroup = line.strip().partition(" ")
-        if pid.isdigit() and cgroup.strip():
+        if pid.isdigit():
             out[int(pid)] = cgroup.strip()
-    return out
+    return {p: c for p, c in out.items() if c}
+
+
+def cgroup_units(text: str) -> dict[int, str | None]:
+    """``ps -eo pid=,cgroup=`` -> pid -> the systemd unit its cgroup names (None: none).
+    The one reading of that output; remediation's re-probes use it too."""
+    units: dict[int, str | None] = {}
+    for line in lines(text):
+        pid, _, cgroup = line.strip().partition(" ")
+        if pid.isdigit():
+            units[int(pid)] = unit_from_cgroup(cgroup.strip()) if cgroup.strip() else None
+    return units
 
 
 def parse_ps(text: str) -> list[Proc]:
@@ -102,3 +114,15 @@ def notable_flags(args: str, limit: int = 2) -> list[str]:
             val = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
             found.append(f"{name} {val}".strip())
     return found[:limit]
+
+
+
+def parse_states(text: str) -> dict[int, tuple[str, str]]:
+    """``ps -eo pid=,stat=,comm=`` -> pid -> (state letters, short name); ``D`` first in
+    the state is uninterruptible sleep (stuck in the driver)."""
+    out: dict[int, tuple[str, str]] = {}
+    for line in lines(text):
+        cells = line.split(None, 2)
+        if len(cells) >= 2 and cells[0].isdigit() and re.fullmatch(r"[A-Za-z<+.]{1,8}", cells[1]):
+            out[int(cells[0])] = (cells[1], cells[2].strip() if len(cells) > 2 else "")
+    return out

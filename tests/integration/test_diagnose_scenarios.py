@@ -137,7 +137,7 @@ def test_hostile_names_never_reach_a_command_line(
     pool: ParamikoPool, sims: Callable[[str], SimHost]
 ) -> None:
     host = sims("hostile")
-    for name in ("vram_idle", "vm_restart", "disk_full", "triage", "auto"):
+    for name in ("vram_idle", "vm_restart", "disk_full", "triage", "gpu_health", "auto"):
         d = diagnose(pool, host, name)
         assert d.status is not DiagnosisStatus.UNREACHABLE
         for action in d.actions:

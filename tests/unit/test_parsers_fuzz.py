@@ -10,12 +10,27 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.domain import validate
-from playbooks.parsers import common, disk, host, nvidia, ps, systemd
+from playbooks.parsers import (
+    common,
+    disk,
+    host,
+    kernel,
+    nvidia,
+    nvidia_xml,
+    ps,
+    smi_errors,
+    systemd,
+)
 
 PARSERS: list[Callable[[str], Any]] = [
     nvidia.parse_query_gpu,
     nvidia.parse_gpu_samples,
     nvidia.parse_compute_apps,
+    nvidia.unread_lines,
+    nvidia_xml.parse_query_xml,
+    smi_errors.parse_smi_errors,
+    kernel.parse_kernel_log,
+    kernel.bus_key,
     systemd.parse_show,
     systemd.parse_show_many,
     systemd.parse_list_units,
@@ -26,6 +41,7 @@ PARSERS: list[Callable[[str], Any]] = [
     ps.parse_ps,
     ps.parse_pids,
     ps.parse_cgroups,
+    ps.parse_states,
     ps.server_kind,
     ps.notable_flags,
     disk.parse_df,

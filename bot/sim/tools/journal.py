@@ -65,6 +65,18 @@ def _vacuum(ctx: Ctx, target: int) -> None:
               f"{journal['path']}/{state['boot']['id']}.")
 
 
+def kernel_lines(state: State) -> str:
+    """``journalctl -k``: the kernel ring buffer of this boot, journald's short format."""
+    out = []
+    for line in state["dmesg"]:
+        text = line.split("] ", 1)[1] if line.startswith("[") and "] " in line else line
+        secs = line[1:].split("]", 1)[0].strip() if line.startswith("[") else "0"
+        when = state["boot"]["time"] + (float(secs) if secs.replace(".", "").isdigit() else 0)
+        stamp = time.strftime("%b %d %H:%M:%S", time.gmtime(when))
+        out.append(f"{stamp} {state['host']} kernel: {text}\n")
+    return "".join(out)
+
+
 def _opts(argv: list[str]) -> dict[str, Any]:
     opts: dict[str, Any] = {"lines": None, "boot": None}
     i = 0
@@ -84,8 +96,10 @@ def _opts(argv: list[str]) -> dict[str, Any]:
             opts["vacuum"] = value
         elif arg in ("--list-boots", "--disk-usage"):
             opts[arg[2:]] = True
+        elif arg in ("-k", "--dmesg"):
+            opts["kernel"] = True
         elif arg.startswith("-") and arg not in ("--no-pager", "-q", "--quiet", "-a", "-e",
-                                                 "--utc", "-x", "-k"):
+                                                 "--utc", "-x"):
             opts.setdefault("ignored", []).append(arg)
         i += 1
     return opts
@@ -103,6 +117,8 @@ def main(argv: list[str], ctx: Ctx) -> int:
     elif opts.get("disk-usage"):
         ctx.print(f"Archived and active journals take up {human(state['journal']['usage'])} "
                   "in the file system.")
+    elif opts.get("kernel"):
+        ctx.out.write(kernel_lines(state))
     elif "vacuum" in opts:
         try:
             _vacuum(ctx, block_size(opts["vacuum"]))

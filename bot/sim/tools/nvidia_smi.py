@@ -19,6 +19,8 @@ Getter = Callable[[State, Gpu, float], Any]
 
 EXIT_INVALID_ARG = 2
 EXIT_NO_DEVICE = 6
+EXIT_GPU_LOST = 15
+EXIT_LIB_MISMATCH = 18
 
 
 def _ts(now: float) -> str:
@@ -128,12 +130,13 @@ def list_gpus(gpus: list[Gpu]) -> str:
 
 
 def select_gpus(state: State, ids: str | None) -> list[Gpu]:
+    visible = [g for g in state["gpus"] if g.get("visible", True)]
     if ids is None:
-        return list(state["gpus"])
+        return visible
     chosen = []
     for ref in ids.split(","):
         ref = ref.strip()
-        match = [g for g in state["gpus"]
+        match = [g for g in visible
                  if ref in (str(g["index"]), g["uuid"], g["bus_id"], g["bus_id"][4:])]
         if not match:
             raise Usage("No devices were found\n", EXIT_NO_DEVICE)
@@ -169,6 +172,10 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
                 opts["loop"], i = "5", i + 1
                 continue
             opts[_VALUE_FLAGS[key]], i = _take(argv, i, key)
+        elif arg in ("-q", "--query"):
+            opts["query"], i = True, i + 1
+        elif arg in ("-x", "--xml-format"):
+            opts["xml"], i = True, i + 1
         elif arg in ("-L", "--list-gpus"):
             opts["list"], i = True, i + 1
         elif arg in ("-h", "--help"):
@@ -181,8 +188,19 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
 
 def render_once(state: State, opts: dict[str, Any], now: float) -> str:
     from bot.sim.tools.nvidia_table import table
+    from bot.sim.tools.nvidia_xml import xml_report
 
-    gpus = select_gpus(state, opts.get("id"))
+    chosen = select_gpus(state, opts.get("id"))
+    gpus = [g for g in chosen if not g.get("lost")]
+    lost = "".join(f"Unable to determine the device handle for GPU {g['bus_id'][4:]}: "
+                   "Unknown Error\n" for g in chosen if g.get("lost"))
+    return lost + _render(state, opts, gpus, now, table, xml_report)
+
+
+def _render(state: State, opts: dict[str, Any], gpus: list[Gpu], now: float,
+            table: Callable[..., str], xml_report: Callable[..., str]) -> str:
+    if opts.get("query") and opts.get("xml"):
+        return xml_report(state, gpus, now)
     fmt = {p.strip() for p in opts.get("format", "").split(",") if p.strip()}
     if ("query_gpu" in opts or "query_apps" in opts) and "csv" not in fmt:
         raise Usage('"--format=csv" must be specified with the "--query-*" switches.\n\n'
@@ -213,14 +231,32 @@ def main(argv: list[str], ctx: Ctx) -> int:
             ctx.print("NVIDIA System Management Interface -- v" +
                       ctx.read()["nvidia"]["driver_version"])
             return 0
+        failed = _failure(ctx)
+        if failed is not None:
+            return failed
         interval = _interval(opts)
         if interval is None:
             ctx.out.write(render_once(ctx.read(), opts, ctx.now()))
-            return 0
+            return EXIT_GPU_LOST if any(g.get("lost") for g in select_gpus(
+                ctx.read(), opts.get("id"))) else 0
         return _loop(ctx, opts, interval)
     except Usage as exc:
         ctx.out.write(str(exc))
         return exc.code
+
+
+def _failure(ctx: Ctx) -> int | None:
+    """Failure modes of the whole tool: a hang, then a driver/library mismatch."""
+    nv = ctx.read()["nvidia"]
+    if nv.get("hang_s"):
+        ctx.sleep(float(nv["hang_s"]))
+    lib = nv.get("library_version")
+    if lib and lib != nv["driver_version"]:
+        short = ".".join(lib.split(".")[:2])
+        ctx.out.write("Failed to initialize NVML: Driver/library version mismatch\n"
+                      f"NVML library version: {short}\n")
+        return EXIT_LIB_MISMATCH
+    return None
 
 
 def _interval(opts: dict[str, Any]) -> float | None:

@@ -1,0 +1,184 @@
+"""gpu_health: a verdict for every GPU (busy, held_idle, free, wedged, broken, degraded)
+from the sampled utilization, ``nvidia-smi -q -x``, the kernel log's Xid lines, the
+process table and the inventory's expected count.
+
+Its proposals are steps, stated as findings (restart the app, reset the GPU, reboot,
+drain and open a ticket): it never proposes stopping a unit for a hardware fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bot.core import strings as S
+from bot.domain.findings import ProbeResult, Severity
+from playbooks import probes
+from playbooks.base import Probe, Report, Session
+from playbooks.commands import FABRIC_MANAGER_COMMAND, KERNEL_LOG_COMMAND, QUERY_XML_COMMAND
+from playbooks.gpu import summarize
+from playbooks.parsers import kernel, nvidia, nvidia_xml, ps, smi_errors
+from playbooks.parsers.smi_errors import SmiError, SmiErrorKind
+from playbooks.text import plural
+from playbooks.verdict import GpuVerdict, GpuView, HealthFacts, counts, decide, grid, worst_step
+
+NAME = "gpu_health"
+DESCRIPTION = "a verdict per GPU from Xid, ECC, NVML errors, processes and the inventory"
+
+
+def health_probes() -> dict[str, Probe[Any]]:
+    return {"xml": Probe("gpu_xml", QUERY_XML_COMMAND, nvidia_xml.parse_query_xml),
+            "kernel": Probe("kernel_log", KERNEL_LOG_COMMAND, kernel.parse_kernel_log),
+            "apps": probes.compute_apps(), "devs": probes.gpu_device_users(),
+            "stat": Probe("process_states", "ps -eo pid=,stat=,comm=", ps.parse_states),
+            "units": Probe("process_units", "ps -eo pid=,cgroup=", ps.cgroup_units),
+            "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip)}
+
+
+def gather(session: Session) -> tuple[HealthFacts, dict[str, Any]]:
+    """Run every health probe in parallel; the facts and the raw parsed values."""
+    samples = session.submit(probes.gpu_samples(session.options))
+    got = session.parsed(session.submit_many(health_probes()))
+    result, parsed = samples.result()
+    got["smi"] = _smi(result, session.options.window_s + session.options.command_timeout_s)
+    stats = summarize(parsed)
+    states: dict[int, tuple[str, str]] = got["stat"]
+    holders: dict[str, list[int]] = {}
+    stuck: dict[str, list[int]] = {}
+    for app in got["apps"]:
+        if app.pid is not None and app.pid in states:
+            holders.setdefault(app.gpu_uuid, []).append(app.pid)
+            if states[app.pid][0].startswith("D"):
+                stuck.setdefault(app.gpu_uuid, []).append(app.pid)
+    opts = session.options
+    facts = HealthFacts(stats, got["xml"].gpus, got["kernel"], got["smi"], holders, stuck,
+                        _users(got["devs"], states), opts.expected_gpus,
+                        opts.held_mib, opts.idle_util_pct, opts.pcie_replay_warn, opts.xid_policy)
+    return facts, got
+
+
+DAEMONS = ("nvidia-persist", "nvidia-fabric", "nv-hostengine", "dcgm")  # hold /dev/nvidia*
+
+
+def _users(pids: list[int], states: dict[int, tuple[str, str]]) -> list[int]:
+    """Live PIDs holding /dev/nvidia* other than the driver's own daemons."""
+    return [p for p in pids if p in states and not states[p][1].startswith(DAEMONS)]
+
+
+def _smi(result: ProbeResult, timeout_s: float) -> list[SmiError]:
+    return smi_errors.smi_problems(result.stdout, result.stderr, result.exit_status,
+                                   result.timed_out, nvidia.unread_lines(result.stdout), timeout_s)
+
+
+def run(session: Session, context: Mapping[str, Any]) -> Report:
+    report = Report(session.target.name)
+    facts, got = gather(session)
+    views = decide(facts)
+    assess(facts, views, got, report)
+    return report
+
+
+def assess(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
+           report: Report) -> None:
+    """All gpu_health findings (pure over gathered data)."""
+    _tool_errors(facts, report)
+    _summary(views, report)
+    for v in views:
+        _per_gpu(v, report)
+    missing_finding(facts, views, report)
+    _app_faults(facts, got.get("units", {}), report)
+    _fabric(facts, got.get("fabric", ""), report)
+    step = worst_step(views)
+    if step is not None:
+        report.find("gpu.step", Severity.WARNING, S.GPU_STEP.format(
+            step=S.GPU_STEP_TEXT[step.value]), step=step.value)
+
+
+def _tool_errors(facts: HealthFacts, report: Report) -> None:
+    for e in facts.smi:
+        title = S.GPU_TOOL_ERROR.format(quote=e.quote)
+        if e.kind is SmiErrorKind.NVML_MISMATCH:
+            title = _mismatch_title(e, facts.kernel)
+        severity = Severity.WARNING if e.kind is SmiErrorKind.UNREADABLE else Severity.CRITICAL
+        report.find("gpu.tool_error", severity, title, kind=e.kind.value, quote=e.quote,
+                    bus=e.bus)
+
+
+def _mismatch_title(e: SmiError, k: kernel.KernelReport) -> str:
+    m = k.mismatches[0] if k.mismatches else None
+    driver = m.kernel_version if m else "?"
+    library = (m.client_version if m else None) or e.library_version or "?"
+    return S.GPU_NVML_MISMATCH.format(driver=driver, library=library)
+
+
+def _summary(views: list[GpuView], report: Report) -> None:
+    c = counts(views)
+    worst = {GpuVerdict.BROKEN.value, GpuVerdict.WEDGED.value}
+    severity = Severity.CRITICAL if worst & set(c) else (
+        Severity.WARNING if GpuVerdict.DEGRADED.value in c else Severity.INFO)
+    summary = ", ".join(f"{n} {verdict}" for verdict, n in sorted(c.items()))
+    table = grid(views)
+    report.find("gpu.verdicts", severity, S.GPU_VERDICTS.format(
+        n=len(views), s=plural(len(views)), summary=summary),
+        gpus=[_evidence(v) for v in views], counts=c, grid=table)
+    idle = [v for v in views if v.verdict is GpuVerdict.HELD_IDLE]
+    if idle:
+        report.find("gpu.held_idle", Severity.WARNING, S.GPU_HELD_IDLE.format(
+            n=len(idle), s=plural(len(idle))), gpus=[v.index for v in idle])
+
+
+def _per_gpu(v: GpuView, report: Report) -> None:
+    name = _label(v)
+    why = "; ".join(v.reasons)
+    if v.verdict is GpuVerdict.BROKEN and why.startswith("missing:"):
+        return  # one gpu.missing finding covers them (below)
+    template = {GpuVerdict.BROKEN: S.GPU_BROKEN, GpuVerdict.WEDGED: S.GPU_WEDGED,
+                GpuVerdict.DEGRADED: S.GPU_DEGRADED}.get(v.verdict)
+    if template is not None:
+        severity = Severity.WARNING if v.verdict is GpuVerdict.DEGRADED else Severity.CRITICAL
+        report.find(f"gpu.{v.verdict.value}", severity, template.format(gpu=name, why=why),
+                    gpu=_evidence(v))
+
+
+def _label(v: GpuView) -> str:
+    idx = "?" if v.index is None else str(v.index)
+    return f"{idx} ({v.bus})" if v.bus else idx
+
+
+def _evidence(v: GpuView) -> dict[str, Any]:
+    return {"index": v.index, "bus": v.bus, "uuid": v.uuid, "name": v.name,
+            "verdict": v.verdict.value, "reasons": v.reasons,
+            "step": v.step.value if v.step else None, "memory_used_mib": v.memory_used_mib,
+            "memory_total_mib": v.memory_total_mib, "utilization_pct": v.util_pct}
+
+
+def missing_finding(facts: HealthFacts, views: list[GpuView], report: Report) -> None:
+    gone = [v for v in views if v.reasons and v.reasons[0].startswith("missing:")]
+    if gone and facts.expected:
+        report.find("gpu.missing", Severity.CRITICAL, S.GPU_MISSING.format(
+            missing=len(gone), expected=facts.expected, seen=len(views) - len(gone)),
+            expected=facts.expected, seen=len(views) - len(gone))
+
+
+def _app_faults(facts: HealthFacts, units: Mapping[int, str | None], report: Report) -> None:
+    """Application Xids, joined pid -> unit like the idle-VRAM trace: who to restart."""
+    for e in facts.kernel.xids:
+        rule = facts.policy.rule(e.xid)
+        if rule.fault.value == "unknown":
+            report.find("gpu.xid_unknown", Severity.WARNING, S.GPU_XID_UNKNOWN.format(
+                xid=e.xid, bus=e.bus), xid=e.xid, bus=e.bus, line=e.line)
+        if rule.fault.value != "app":
+            continue
+        unit = units.get(e.pid) if e.pid else None
+        who = f"pid {e.pid}, {e.process}" if e.pid else (e.process or "unknown process")
+        who += f", {unit}" if unit else ""
+        report.find("gpu.app_fault", Severity.WARNING, S.GPU_APP_FAULT.format(
+            xid=e.xid, bus=e.bus, who=who, title=rule.title), xid=e.xid, bus=e.bus,
+            pid=e.pid, unit=unit, line=e.line, step=rule.step.value)
+
+
+def _fabric(facts: HealthFacts, state: str, report: Report) -> None:
+    nvswitch = any(h.fabric_state for h in facts.xml)
+    if nvswitch and state.strip() != "active":
+        report.find("gpu.fabric_manager", Severity.CRITICAL, S.GPU_FABRIC_DOWN.format(
+            state=state.strip()[:40] or "unknown"), state=state.strip()[:200])

@@ -1,0 +1,217 @@
+"""One verdict per GPU from everything the health probes saw. Pure.
+
+``broken`` > ``wedged`` > ``degraded`` > ``held_idle`` > ``busy`` > ``free``: the worst
+reason wins and every reason is kept. GPUs the inventory expects but no tool shows are
+rows too (``broken``, "missing"), so fewer GPUs is never a shorter, healthier list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from bot.domain.xid import DEFAULT_POLICY, STEP_RANK, Step, XidPolicy
+from playbooks.gpu import GpuStat
+from playbooks.parsers.kernel import KernelReport, XidEvent
+from playbooks.parsers.nvidia_xml import GpuHealth
+from playbooks.parsers.smi_errors import SmiError, SmiErrorKind
+from playbooks.text import printable
+
+
+class GpuVerdict(StrEnum):
+    BUSY = "busy"
+    HELD_IDLE = "held_idle"
+    FREE = "free"
+    WEDGED = "wedged"
+    BROKEN = "broken"
+    DEGRADED = "degraded"
+
+
+RANK = {GpuVerdict.FREE: 0, GpuVerdict.BUSY: 1, GpuVerdict.HELD_IDLE: 2,
+        GpuVerdict.DEGRADED: 3, GpuVerdict.WEDGED: 4, GpuVerdict.BROKEN: 5}
+HOST_WIDE = {SmiErrorKind.NVML_MISMATCH: Step.REBOOT, SmiErrorKind.NVML_INIT: Step.REBOOT,
+             SmiErrorKind.NO_DRIVER: Step.REBOOT, SmiErrorKind.NO_DEVICES: Step.REBOOT,
+             SmiErrorKind.FAILED: Step.INVESTIGATE}
+
+
+@dataclass
+class GpuView:
+    """One row of the grid."""
+
+    index: int | None
+    bus: str
+    uuid: str = ""
+    name: str = ""
+    memory_used_mib: int | None = None
+    memory_total_mib: int | None = None
+    util_pct: int | None = None
+    verdict: GpuVerdict = GpuVerdict.FREE
+    reasons: list[str] = field(default_factory=list)
+    step: Step | None = None
+
+    def mark(self, verdict: GpuVerdict, reason: str, step: Step | None = None) -> None:
+        if RANK[verdict] > RANK[self.verdict]:
+            self.verdict = verdict
+        self.reasons.append(reason)
+        if step is not None and (self.step is None or STEP_RANK[step] > STEP_RANK[self.step]):
+            self.step = step
+
+
+@dataclass(frozen=True)
+class HealthFacts:
+    """What the probes saw on one host (parsed, untrusted text already reduced)."""
+
+    stats: list[GpuStat]
+    xml: list[GpuHealth]
+    kernel: KernelReport
+    smi: list[SmiError]
+    holders: dict[str, list[int]]  # gpu uuid -> live PIDs using it
+    stuck: dict[str, list[int]]  # gpu uuid -> PIDs in D state using it
+    device_users: list[int]  # live PIDs holding /dev/nvidia* (containers: no PID map)
+    expected: int | None = None
+    held_mib: int = 1024
+    idle_util_pct: int = 5
+    replay_warn: int = 100
+    policy: XidPolicy = DEFAULT_POLICY
+
+
+def decide(f: HealthFacts) -> list[GpuView]:
+    """Every GPU's verdict, in index order, with the missing ones last."""
+    if any(e.kind is SmiErrorKind.HUNG for e in f.smi):
+        return _all(f, GpuVerdict.WEDGED, next(e.quote for e in f.smi), Step.REBOOT)
+    wide = [e for e in f.smi if e.kind in HOST_WIDE]
+    if wide and not f.stats:
+        return _all(f, GpuVerdict.BROKEN, wide[0].quote, HOST_WIDE[wide[0].kind])
+    views = _rows(f)
+    for view in views:
+        _judge(view, f)
+    return views + _missing(f, len(views))
+
+
+def _all(f: HealthFacts, verdict: GpuVerdict, reason: str, step: Step) -> list[GpuView]:
+    count = f.expected or max(len(f.stats), len(f.xml), 1)
+    rows = [GpuView(i if f.expected or f.stats else None, "") for i in range(count)]
+    for row in rows:
+        row.mark(verdict, reason, step)
+    return rows
+
+
+def _rows(f: HealthFacts) -> list[GpuView]:
+    by_uuid = {h.uuid: h for h in f.xml if h.uuid}
+    rows = []
+    for s in f.stats:
+        h = by_uuid.get(s.uuid)
+        rows.append(GpuView(s.index, h.bus if h else "", s.uuid, s.name, s.memory_used_mib,
+                            s.memory_total_mib, s.max_util_pct))
+    seen = {r.uuid for r in rows}
+    for h in f.xml:  # in -q -x but not in the CSV sample (rare: a GPU that just dropped)
+        if h.uuid not in seen:
+            rows.append(GpuView(None, h.bus, h.uuid, h.name, h.memory_used_mib,
+                                h.memory_total_mib, h.util_pct))
+    known = {r.bus for r in rows if r.bus}
+    lost = [e.bus for e in f.smi if e.bus]
+    for bus in dict.fromkeys(b for b in lost if b not in known):  # named but cannot be opened
+        rows.append(GpuView(None, bus))
+    _fill_gaps(rows)
+    return rows
+
+
+def _fill_gaps(rows: list[GpuView]) -> None:
+    """A lost GPU keeps its NVML index: give unindexed rows the gaps, in bus order."""
+    taken = {r.index for r in rows if r.index is not None}
+    gaps = [i for i in range(len(rows)) if i not in taken]
+    blank = sorted((r for r in rows if r.index is None), key=lambda r: r.bus)
+    if len(gaps) == len(blank):
+        for row, index in zip(blank, gaps, strict=True):
+            row.index = index
+    rows.sort(key=lambda r: (r.index is None, r.index or 0))
+
+
+def _judge(v: GpuView, f: HealthFacts) -> None:
+    health = next((h for h in f.xml if v.uuid and h.uuid == v.uuid), None)
+    for e in f.smi:
+        if e.bus and e.bus == v.bus:
+            v.mark(GpuVerdict.BROKEN, e.quote, Step.REBOOT)
+    _xids(v, [x for x in f.kernel.xids if v.bus and x.bus == v.bus], f.policy)
+    if health is not None:
+        _hardware(v, health, f.replay_warn)
+    _use(v, f)
+
+
+def _xids(v: GpuView, events: Iterable[XidEvent], policy: XidPolicy) -> None:
+    for xid in sorted({e.xid for e in events}):
+        rule = policy.rule(xid)
+        if rule.breaks_gpu:
+            v.mark(GpuVerdict.BROKEN, f"Xid {xid} since boot: {rule.title}", rule.step)
+        elif rule.fault.value == "gpu" and rule.severity == "warning":
+            v.mark(GpuVerdict.DEGRADED, f"Xid {xid} since boot: {rule.title}", rule.step)
+
+
+def _hardware(v: GpuView, h: GpuHealth, replay_warn: int) -> None:
+    if h.ecc_uncorrected:
+        v.mark(GpuVerdict.BROKEN, f"{h.ecc_uncorrected} uncorrectable ECC error(s) since "
+               "driver load", Step.RESET_GPU)
+    if h.remap_failure:
+        v.mark(GpuVerdict.BROKEN, "row remapping failed", Step.DRAIN_AND_TICKET)
+    if h.remap_pending:
+        v.mark(GpuVerdict.BROKEN, "row remap pending (applied at the next GPU reset)",
+               Step.RESET_GPU)
+    if h.slowdowns:
+        v.mark(GpuVerdict.DEGRADED, "clocks slowed: " + ", ".join(h.slowdowns), Step.INVESTIGATE)
+    retired = (h.retired_sbe or 0) + (h.retired_dbe or 0)
+    if retired or h.retired_pending:
+        v.mark(GpuVerdict.DEGRADED, f"{retired} retired page(s)"
+               + (", retirement pending" if h.retired_pending else ""), Step.RESET_GPU)
+    if h.replays is not None and h.replays >= replay_warn:
+        v.mark(GpuVerdict.DEGRADED, f"{h.replays} PCIe replays", Step.INVESTIGATE)
+
+
+def _use(v: GpuView, f: HealthFacts) -> None:
+    held = (v.memory_used_mib or 0) > f.held_mib
+    if v.uuid in f.stuck:
+        pids = ", ".join(map(str, f.stuck[v.uuid][:4]))
+        v.mark(GpuVerdict.WEDGED, f"process {pids} in D state (uninterruptible)", Step.REBOOT)
+    elif held and not f.holders.get(v.uuid) and not f.device_users:
+        v.mark(GpuVerdict.WEDGED, "memory held and no live process uses this GPU",
+               Step.RESET_GPU)
+    if v.util_pct is not None and v.util_pct > f.idle_util_pct:
+        v.mark(GpuVerdict.BUSY, "")
+    elif held and v.util_pct is not None:
+        v.mark(GpuVerdict.HELD_IDLE, "")
+    v.reasons = [r for r in v.reasons if r]
+
+
+def _missing(f: HealthFacts, seen: int) -> list[GpuView]:
+    if not f.expected or seen >= f.expected:
+        return []
+    rows = [GpuView(None, "") for _ in range(f.expected - seen)]
+    for row in rows:
+        row.mark(GpuVerdict.BROKEN, f"missing: the inventory expects {f.expected} GPUs, "
+                 f"the host shows {seen}", Step.DRAIN_AND_TICKET)
+    return rows
+
+
+def worst_step(views: Iterable[GpuView]) -> Step | None:
+    steps = [v.step for v in views if v.step is not None]
+    return max(steps, key=lambda s: STEP_RANK[s]) if steps else None
+
+
+def counts(views: Iterable[GpuView]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in views:
+        out[v.verdict.value] = out.get(v.verdict.value, 0) + 1
+    return out
+
+
+def grid(views: list[GpuView]) -> str:
+    """The compact per-GPU table shown in chat (monospace)."""
+    head = f"{'GPU':<4}{'bus':<12}{'verdict':<11}{'memory':>10} {'util':>5}  why"
+    rows = [head]
+    for v in views:
+        idx = "?" if v.index is None else str(v.index)
+        mem = "?" if v.memory_used_mib is None else f"{v.memory_used_mib / 1024:.1f} GB"
+        util = "?" if v.util_pct is None else f"{v.util_pct}%"
+        why = printable("; ".join(v.reasons), 90)
+        rows.append(f"{idx:<4}{(v.bus or '-'):<12}{v.verdict.value:<11}{mem:>10} {util:>5}  {why}")
+    return "\n".join(rows)
