@@ -101,6 +101,7 @@ def build_state(sc: Scenario, now: float | None = None) -> dict[str, Any]:
         "dirs": {k.rstrip("/") or "/": parse_size(v) for k, v in sc.dirs.items()},
         "deleted_files": [{**d.model_dump(), "size": parse_size(d.size)} for d in sc.deleted_files],
         "containers": [_container(c, boot_time) for c in sc.containers],
+        "files": [{**f.model_dump(), "size": parse_size(f.size)} for f in sc.files],
         "boot": {"id": sc.boot.id or uuid.uuid5(uuid.NAMESPACE_DNS, f"{sc.host}/boot/0").hex,
                  "time": boot_time, "previous": _boots(sc, boot_time)},
         "journal": {"usage": parse_size(sc.journal.disk_usage), "path": sc.journal.path,

@@ -112,6 +112,16 @@ class DeletedFileSpec(_M):
     size: str | int
 
 
+class FileSpec(_M):
+    """A real (sparse) file created in the host's sandbox root (``bot.sim.sandbox``)."""
+
+    path: str = Field(pattern=r"^/")
+    size: str | int
+    age_days: float = Field(default=0.0, ge=0)
+    owner: str = "root"
+    open_by: int | None = None  # PID that holds it open (lsof lists it)
+
+
 class ContainerSpec(_M):
     id: str
     name: str
@@ -164,6 +174,7 @@ class Scenario(_M):
     filesystems: list[FilesystemSpec] = Field(default_factory=list)
     dirs: dict[str, str | int] = Field(default_factory=dict)
     deleted_files: list[DeletedFileSpec] = Field(default_factory=list)
+    files: list[FileSpec] = Field(default_factory=list)
     containers: list[ContainerSpec] = Field(default_factory=list)
     boot: BootSpec = Field(default_factory=BootSpec)
     journal: JournalSpec = Field(default_factory=JournalSpec)
