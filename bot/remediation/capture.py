@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from bot.domain import validate
 from bot.remediation.catalog import ActionSpec
 from bot.remediation.options import RemediationOptions
 from bot.remediation.probes import (
@@ -40,10 +41,13 @@ def capture(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mapp
     journal = None
     if spec.kind == "disk.journal_vacuum":
         journal = read_journal_bytes(runner, target, t)
+    named = {p.unit for p in processes if p.alive and p.unit}
+    owners = tuple(read_unit(runner, target, name, t)  # a hostile name is never sent
+                   for name in sorted(named) if validate.is_valid(validate.unit_name, name))
     return CapturedState(
         kind=spec.kind, params=dict(params), host=target.name, captured_at=time.time(),
         units=units, gpus=tuple(gpus), holders=tuple(holders), processes=processes,
-        journal_bytes=journal, errors=tuple(errors))
+        journal_bytes=journal, errors=tuple(errors), owners=owners)
 
 
 def subject_pids(captured: CapturedState) -> set[int]:

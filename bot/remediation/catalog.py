@@ -9,6 +9,7 @@ sees and what ``deploy/sudoers/incident-bot`` allows.
 
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -19,6 +20,7 @@ from bot.domain import validate
 from bot.ssh.base import SSHTarget
 
 SUDO = ("sudo", "-n")
+PRINTF_LINES = "%s\\n"  # printf's format: each argument on its own line
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 
@@ -49,26 +51,35 @@ class ParamSpec:
     name: str
     check: Callable[[object], str]
     help: str
+    default: str | None = None  # optional when set
 
 
 @dataclass(frozen=True)
 class Step:
     """One remote command of an action, with its own deadline."""
 
-    name: str  # stop | disable | mask | unmask | enable | start | term | kill | vacuum
+    name: str  # stop | disable | mask | unmask | enable | start | term | kill | vacuum | ...
     argv: tuple[str, ...]
     timeout_s: float
     binary: bool = False  # must run the program, never a shell builtin of the same name
+    stdin_lines: tuple[str, ...] = ()  # piped in by an unprivileged printf (a drop-in's text)
 
     def text(self, sudo: bool) -> str:
         """The exact command line: every argument quoted, ``sudo -n`` for non-root users.
 
         ``kill`` is also a shell builtin; ``env`` (or sudo, which execs) makes the host
         run the program found on PATH, so what runs does not depend on the login shell.
+        File contents come from ``printf`` (run as the login user) so that only the
+        allowlisted writer (``tee PATH``) runs as root.
         """
         if sudo:
-            return shlex.join((*SUDO, *self.argv))
-        return shlex.join(("env", *self.argv) if self.binary else self.argv)
+            cmd = shlex.join((*SUDO, *self.argv))
+        else:
+            cmd = shlex.join(("env", *self.argv) if self.binary else self.argv)
+        if not self.stdin_lines:
+            return cmd
+        feed = shlex.join(("printf", PRINTF_LINES, *self.stdin_lines))
+        return f"{feed} | {cmd} >/dev/null"
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,9 @@ class ActionSpec:
                                 f"(takes {', '.join(sorted(names))})")
         out: dict[str, str] = {}
         for spec in self.params:
+            if spec.name not in params and spec.default is not None:
+                out[spec.name] = spec.default
+                continue
             if spec.name not in params:
                 raise ActionRefused(
                     f"refused {self.kind}: missing parameter {spec.name!r} ({spec.help})")
@@ -134,11 +148,88 @@ def _terminate(p: Mapping[str, str]) -> tuple[Step, ...]:
             Step("kill", ("kill", "-KILL", p["pid"]), 5.0, binary=True))
 
 
+def _mask_force(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (_systemctl("stop", p["unit"], 15.0),
+            Step("mask", ("systemctl", "mask", "--force", p["unit"]), 10.0))
+
+
+def _sigterm(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("term", ("kill", "-TERM", p["pid"]), 5.0, binary=True),)
+
+
+def _sigkill(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("kill", ("kill", "-KILL", p["pid"]), 5.0, binary=True),)
+
+
+def _gpu_reset(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("reset", ("nvidia-smi", "--gpu-reset", "-i", p["gpu"]), 60.0),)
+
+
+def _reboot(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("reboot", ("systemctl", "reboot"), 10.0),)
+
+
+DROPIN_NAME = "50-incident-bot.conf"
+RESERVATION_MARKER = "/run/incident-bot/gpu-reservation"
+
+
+def dropin_path(unit: str) -> str:
+    return f"/etc/systemd/system/{unit}.d/{DROPIN_NAME}"
+
+
+def dropin_lines(p: Mapping[str, str]) -> tuple[str, ...]:
+    """The lasting fix: no restart after a clean stop, no start while a job holds the GPUs."""
+    return ("# incident-bot: stops this unit from taking GPUs back after a crash",
+            "# undo: incident-bot act HOST systemd.dropin_revert unit=" + p["unit"],
+            "[Service]", "Restart=on-failure", f"TimeoutStopSec={p['timeout_stop_s']}",
+            f"ExecStartPre=/usr/bin/test ! -e {p['marker']}")
+
+
+def dropin_diff(params: Mapping[str, object]) -> str:
+    """The drop-in as a unified diff against nothing: what the thread shows before approval."""
+    clean = get("systemd.dropin").validate(params)
+    path = dropin_path(clean["unit"])
+    lines = [f"{line}\n" for line in dropin_lines(clean)]
+    return "".join(difflib.unified_diff([], lines, fromfile="/dev/null", tofile=path))
+
+
+def _dropin(p: Mapping[str, str]) -> tuple[Step, ...]:
+    path = dropin_path(p["unit"])
+    return (Step("mkdir", ("mkdir", "-p", path.rsplit("/", 1)[0]), 10.0),
+            Step("write", ("tee", path), 10.0, stdin_lines=dropin_lines(p)),
+            Step("reload", ("systemctl", "daemon-reload"), 30.0))
+
+
+def _dropin_revert(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("remove", ("rm", "-f", dropin_path(p["unit"])), 10.0),
+            Step("reload", ("systemctl", "daemon-reload"), 30.0))
+
+
+def _seconds(value: object) -> str:
+    if not isinstance(value, str) or not value.isdigit() or not 1 <= int(value) <= 3600:
+        raise validate.InvalidIdentifier("timeout_stop_s", value, "whole seconds, 1..3600")
+    return str(int(value))
+
+
+def _gpu_index(value: object) -> str:
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not text.isdigit() or not 0 <= int(text) < 64:
+        raise validate.InvalidIdentifier("gpu", value, "a GPU index, 0..63")
+    return str(int(text))
+
+
+def _marker(value: object) -> str:
+    return validate.path_under(value, ("/run/incident-bot",))
+
+
 def _vacuum(p: Mapping[str, str]) -> tuple[Step, ...]:
     return (Step("vacuum", ("journalctl", f"--vacuum-size={p['size']}"), 120.0),)
 
 
 _UNIT = ParamSpec("unit", validate.unit_name, "a systemd unit name, e.g. vllm.service")
+_PID = ParamSpec("pid", validate.pid, "a process id")
+_OVERRIDE = ParamSpec("override", _choice("override", ("no", "yes")),
+                      "yes: act although systemd restarts the process (audited)", default="no")
 
 CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
     ActionSpec("systemd.stop_disable", "stopped and disabled", (_UNIT,), _stop_disable,
@@ -154,10 +245,31 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
         ParamSpec("active_state", _choice("active_state", ("active", "inactive")),
                   "active or inactive"),
     ), _revert, risk="starts the service again if it was running: it may take the GPUs back"),
-    ActionSpec("process.terminate", "terminated",
-               (ParamSpec("pid", validate.pid, "a process id"),), _terminate,
+    ActionSpec("systemd.mask_force", "stopped and force-masked", (_UNIT,), _mask_force,
+               risk="replaces the unit's own file in /etc/systemd/system with a link to "
+                    "/dev/null: the file is lost (back it up first); unmask leaves no unit",
+               frees_gpus=True),
+    ActionSpec("process.terminate", "terminated", (_PID, _OVERRIDE), _terminate,
                risk="SIGTERM, then SIGKILL after a grace period; unsaved work is lost",
                frees_gpus=True),
+    ActionSpec("process.sigterm", "sent SIGTERM to", (_PID, _OVERRIDE), _sigterm,
+               risk="asks the process to exit; waits its unit's TimeoutStopSec",
+               frees_gpus=True),
+    ActionSpec("process.sigkill", "killed", (_PID, _OVERRIDE), _sigkill,
+               risk="SIGKILL: no cleanup, unsaved work is lost; GPU memory may stay held",
+               frees_gpus=True),
+    ActionSpec("gpu.reset", "reset", (ParamSpec("gpu", _gpu_index, "a GPU index"),), _gpu_reset,
+               risk="resets one GPU: refused while any process uses it", frees_gpus=True),
+    ActionSpec("host.reboot", "rebooted", (), _reboot,
+               risk="reboots the host: every process on it stops; units enabled at boot start"),
+    ActionSpec("systemd.dropin", "installed the incident-bot drop-in for", (
+        _UNIT,
+        ParamSpec("timeout_stop_s", _seconds, "TimeoutStopSec in seconds", default="30"),
+        ParamSpec("marker", _marker, "reservation marker path", default=RESERVATION_MARKER),
+    ), _dropin, risk="changes how systemd restarts the unit (Restart=on-failure, a start guard)",
+        revertable=True),
+    ActionSpec("systemd.dropin_revert", "removed the incident-bot drop-in for", (_UNIT,),
+               _dropin_revert, risk="the unit restarts as its own file says again"),
     ActionSpec("disk.journal_vacuum", "vacuumed",
                (ParamSpec("size", validate.size, "journal size to keep, e.g. 500M"),), _vacuum,
                risk="deletes the oldest archived journal files"),

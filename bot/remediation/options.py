@@ -23,6 +23,7 @@ class RemediationOptions:
     settle_s: float = 1.5  # freed GPUs must stay free this long (a respawn comes back fast)
     reprobe_s: float = 5.0  # after a deadline, watch this long for the step's effect
     term_grace_s: float = 10.0  # process.terminate: SIGTERM → SIGKILL
+    restart_margin_s: float = 2.0  # verify this long past a unit's RestartUSec
     step_timeout_s: float | None = None  # overrides every catalog deadline when set
     probe_timeout_s: float = 10.0
     chain_resume: bool = False  # run extraction.resume right after a GPU-freeing success
@@ -43,6 +44,7 @@ class RemediationSettings(BaseModel):
     settle_s: float = Field(1.5, ge=0)
     reprobe_s: float = Field(5.0, ge=0)
     term_grace_s: float = Field(10.0, ge=0)
+    restart_margin_s: float = Field(2.0, ge=0)
     step_timeout_s: float | None = Field(None, gt=0)
     probe_timeout_s: float = Field(10.0, gt=0)
     chain_resume: bool = False

@@ -8,6 +8,7 @@ and never hand text back to a command line.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import replace
 
@@ -24,7 +25,8 @@ from playbooks.parsers.nvidia import (
 )
 from playbooks.parsers.systemd import parse_show, unit_from_cgroup
 
-SHOW_PROPS = "LoadState,ActiveState,SubState,UnitFileState,MainPID,Restart,FragmentPath"
+SHOW_PROPS = ("LoadState,ActiveState,SubState,UnitFileState,MainPID,Restart,FragmentPath,"
+              "RestartUSec,NRestarts,TimeoutStopUSec")
 _CSV = "--format=csv,noheader,nounits"
 GPU_QUERY = f"nvidia-smi --query-gpu={QUERY_GPU_FIELDS} {_CSV}"
 APPS_QUERY = f"nvidia-smi --query-compute-apps={QUERY_APPS_FIELDS} {_CSV}"
@@ -46,13 +48,40 @@ def plain(target: SSHTarget) -> SSHTarget:
 
 
 # --- pure parsers (the diagnostics' parsers, composed) ---------------------------------
+_SPAN = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0,
+         "min": 60.0, "m": 60.0, "h": 3600.0, "hr": 3600.0, "d": 86400.0}
+_SPAN_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
+
+
+def parse_timespan(text: str, default: float = 0.0) -> float:
+    """systemd's time spans (``100ms``, ``10s``, ``1min 30s``, ``infinity``) in seconds."""
+    text = text.strip().lower()
+    if text == "infinity":
+        return float("inf")
+    parts = _SPAN_PART.findall(text)
+    if not parts or _SPAN_PART.sub("", text).strip():
+        return default
+    total = 0.0
+    for number, unit in parts:
+        if unit not in _SPAN and unit != "":
+            return default
+        total += float(number) * _SPAN.get(unit, 1e-6 if unit == "" else 1.0)
+    return total
+
+
+def _int(text: str) -> int:
+    return int(text) if text.isdigit() else 0
+
+
 def unit_state(name: str, props: dict[str, str], pids: tuple[int, ...] = ()) -> UnitState:
-    main = props.get("MainPID", "0")
     return UnitState(
         name=name, load_state=props.get("LoadState", ""), active_state=props.get("ActiveState", ""),
         sub_state=props.get("SubState", ""), unit_file_state=props.get("UnitFileState", ""),
-        main_pid=int(main) if main.isdigit() else 0, restart=props.get("Restart", ""),
-        fragment_path=props.get("FragmentPath", ""), pids=pids)
+        main_pid=_int(props.get("MainPID", "0")), restart=props.get("Restart", ""),
+        fragment_path=props.get("FragmentPath", ""), pids=pids,
+        restart_s=parse_timespan(props.get("RestartUSec", ""), 0.1),
+        n_restarts=_int(props.get("NRestarts", "0")),
+        timeout_stop_s=parse_timespan(props.get("TimeoutStopUSec", ""), 90.0))
 
 
 def gpu_states(text: str) -> list[GpuState]:

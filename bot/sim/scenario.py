@@ -69,6 +69,8 @@ class ProcessSpec(_M):
     stat: str = "Sl"
     gpu_memory_mib: int | list[int] | dict[int, int] = 0
     owner: Owner = Field(default_factory=Owner)
+    ignores: list[str] = Field(default_factory=list)  # signals it survives (e.g. TERM)
+    leaks_gpu_memory: bool = False  # when killed its GPU memory stays held (a wedged GPU)
 
 
 class UnitSpec(_M):
@@ -91,6 +93,8 @@ class UnitSpec(_M):
     restart_delay_s: float = Field(default=0.5, ge=0)
     gpu_memory_mib: int | list[int] | dict[int, int] = 0  # for processes started later
     rss_kib: int = 1_048_576
+    timeout_stop_sec: float = Field(default=90.0, ge=0)
+    fail_verbs: list[str] = Field(default_factory=list)  # systemctl verbs refused for it
 
 
 class FilesystemSpec(_M):
@@ -175,6 +179,7 @@ class Scenario(_M):
     dirs: dict[str, str | int] = Field(default_factory=dict)
     deleted_files: list[DeletedFileSpec] = Field(default_factory=list)
     files: list[FileSpec] = Field(default_factory=list)
+    sudo_denied: list[str] = Field(default_factory=list)  # command prefixes sudo -l refuses
     containers: list[ContainerSpec] = Field(default_factory=list)
     boot: BootSpec = Field(default_factory=BootSpec)
     journal: JournalSpec = Field(default_factory=JournalSpec)

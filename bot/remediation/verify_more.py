@@ -1,0 +1,69 @@
+"""Verification of the newer catalog kinds: the drop-in, a GPU reset, a reboot request.
+
+The drop-in is proven with ``systemctl show`` (what systemd loaded, not what was
+written); a reset by the GPU's memory, twice ``settle_s`` apart.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from bot.core import strings
+from bot.remediation.catalog import dropin_path
+from bot.remediation.probes import _ok, _run, parse_timespan, read_gpu_memory
+from bot.remediation.result import Verification
+from bot.remediation.state import CapturedState
+from bot.remediation.verify import Ctx, _Look, _poll
+from playbooks.parsers.systemd import parse_show
+
+DROPIN_PROPS = "Restart,TimeoutStopUSec,DropInPaths,ExecStartPre"
+
+
+def read_dropins(ctx: Ctx, unit: str) -> dict[str, str]:
+    text = f"systemctl show {shlex.quote(unit)} -p {DROPIN_PROPS}"
+    probe = _ok(_run(ctx.runner, ctx.target, "dropins", text, ctx.options.probe_timeout_s))
+    return parse_show(probe.stdout)
+
+
+def verify_dropin(ctx: Ctx, captured: CapturedState) -> Verification:
+    """Installed: systemd lists the file and shows its values. Reverted: the file is gone."""
+    unit = captured.units[0]
+    path = dropin_path(unit.name)
+    props = read_dropins(ctx, unit.name)
+    paths = props.get("DropInPaths", "").split()
+    timeout = parse_timespan(props.get("TimeoutStopUSec", ""), -1.0)
+    if ctx.spec.kind == "systemd.dropin":
+        ok = (path in paths and props.get("Restart") == "on-failure"
+              and timeout == float(ctx.params["timeout_stop_s"]))
+    else:
+        ok = path not in paths
+    before: dict[str, Any] = {"restart": unit.restart, "timeout_stop_s": unit.timeout_stop_s}
+    detail = strings.REM_DROPIN_NOW.format(unit=unit.name, restart=props.get("Restart", "?"),
+                                           timeout=props.get("TimeoutStopUSec", "?"),
+                                           paths=", ".join(paths) or "none")
+    return Verification(ok, detail, evidence={"show": props, "before": before, "path": path})
+
+
+def verify_gpu_reset(ctx: Ctx, captured: CapturedState, patient: bool) -> Verification:
+    index = int(ctx.params["gpu"])
+    free = ctx.options.gpu_free_mib
+
+    def look() -> _Look:
+        gpus = read_gpu_memory(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
+        used = next((g.memory_used_mib for g in gpus if g.index == index), None)
+        ev = {"gpu": index, "used_mib": used,
+              "gpus": [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]}
+        return _Look(used is not None and used < free, None, ev)
+
+    seen, elapsed = _poll(ctx, look, patient)
+    used = seen.evidence.get("used_mib")
+    detail = strings.REM_GPU_RESET.format(gpu=index, used=f"{used:.0f}" if used is not None
+                                          else "?")
+    return Verification(seen.done, detail, elapsed, evidence=seen.evidence)
+
+
+def verify_reboot(ctx: Ctx) -> Verification:
+    """A reboot is proven later (host back, new boot id): this only records the request."""
+    return Verification(False, strings.REM_REBOOT_SENT.format(host=ctx.target.name),
+                        evidence={"pending": "host back with a new boot id"})
