@@ -15,6 +15,7 @@ from bot.remediation.catalog import ActionSpec
 from bot.remediation.options import RemediationOptions
 from bot.remediation.probes import (
     ProbeFailed,
+    read_disk_avail,
     read_gpus,
     read_journal_bytes,
     read_process,
@@ -44,10 +45,11 @@ def capture(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mapp
     named = {p.unit for p in processes if p.alive and p.unit}
     owners = tuple(read_unit(runner, target, name, t)  # a hostile name is never sent
                    for name in sorted(named) if validate.is_valid(validate.unit_name, name))
+    avail = read_disk_avail(runner, target, t) if spec.kind == "disk.cleanup" else {}
     return CapturedState(
         kind=spec.kind, params=dict(params), host=target.name, captured_at=time.time(),
         units=units, gpus=tuple(gpus), holders=tuple(holders), processes=processes,
-        journal_bytes=journal, errors=tuple(errors), owners=owners)
+        journal_bytes=journal, errors=tuple(errors), owners=owners, disk_avail=avail)
 
 
 def subject_pids(captured: CapturedState) -> set[int]:

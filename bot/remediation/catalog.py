@@ -222,6 +222,32 @@ def _marker(value: object) -> str:
     return validate.path_under(value, ("/run/incident-bot",))
 
 
+PATH_SEP = "|"  # not in the path grammar: joins the files of one disk.cleanup
+MAX_PATHS = 500
+
+
+def _paths(value: object) -> str:
+    """``|``-joined absolute paths under the default prefixes (the host's own prefixes
+    are checked again in the preflight)."""
+    if not isinstance(value, str) or not value:
+        raise validate.InvalidIdentifier("paths", value, "one or more paths joined by |")
+    parts = value.split(PATH_SEP)
+    if len(parts) > MAX_PATHS:
+        raise validate.InvalidIdentifier("paths", value, f"at most {MAX_PATHS} paths")
+    return PATH_SEP.join(validate.path_under(p) for p in parts)
+
+
+def _bytes(value: object) -> str:
+    if not isinstance(value, str) or not value.isdigit() or len(value) > 20:
+        raise validate.InvalidIdentifier("need_bytes", value, "a whole number of bytes")
+    return str(int(value))
+
+
+def _cleanup(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return tuple(Step("rm", ("rm", "-f", "--", path), 30.0)
+                 for path in p["paths"].split(PATH_SEP))
+
+
 def _vacuum(p: Mapping[str, str]) -> tuple[Step, ...]:
     return (Step("vacuum", ("journalctl", f"--vacuum-size={p['size']}"), 120.0),)
 
@@ -273,6 +299,10 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
     ActionSpec("disk.journal_vacuum", "vacuumed",
                (ParamSpec("size", validate.size, "journal size to keep, e.g. 500M"),), _vacuum,
                risk="deletes the oldest archived journal files"),
+    ActionSpec("disk.cleanup", "deleted", (
+        ParamSpec("paths", _paths, "files to delete, joined by |"),
+        ParamSpec("need_bytes", _bytes, "bytes that must be freed", default="0"),
+    ), _cleanup, risk="deletes the listed cache, checkpoint and core files for good"),
     ActionSpec("extraction.resume", "resumed", (ParamSpec("job", job_id, "an extraction job id"),),
                lambda p: (), risk="restarts the extraction where it stopped", remote=False),
 )}

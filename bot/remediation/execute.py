@@ -130,6 +130,12 @@ def execute(runner: SSHRunner, target: SSHTarget, kind: str, params: dict[str, s
 def _subject(ctx: Ctx) -> str:
     if "pid" in ctx.params:
         return f"PID {ctx.params['pid']}"
+    if "paths" in ctx.params:
+        return f"{ctx.params['paths'].count('|') + 1} file(s)"
+    if "gpu" in ctx.params:
+        return f"GPU {ctx.params['gpu']}"
+    if ctx.spec.kind == "host.reboot":
+        return ctx.target.name
     return ctx.params.get("unit") or "the journal"
 
 

@@ -27,6 +27,8 @@ class RemediationOptions:
     step_timeout_s: float | None = None  # overrides every catalog deadline when set
     probe_timeout_s: float = 10.0
     chain_resume: bool = False  # run extraction.resume right after a GPU-freeing success
+    allowed_prefixes: tuple[str, ...] = ("/data", "/shared", "/var")  # disk.cleanup only
+    protected_dirs: tuple[str, ...] = ()  # output dirs of paused/queued jobs: never deleted
     redis: Any = None  # a Redis client for extraction.resume (the bot's own queue)
 
     def step_deadline(self, catalog_s: float) -> float:

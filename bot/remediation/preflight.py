@@ -125,4 +125,33 @@ def check(ctx: Ctx, captured: CapturedState, steps: tuple[Step, ...]) -> Refusal
         refusal = _gpu_checks(ctx, captured)
         if refusal:
             return refusal
+    if ctx.spec.kind == "disk.cleanup":
+        refusal = _cleanup_checks(ctx)
+        if refusal:
+            return refusal
     return sudo_check(ctx, steps)
+
+
+def _cleanup_checks(ctx: Ctx) -> Refusal | None:
+    """Every path: inside the host's prefixes, outside paused/queued job output, a regular
+    file, open in no process. One bad path refuses the whole action."""
+    from bot.remediation.cleanup import open_files, under
+    from bot.remediation.probes import regular_files
+
+    o, host = ctx.options, ctx.target.name
+    paths = ctx.params["paths"].split(catalog.PATH_SEP)
+    for path in paths:
+        if not under(path, o.allowed_prefixes):
+            return Refusal(strings.REM_CLEAN_OUTSIDE.format(
+                path=path, host=host, prefixes=", ".join(o.allowed_prefixes) or "none"))
+        guarded = next((d for d in o.protected_dirs if under(path, [d])), None)
+        if guarded:
+            return Refusal(strings.REM_CLEAN_PROTECTED.format(path=path, dir=guarded))
+    files = regular_files(ctx.runner, ctx.target, paths, o.probe_timeout_s)
+    missing = next((p for p in paths if p not in files), None)
+    if missing:
+        return Refusal(strings.REM_CLEAN_NOT_FILE.format(path=missing, host=host))
+    busy = open_files(ctx.runner, ctx.target, paths, o.probe_timeout_s)
+    if busy:
+        return Refusal(strings.REM_CLEAN_OPEN.format(path=sorted(busy)[0]))
+    return None

@@ -170,6 +170,32 @@ def read_process(runner: SSHRunner, target: SSHTarget, pid: str, timeout_s: floa
     return ProcState(int(pid), alive=True, unit=unit, command=shown)
 
 
+DF_AVAIL = "df -B1 --output=avail,target"
+
+
+def parse_df_avail(text: str) -> dict[str, int]:
+    """``df -B1 --output=avail,target`` → mount → bytes available (header skipped)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].startswith("/"):
+            out[parts[1].strip()] = int(parts[0])
+    return out
+
+
+def read_disk_avail(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> dict[str, int]:
+    return parse_df_avail(_ok(_run(runner, target, "df", DF_AVAIL, timeout_s)).stdout)
+
+
+def regular_files(runner: SSHRunner, target: SSHTarget, paths: list[str],
+                  timeout_s: float) -> set[str]:
+    """Which of ``paths`` are regular files now (a symlink or a directory is not)."""
+    text = ("find " + " ".join(shlex.quote(p) for p in paths)
+            + " -maxdepth 0 -type f -printf '%p\\0'")
+    probe = _run(runner, target, "files", text, timeout_s)  # exit 1 when one is missing
+    return {p for p in probe.stdout.split("\0") if p}
+
+
 def read_journal_bytes(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> int | None:
     """Journal size; through ``sudo -n`` for non-root users (allowlisted, read-only)."""
     text = f"sudo -n {JOURNAL_USAGE}" if target.sudo else JOURNAL_USAGE

@@ -91,6 +91,7 @@ class CapturedState:
     journal_bytes: int | None = None
     errors: tuple[str, ...] = field(default_factory=tuple)
     owners: tuple[UnitState, ...] = ()  # the units the processes run under (restart policy)
+    disk_avail: dict[str, int] = field(default_factory=dict)  # mount → bytes available
 
     def owner(self, name: str | None) -> UnitState | None:
         return next((u for u in self.owners if u.name == name), None)
@@ -131,4 +132,5 @@ class CapturedState:
             errors=tuple(data.get("errors") or ()),
             owners=tuple(UnitState(**{**u, "pids": tuple(u.get("pids") or ())})
                          for u in data.get("owners") or ()),
+            disk_avail={str(k): int(v) for k, v in (data.get("disk_avail") or {}).items()},
         )

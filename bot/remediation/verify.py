@@ -311,7 +311,12 @@ def _with_gpu_report(ctx: Ctx, v: Verification) -> Verification:
 
 
 def verify(ctx: Ctx, captured: CapturedState, patient: bool = True) -> Verification:
-    from bot.remediation.verify_more import verify_dropin, verify_gpu_reset, verify_reboot
+    from bot.remediation.verify_more import (
+        verify_cleanup,
+        verify_dropin,
+        verify_gpu_reset,
+        verify_reboot,
+    )
 
     kind = ctx.spec.kind
     if kind == "systemd.revert":
@@ -326,4 +331,6 @@ def verify(ctx: Ctx, captured: CapturedState, patient: bool = True) -> Verificat
         return verify_gpu_reset(ctx, captured, patient)
     if kind == "host.reboot":
         return verify_reboot(ctx)
+    if kind == "disk.cleanup":
+        return verify_cleanup(ctx, captured)
     return verify_journal(ctx, captured)

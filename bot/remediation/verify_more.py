@@ -7,6 +7,7 @@ written); a reset by the GPU's memory, twice ``settle_s`` apart.
 from __future__ import annotations
 
 import shlex
+import time
 from typing import Any
 
 from bot.core import strings
@@ -61,6 +62,31 @@ def verify_gpu_reset(ctx: Ctx, captured: CapturedState, patient: bool) -> Verifi
     detail = strings.REM_GPU_RESET.format(gpu=index, used=f"{used:.0f}" if used is not None
                                           else "?")
     return Verification(seen.done, detail, elapsed, evidence=seen.evidence)
+
+
+def verify_cleanup(ctx: Ctx, captured: CapturedState) -> Verification:
+    """Every file gone, and ``df`` shows at least ``need_bytes`` more available."""
+    from bot.remediation.catalog import PATH_SEP
+    from bot.remediation.probes import read_disk_avail, regular_files
+    from bot.remediation.verify import _human
+
+    start = time.monotonic()
+    t = ctx.options.probe_timeout_s
+    paths = ctx.params["paths"].split(PATH_SEP)
+    left = sorted(regular_files(ctx.runner, ctx.target, paths, t))
+    after = read_disk_avail(ctx.runner, ctx.target, t)
+    gained = {m: after[m] - b for m, b in captured.disk_avail.items() if m in after}
+    grew = {m: g for m, g in gained.items() if g > 0}
+    freed, need = sum(grew.values()), int(ctx.params["need_bytes"])
+    ok = not left and freed >= need
+    detail = strings.REM_CLEAN_FREED.format(n=len(paths) - len(left), freed=_human(freed),
+                                            mounts=", ".join(sorted(grew)) or "no mount",
+                                            need=_human(need))
+    if left:
+        detail += "; " + strings.REM_CLEAN_LEFT.format(left=len(left))
+    ev = {"freed_bytes": freed, "need_bytes": need, "per_mount": grew, "left": left[:20],
+          "avail_before": captured.disk_avail, "avail_after": after}
+    return Verification(ok, detail, time.monotonic() - start, evidence=ev)
 
 
 def verify_reboot(ctx: Ctx) -> Verification:
