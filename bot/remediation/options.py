@@ -30,6 +30,8 @@ class RemediationOptions:
     allowed_prefixes: tuple[str, ...] = ("/data", "/shared", "/var")  # disk.cleanup only
     protected_dirs: tuple[str, ...] = ()  # output dirs of paused/queued jobs: never deleted
     redis: Any = None  # a Redis client for extraction.resume (the bot's own queue)
+    job_status: Any = None  # (redis, job) -> status; default: the extraction queue's
+    resume_job: Any = None  # (redis, job) -> status; default: the extraction package's
 
     def step_deadline(self, catalog_s: float) -> float:
         return self.step_timeout_s if self.step_timeout_s is not None else catalog_s
