@@ -34,6 +34,15 @@ CASES: list[tuple[str, dict[str, str]]] = [
     ],
     *[("process.terminate", {"pid": p}) for p in ("2", "440", "4194304")],
     *[("disk.journal_vacuum", {"size": s}) for s in ("1K", "500M", "2G", "999999T")],
+    *[("systemd.mask_force", {"unit": u}) for u in UNITS],
+    *[("systemd.dropin", {"unit": u}) for u in UNITS],
+    *[("systemd.dropin_revert", {"unit": u}) for u in UNITS],
+    *[(k, {"pid": "440"}) for k in ("process.sigterm", "process.sigkill")],
+    *[("gpu.reset", {"gpu": g}) for g in ("0", "7", "63")],
+    ("host.reboot", {}),
+    ("disk.cleanup", {"paths": "/data/cache/huggingface/hub/models--a--b/blobs/5f1a|"
+                               "/var/lib/systemd/coredump/core.python3.1312.zst|"
+                               "/data/.cache/pip/http-v2/a/b|/shared/ckpt/run-a/step-1000.pt"}),
 ]
 
 
@@ -64,7 +73,12 @@ def allowed(argv: list[str]) -> bool:
 
 
 def _sudo_argv(command: str) -> list[str]:
+    """The root part: ``sudo -n ARGV``, or the sudo end of ``printf ... | sudo -n tee PATH``."""
     argv = shlex.split(command)
+    if "|" in argv:
+        argv = argv[argv.index("|") + 1:]
+        assert argv[-1] == ">/dev/null", command
+        argv = argv[:-1]
     assert argv[:2] == ["sudo", "-n"], command
     return argv[2:]
 
@@ -96,6 +110,17 @@ def test_the_journal_probe_that_needs_root_is_allowed() -> None:
         ["journalctl", "--rotate"],
         ["bash", "-c", "id"],
         ["timeout", "-k", "2", "5", "bash", "-c", "systemctl stop x.service"],
+        ["rm", "-f", "--", "/data/../etc/shadow"],
+        ["rm", "-f", "--", "/etc/shadow"],
+        ["rm", "-rf", "--", "/data/x"],
+        ["rm", "-f", "--", "/data/a", "/data/b"],
+        ["rm", "-f", "--", "/data/./x"],
+        ["tee", "/etc/systemd/system/x.service.d/override.conf"],
+        ["tee", "/etc/sudoers.d/x"],
+        ["mkdir", "-p", "/etc/sudoers.d"],
+        ["nvidia-smi", "--gpu-reset"],
+        ["nvidia-smi", "--gpu-reset", "-i", "64"],
+        ["systemctl", "mask", "--force", "a.service", "b.service"],
     ],
 )
 def test_anything_else_is_not_allowed(argv: list[str]) -> None:
