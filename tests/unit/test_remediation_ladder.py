@@ -144,3 +144,25 @@ def test_planner_keeps_newest_checkpoints_and_skips_protected_open_and_outside()
 def test_df_avail_parser() -> None:
     text = "    Avail Mounted on\n10737418240 /\n0 /data\n"
     assert parse_df_avail(text) == {"/": 10737418240, "/data": 0}
+
+
+REAL = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "real"
+
+
+def test_real_systemctl_show_gives_the_restart_window_and_stop_timeout() -> None:
+    from bot.remediation.probes import unit_state
+    from playbooks.parsers.systemd import parse_show
+
+    props = parse_show((REAL / "systemctl_show_ssh_restart.txt").read_text())
+    unit = unit_state("ssh.service", props)
+    assert unit.restarts and unit.restart == "on-failure"
+    assert (unit.restart_s, unit.timeout_stop_s, unit.n_restarts) == (0.1, 90.0, 5)
+
+
+def test_the_sims_reset_messages_are_the_drivers() -> None:
+    from bot.sim.tools.gpu_reset import IN_USE
+
+    real = (REAL / "nvidia_smi_gpu_reset_in_use.txt").read_text()
+    assert IN_USE.strip() in real
+    assert "  GPU 00000000:1A:00.0: In use by another client" in real
+    assert "was successfully reset." in (REAL / "nvidia_smi_gpu_reset_ok.txt").read_text()
