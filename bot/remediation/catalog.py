@@ -10,109 +10,43 @@ sees and what ``deploy/sudoers/incident-bot`` allows.
 from __future__ import annotations
 
 import difflib
-import re
-import shlex
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 
-from bot.core.errors import UserError
 from bot.domain import validate
+from bot.remediation.renders import (
+    DROPIN_NAME as DROPIN_NAME,
+)
+from bot.remediation.renders import (
+    PATH_SEP as PATH_SEP,
+)
+from bot.remediation.renders import (
+    RESERVATION_MARKER,
+    _bytes,
+    _cleanup,
+    _dropin,
+    _dropin_revert,
+    _gpu_index,
+    _gpu_reset,
+    _marker,
+    _mask_force,
+    _paths,
+    _reboot,
+    _seconds,
+    _sigkill,
+    _sigterm,
+    dropin_lines,
+)
+from bot.remediation.renders import (
+    dropin_path as dropin_path,
+)
+from bot.remediation.spec import SUDO as SUDO
+from bot.remediation.spec import ActionRefused as ActionRefused
+from bot.remediation.spec import ActionSpec as ActionSpec
+from bot.remediation.spec import ParamSpec as ParamSpec
+from bot.remediation.spec import Step as Step
+from bot.remediation.spec import choice as _choice
+from bot.remediation.spec import job_id as job_id
 from bot.ssh.base import SSHTarget
-
-SUDO = ("sudo", "-n")
-PRINTF_LINES = "%s\\n"  # printf's format: each argument on its own line
-_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-
-
-class ActionRefused(UserError):
-    """A kind or parameter that must not reach a host; the reason is shown verbatim."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, exit_code=2)
-
-
-def _choice(name: str, allowed: tuple[str, ...]) -> Callable[[object], str]:
-    def check(value: object) -> str:
-        if value not in allowed:
-            raise validate.InvalidIdentifier(name, value, f"must be one of {', '.join(allowed)}")
-        return str(value)
-    return check
-
-
-def job_id(value: object) -> str:
-    """An extraction job id (RQ ids are uuid hex; ours may carry a readable prefix)."""
-    if not isinstance(value, str) or not _JOB_ID.match(value):
-        raise validate.InvalidIdentifier("job", value, "expected 1-64 of [A-Za-z0-9_-]")
-    return value
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    name: str
-    check: Callable[[object], str]
-    help: str
-    default: str | None = None  # optional when set
-
-
-@dataclass(frozen=True)
-class Step:
-    """One remote command of an action, with its own deadline."""
-
-    name: str  # stop | disable | mask | unmask | enable | start | term | kill | vacuum | ...
-    argv: tuple[str, ...]
-    timeout_s: float
-    binary: bool = False  # must run the program, never a shell builtin of the same name
-    stdin_lines: tuple[str, ...] = ()  # piped in by an unprivileged printf (a drop-in's text)
-
-    def text(self, sudo: bool) -> str:
-        """The exact command line: every argument quoted, ``sudo -n`` for non-root users.
-
-        ``kill`` is also a shell builtin; ``env`` (or sudo, which execs) makes the host
-        run the program found on PATH, so what runs does not depend on the login shell.
-        File contents come from ``printf`` (run as the login user) so that only the
-        allowlisted writer (``tee PATH``) runs as root.
-        """
-        if sudo:
-            cmd = shlex.join((*SUDO, *self.argv))
-        else:
-            cmd = shlex.join(("env", *self.argv) if self.binary else self.argv)
-        if not self.stdin_lines:
-            return cmd
-        feed = shlex.join(("printf", PRINTF_LINES, *self.stdin_lines))
-        return f"{feed} | {cmd} >/dev/null"
-
-
-@dataclass(frozen=True)
-class ActionSpec:
-    kind: str
-    title: str  # past tense for summaries: "stopped and disabled"
-    params: tuple[ParamSpec, ...]
-    render: Callable[[Mapping[str, str]], tuple[Step, ...]]
-    risk: str
-    frees_gpus: bool = False
-    revertable: bool = False
-    remote: bool = True  # False: acts on the bot's own queue, not over SSH
-
-    def validate(self, params: Mapping[str, object]) -> dict[str, str]:
-        """Canonical parameters, or ``ActionRefused`` naming the first bad one."""
-        names = {p.name for p in self.params}
-        extra = sorted(set(params) - names)
-        if extra:
-            raise ActionRefused(f"refused {self.kind}: unknown parameter {extra[0]!r} "
-                                f"(takes {', '.join(sorted(names))})")
-        out: dict[str, str] = {}
-        for spec in self.params:
-            if spec.name not in params and spec.default is not None:
-                out[spec.name] = spec.default
-                continue
-            if spec.name not in params:
-                raise ActionRefused(
-                    f"refused {self.kind}: missing parameter {spec.name!r} ({spec.help})")
-            try:
-                out[spec.name] = spec.check(params[spec.name])
-            except validate.InvalidIdentifier as exc:
-                raise ActionRefused(f"refused {self.kind}: {exc}") from None
-        return out
 
 
 def _systemctl(verb: str, unit: str, timeout_s: float) -> Step:
@@ -146,106 +80,6 @@ def _revert(p: Mapping[str, str]) -> tuple[Step, ...]:
 def _terminate(p: Mapping[str, str]) -> tuple[Step, ...]:
     return (Step("term", ("kill", "-TERM", p["pid"]), 5.0, binary=True),
             Step("kill", ("kill", "-KILL", p["pid"]), 5.0, binary=True))
-
-
-def _mask_force(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (_systemctl("stop", p["unit"], 15.0),
-            Step("mask", ("systemctl", "mask", "--force", p["unit"]), 10.0))
-
-
-def _sigterm(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("term", ("kill", "-TERM", p["pid"]), 5.0, binary=True),)
-
-
-def _sigkill(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("kill", ("kill", "-KILL", p["pid"]), 5.0, binary=True),)
-
-
-def _gpu_reset(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("reset", ("nvidia-smi", "--gpu-reset", "-i", p["gpu"]), 60.0),)
-
-
-def _reboot(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("reboot", ("systemctl", "reboot"), 10.0),)
-
-
-DROPIN_NAME = "50-incident-bot.conf"
-RESERVATION_MARKER = "/run/incident-bot/gpu-reservation"
-
-
-def dropin_path(unit: str) -> str:
-    return f"/etc/systemd/system/{unit}.d/{DROPIN_NAME}"
-
-
-def dropin_lines(p: Mapping[str, str]) -> tuple[str, ...]:
-    """The lasting fix: no restart after a clean stop, no start while a job holds the GPUs."""
-    return ("# incident-bot: stops this unit from taking GPUs back after a crash",
-            "# undo: incident-bot act HOST systemd.dropin_revert unit=" + p["unit"],
-            "[Service]", "Restart=on-failure", f"TimeoutStopSec={p['timeout_stop_s']}",
-            f"ExecStartPre=/usr/bin/test ! -e {p['marker']}")
-
-
-def dropin_diff(params: Mapping[str, object]) -> str:
-    """The drop-in as a unified diff against nothing: what the thread shows before approval."""
-    clean = get("systemd.dropin").validate(params)
-    path = dropin_path(clean["unit"])
-    lines = [f"{line}\n" for line in dropin_lines(clean)]
-    return "".join(difflib.unified_diff([], lines, fromfile="/dev/null", tofile=path))
-
-
-def _dropin(p: Mapping[str, str]) -> tuple[Step, ...]:
-    path = dropin_path(p["unit"])
-    return (Step("mkdir", ("mkdir", "-p", path.rsplit("/", 1)[0]), 10.0),
-            Step("write", ("tee", path), 10.0, stdin_lines=dropin_lines(p)),
-            Step("reload", ("systemctl", "daemon-reload"), 30.0))
-
-
-def _dropin_revert(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("remove", ("rm", "-f", dropin_path(p["unit"])), 10.0),
-            Step("reload", ("systemctl", "daemon-reload"), 30.0))
-
-
-def _seconds(value: object) -> str:
-    if not isinstance(value, str) or not value.isdigit() or not 1 <= int(value) <= 3600:
-        raise validate.InvalidIdentifier("timeout_stop_s", value, "whole seconds, 1..3600")
-    return str(int(value))
-
-
-def _gpu_index(value: object) -> str:
-    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-    if not isinstance(text, str) or not text.isdigit() or not 0 <= int(text) < 64:
-        raise validate.InvalidIdentifier("gpu", value, "a GPU index, 0..63")
-    return str(int(text))
-
-
-def _marker(value: object) -> str:
-    return validate.path_under(value, ("/run/incident-bot",))
-
-
-PATH_SEP = "|"  # not in the path grammar: joins the files of one disk.cleanup
-MAX_PATHS = 500
-
-
-def _paths(value: object) -> str:
-    """``|``-joined absolute paths under the default prefixes (the host's own prefixes
-    are checked again in the preflight)."""
-    if not isinstance(value, str) or not value:
-        raise validate.InvalidIdentifier("paths", value, "one or more paths joined by |")
-    parts = value.split(PATH_SEP)
-    if len(parts) > MAX_PATHS:
-        raise validate.InvalidIdentifier("paths", value, f"at most {MAX_PATHS} paths")
-    return PATH_SEP.join(validate.path_under(p) for p in parts)
-
-
-def _bytes(value: object) -> str:
-    if not isinstance(value, str) or not value.isdigit() or len(value) > 20:
-        raise validate.InvalidIdentifier("need_bytes", value, "a whole number of bytes")
-    return str(int(value))
-
-
-def _cleanup(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return tuple(Step("rm", ("rm", "-f", "--", path), 30.0)
-                 for path in p["paths"].split(PATH_SEP))
 
 
 def _vacuum(p: Mapping[str, str]) -> tuple[Step, ...]:
@@ -334,6 +168,14 @@ def plan(kind: str, params: Mapping[str, object], target: SSHTarget | None = Non
         return [f"(on the bot) resume extraction job {clean['job']}"]
     sudo = bool(target and target.sudo)
     return [s.text(sudo) for s in rendered]
+
+
+def dropin_diff(params: Mapping[str, object]) -> str:
+    """The drop-in as a unified diff against nothing: what the thread shows before approval."""
+    clean = get("systemd.dropin").validate(params)
+    path = dropin_path(clean["unit"])
+    lines = [f"{line}\n" for line in dropin_lines(clean)]
+    return "".join(difflib.unified_diff([], lines, fromfile="/dev/null", tofile=path))
 
 
 def parse_params(pairs: list[str]) -> dict[str, str]:

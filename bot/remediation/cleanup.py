@@ -176,7 +176,7 @@ def paths_param(chosen: Sequence[Candidate]) -> str:
 
 def preview(chosen: Sequence[Candidate], now: float) -> list[str]:
     """One line per item for the thread: size, age, owner, what it is."""
-    from bot.remediation.verify import _human as human
+    from bot.remediation.verify_more import human
 
     return [f"{human(c.size):>10}  {max(now - c.mtime, 0) / 86400:5.0f} d  {c.owner:<8} "
             f"{c.category:<10} {c.label}" for c in chosen]

@@ -18,11 +18,8 @@ from bot.remediation.capture import subject_pids
 from bot.remediation.catalog import ActionSpec
 from bot.remediation.options import RemediationOptions
 from bot.remediation.probes import (
-    ProbeFailed,
-    parse_size,
     read_gpu_memory,
     read_gpus,
-    read_journal_bytes,
     read_process,
     read_unit,
 )
@@ -271,56 +268,19 @@ def _unit_evidence(unit: UnitState) -> dict[str, Any]:
             "pids": list(unit.pids)}
 
 
-def verify_journal(ctx: Ctx, captured: CapturedState) -> Verification:
-    start = time.monotonic()
-    after = read_journal_bytes(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
-    limit = parse_size(ctx.params["size"]) or 0
-    before = captured.journal_bytes
-    ok = after is not None and (after <= limit or (before is not None and after < before))
-    detail = strings.REM_JOURNAL.format(before=_human(before), after=_human(after),
-                                        limit=ctx.params["size"])
-    ev = {"before_bytes": before, "after_bytes": after, "limit_bytes": limit}
-    return Verification(ok, detail, time.monotonic() - start, evidence=ev)
-
-
-def _human(n: int | None) -> str:
-    if n is None:
-        return "?"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover
-
-
-def _with_gpu_report(ctx: Ctx, v: Verification) -> Verification:
-    """After a revert: is the memory taken again? Evidence, not a condition."""
-    try:
-        gpus = read_gpu_memory(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
-    except ProbeFailed:
-        return v
-    if not gpus:
-        return v
-    held = [g for g in gpus if g.memory_used_mib >= ctx.options.gpu_free_mib]
-    top = max(g.memory_used_mib for g in gpus)
-    note = strings.REM_GPUS_HELD.format(held=len(held), total=len(gpus), max=f"{top:.0f}")
-    after = [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]
-    ev = {**v.evidence, "gpus_after": after}
-    return replace(v, detail=f"{v.detail}; {note}", evidence=ev)
-
-
 def verify(ctx: Ctx, captured: CapturedState, patient: bool = True) -> Verification:
     from bot.remediation.verify_more import (
         verify_cleanup,
         verify_dropin,
         verify_gpu_reset,
+        verify_journal,
         verify_reboot,
+        with_gpu_report,
     )
 
     kind = ctx.spec.kind
     if kind == "systemd.revert":
-        return _with_gpu_report(ctx, verify_unit(ctx, captured, patient))
+        return with_gpu_report(ctx, verify_unit(ctx, captured, patient))
     if kind.startswith("systemd.dropin"):
         return verify_dropin(ctx, captured)
     if kind.startswith("systemd."):

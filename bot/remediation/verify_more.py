@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import shlex
 import time
+from dataclasses import replace
 from typing import Any
 
 from bot.core import strings
 from bot.remediation.catalog import dropin_path
-from bot.remediation.probes import _ok, _run, parse_timespan, read_gpu_memory
+from bot.remediation.probes import (
+    ProbeFailed,
+    _ok,
+    _run,
+    parse_size,
+    parse_timespan,
+    read_gpu_memory,
+    read_journal_bytes,
+)
 from bot.remediation.result import Verification
 from bot.remediation.state import CapturedState
 from bot.remediation.verify import Ctx, _Look, _poll
@@ -68,8 +77,6 @@ def verify_cleanup(ctx: Ctx, captured: CapturedState) -> Verification:
     """Every file gone, and ``df`` shows at least ``need_bytes`` more available."""
     from bot.remediation.catalog import PATH_SEP
     from bot.remediation.probes import read_disk_avail, regular_files
-    from bot.remediation.verify import _human
-
     start = time.monotonic()
     t = ctx.options.probe_timeout_s
     paths = ctx.params["paths"].split(PATH_SEP)
@@ -79,14 +86,53 @@ def verify_cleanup(ctx: Ctx, captured: CapturedState) -> Verification:
     grew = {m: g for m, g in gained.items() if g > 0}
     freed, need = sum(grew.values()), int(ctx.params["need_bytes"])
     ok = not left and freed >= need
-    detail = strings.REM_CLEAN_FREED.format(n=len(paths) - len(left), freed=_human(freed),
+    detail = strings.REM_CLEAN_FREED.format(n=len(paths) - len(left), freed=human(freed),
                                             mounts=", ".join(sorted(grew)) or "no mount",
-                                            need=_human(need))
+                                            need=human(need))
     if left:
         detail += "; " + strings.REM_CLEAN_LEFT.format(left=len(left))
     ev = {"freed_bytes": freed, "need_bytes": need, "per_mount": grew, "left": left[:20],
           "avail_before": captured.disk_avail, "avail_after": after}
     return Verification(ok, detail, time.monotonic() - start, evidence=ev)
+
+
+def verify_journal(ctx: Ctx, captured: CapturedState) -> Verification:
+    start = time.monotonic()
+    after = read_journal_bytes(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
+    limit = parse_size(ctx.params["size"]) or 0
+    before = captured.journal_bytes
+    ok = after is not None and (after <= limit or (before is not None and after < before))
+    detail = strings.REM_JOURNAL.format(before=human(before), after=human(after),
+                                        limit=ctx.params["size"])
+    ev = {"before_bytes": before, "after_bytes": after, "limit_bytes": limit}
+    return Verification(ok, detail, time.monotonic() - start, evidence=ev)
+
+
+def human(n: int | None) -> str:
+    if n is None:
+        return "?"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover
+
+
+def with_gpu_report(ctx: Ctx, v: Verification) -> Verification:
+    """After a revert: is the memory taken again? Evidence, not a condition."""
+    try:
+        gpus = read_gpu_memory(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
+    except ProbeFailed:
+        return v
+    if not gpus:
+        return v
+    held = [g for g in gpus if g.memory_used_mib >= ctx.options.gpu_free_mib]
+    top = max(g.memory_used_mib for g in gpus)
+    note = strings.REM_GPUS_HELD.format(held=len(held), total=len(gpus), max=f"{top:.0f}")
+    after = [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]
+    ev = {**v.evidence, "gpus_after": after}
+    return replace(v, detail=f"{v.detail}; {note}", evidence=ev)
 
 
 def verify_reboot(ctx: Ctx) -> Verification:
