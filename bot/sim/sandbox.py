@@ -13,11 +13,13 @@ Stdlib only: it runs on every sim start.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,9 +28,25 @@ MARKER = "sandbox.json"
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 
+@functools.lru_cache(maxsize=1)
 def available() -> bool:
-    """Root (or the right to mount) and ``unshare`` present: sims are sandboxed."""
-    return os.geteuid() == 0 and shutil.which("unshare") is not None
+    """Sims are sandboxed when this process may make a mount namespace with an overlay.
+
+    Tried once (a throwaway namespace mounting a tmpfs and an overlay of ``/``): root in
+    a container without CAP_SYS_ADMIN has ``unshare`` but may not mount.
+    """
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    with tempfile.TemporaryDirectory(prefix="ib-sandbox-probe-") as tmp:
+        script = (f"mount -t tmpfs tmpfs {tmp} && mkdir {tmp}/u {tmp}/w {tmp}/m && "
+                  f"mount -t overlay overlay -o lowerdir=/,upperdir={tmp}/u,workdir={tmp}/w "
+                  f"{tmp}/m")
+        try:
+            probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                                    script], capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return probe.returncode == 0
 
 
 def wrap(argv: list[str], workdir: Path) -> list[str]:
