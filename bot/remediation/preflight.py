@@ -78,6 +78,10 @@ def _process_checks(ctx: Ctx, captured: CapturedState) -> Refusal | None:
     if owner is None:
         return None
     pid = captured.processes[0].pid
+    if owner.fragment_path.startswith("docker:"):
+        cid = owner.fragment_path.removeprefix("docker:")
+        return Refusal(strings.REM_TERM_CONTAINER.format(pid=pid, cid=cid[:12],
+                                                         policy=owner.restart))
     why = strings.REM_TERM_RESPAWNS.format(pid=pid, unit=owner.name, restart=owner.restart,
                                            secs=owner.restart_s)
     return Refusal(why, _some(proposal("systemd.stop_disable", {"unit": owner.name},

@@ -196,6 +196,34 @@ def regular_files(runner: SSHRunner, target: SSHTarget, paths: list[str],
     return {p for p in probe.stdout.split("\0") if p}
 
 
+_DOCKER_SCOPE = re.compile(r"^docker-([0-9a-f]{12,64})\.scope$")
+DOCKER_POLICY = "{{.HostConfig.RestartPolicy.Name}}"
+DOCKER_RESTARTS = frozenset({"always", "unless-stopped", "on-failure"})
+
+
+def container_of(unit: str | None) -> str | None:
+    """``docker-<id>.scope`` (a container's cgroup) → the container id."""
+    m = _DOCKER_SCOPE.match(unit or "")
+    return m[1] if m else None
+
+
+def read_container_owner(runner: SSHRunner, target: SSHTarget, scope: str,
+                         timeout_s: float) -> UnitState | None:
+    """A container's restart policy, as the owner of its processes (docker restarts at
+    once, 100 ms the first time). None when docker cannot tell."""
+    cid = container_of(scope)
+    if cid is None:
+        return None
+    text = f"docker inspect --format {shlex.quote(DOCKER_POLICY)} {cid}"
+    probe = _run(runner, target, "container", text, timeout_s)
+    policy = probe.stdout.strip().splitlines()[0] if probe.ok and probe.stdout.strip() else ""
+    if not policy:
+        return None
+    return UnitState(name=scope, load_state="loaded", active_state="active",
+                     restart=policy if policy in DOCKER_RESTARTS else "no", restart_s=0.1,
+                     fragment_path=f"docker:{cid}")
+
+
 def read_journal_bytes(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> int | None:
     """Journal size; through ``sudo -n`` for non-root users (allowlisted, read-only)."""
     text = f"sudo -n {JOURNAL_USAGE}" if target.sudo else JOURNAL_USAGE

@@ -101,3 +101,26 @@ def test_a_part_way_failure_is_rolled_back_and_both_are_reported(
     stored = audit_log.timeline("INC-17")[-1].detail
     assert stored["rollback"][-1]["command"] == f"systemctl start {UNIT}"
     assert ActionResult.from_dict(stored).rollback == result.rollback
+
+
+CID = "3f4e5d6c7b8a" + "0" * 52
+IN_CONTAINER = {
+    "units": {UNIT: {"active_state": "inactive"}},
+    "containers": [{"id": CID, "name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
+                    "restart_policy": "always", "pid": 440}],
+    "processes": [{"pid": 440, "args": "python3 -m vllm.entrypoints.openai.api_server",
+                   "gpu_memory_mib": 77600, "owner": {"kind": "docker", "name": "vllm"}}],
+}
+
+
+def test_a_process_in_a_container_that_restarts_is_refused_then_seen_to_respawn(
+    sim_factory: SimFactory, rem_pool: ParamikoPool
+) -> None:
+    host = sim_factory("seed", overrides=IN_CONTAINER)
+    refused = act(rem_pool, host, "process.terminate", {"pid": "440"})
+    assert refused.outcome is Outcome.REFUSED, refused.summary
+    assert "container 3f4e5d6c7b8a (restart policy always)" in refused.summary
+    assert tool_calls(host, "kill") == []
+    forced = act(rem_pool, host, "process.terminate", {"pid": "440", "override": "yes"})
+    assert forced.outcome is Outcome.RESPAWNED, forced.summary
+    assert "8/8 GPUs free" not in forced.summary
