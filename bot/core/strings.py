@@ -209,6 +209,7 @@ REM_SUDO_DENIED = "the sudo rules on {host} do not allow `{command}` (sudo -n -l
 REM_GPU_IN_USE = "GPU {gpu} still has processes on it ({pids}): a reset would kill them; end them first"
 REM_GPU_UNKNOWN = "GPU {gpu} is not on {host}"
 REM_TERM_CONTAINER = "PID {pid} runs in container {cid} (restart policy {policy}): docker would start it again at once; stop the container with its policy off (docker update --restart=no, docker stop), or pass override=yes"
+REM_TERM_CRON = "PID {pid} was started by {unit} from a crontab line that will start it again; remove the line first (crontab -l shows it), or pass override=yes"
 REM_OWNER_UNREADABLE = "PID {pid} runs under a unit whose name the bot will not send to a shell, so its restart policy is unknown; pass override=yes to act anyway"
 REM_CLEAN_OUTSIDE = "{path} is outside {host}'s allowed prefixes ({prefixes})"
 REM_CLEAN_PROTECTED = "{path} is in {dir}, the output of a paused or queued job"

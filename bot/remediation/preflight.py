@@ -22,6 +22,7 @@ from bot.remediation.verify import Ctx
 from bot.ssh.base import Command
 
 GPU_LADDER = ("process.terminate", "process.sigterm", "process.sigkill")
+CRON_UNITS = ("cron.service", "crond.service")  # a job's process: its crontab line restarts it
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,9 @@ def _process_checks(ctx: Ctx, captured: CapturedState) -> Refusal | None:
     proc = captured.processes[0]
     if proc.alive and proc.unit and captured.owner(proc.unit) is None:
         return Refusal(strings.REM_OWNER_UNREADABLE.format(pid=proc.pid))
+    cron = captured.owner(proc.unit) if proc.unit in CRON_UNITS else None
+    if cron is not None and cron.main_pid != proc.pid:
+        return Refusal(strings.REM_TERM_CRON.format(pid=proc.pid, unit=cron.name))
     owner = restarting_owner(ctx, captured)
     if owner is None:
         return None

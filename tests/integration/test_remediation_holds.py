@@ -124,3 +124,18 @@ def test_a_process_in_a_container_that_restarts_is_refused_then_seen_to_respawn(
     forced = act(rem_pool, host, "process.terminate", {"pid": "440", "override": "yes"})
     assert forced.outcome is Outcome.RESPAWNED, forced.summary
     assert "8/8 GPUs free" not in forced.summary
+
+
+def test_a_cron_jobs_process_is_refused_without_proposing_to_stop_cron(
+    sim_factory: SimFactory, rem_pool: ParamikoPool
+) -> None:
+    job = {"pid": 440, "args": "python3 /opt/bench/gpu_burn.py", "gpu_memory_mib": 70000,
+           "owner": {"kind": "cron", "name": "root"}}
+    host = sim_factory("seed", overrides={
+        "units": {UNIT: {"active_state": "inactive"}}, "processes": [job],
+        "crontabs": {"root": ["*/5 * * * * python3 /opt/bench/gpu_burn.py"]}})
+    result = act(rem_pool, host, "process.terminate", {"pid": "440"})
+    assert result.outcome is Outcome.REFUSED, result.summary
+    assert "started by cron.service from a crontab line" in result.summary
+    assert result.proposals == ()
+    assert tool_calls(host, "kill") == []
