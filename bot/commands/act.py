@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import json
+from dataclasses import replace
 from typing import Annotated, Any
 
 import click
@@ -22,7 +23,7 @@ from bot.core.errors import UserError
 from bot.remediation import catalog
 from bot.remediation.execute import AuditSink, audit_refusal, cli_incident_id, execute
 from bot.remediation.followup import chain_resumes, offers
-from bot.remediation.options import options_from_extra
+from bot.remediation.options import RemediationOptions, options_from_extra
 from bot.remediation.result import ActionResult
 from bot.ssh.base import SSHTarget
 
@@ -58,6 +59,12 @@ def _print_plan(kind: str, target: SSHTarget, commands: list[str]) -> None:
         click.echo(f"  {i}. {command}")
 
 
+def _print_dropin(kind: str, params: dict[str, str]) -> None:
+    """The drop-in as a diff: what changes on the host, before anyone says yes."""
+    if kind == "systemd.dropin":
+        click.echo(catalog.dropin_diff(params), nl=False)
+
+
 def _interrupted(queue_conn: Any, host: str) -> list[str]:
     """Interrupted extraction jobs on ``host`` (none when the extraction package is absent)."""
     if queue_conn is None:
@@ -84,10 +91,26 @@ def _print_result(result: ActionResult, interrupted: list[str]) -> None:
     click.echo(f"{result.outcome.value}: {result.summary}")
     for offer in offers(result, interrupted):
         pairs = " ".join(f"{k}={v}" for k, v in offer.params.items())
-        revert = offer.kind == "systemd.revert"
-        label = strings.REM_OFFER_REVERT if revert else strings.REM_OFFER_RESUME
-        click.echo(strings.REM_OFFER.format(label=label, host=result.host, kind=offer.kind,
-                                            params=pairs))
+        click.echo(strings.REM_OFFER.format(label=_label(offer.kind, offer.reason),
+                                            host=result.host, kind=offer.kind, params=pairs))
+
+
+def _label(kind: str, reason: str) -> str:
+    """Revert, Resume, or the reason of a proposal (a refusal's alternative, the ladder)."""
+    if kind in ("systemd.revert", "systemd.dropin_revert"):
+        return strings.REM_OFFER_REVERT
+    if kind == "extraction.resume":
+        return strings.REM_OFFER_RESUME
+    return reason
+
+
+def _host_options(settings: Settings, target: SSHTarget,
+                  options: RemediationOptions) -> RemediationOptions:
+    """The inventory's ``allowed_path_prefixes`` bound disk.cleanup on that host."""
+    host = settings.hosts.get(target.name)
+    if host is None:
+        return options
+    return replace(options, allowed_prefixes=tuple(host.allowed_path_prefixes))
 
 
 def _confirm(n: int, target: SSHTarget, actor: str) -> bool:
@@ -118,12 +141,14 @@ def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes
         raise
     if not as_json:
         _print_plan(kind, target, commands)
+        _print_dropin(kind, params)
     audit, queue_conn = _audit_log(settings, required=not dry_run)
     if not dry_run and not yes and not _confirm(len(commands), target, actor):
         raise UserError(strings.REM_ABORTED, 130)
     from bot.ssh.pool import ParamikoPool
 
-    options = options_from_extra(settings.extra, redis=queue_conn)
+    options = _host_options(settings, target, options_from_extra(settings.extra,
+                                                                 redis=queue_conn))
     pool = ParamikoPool(settings.ssh_defaults)
     try:
         result = execute(pool, target, kind, params, approver=actor, evidence_hash=None,

@@ -10,16 +10,20 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from bot.domain import validate
 from bot.remediation.catalog import ActionSpec
 from bot.remediation.options import RemediationOptions
 from bot.remediation.probes import (
     ProbeFailed,
+    container_of,
+    read_container_owner,
+    read_disk_avail,
     read_gpus,
     read_journal_bytes,
     read_process,
     read_unit,
 )
-from bot.remediation.state import CapturedState, GpuHolder, GpuState
+from bot.remediation.state import CapturedState, GpuHolder, GpuState, UnitState
 from bot.ssh.base import SSHRunner, SSHTarget
 
 
@@ -40,10 +44,23 @@ def capture(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mapp
     journal = None
     if spec.kind == "disk.journal_vacuum":
         journal = read_journal_bytes(runner, target, t)
+    named = {p.unit for p in processes if p.alive and p.unit}
+    owners = tuple(_owner(runner, target, name, t)  # a hostile name is never sent
+                   for name in sorted(named) if validate.is_valid(validate.unit_name, name))
+    avail = read_disk_avail(runner, target, t) if spec.kind == "disk.cleanup" else {}
     return CapturedState(
         kind=spec.kind, params=dict(params), host=target.name, captured_at=time.time(),
         units=units, gpus=tuple(gpus), holders=tuple(holders), processes=processes,
-        journal_bytes=journal, errors=tuple(errors))
+        journal_bytes=journal, errors=tuple(errors), owners=owners, disk_avail=avail)
+
+
+def _owner(runner: SSHRunner, target: SSHTarget, name: str, timeout_s: float) -> UnitState:
+    """A container's scope is owned by docker's restart policy; anything else by systemd."""
+    if container_of(name):
+        box = read_container_owner(runner, target, name, timeout_s)
+        if box is not None:
+            return box
+    return read_unit(runner, target, name, timeout_s)
 
 
 def subject_pids(captured: CapturedState) -> set[int]:

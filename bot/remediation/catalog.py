@@ -9,96 +9,44 @@ sees and what ``deploy/sudoers/incident-bot`` allows.
 
 from __future__ import annotations
 
-import re
-import shlex
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import difflib
+from collections.abc import Mapping
 
-from bot.core.errors import UserError
 from bot.domain import validate
+from bot.remediation.renders import (
+    DROPIN_NAME as DROPIN_NAME,
+)
+from bot.remediation.renders import (
+    PATH_SEP as PATH_SEP,
+)
+from bot.remediation.renders import (
+    RESERVATION_MARKER,
+    _bytes,
+    _cleanup,
+    _dropin,
+    _dropin_revert,
+    _gpu_index,
+    _gpu_reset,
+    _marker,
+    _mask_force,
+    _paths,
+    _reboot,
+    _seconds,
+    _sigkill,
+    _sigterm,
+    dropin_lines,
+)
+from bot.remediation.renders import (
+    dropin_path as dropin_path,
+)
+from bot.remediation.spec import SUDO as SUDO
+from bot.remediation.spec import ActionRefused as ActionRefused
+from bot.remediation.spec import ActionSpec as ActionSpec
+from bot.remediation.spec import ParamSpec as ParamSpec
+from bot.remediation.spec import Step as Step
+from bot.remediation.spec import choice as _choice
+from bot.remediation.spec import job_id as job_id
 from bot.ssh.base import SSHTarget
-
-SUDO = ("sudo", "-n")
-_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-
-
-class ActionRefused(UserError):
-    """A kind or parameter that must not reach a host; the reason is shown verbatim."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, exit_code=2)
-
-
-def _choice(name: str, allowed: tuple[str, ...]) -> Callable[[object], str]:
-    def check(value: object) -> str:
-        if value not in allowed:
-            raise validate.InvalidIdentifier(name, value, f"must be one of {', '.join(allowed)}")
-        return str(value)
-    return check
-
-
-def job_id(value: object) -> str:
-    """An extraction job id (RQ ids are uuid hex; ours may carry a readable prefix)."""
-    if not isinstance(value, str) or not _JOB_ID.match(value):
-        raise validate.InvalidIdentifier("job", value, "expected 1-64 of [A-Za-z0-9_-]")
-    return value
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    name: str
-    check: Callable[[object], str]
-    help: str
-
-
-@dataclass(frozen=True)
-class Step:
-    """One remote command of an action, with its own deadline."""
-
-    name: str  # stop | disable | mask | unmask | enable | start | term | kill | vacuum
-    argv: tuple[str, ...]
-    timeout_s: float
-    binary: bool = False  # must run the program, never a shell builtin of the same name
-
-    def text(self, sudo: bool) -> str:
-        """The exact command line: every argument quoted, ``sudo -n`` for non-root users.
-
-        ``kill`` is also a shell builtin; ``env`` (or sudo, which execs) makes the host
-        run the program found on PATH, so what runs does not depend on the login shell.
-        """
-        if sudo:
-            return shlex.join((*SUDO, *self.argv))
-        return shlex.join(("env", *self.argv) if self.binary else self.argv)
-
-
-@dataclass(frozen=True)
-class ActionSpec:
-    kind: str
-    title: str  # past tense for summaries: "stopped and disabled"
-    params: tuple[ParamSpec, ...]
-    render: Callable[[Mapping[str, str]], tuple[Step, ...]]
-    risk: str
-    frees_gpus: bool = False
-    revertable: bool = False
-    remote: bool = True  # False: acts on the bot's own queue, not over SSH
-
-    def validate(self, params: Mapping[str, object]) -> dict[str, str]:
-        """Canonical parameters, or ``ActionRefused`` naming the first bad one."""
-        names = {p.name for p in self.params}
-        extra = sorted(set(params) - names)
-        if extra:
-            raise ActionRefused(f"refused {self.kind}: unknown parameter {extra[0]!r} "
-                                f"(takes {', '.join(sorted(names))})")
-        out: dict[str, str] = {}
-        for spec in self.params:
-            if spec.name not in params:
-                raise ActionRefused(
-                    f"refused {self.kind}: missing parameter {spec.name!r} ({spec.help})")
-            try:
-                out[spec.name] = spec.check(params[spec.name])
-            except validate.InvalidIdentifier as exc:
-                raise ActionRefused(f"refused {self.kind}: {exc}") from None
-        return out
 
 
 def _systemctl(verb: str, unit: str, timeout_s: float) -> Step:
@@ -139,6 +87,9 @@ def _vacuum(p: Mapping[str, str]) -> tuple[Step, ...]:
 
 
 _UNIT = ParamSpec("unit", validate.unit_name, "a systemd unit name, e.g. vllm.service")
+_PID = ParamSpec("pid", validate.pid, "a process id")
+_OVERRIDE = ParamSpec("override", _choice("override", ("no", "yes")),
+                      "yes: act although systemd restarts the process (audited)", default="no")
 
 CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
     ActionSpec("systemd.stop_disable", "stopped and disabled", (_UNIT,), _stop_disable,
@@ -154,13 +105,38 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
         ParamSpec("active_state", _choice("active_state", ("active", "inactive")),
                   "active or inactive"),
     ), _revert, risk="starts the service again if it was running: it may take the GPUs back"),
-    ActionSpec("process.terminate", "terminated",
-               (ParamSpec("pid", validate.pid, "a process id"),), _terminate,
+    ActionSpec("systemd.mask_force", "stopped and force-masked", (_UNIT,), _mask_force,
+               risk="replaces the unit's own file in /etc/systemd/system with a link to "
+                    "/dev/null: the file is lost (back it up first); unmask leaves no unit",
+               frees_gpus=True),
+    ActionSpec("process.terminate", "terminated", (_PID, _OVERRIDE), _terminate,
                risk="SIGTERM, then SIGKILL after a grace period; unsaved work is lost",
                frees_gpus=True),
+    ActionSpec("process.sigterm", "sent SIGTERM to", (_PID, _OVERRIDE), _sigterm,
+               risk="asks the process to exit; waits its unit's TimeoutStopSec",
+               frees_gpus=True),
+    ActionSpec("process.sigkill", "killed", (_PID, _OVERRIDE), _sigkill,
+               risk="SIGKILL: no cleanup, unsaved work is lost; GPU memory may stay held",
+               frees_gpus=True),
+    ActionSpec("gpu.reset", "reset", (ParamSpec("gpu", _gpu_index, "a GPU index"),), _gpu_reset,
+               risk="resets one GPU: refused while any process uses it", frees_gpus=True),
+    ActionSpec("host.reboot", "rebooted", (), _reboot,
+               risk="reboots the host: every process on it stops; units enabled at boot start"),
+    ActionSpec("systemd.dropin", "installed the incident-bot drop-in for", (
+        _UNIT,
+        ParamSpec("timeout_stop_s", _seconds, "TimeoutStopSec in seconds", default="30"),
+        ParamSpec("marker", _marker, "reservation marker path", default=RESERVATION_MARKER),
+    ), _dropin, risk="changes how systemd restarts the unit (Restart=on-failure, a start guard)",
+        revertable=True),
+    ActionSpec("systemd.dropin_revert", "removed the incident-bot drop-in for", (_UNIT,),
+               _dropin_revert, risk="the unit restarts as its own file says again"),
     ActionSpec("disk.journal_vacuum", "vacuumed",
                (ParamSpec("size", validate.size, "journal size to keep, e.g. 500M"),), _vacuum,
                risk="deletes the oldest archived journal files"),
+    ActionSpec("disk.cleanup", "deleted", (
+        ParamSpec("paths", _paths, "files to delete, joined by |"),
+        ParamSpec("need_bytes", _bytes, "bytes that must be freed", default="0"),
+    ), _cleanup, risk="deletes the listed cache, checkpoint and core files for good"),
     ActionSpec("extraction.resume", "resumed", (ParamSpec("job", job_id, "an extraction job id"),),
                lambda p: (), risk="restarts the extraction where it stopped", remote=False),
 )}
@@ -192,6 +168,14 @@ def plan(kind: str, params: Mapping[str, object], target: SSHTarget | None = Non
         return [f"(on the bot) resume extraction job {clean['job']}"]
     sudo = bool(target and target.sudo)
     return [s.text(sudo) for s in rendered]
+
+
+def dropin_diff(params: Mapping[str, object]) -> str:
+    """The drop-in as a unified diff against nothing: what the thread shows before approval."""
+    clean = get("systemd.dropin").validate(params)
+    path = dropin_path(clean["unit"])
+    lines = [f"{line}\n" for line in dropin_lines(clean)]
+    return "".join(difflib.unified_diff([], lines, fromfile="/dev/null", tofile=path))
 
 
 def parse_params(pairs: list[str]) -> dict[str, str]:

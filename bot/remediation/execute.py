@@ -18,9 +18,11 @@ from bot.remediation.capture import capture
 from bot.remediation.catalog import ActionRefused, ActionSpec, Step
 from bot.remediation.options import RemediationOptions
 from bot.remediation.outcome import decide, summarize
+from bot.remediation.preflight import Refusal, check, restarting_owner
 from bot.remediation.probes import ProbeFailed
 from bot.remediation.result import ActionResult, CommandRecord, Outcome, Verification
 from bot.remediation.resume import preflight, resume_extraction
+from bot.remediation.rollback import describe, revert_params, roll_back
 from bot.remediation.state import CapturedState
 from bot.remediation.steps import all_skipped, hard_failure, precheck, run_steps
 from bot.remediation.verify import Ctx, verify
@@ -55,24 +57,16 @@ class _Run:
 
     def finish(self, outcome: Outcome, summary: str, *, records: list[CommandRecord] | None = None,
                captured: CapturedState | None = None,
-               verification: Verification | None = None) -> ActionResult:
+               verification: Verification | None = None, proposals: tuple[dict[str, Any], ...] = (),
+               rollback: list[CommandRecord] | None = None) -> ActionResult:
         return ActionResult(
             kind=self.spec.kind, params=self.params, host=self.target.name, outcome=outcome,
             summary=summary, approver=self.approver, evidence_hash=self.evidence_hash,
             planned=self.planned, commands=tuple(records or ()), captured=captured,
             verification=verification, started_at=self.started_at,
             duration_s=time.monotonic() - self.t0, incident_id=self.incident_id,
-            revert_params=revert_params(self.spec, captured))
-
-
-def revert_params(spec: ActionSpec, captured: CapturedState | None) -> dict[str, str] | None:
-    """``systemd.revert`` parameters that put the unit back as it was captured."""
-    if not spec.revertable or captured is None or not captured.units:
-        return None
-    unit = captured.units[0]
-    file_state = "enabled" if unit.enabled else "masked" if unit.masked else "disabled"
-    return {"unit": unit.name, "unit_file_state": file_state,
-            "active_state": "active" if unit.running else "inactive"}
+            revert_params=revert_params(self.spec, captured), proposals=proposals,
+            rollback=tuple(rollback or ()))
 
 
 def audit_refusal(sink: AuditSink | None, incident_id: str, actor: str, kind: str,
@@ -124,7 +118,7 @@ def execute(runner: SSHRunner, target: SSHTarget, kind: str, params: dict[str, s
     _audit(audit, run, "action.started", {"kind": kind, "params": clean, "host": target.name,
                                           "address": target.address, "planned": list(planned)})
     if spec.remote:
-        result = _remote(Ctx(runner, target, spec, clean, options), rendered, run)
+        result = _remote(Ctx(runner, target, spec, clean, options), rendered, run, audit)
     else:
         outcome, summary = resume_extraction(options, clean["job"])
         result = run.finish(outcome, summary)
@@ -136,38 +130,74 @@ def execute(runner: SSHRunner, target: SSHTarget, kind: str, params: dict[str, s
 def _subject(ctx: Ctx) -> str:
     if "pid" in ctx.params:
         return f"PID {ctx.params['pid']}"
+    if "paths" in ctx.params:
+        return f"{ctx.params['paths'].count('|') + 1} file(s)"
+    if "gpu" in ctx.params:
+        return f"GPU {ctx.params['gpu']}"
+    if ctx.spec.kind == "host.reboot":
+        return ctx.target.name
     return ctx.params.get("unit") or "the journal"
 
 
-def _remote(ctx: Ctx, rendered: tuple[Step, ...], run: _Run) -> ActionResult:
+def _remote(ctx: Ctx, rendered: tuple[Step, ...], run: _Run,
+            audit: AuditSink | None = None) -> ActionResult:
     host = ctx.target.name
     try:
         captured = capture(ctx.runner, ctx.target, ctx.spec, ctx.params, ctx.options)
+        refusal = check(ctx, captured, rendered)
     except SSHError as exc:
         return run.finish(Outcome.UNREACHABLE, strings.REM_UNREACHABLE.format(host=host, why=exc))
     except ProbeFailed as exc:
         return run.finish(Outcome.FAILED, strings.REM_CAPTURE_FAILED.format(
             subject=_subject(ctx), host=host, why=exc))
-    if captured.units and not captured.units[0].exists:
-        return run.finish(Outcome.FAILED, strings.REM_UNIT_MISSING.format(
-            unit=captured.units[0].name, host=host), captured=captured)
-    noop = all_skipped(ctx, rendered, captured)
+    if refusal is not None:
+        return _refused(ctx, run, captured, refusal)
+    _audit_override(ctx, run, captured, audit)
     records: list[CommandRecord] = []
     try:
-        if noop:
-            records = [CommandRecord(s.name, s.text(ctx.target.sudo),
-                                     skipped=precheck(ctx, s, captured))
-                       for s in rendered if s.name != "kill"]
-        else:
-            run_steps(ctx, rendered, captured, records)
-        patient = not noop and not any(hard_failure(r) for r in records)
-        verification = verify(ctx, captured, patient=patient)
+        return _act(ctx, rendered, run, captured, records)
     except SSHError as exc:
         return run.finish(Outcome.UNREACHABLE, strings.REM_UNREACHABLE.format(host=host, why=exc),
                           records=records, captured=captured)
+
+
+def _refused(ctx: Ctx, run: _Run, captured: CapturedState, refusal: Refusal) -> ActionResult:
+    summary = strings.REM_REFUSED.format(kind=ctx.spec.kind, host=ctx.target.name,
+                                         why=refusal.reason)
+    return run.finish(Outcome.REFUSED, summary, captured=captured, proposals=refusal.proposals)
+
+
+def _audit_override(ctx: Ctx, run: _Run, captured: CapturedState,
+                    audit: AuditSink | None) -> None:
+    """Acting against a restart policy on purpose is its own audit entry."""
+    owner = restarting_owner(ctx, captured)
+    if owner is not None and ctx.params.get("override") == "yes":
+        note = strings.REM_OVERRIDE.format(pid=captured.processes[0].pid, unit=owner.name,
+                                           restart=owner.restart)
+        _audit(audit, run, "action.override", {"kind": ctx.spec.kind, "params": ctx.params,
+                                               "unit": owner.name, "note": note})
+
+
+def _act(ctx: Ctx, rendered: tuple[Step, ...], run: _Run, captured: CapturedState,
+         records: list[CommandRecord]) -> ActionResult:
+    noop = all_skipped(ctx, rendered, captured)
+    if noop:
+        records += [CommandRecord(s.name, s.text(ctx.target.sudo),
+                                  skipped=precheck(ctx, s, captured))
+                    for s in rendered if s.name != "kill" or ctx.spec.kind != "process.terminate"]
+    else:
+        run_steps(ctx, rendered, captured, records)
+    failed = any(hard_failure(r) for r in records)
+    undo = roll_back(ctx, captured, records) if failed else []
+    try:
+        verification = verify(ctx, captured, patient=not noop and not failed)
     except ProbeFailed as exc:
         verification = Verification(False, f"could not verify: {exc}")
     outcome = decide(records, verification, noop=noop)
-    summary = summarize(ctx.spec, _subject(ctx), host, outcome, records, verification)
+    summary = summarize(ctx.spec, _subject(ctx), ctx.target.name, outcome, records, verification)
+    if undo:
+        fmt = (strings.REM_ROLLED_BACK if all(r.ok for r in undo)
+               else strings.REM_ROLLBACK_FAILED)
+        summary = fmt.format(failed=summary, undo=describe(undo))
     return run.finish(outcome, summary, records=records, captured=captured,
-                      verification=verification)
+                      verification=verification, rollback=undo)

@@ -14,6 +14,7 @@ from bot.remediation.catalog import CATALOG
 from bot.remediation.execute import AuditSink, execute
 from bot.remediation.options import RemediationOptions
 from bot.remediation.result import ActionResult, Outcome
+from bot.remediation.rollback import revert_kind
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.base import action_id
 
@@ -24,10 +25,23 @@ def revert_action(result: ActionResult) -> ProposedAction | None:
     if not result.revertable or result.revert_params is None:
         return None
     params = dict(result.revert_params)
-    return ProposedAction(id=action_id(result.host, "systemd.revert", params),
-                          kind="systemd.revert", params=params,
+    kind = revert_kind(CATALOG[result.kind])
+    return ProposedAction(id=action_id(result.host, kind, params), kind=kind, params=params,
                           reason=f"undo {result.kind}: back to the captured state",
-                          risk=CATALOG["systemd.revert"].risk)
+                          risk=CATALOG[kind].risk)
+
+
+def alternatives(result: ActionResult) -> list[ProposedAction]:
+    """What a refused action proposed instead, and the ladder's next step after a failure."""
+    from bot.remediation.ladder import next_step
+
+    wanted = list(result.proposals)
+    step = next_step(result)
+    if step is not None:
+        wanted.append(step)
+    return [ProposedAction(id=action_id(result.host, p["kind"], p["params"]), kind=p["kind"],
+                           params=dict(p["params"]), reason=p["reason"], risk=p["risk"])
+            for p in wanted]
 
 
 def resume_actions(result: ActionResult, interrupted_jobs: Sequence[str]) -> list[ProposedAction]:
@@ -44,7 +58,8 @@ def resume_actions(result: ActionResult, interrupted_jobs: Sequence[str]) -> lis
 def offers(result: ActionResult, interrupted_jobs: Sequence[str] = ()) -> list[ProposedAction]:
     """Everything the result message should offer, Revert first."""
     revert = revert_action(result)
-    return ([revert] if revert else []) + resume_actions(result, interrupted_jobs)
+    return (([revert] if revert else []) + resume_actions(result, interrupted_jobs)
+            + alternatives(result))
 
 
 def chain_resumes(runner: SSHRunner, target: SSHTarget, result: ActionResult,

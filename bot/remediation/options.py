@@ -23,10 +23,15 @@ class RemediationOptions:
     settle_s: float = 1.5  # freed GPUs must stay free this long (a respawn comes back fast)
     reprobe_s: float = 5.0  # after a deadline, watch this long for the step's effect
     term_grace_s: float = 10.0  # process.terminate: SIGTERM → SIGKILL
+    restart_margin_s: float = 2.0  # verify this long past a unit's RestartUSec
     step_timeout_s: float | None = None  # overrides every catalog deadline when set
     probe_timeout_s: float = 10.0
     chain_resume: bool = False  # run extraction.resume right after a GPU-freeing success
+    allowed_prefixes: tuple[str, ...] = ("/data", "/shared", "/var")  # disk.cleanup only
+    protected_dirs: tuple[str, ...] = ()  # output dirs of paused/queued jobs: never deleted
     redis: Any = None  # a Redis client for extraction.resume (the bot's own queue)
+    job_status: Any = None  # (redis, job) -> status; default: the extraction queue's
+    resume_job: Any = None  # (redis, job) -> status; default: the extraction package's
 
     def step_deadline(self, catalog_s: float) -> float:
         return self.step_timeout_s if self.step_timeout_s is not None else catalog_s
@@ -43,6 +48,7 @@ class RemediationSettings(BaseModel):
     settle_s: float = Field(1.5, ge=0)
     reprobe_s: float = Field(5.0, ge=0)
     term_grace_s: float = Field(10.0, ge=0)
+    restart_margin_s: float = Field(2.0, ge=0)
     step_timeout_s: float | None = Field(None, gt=0)
     probe_timeout_s: float = Field(10.0, gt=0)
     chain_resume: bool = False

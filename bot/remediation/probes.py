@@ -8,6 +8,7 @@ and never hand text back to a command line.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import replace
 
@@ -22,7 +23,8 @@ from playbooks.parsers.nvidia import parse_compute_apps, parse_query_gpu
 from playbooks.parsers.ps import cgroup_units as parse_cgroups
 from playbooks.parsers.systemd import parse_show, unit_from_cgroup
 
-SHOW_PROPS = "LoadState,ActiveState,SubState,UnitFileState,MainPID,Restart,FragmentPath"
+SHOW_PROPS = ("LoadState,ActiveState,SubState,UnitFileState,MainPID,Restart,FragmentPath,"
+              "RestartUSec,NRestarts,TimeoutStopUSec")
 __all__ = ["APPS_QUERY", "GPU_QUERY", "parse_cgroups"]  # spelled once, in playbooks
 PS_CGROUPS = "ps -eo pid=,cgroup="
 JOURNAL_USAGE = "journalctl --disk-usage"
@@ -42,13 +44,40 @@ def plain(target: SSHTarget) -> SSHTarget:
 
 
 # --- pure parsers (the diagnostics' parsers, composed) ---------------------------------
+_SPAN = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0,
+         "min": 60.0, "m": 60.0, "h": 3600.0, "hr": 3600.0, "d": 86400.0}
+_SPAN_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
+
+
+def parse_timespan(text: str, default: float = 0.0) -> float:
+    """systemd's time spans (``100ms``, ``10s``, ``1min 30s``, ``infinity``) in seconds."""
+    text = text.strip().lower()
+    if text == "infinity":
+        return float("inf")
+    parts = _SPAN_PART.findall(text)
+    if not parts or _SPAN_PART.sub("", text).strip():
+        return default
+    total = 0.0
+    for number, unit in parts:
+        if unit not in _SPAN and unit != "":
+            return default
+        total += float(number) * _SPAN.get(unit, 1e-6 if unit == "" else 1.0)
+    return total
+
+
+def _int(text: str) -> int:
+    return int(text) if text.isdigit() else 0
+
+
 def unit_state(name: str, props: dict[str, str], pids: tuple[int, ...] = ()) -> UnitState:
-    main = props.get("MainPID", "0")
     return UnitState(
         name=name, load_state=props.get("LoadState", ""), active_state=props.get("ActiveState", ""),
         sub_state=props.get("SubState", ""), unit_file_state=props.get("UnitFileState", ""),
-        main_pid=int(main) if main.isdigit() else 0, restart=props.get("Restart", ""),
-        fragment_path=props.get("FragmentPath", ""), pids=pids)
+        main_pid=_int(props.get("MainPID", "0")), restart=props.get("Restart", ""),
+        fragment_path=props.get("FragmentPath", ""), pids=pids,
+        restart_s=parse_timespan(props.get("RestartUSec", ""), 0.1),
+        n_restarts=_int(props.get("NRestarts", "0")),
+        timeout_stop_s=parse_timespan(props.get("TimeoutStopUSec", ""), 90.0))
 
 
 def gpu_states(text: str) -> list[GpuState]:
@@ -125,6 +154,60 @@ def read_process(runner: SSHRunner, target: SSHTarget, pid: str, timeout_s: floa
     unit = unit_from_cgroup(parts[1]) if len(parts) > 1 else None
     shown = args.stdout.strip().splitlines()[0][:300] if args.ok and args.stdout.strip() else ""
     return ProcState(int(pid), alive=True, unit=unit, command=shown)
+
+
+DF_AVAIL = "df -B1 --output=avail,target"
+
+
+def parse_df_avail(text: str) -> dict[str, int]:
+    """``df -B1 --output=avail,target`` → mount → bytes available (header skipped)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].startswith("/"):
+            out[parts[1].strip()] = int(parts[0])
+    return out
+
+
+def read_disk_avail(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> dict[str, int]:
+    return parse_df_avail(_ok(_run(runner, target, "df", DF_AVAIL, timeout_s)).stdout)
+
+
+def regular_files(runner: SSHRunner, target: SSHTarget, paths: list[str],
+                  timeout_s: float) -> set[str]:
+    """Which of ``paths`` are regular files now (a symlink or a directory is not)."""
+    text = ("find " + " ".join(shlex.quote(p) for p in paths)
+            + " -maxdepth 0 -type f -printf '%p\\0'")
+    probe = _run(runner, target, "files", text, timeout_s)  # exit 1 when one is missing
+    return {p for p in probe.stdout.split("\0") if p}
+
+
+_DOCKER_SCOPE = re.compile(r"^docker-([0-9a-f]{12,64})\.scope$")
+DOCKER_POLICY = "{{.HostConfig.RestartPolicy.Name}}"
+DOCKER_RESTARTS = frozenset({"always", "unless-stopped", "on-failure"})
+
+
+def container_of(unit: str | None) -> str | None:
+    """``docker-<id>.scope`` (a container's cgroup) → the container id."""
+    m = _DOCKER_SCOPE.match(unit or "")
+    return m[1] if m else None
+
+
+def read_container_owner(runner: SSHRunner, target: SSHTarget, scope: str,
+                         timeout_s: float) -> UnitState | None:
+    """A container's restart policy, as the owner of its processes (docker restarts at
+    once, 100 ms the first time). None when docker cannot tell."""
+    cid = container_of(scope)
+    if cid is None:
+        return None
+    text = f"docker inspect --format {shlex.quote(DOCKER_POLICY)} {cid}"
+    probe = _run(runner, target, "container", text, timeout_s)
+    policy = probe.stdout.strip().splitlines()[0] if probe.ok and probe.stdout.strip() else ""
+    if not policy:
+        return None
+    return UnitState(name=scope, load_state="loaded", active_state="active",
+                     restart=policy if policy in DOCKER_RESTARTS else "no", restart_s=0.1,
+                     fragment_path=f"docker:{cid}")
 
 
 def read_journal_bytes(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> int | None:

@@ -27,6 +27,7 @@ class Outcome(StrEnum):
     TIMED_OUT_BUT_DONE = "timed_out_but_done"  # deadline hit, yet the re-probe shows it worked
     DRY_RUN = "dry_run"  # commands shown, nothing run on the host
     UNREACHABLE = "unreachable"  # no SSH session: nothing ran
+    REFUSED = "refused"  # the preflight said no: nothing ran; ``proposals`` says what instead
 
     @property
     def ok(self) -> bool:
@@ -127,6 +128,8 @@ class ActionResult:
     duration_s: float = 0.0
     revert_params: dict[str, str] | None = None  # systemd.revert params, when revertable
     incident_id: str | None = None
+    proposals: tuple[dict[str, Any], ...] = ()  # {kind, params, reason, risk}: what to do instead
+    rollback: tuple[CommandRecord, ...] = ()  # what undid a part-way failure
 
     @property
     def ok(self) -> bool:
@@ -135,7 +138,7 @@ class ActionResult:
     @property
     def revertable(self) -> bool:
         return self.revert_params is not None and self.outcome not in (
-            Outcome.NOOP, Outcome.DRY_RUN, Outcome.UNREACHABLE)
+            Outcome.NOOP, Outcome.DRY_RUN, Outcome.UNREACHABLE, Outcome.REFUSED)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -148,6 +151,8 @@ class ActionResult:
             "verification": self.verification.to_dict() if self.verification else None,
             "started_at": self.started_at, "duration_s": round(self.duration_s, 3),
             "revert_params": self.revert_params, "revertable": self.revertable,
+            "proposals": [dict(p) for p in self.proposals],
+            "rollback": [c.to_dict() for c in self.rollback],
         }
 
     @classmethod
@@ -166,4 +171,6 @@ class ActionResult:
             started_at=float(data.get("started_at", 0.0)),
             duration_s=float(data.get("duration_s", 0.0)),
             revert_params=data.get("revert_params"), incident_id=data.get("incident_id"),
+            proposals=tuple(dict(p) for p in data.get("proposals") or ()),
+            rollback=tuple(CommandRecord.from_dict(c) for c in data.get("rollback") or ()),
         )

@@ -7,31 +7,38 @@ offers it (or chains it, per ``chain_resume``) after GPUs were freed.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 from bot.core import strings
-from bot.core.errors import NotBuiltError, UserError
+from bot.core.errors import UserError
 from bot.remediation.options import RemediationOptions
 from bot.remediation.result import Outcome
 
 ResumeFn = Callable[[Any, str], Any]
+StatusFn = Callable[[Any, str], Any]
 
 
-def _extract(name: str, attr: str) -> Callable[..., Any]:
-    try:
-        fn: Callable[..., Any] = getattr(importlib.import_module(name), attr)
-    except (ImportError, AttributeError):
-        raise NotBuiltError(f"extraction.resume ({name}.{attr})") from None
-    return fn
+def extraction_calls(options: RemediationOptions) -> tuple[StatusFn, ResumeFn]:
+    """The extraction queue's ``status`` and ``resume_job``: injected through the options
+    (``job_status``, ``resume_job``), else the extraction package's own functions.
+
+    The one place remediation reaches the extraction code: when that code moves
+    (storage/), only these two imports change.
+    """
+    if options.job_status is not None and options.resume_job is not None:
+        return options.job_status, options.resume_job
+    from bot.extract.queue import status
+    from bot.extract.status import resume_job
+
+    return options.job_status or status, options.resume_job or resume_job
 
 
 def preflight(options: RemediationOptions) -> ResumeFn:
-    """Fail before anything is audited as started: no Redis, or no extraction package."""
+    """Fail before anything is audited as started: no Redis for the bot's queue."""
     if options.redis is None:
         raise UserError(strings.REM_RESUME_NO_REDIS, 2)
-    return _extract("bot.extract.status", "resume_job")
+    return extraction_calls(options)[1]
 
 
 def _state(status: Any) -> str:
@@ -41,9 +48,10 @@ def _state(status: Any) -> str:
 
 def resume_extraction(options: RemediationOptions, job: str) -> tuple[Outcome, str]:
     """Queue the job again; a job already queued or running is a no-op that says so."""
-    resume_job = preflight(options)
+    preflight(options)
+    job_status, resume_job = extraction_calls(options)
     try:
-        before = _extract("bot.extract.queue", "status")(options.redis, job)
+        before = job_status(options.redis, job)
         if _state(before) in ("queued", "running"):
             return Outcome.NOOP, strings.REM_RESUME_NOOP.format(job=job, state=_state(before))
         after = resume_job(options.redis, job)

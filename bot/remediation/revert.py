@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from bot.core.errors import UserError
 from bot.remediation import catalog
-from bot.remediation.execute import AuditSink, execute, revert_params
+from bot.remediation.execute import AuditSink, execute
 from bot.remediation.options import RemediationOptions
 from bot.remediation.result import ActionResult
+from bot.remediation.rollback import revert_kind, revert_params
 from bot.remediation.state import CapturedState
 from bot.ssh.base import SSHRunner, SSHTarget
 
@@ -31,7 +32,8 @@ def revert(runner: SSHRunner, target: SSHTarget, captured: CapturedState, *, app
     """Restore the captured unit-file and active state of the unit ``captured`` names."""
     if captured.host != target.name:
         raise UserError(f"this capture is from {captured.host}, not {target.name}", 2)
-    return execute(runner, target, "systemd.revert", params_for(captured), approver=approver,
+    kind = revert_kind(catalog.get(captured.kind))
+    return execute(runner, target, kind, params_for(captured), approver=approver,
                    evidence_hash=evidence_hash, audit=audit, dry_run=dry_run, options=options,
                    incident_id=incident_id)
 

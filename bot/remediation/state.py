@@ -21,6 +21,19 @@ class UnitState:
     restart: str = ""
     fragment_path: str = ""
     pids: tuple[int, ...] = ()  # every process in the unit's cgroup
+    restart_s: float = 0.0  # RestartUSec: how long systemd waits before restarting it
+    n_restarts: int = 0
+    timeout_stop_s: float = 90.0  # TimeoutStopUSec: SIGTERM → SIGKILL on stop
+
+    @property
+    def restarts(self) -> bool:
+        """systemd starts it again by itself after its process dies."""
+        return self.restart not in ("", "no")
+
+    @property
+    def file_in_etc(self) -> bool:
+        """Its own file lives in /etc: ``systemctl mask`` cannot put a link there."""
+        return self.fragment_path.startswith("/etc/")
 
     @property
     def exists(self) -> bool:
@@ -77,6 +90,11 @@ class CapturedState:
     processes: tuple[ProcState, ...] = ()
     journal_bytes: int | None = None
     errors: tuple[str, ...] = field(default_factory=tuple)
+    owners: tuple[UnitState, ...] = ()  # the units the processes run under (restart policy)
+    disk_avail: dict[str, int] = field(default_factory=dict)  # mount → bytes available
+
+    def owner(self, name: str | None) -> UnitState | None:
+        return next((u for u in self.owners if u.name == name), None)
 
     def unit(self, name: str) -> UnitState | None:
         return next((u for u in self.units if u.name == name), None)
@@ -112,4 +130,7 @@ class CapturedState:
             processes=tuple(ProcState(**p) for p in data.get("processes") or ()),
             journal_bytes=data.get("journal_bytes"),
             errors=tuple(data.get("errors") or ()),
+            owners=tuple(UnitState(**{**u, "pids": tuple(u.get("pids") or ())})
+                         for u in data.get("owners") or ()),
+            disk_avail={str(k): int(v) for k, v in (data.get("disk_avail") or {}).items()},
         )

@@ -18,11 +18,8 @@ from bot.remediation.capture import subject_pids
 from bot.remediation.catalog import ActionSpec
 from bot.remediation.options import RemediationOptions
 from bot.remediation.probes import (
-    ProbeFailed,
-    parse_size,
     read_gpu_memory,
     read_gpus,
-    read_journal_bytes,
     read_process,
     read_unit,
 )
@@ -70,7 +67,7 @@ def unit_goal(kind: str, params: dict[str, str]) -> Callable[[UnitState], bool]:
     """The unit state each systemd action aims for."""
     if kind == "systemd.stop_disable":
         return lambda u: not u.running and not u.enabled
-    if kind == "systemd.mask":
+    if kind in ("systemd.mask", "systemd.mask_force"):
         return lambda u: not u.running and u.masked
     want_file, want_active = params["unit_file_state"], params["active_state"] == "active"
     return lambda u: u.unit_file_state.startswith(want_file) and u.running == want_active
@@ -85,11 +82,25 @@ def _gpu_evidence(gpus: list[GpuState], affected: tuple[int, ...]) -> dict[str, 
             "gpus": [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]}
 
 
-def _poll(ctx: Ctx, look: Callable[[], _Look], patient: bool) -> tuple[_Look, float]:
-    """Look until done twice ``settle_s`` apart, a respawn, or the deadline."""
+def restart_window(ctx: Ctx, unit: UnitState | None) -> float:
+    """How long to keep looking before "done" counts: systemd's restart delay plus a margin.
+
+    A unit with ``Restart=`` other than ``no`` is started again ``RestartUSec`` after its
+    process dies; a look before that sees free GPUs that are about to be taken again.
+    """
+    if unit is None or not unit.restarts or not ctx.spec.frees_gpus:
+        return 0.0
+    return min(unit.restart_s, 600.0) + ctx.options.restart_margin_s
+
+
+def _poll(ctx: Ctx, look: Callable[[], _Look], patient: bool, window_s: float = 0.0,
+          wait_s: float | None = None) -> tuple[_Look, float]:
+    """Look until done twice ``settle_s`` apart and past ``window_s``, a respawn, or the
+    deadline (``wait_s``, default ``verify_timeout_s``, counted after the window)."""
     o = ctx.options
     start = time.monotonic()
-    deadline = start + (o.verify_timeout_s if patient else 0.0)
+    patience = o.verify_timeout_s if wait_s is None else max(wait_s, o.verify_timeout_s)
+    deadline = start + (window_s + patience if patient else 0.0)
     first_done: float | None = None
     while True:
         seen = look()
@@ -98,9 +109,11 @@ def _poll(ctx: Ctx, look: Callable[[], _Look], patient: bool) -> tuple[_Look, fl
             return seen, now - start
         if seen.done:
             first_done = first_done if first_done is not None else now
-            if not patient or now - first_done >= o.settle_s:
+            if not patient:
                 return seen, first_done - start
-            time.sleep(min(o.settle_s - (now - first_done), o.settle_s) + 0.01)
+            if now - first_done >= o.settle_s and now - start >= window_s:
+                return seen, (now - start) if window_s else (first_done - start)
+            time.sleep(min(o.settle_s, o.poll_interval_s if window_s else o.settle_s) + 0.01)
             continue
         first_done = None
         if now >= deadline:
@@ -142,8 +155,19 @@ def verify_unit(ctx: Ctx, captured: CapturedState, patient: bool = True) -> Veri
                    if new_pid and ctx.spec.frees_gpus else None)
         return _Look(goal(unit) and not held, respawn, ev)
 
-    seen, elapsed = _poll(ctx, look, patient)
+    window = restart_window(ctx, before)
+    seen, elapsed = _poll(ctx, look, patient, window)
+    seen = _with_window(seen, elapsed, window, before.name)
     return _conclude(ctx, seen, elapsed, affected, before.name, subject_pids(captured), before.name)
+
+
+def _with_window(seen: _Look, elapsed: float, window: float, unit: str | None) -> _Look:
+    if not window:
+        return seen
+    ev = {**seen.evidence, "restart_window_s": round(window, 3), "checked_after_s":
+          round(elapsed, 3), "window_note": strings.REM_WINDOW.format(
+              secs=elapsed, unit=unit, window=round(window, 3))}
+    return replace(seen, evidence=ev)
 
 
 def verify_process(ctx: Ctx, captured: CapturedState, patient: bool = True) -> Verification:
@@ -167,8 +191,21 @@ def verify_process(ctx: Ctx, captured: CapturedState, patient: bool = True) -> V
                                                           was=before.pid)
         return _Look(not proc.alive and not held, respawn, ev)
 
-    seen, elapsed = _poll(ctx, look, patient)
+    owner = captured.owner(before.unit)
+    window = restart_window(ctx, owner)
+    wait = _term_wait(ctx, owner)
+    seen, elapsed = _poll(ctx, look, patient, window, wait)
+    seen = _with_window(seen, elapsed, window, before.unit)
     return _conclude(ctx, seen, elapsed, affected, f"PID {before.pid}", {before.pid}, before.unit)
+
+
+def _term_wait(ctx: Ctx, owner: UnitState | None) -> float | None:
+    """SIGTERM alone: give the process its unit's TimeoutStopSec (else the grace) to exit."""
+    if ctx.spec.kind != "process.sigterm":
+        return None
+    if owner is not None:
+        return min(owner.timeout_stop_s, 600.0)
+    return ctx.options.term_grace_s
 
 
 def _conclude(ctx: Ctx, seen: _Look, elapsed: float, affected: tuple[int, ...],
@@ -231,50 +268,29 @@ def _unit_evidence(unit: UnitState) -> dict[str, Any]:
             "pids": list(unit.pids)}
 
 
-def verify_journal(ctx: Ctx, captured: CapturedState) -> Verification:
-    start = time.monotonic()
-    after = read_journal_bytes(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
-    limit = parse_size(ctx.params["size"]) or 0
-    before = captured.journal_bytes
-    ok = after is not None and (after <= limit or (before is not None and after < before))
-    detail = strings.REM_JOURNAL.format(before=_human(before), after=_human(after),
-                                        limit=ctx.params["size"])
-    ev = {"before_bytes": before, "after_bytes": after, "limit_bytes": limit}
-    return Verification(ok, detail, time.monotonic() - start, evidence=ev)
-
-
-def _human(n: int | None) -> str:
-    if n is None:
-        return "?"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover
-
-
-def _with_gpu_report(ctx: Ctx, v: Verification) -> Verification:
-    """After a revert: is the memory taken again? Evidence, not a condition."""
-    try:
-        gpus = read_gpu_memory(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
-    except ProbeFailed:
-        return v
-    if not gpus:
-        return v
-    held = [g for g in gpus if g.memory_used_mib >= ctx.options.gpu_free_mib]
-    top = max(g.memory_used_mib for g in gpus)
-    note = strings.REM_GPUS_HELD.format(held=len(held), total=len(gpus), max=f"{top:.0f}")
-    after = [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]
-    ev = {**v.evidence, "gpus_after": after}
-    return replace(v, detail=f"{v.detail}; {note}", evidence=ev)
-
-
 def verify(ctx: Ctx, captured: CapturedState, patient: bool = True) -> Verification:
-    if ctx.spec.kind == "systemd.revert":
-        return _with_gpu_report(ctx, verify_unit(ctx, captured, patient))
-    if ctx.spec.kind.startswith("systemd."):
+    from bot.remediation.verify_more import (
+        verify_cleanup,
+        verify_dropin,
+        verify_gpu_reset,
+        verify_journal,
+        verify_reboot,
+        with_gpu_report,
+    )
+
+    kind = ctx.spec.kind
+    if kind == "systemd.revert":
+        return with_gpu_report(ctx, verify_unit(ctx, captured, patient))
+    if kind.startswith("systemd.dropin"):
+        return verify_dropin(ctx, captured)
+    if kind.startswith("systemd."):
         return verify_unit(ctx, captured, patient)
-    if ctx.spec.kind == "process.terminate":
+    if kind.startswith("process."):
         return verify_process(ctx, captured, patient)
+    if kind == "gpu.reset":
+        return verify_gpu_reset(ctx, captured, patient)
+    if kind == "host.reboot":
+        return verify_reboot(ctx)
+    if kind == "disk.cleanup":
+        return verify_cleanup(ctx, captured)
     return verify_journal(ctx, captured)

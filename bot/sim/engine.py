@@ -6,6 +6,7 @@ they happen even when the client that asked gave up (like a real systemd job).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 State = dict[str, Any]
@@ -94,12 +95,27 @@ def start_unit(state: State, name: str, now: float, *, restart: bool = False) ->
         return "masked"
     if unit["active_state"] == "active":
         return None
+    if _guard_blocks(unit):
+        unit.update(active_state="failed", sub_state="failed", main_pid=0, result="exit-code")
+        return "ExecStartPre"
     proc = spawn(state, _unit_template(unit), now)
     unit.update(active_state="active", sub_state="running", main_pid=proc["pid"],
                 active_enter=now)
     if restart:
         unit["n_restarts"] += 1
     return None
+
+
+GUARD = "/usr/bin/test ! -e "
+
+
+def _guard_blocks(unit: dict[str, Any]) -> bool:
+    """The incident-bot drop-in's ``ExecStartPre=/usr/bin/test ! -e MARKER``.
+
+    The marker is a real file in the host's sandbox root (tools run chrooted there).
+    """
+    pre = unit.get("exec_start_pre") or ""
+    return pre.startswith(GUARD) and os.path.exists(pre[len(GUARD):].strip())
 
 
 def stop_unit(state: State, name: str, now: float) -> None:
@@ -132,7 +148,12 @@ def kill_process(state: State, pid: int, signal: str, now: float) -> None:
     proc = find_process(state, pid)
     if proc is None or signal not in ENDING_SIGNALS or pid == 1 or proc["ppid"] in (0, 2):
         return  # init and kernel threads ignore these
+    if signal in (proc.get("ignores") or []) and signal != "KILL":
+        return  # a handler that swallows it
     state["processes"].remove(proc)
+    if proc.get("leaks_gpu_memory"):
+        for index, mib in proc["gpu_memory_mib"].items():
+            state["gpus"][int(index)]["memory_reserved_mib"] += mib
     owner = proc["owner"]
     if owner["kind"] == "systemd" and owner["name"] in state["units"]:
         _unit_lost_process(state, owner["name"], proc, signal, now)

@@ -39,8 +39,31 @@ def session(workdir: str) -> int:
                BASH_ENV=os.path.join(bindir, "simrc"), INCIDENT_BOT_SIM_DIR=workdir, SHLVL="1",
                TZ="UTC")  # the tools print UTC; so must the real `date`
     argv = ["bash", "-c", command] if command is not None else ["bash", "-l"]
+    if not enter_sandbox(workdir):
+        sys.stderr.write("sim: sandbox root missing; refusing to run on the real machine\n")
+        return 126
     os.execve("/bin/bash", argv, env)
     return 127  # pragma: no cover - execve does not return
+
+
+def enter_sandbox(workdir: str) -> bool:
+    """``chroot`` into the host's overlay root (``bot.sim.sandbox``) when it has one.
+
+    False when the host was started sandboxed but the root is not there (a session
+    outside its namespace): then nothing may run.
+    """
+    import json
+
+    try:
+        with open(os.path.join(workdir, "sandbox.json"), encoding="utf-8") as fh:
+            root = json.load(fh).get("root")
+    except (OSError, ValueError):
+        return True  # started without a sandbox (not root): see bot.sim.sandbox.available
+    if not root or not os.path.isdir(os.path.join(root, "dev")):
+        return False
+    os.chroot(root)
+    os.chdir("/")
+    return True
 
 
 def run_tool(workdir: str, tool: str, argv: list[str]) -> int:

@@ -80,6 +80,8 @@ class ProcessSpec(_M):
     stat: str = "Sl"
     gpu_memory_mib: int | list[int] | dict[int, int] = 0
     owner: Owner = Field(default_factory=Owner)
+    ignores: list[str] = Field(default_factory=list)  # signals it survives (e.g. TERM)
+    leaks_gpu_memory: bool = False  # when killed its GPU memory stays held (a wedged GPU)
 
 
 class UnitSpec(_M):
@@ -102,6 +104,8 @@ class UnitSpec(_M):
     restart_delay_s: float = Field(default=0.5, ge=0)
     gpu_memory_mib: int | list[int] | dict[int, int] = 0  # for processes started later
     rss_kib: int = 1_048_576
+    timeout_stop_sec: float = Field(default=90.0, ge=0)
+    fail_verbs: list[str] = Field(default_factory=list)  # systemctl verbs refused for it
 
 
 class FilesystemSpec(_M):
@@ -121,6 +125,16 @@ class DeletedFileSpec(_M):
     mode: Literal["r", "w", "u"] = "w"
     path: str
     size: str | int
+
+
+class FileSpec(_M):
+    """A real (sparse) file created in the host's sandbox root (``bot.sim.sandbox``)."""
+
+    path: str = Field(pattern=r"^/")
+    size: str | int
+    age_days: float = Field(default=0.0, ge=0)
+    owner: str = "root"
+    open_by: int | None = None  # PID that holds it open (lsof lists it)
 
 
 class ContainerSpec(_M):
@@ -175,6 +189,8 @@ class Scenario(_M):
     filesystems: list[FilesystemSpec] = Field(default_factory=list)
     dirs: dict[str, str | int] = Field(default_factory=dict)
     deleted_files: list[DeletedFileSpec] = Field(default_factory=list)
+    files: list[FileSpec] = Field(default_factory=list)
+    sudo_denied: list[str] = Field(default_factory=list)  # command prefixes sudo -l refuses
     containers: list[ContainerSpec] = Field(default_factory=list)
     boot: BootSpec = Field(default_factory=BootSpec)
     journal: JournalSpec = Field(default_factory=JournalSpec)

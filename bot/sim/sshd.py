@@ -23,6 +23,7 @@ from bot.core.errors import UserError
 from bot.core.procs import stop_child
 from bot.sim.keys import write_keypair
 from bot.sim.log import read_log
+from bot.sim.sandbox import MARKER, wrap
 from bot.sim.shims import write_shims
 from bot.sim.state import write_state
 
@@ -150,6 +151,7 @@ def _prepare(workdir: Path, state: dict[str, Any], port: int, user: str) -> tupl
     known.write_text(f"[127.0.0.1]:{port} {host_pub}\n")
     write_state(workdir, state)
     (workdir / "commands.jsonl").write_text("")
+    (workdir / MARKER).unlink(missing_ok=True)
     write_shims(workdir)
     (workdir / "sshd_config").write_text(sshd_config(workdir, port, user, state["sshd"]))
     return key_path, known
@@ -161,7 +163,8 @@ def _launch(workdir: Path, detach: bool) -> subprocess.Popen[bytes]:
     (workdir / "sshd.pid").unlink(missing_ok=True)
     with open(workdir / "sshd.log", "ab") as log:
         return subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(workdir / "sshd_config")], stdin=subprocess.DEVNULL,
+            wrap([SSHD, "-D", "-e", "-f", str(workdir / "sshd_config")], workdir),
+            stdin=subprocess.DEVNULL,
             stdout=log, stderr=log, start_new_session=detach, close_fds=True)
 
 

@@ -4,6 +4,7 @@ must match it (shared by the unit check and the real-sudo integration check)."""
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 from bot.ssh.base import SSHTarget
@@ -24,6 +25,15 @@ CASES: list[tuple[str, dict[str, str]]] = [
     ],
     *[("process.terminate", {"pid": p}) for p in ("2", "440", "4194304")],
     *[("disk.journal_vacuum", {"size": s}) for s in ("1K", "500M", "2G", "999999T")],
+    *[("systemd.mask_force", {"unit": u}) for u in UNITS],
+    *[("systemd.dropin", {"unit": u}) for u in UNITS],
+    *[("systemd.dropin_revert", {"unit": u}) for u in UNITS],
+    *[(k, {"pid": "440"}) for k in ("process.sigterm", "process.sigkill")],
+    *[("gpu.reset", {"gpu": g}) for g in ("0", "7", "63")],
+    ("host.reboot", {}),
+    ("disk.cleanup", {"paths": "/data/cache/huggingface/hub/models--a--b/blobs/5f1a|"
+                               "/var/lib/systemd/coredump/core.python3.1312.zst|"
+                               "/data/.cache/pip/http-v2/a/b|/shared/ckpt/run-a/step-1000.pt"}),
 ]
 
 
@@ -51,3 +61,14 @@ def allowed(argv: list[str]) -> bool:
         elif pattern == args:
             return True
     return False
+
+
+def sudo_argv(command: str) -> list[str]:
+    """The root part: ``sudo -n ARGV``, or the sudo end of ``printf ... | sudo -n tee PATH``."""
+    argv = shlex.split(command)
+    if "|" in argv:
+        argv = argv[argv.index("|") + 1:]
+        assert argv[-1] == ">/dev/null", command
+        argv = argv[:-1]
+    assert argv[:2] == ["sudo", "-n"], command
+    return argv[2:]

@@ -203,3 +203,27 @@ def test_unknown_kind_and_bad_target_exit_2(redis_url: str, act_here: ActHere) -
         "no such host", "systemd.stop_disable", f"unit={UNIT}", redis_url=redis_url
     )
     assert code == 2 and "neither a host in the config nor user@host:port" in err
+
+
+def test_the_issue_17_terminate_is_refused_with_the_stop_disable_command_to_run(
+    sim_factory: Callable[..., SimHost], redis_url: str, act_here: ActHere
+) -> None:
+    host = sim_factory("respawn_10s")
+    code, out, _ = act_here(*_direct(host), "process.terminate", "pid=440", "--yes",
+                            redis_url=redis_url)
+    assert code == 1
+    assert "refused: refused process.terminate" in out and "8/8 GPUs free" not in out
+    assert f"incident-bot act 127.0.0.1 systemd.stop_disable unit={UNIT}" in out
+    assert tool_calls(host, "kill") == []
+
+
+def test_dropin_dry_run_shows_the_file_as_a_diff(
+    seed_sim: SimHost, redis_url: str, act_here: ActHere
+) -> None:
+    code, out, _ = act_here(*_direct(seed_sim), "systemd.dropin", f"unit={UNIT}",
+                            "timeout_stop_s=20", "--dry-run", redis_url=redis_url)
+    assert code == 0
+    assert f"+++ /etc/systemd/system/{UNIT}.d/50-incident-bot.conf" in out
+    assert "+Restart=on-failure\n+TimeoutStopSec=20\n" in out
+    assert "+ExecStartPre=/usr/bin/test ! -e /run/incident-bot/gpu-reservation" in out
+    assert seed_sim.command_log() == []

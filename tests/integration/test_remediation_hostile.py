@@ -90,7 +90,7 @@ def test_terminating_the_hostile_holder_by_pid_never_runs_its_text(
         rem_pool,
         hostile.ssh_target(),
         "process.terminate",
-        {"pid": "666"},
+        {"pid": "666", "override": "yes"},  # its unit restarts it: refused without
         approver="U0AAAAAAA",
         evidence_hash=None,
         audit=None,

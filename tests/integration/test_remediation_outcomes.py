@@ -93,7 +93,8 @@ def test_a_watchdog_restart_is_reported_as_a_respawn_not_success(
 def test_terminate_a_unit_process_with_restart_always_reports_the_new_pid(
     seed_sim: SimHost, rem_pool: ParamikoPool, fast_options: RemediationOptions
 ) -> None:
-    result = _act(rem_pool, seed_sim, "process.terminate", {"pid": "440"}, fast_options)
+    params = {"pid": "440", "override": "yes"}  # refused without (issue 17)
+    result = _act(rem_pool, seed_sim, "process.terminate", params, fast_options)
     assert result.outcome is Outcome.RESPAWNED, result.summary
     new_pid = unit(seed_sim, UNIT)["main_pid"]
     assert f"{UNIT} came back: PID {new_pid} (was 440)" in result.summary
@@ -143,14 +144,19 @@ def test_journal_vacuum_shrinks_the_journal(
     assert again.outcome is Outcome.NOOP
 
 
-def test_mask_of_a_unit_whose_file_lives_in_etc_fails_with_systemds_reason(
+def test_mask_of_a_unit_whose_file_lives_in_etc_fails_its_preflight_with_nothing_changed(
     seed_sim: SimHost, rem_pool: ParamikoPool, fast_options: RemediationOptions
 ) -> None:
+    # issue 17: this used to stop the unit, then fail the mask (half an action)
     result = _act(rem_pool, seed_sim, "systemd.mask", {"unit": UNIT}, fast_options)
-    assert result.outcome is Outcome.FAILED
-    assert f"`systemctl mask {UNIT}` failed (exit 1): Failed to mask unit" in result.summary
-    assert result.revertable and result.revert_params == {
-        "unit": UNIT,
-        "unit_file_state": "enabled",
-        "active_state": "active",
-    }
+    assert result.outcome is Outcome.REFUSED, result.summary
+    assert f"/etc/systemd/system/{UNIT}" in result.summary
+    assert "nothing was changed" in result.summary
+    assert [p["kind"] for p in result.proposals] == [
+        "systemd.stop_disable", "systemd.dropin", "systemd.mask_force"]
+    assert "the file is lost" in result.proposals[2]["risk"]
+    assert tool_calls(seed_sim, "systemctl", "stop") == []
+    assert tool_calls(seed_sim, "systemctl", "mask") == []
+    assert unit(seed_sim, UNIT)["active_state"] == "active"
+    assert unit(seed_sim, UNIT)["unit_file_state"] == "enabled"
+    assert not result.revertable

@@ -147,10 +147,13 @@ def test_non_root_target_sends_sudo_n_exactly_once(
     target = replace(seed_sim.ssh_target(), sudo=True)
     result = _stop_disable(rem_pool, seed_sim, fast_options, target=target)
     assert result.outcome is Outcome.SUCCEEDED, result.summary
-    sent = [c for c in session_commands(seed_sim) if "systemctl stop" in c or "disable" in c]
+    commands = session_commands(seed_sim)
+    asked = [c for c in commands if "sudo -n -l" in c]  # the preflight: allowed as written?
+    assert len(asked) == 2 and all("sudo -n -l systemctl" in c for c in asked)
+    sent = [c for c in commands if ("systemctl stop" in c or "disable" in c) and c not in asked]
     assert len(sent) == 2 and all(c.count("sudo -n") == 1 for c in sent)
     assert all("sudo -n systemctl" in c and not c.startswith("sudo") for c in sent)
-    assert tool_calls(seed_sim, "sudo") == [
+    assert [c for c in tool_calls(seed_sim, "sudo") if "-l" not in c] == [
         ["-n", "systemctl", "stop", UNIT],
         ["-n", "systemctl", "disable", UNIT],
     ]

@@ -15,13 +15,7 @@ import pytest
 
 from bot.remediation.catalog import plan
 from bot.remediation.probes import JOURNAL_USAGE
-from tests.helpers.sudoers import CASES, NONROOT, SUDOERS, allowed
-
-
-def _sudo_argv(command: str) -> list[str]:
-    argv = shlex.split(command)
-    assert argv[:2] == ["sudo", "-n"], command
-    return argv[2:]
+from tests.helpers.sudoers import CASES, NONROOT, SUDOERS, allowed, sudo_argv
 
 
 @pytest.mark.parametrize(("kind", "params"), CASES)
@@ -29,7 +23,7 @@ def test_every_rendered_catalog_command_matches_an_allowlist_line(
     kind: str, params: dict[str, str]
 ) -> None:
     for command in plan(kind, params, NONROOT):
-        assert allowed(_sudo_argv(command)), command
+        assert allowed(sudo_argv(command)), command
 
 
 def test_the_journal_probe_that_needs_root_is_allowed() -> None:
@@ -51,6 +45,17 @@ def test_the_journal_probe_that_needs_root_is_allowed() -> None:
         ["journalctl", "--rotate"],
         ["bash", "-c", "id"],
         ["timeout", "-k", "2", "5", "bash", "-c", "systemctl stop x.service"],
+        ["rm", "-f", "--", "/data/../etc/shadow"],
+        ["rm", "-f", "--", "/etc/shadow"],
+        ["rm", "-rf", "--", "/data/x"],
+        ["rm", "-f", "--", "/data/a", "/data/b"],
+        ["rm", "-f", "--", "/data/./x"],
+        ["tee", "/etc/systemd/system/x.service.d/override.conf"],
+        ["tee", "/etc/sudoers.d/x"],
+        ["mkdir", "-p", "/etc/sudoers.d"],
+        ["nvidia-smi", "--gpu-reset"],
+        ["nvidia-smi", "--gpu-reset", "-i", "64"],
+        ["systemctl", "mask", "--force", "a.service", "b.service"],
     ],
 )
 def test_anything_else_is_not_allowed(argv: list[str]) -> None:

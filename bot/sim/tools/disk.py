@@ -166,6 +166,20 @@ def _df_block(opts: dict[str, Any]) -> tuple[int | None, str]:
     return block, f"{units.get(block, f'{block}B')}-blocks"
 
 
+def release_deleted(state: dict[str, Any]) -> None:
+    """Scenario ``files`` deleted in the sandbox root give their bytes back to their mount.
+
+    Tools run chrooted in the host's sandbox (``bot.sim.sandbox``), so the check is a
+    plain ``lexists`` on the simulated path.
+    """
+    import os
+
+    for f in state.get("files") or []:
+        fs = mount_of(state["filesystems"], f["path"])
+        if fs is not None and not os.path.lexists(f["path"]):
+            fs["used"] = max(fs["used"] - int(f["size"]), 0)
+
+
 def main_df(argv: list[str], ctx: Ctx) -> int:
     try:
         opts, paths = parse(argv, "xtB")
@@ -175,6 +189,7 @@ def main_df(argv: list[str], ctx: Ctx) -> int:
         ctx.error(f"df: {exc}\nTry 'df --help' for more information.")
         return 1
     state = ctx.read()
+    release_deleted(state)
     excluded, only = set(opts.get("x", [])), set(opts.get("t", []))
     rows, code = [], 0
     wanted: list[str | None] = list(paths) or [None]

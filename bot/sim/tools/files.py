@@ -80,6 +80,16 @@ def _deleted_opens(state: State) -> list[Open]:
     return out
 
 
+def _file_opens(state: State) -> list[Open]:
+    """Scenario ``files`` with ``open_by``: a live process holds them (fd 3, read)."""
+    out = []
+    for f in state.get("files") or []:
+        proc = engine.find_process(state, f["open_by"]) if f.get("open_by") else None
+        if proc is not None:
+            out.append((proc, "3r", f["path"]))
+    return out
+
+
 def _matches(path: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(path, p) or path == p for p in patterns)
 
@@ -99,6 +109,7 @@ def main_lsof(argv: list[str], ctx: Ctx) -> int:
             paths.append(arg)
     opens = _deleted_opens(state) if deleted or not paths else []
     if paths:
+        opens += [o for o in _file_opens(state) if _matches(o[2], paths)]
         opens += [o for o in device_opens(state) if _matches(o[2], paths)]
         opens += [o for o in _deleted_opens(state) if _matches(o[2], paths)]
         for p in paths:
@@ -111,9 +122,10 @@ def main_lsof(argv: list[str], ctx: Ctx) -> int:
     if terse:
         ctx.out.write("".join(f"{p}\n" for p in dict.fromkeys(o[0]["pid"] for o in opens)))
         return 0
-    is_deleted = [o for o in opens if o[1][0].isdigit()]
+    gone = {d["path"] for d in state["deleted_files"]}
+    is_deleted = [o for o in opens if o[1][0].isdigit() and o[2] in gone]
     rows = lsof_rows(state, is_deleted, True) + lsof_rows(
-        state, [o for o in opens if not o[1][0].isdigit()], False)
+        state, [o for o in opens if o not in is_deleted], False)
     ctx.out.write(lsof_table(rows, nlink=deleted))
     return 0
 

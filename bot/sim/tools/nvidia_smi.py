@@ -225,6 +225,10 @@ def _with_sample(state: State, sample: int | None) -> State:
 
 
 def main(argv: list[str], ctx: Ctx) -> int:
+    from bot.sim.tools import gpu_reset
+
+    if gpu_reset.wanted(argv):
+        return gpu_reset.main(argv, ctx)
     try:
         opts = parse_args(argv)
         if opts.get("help"):

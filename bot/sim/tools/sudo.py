@@ -9,10 +9,24 @@ import os
 from bot.sim.state import Ctx
 
 NO_ARG = {"-n", "--non-interactive", "-E", "--preserve-env", "-H", "--set-home", "-S"}
+LIST = {"-l", "--list"}
+
+
+def listed(argv: list[str], ctx: Ctx) -> int:
+    """``sudo -l CMD ARGS``: 0 and the command when the rules allow it, else 1 (silent).
+
+    The rules are the scenario's ``sudo_denied`` prefixes: everything else is allowed.
+    """
+    text = " ".join(argv)
+    denied = ctx.read().get("sudo_denied") or []
+    if any(text == d or text.startswith(d.rstrip() + " ") for d in denied):
+        return 1
+    ctx.print(text)
+    return 0
 
 
 def main(argv: list[str], ctx: Ctx) -> int:
-    i = 0
+    i, listing = 0, False
     while i < len(argv) and argv[i].startswith("-"):
         if argv[i] == "--":
             i += 1
@@ -22,7 +36,8 @@ def main(argv: list[str], ctx: Ctx) -> int:
                 ctx.error("sudo: this simulated host only runs commands as root")
                 return 1
             i += 2
-        elif argv[i] in NO_ARG:
+        elif argv[i] in NO_ARG or argv[i] in LIST:
+            listing = listing or argv[i] in LIST
             i += 1
         else:
             ctx.error(f"sudo: unknown option: {argv[i]}")
@@ -30,6 +45,8 @@ def main(argv: list[str], ctx: Ctx) -> int:
     if i >= len(argv):
         ctx.error("usage: sudo [-n] command")
         return 1
+    if listing:
+        return listed(argv[i:], ctx)
     ctx.out.flush()
     try:
         os.execvp(argv[i], argv[i:])

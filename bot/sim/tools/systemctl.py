@@ -17,7 +17,7 @@ FLAGS: dict[str, str | None] = {
     "-a": "all", "--all": "all", "--no-legend": "no_legend", "--no-pager": None,
     "--plain": "plain", "--failed": "failed", "--value": "value", "--now": "now",
     "-q": "quiet", "--quiet": "quiet", "-l": None, "--full": None, "--no-block": None,
-    "--no-ask-password": None, "--system": None, "-f": None, "--force": None}
+    "--no-ask-password": None, "--system": None, "-f": "force", "--force": "force"}
 VALUED: dict[str, str | None] = {
     "-t": "type", "--type": "type", "--state": "state", "-p": "property",
     "--property": "property", "-s": "signal", "--signal": "signal", "-n": None,

@@ -15,15 +15,28 @@ WANTS = "/etc/systemd/system/{target}.wants/{name}"
 
 
 def act(ctx: Ctx, verb: str, args: list[str], opts: dict[str, Any]) -> int:
-    if verb == "daemon-reload" or (verb == "reset-failed" and not args):
-        return _reset_failed(ctx, []) if verb == "reset-failed" else 0
+    if verb == "daemon-reload":
+        from bot.sim.tools.dropins import daemon_reload
+
+        return daemon_reload(ctx)
+    if verb == "reset-failed" and not args:
+        return _reset_failed(ctx, [])
     handler = HANDLERS.get(verb)
     if handler is None:
         raise Fail(f"Unknown command verb '{verb}'.")
     if not args:
         raise Fail("Too few arguments.")
     names = [engine.normalize_unit(a) for a in args]
+    _refused(ctx.read(), verb, names)
     return handler(ctx, names, opts)
+
+
+def _refused(state: State, verb: str, names: list[str]) -> None:
+    """A scenario's ``fail_verbs``: polkit or a read-only /etc says no to this verb."""
+    for name in names:
+        unit = state["units"].get(name)
+        if unit is not None and verb in (unit.get("fail_verbs") or []):
+            raise Fail(f"Failed to {verb} unit: Access denied", 1)
 
 
 def _stop(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
@@ -113,7 +126,10 @@ def _mask(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
         for name in names:
             path = f"/etc/systemd/system/{name}"
             unit = state["units"].get(name)
-            if unit is not None and unit["fragment_path"] == path:
+            if unit is not None and unit["fragment_path"] == path and opts.get("force"):
+                ctx.error(f'Removed "{path}".')  # the unit's own file is gone for good
+                unit["file_lost"] = True
+            elif unit is not None and unit["fragment_path"] == path:
                 # real systemd cannot mask a unit whose own file lives in /etc
                 raise Fail(f"Failed to mask unit: File {path} already exists.")
             if unit is None or unit["unit_file_state"] == "masked":
@@ -132,7 +148,7 @@ def _unmask(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
                 continue
             ctx.error(f'Removed "/etc/systemd/system/{name}".')
             unit.update(unit_file_state=unit.pop("unmasked_state", "disabled"),
-                        load_state="loaded")
+                        load_state="not-found" if unit.get("file_lost") else "loaded")
     return 0
 
 

@@ -43,8 +43,22 @@ def ago(seconds: float) -> str:
 
 
 def _usec(seconds: float) -> str:
+    """systemd's time spans: ``100ms``, ``10s``, ``1min 30s``."""
     ms = round(seconds * 1000)
-    return f"{ms}ms" if ms < 1000 else f"{seconds:g}s"
+    if ms < 1000:
+        return f"{ms}ms"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 1:
+        return f"{seconds:g}s"
+    return f"{minutes:g}min {secs:g}s" if secs else f"{minutes:g}min"
+
+
+def _exec_pre(unit: Unit) -> str:
+    pre = unit.get("exec_start_pre") or ""
+    if not pre:
+        return ""
+    return (f"{{ path={pre.split(' ', 1)[0]} ; argv[]={pre} ; ignore_errors=no ; "
+            "start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }")
 
 
 def _exec_start(unit: Unit) -> str:
@@ -80,6 +94,9 @@ def properties(unit: Unit | None, name: str) -> dict[str, str]:
         "UnitFilePreset": unit["preset"], "ActiveEnterTimestamp": ts(unit["active_enter"]),
         "ActiveExitTimestamp": ts(unit.get("active_exit", 0)),
         "CanStart": "no" if unit["load_state"] == "masked" else "yes", "CanStop": "yes",
+        "TimeoutStopUSec": _usec(unit.get("timeout_stop_sec", 90.0)),
+        "DropInPaths": " ".join(unit.get("drop_in_paths") or []),
+        "ExecStartPre": _exec_pre(unit),
     }
 
 

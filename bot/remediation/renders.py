@@ -1,0 +1,103 @@
+"""Renderings of the issue-17 kinds: force-mask, the ladder's rungs, the drop-in, cleanup.
+
+Each turns validated parameters into ``Step``s; nothing here runs anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bot.domain import validate
+from bot.remediation.spec import Step
+
+
+def _mask_force(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("stop", ("systemctl", "stop", p["unit"]), 15.0),
+            Step("mask", ("systemctl", "mask", "--force", p["unit"]), 10.0))
+
+
+def _sigterm(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("term", ("kill", "-TERM", p["pid"]), 5.0, binary=True),)
+
+
+def _sigkill(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("kill", ("kill", "-KILL", p["pid"]), 5.0, binary=True),)
+
+
+def _gpu_reset(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("reset", ("nvidia-smi", "--gpu-reset", "-i", p["gpu"]), 60.0),)
+
+
+def _reboot(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("reboot", ("systemctl", "reboot"), 10.0),)
+
+
+DROPIN_NAME = "50-incident-bot.conf"
+RESERVATION_MARKER = "/run/incident-bot/gpu-reservation"
+
+
+def dropin_path(unit: str) -> str:
+    return f"/etc/systemd/system/{unit}.d/{DROPIN_NAME}"
+
+
+def dropin_lines(p: Mapping[str, str]) -> tuple[str, ...]:
+    """The lasting fix: no restart after a clean stop, no start while a job holds the GPUs."""
+    return ("# incident-bot: stops this unit from taking GPUs back after a crash",
+            "# undo: incident-bot act HOST systemd.dropin_revert unit=" + p["unit"],
+            "[Service]", "Restart=on-failure", f"TimeoutStopSec={p['timeout_stop_s']}",
+            f"ExecStartPre=/usr/bin/test ! -e {p['marker']}")
+
+
+def _dropin(p: Mapping[str, str]) -> tuple[Step, ...]:
+    path = dropin_path(p["unit"])
+    return (Step("mkdir", ("mkdir", "-p", path.rsplit("/", 1)[0]), 10.0),
+            Step("write", ("tee", path), 10.0, stdin_lines=dropin_lines(p)),
+            Step("reload", ("systemctl", "daemon-reload"), 30.0))
+
+
+def _dropin_revert(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return (Step("remove", ("rm", "-f", dropin_path(p["unit"])), 10.0),
+            Step("reload", ("systemctl", "daemon-reload"), 30.0))
+
+
+def _seconds(value: object) -> str:
+    if not isinstance(value, str) or not value.isdigit() or not 1 <= int(value) <= 3600:
+        raise validate.InvalidIdentifier("timeout_stop_s", value, "whole seconds, 1..3600")
+    return str(int(value))
+
+
+def _gpu_index(value: object) -> str:
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not text.isdigit() or not 0 <= int(text) < 64:
+        raise validate.InvalidIdentifier("gpu", value, "a GPU index, 0..63")
+    return str(int(text))
+
+
+def _marker(value: object) -> str:
+    return validate.path_under(value, ("/run/incident-bot",))
+
+
+PATH_SEP = "|"  # not in the path grammar: joins the files of one disk.cleanup
+MAX_PATHS = 500
+
+
+def _paths(value: object) -> str:
+    """``|``-joined absolute paths under the default prefixes (the host's own prefixes
+    are checked again in the preflight)."""
+    if not isinstance(value, str) or not value:
+        raise validate.InvalidIdentifier("paths", value, "one or more paths joined by |")
+    parts = value.split(PATH_SEP)
+    if len(parts) > MAX_PATHS:
+        raise validate.InvalidIdentifier("paths", value, f"at most {MAX_PATHS} paths")
+    return PATH_SEP.join(validate.path_under(p) for p in parts)
+
+
+def _bytes(value: object) -> str:
+    if not isinstance(value, str) or not value.isdigit() or len(value) > 20:
+        raise validate.InvalidIdentifier("need_bytes", value, "a whole number of bytes")
+    return str(int(value))
+
+
+def _cleanup(p: Mapping[str, str]) -> tuple[Step, ...]:
+    return tuple(Step("rm", ("rm", "-f", "--", path), 30.0)
+                 for path in p["paths"].split(PATH_SEP))
