@@ -54,25 +54,25 @@ def _row(line: str, cgroups: dict[int, str]) -> Proc | None:
                 cgroup=cgroups.get(pid, ""), args=parts[4].strip())
 
 
-def parse_cgroups(text: str) -> dict[int, str]:
-    """``ps -eo pid=,cgroup=`` -> pid -> cgroup (the rest of the line, spaces and all)."""
+def _pid_cgroups(text: str) -> dict[int, str]:
+    """``ps -eo pid=,cgroup=`` -> pid -> cgroup, empty where ps printed none."""
     out: dict[int, str] = {}
     for line in lines(text):
         pid, _, cgroup = line.strip().partition(" ")
-        if pid.isdigit():
+        if pid.isascii() and pid.isdigit():  # "²".isdigit() is True, int("²") raises
             out[int(pid)] = cgroup.strip()
-    return {p: c for p, c in out.items() if c}
+    return out
+
+
+def parse_cgroups(text: str) -> dict[int, str]:
+    """``ps -eo pid=,cgroup=`` -> pid -> cgroup (the rest of the line, spaces and all)."""
+    return {p: c for p, c in _pid_cgroups(text).items() if c}
 
 
 def cgroup_units(text: str) -> dict[int, str | None]:
     """``ps -eo pid=,cgroup=`` -> pid -> the systemd unit its cgroup names (None: none).
     The one reading of that output; remediation's re-probes use it too."""
-    units: dict[int, str | None] = {}
-    for line in lines(text):
-        pid, _, cgroup = line.strip().partition(" ")
-        if pid.isdigit():
-            units[int(pid)] = unit_from_cgroup(cgroup.strip()) if cgroup.strip() else None
-    return units
+    return {pid: unit_from_cgroup(c) if c else None for pid, c in _pid_cgroups(text).items()}
 
 
 def parse_ps(text: str) -> list[Proc]:

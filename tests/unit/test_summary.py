@@ -75,9 +75,9 @@ def test_notification_mentions_oncall_only_when_critical() -> None:
 def test_state_line_icon_follows_state_not_severity() -> None:
     a = state_line(incident(IncidentState.RESOLVED, Severity.CRITICAL), NOW)
     b = state_line(incident(IncidentState.RESOLVED, Severity.INFO), NOW)
-    c = state_line(incident(IncidentState.FAILED, Severity.INFO), NOW)
+    c = state_line(incident(IncidentState.ACTION_FAILED, Severity.INFO), NOW)
     assert a == b == ":heavy_check_mark: Resolved · incident INC-9 · opened 3 h 10 min ago"
-    assert c.startswith(":x: Failed ·")
+    assert c.startswith(":x: Action failed ·")
 
 
 def test_no_findings_and_unknown_action_kinds_still_read_as_words() -> None:
