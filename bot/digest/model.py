@@ -16,33 +16,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
+from bot.digest.settings import DigestSchedule, DigestSettings  # noqa: F401 - re-exported
 
 Point = tuple[float, float]
 GPU_METRIC = re.compile(r"^gpu(?P<index>\d{1,3})\.(?P<field>mem_used_mib|mem_total_mib|util_pct)$")
 DISK_METRIC = re.compile(r"^disk:(?P<mount>/.*)\.(?P<field>used_bytes|size_bytes)$")
 DAY_S = 86400.0
-
-
-class DigestSchedule(BaseModel):
-    """One digest: when (crontab, in ``timezone``), where, and over how long."""
-
-    model_config = ConfigDict(extra="forbid")
-    cron: str = "0 8 * * *"
-    channel: str = ""  # empty: slack.channel
-    period_hours: float = Field(default=24.0, gt=0, le=24 * 31)
-
-
-class DigestSettings(BaseModel):
-    """``settings.extra["digest"]``: thresholds and schedules."""
-
-    model_config = ConfigDict(extra="forbid")
-    # VRAM held at or above idle_mem_mib at or below idle_util_pct is idle
-    idle_mem_mib: float = Field(default=1024.0, ge=0)
-    idle_util_pct: float = Field(default=5.0, ge=0, le=100)
-    max_gap_s: float = Field(default=600.0, gt=0)  # a longer sample gap counts only this much
-    timezone: str = "UTC"
-    schedules: list[DigestSchedule] = Field(default_factory=lambda: [DigestSchedule()])
 
 
 @dataclass(frozen=True)

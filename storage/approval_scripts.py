@@ -1,0 +1,89 @@
+"""The Lua scripts behind ``storage.approvals``: each check-and-apply is one round trip.
+
+Kept apart so the store reads as Python; the scripts are the atomic part.
+"""
+
+_SNAP = """
+local function snap(outcome, changed)
+  local r = redis.call('HGETALL', KEYS[1])
+  table.insert(r, 1, changed)
+  table.insert(r, 1, outcome)
+  return r
+end
+"""
+
+_GUARDS = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {'not_found', '0'} end
+if ARGV[4] ~= '1' then return snap('unauthorised', '0') end
+if st == 'cancelled' then return snap('cancelled', '0') end
+"""
+
+_EXPIRY = """
+if tonumber(ARGV[3]) >= tonumber(redis.call('HGET', KEYS[1], 'expires_at')) then
+  redis.call('HSET', KEYS[1], 'status', 'expired')
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return snap('expired', '1')
+end
+"""
+
+CLAIM_LUA = (
+    _SNAP
+    + _GUARDS
+    + """
+if st == 'approved' then return snap('already_done', '0') end
+if st == 'denied' then return snap('denied', '0') end
+if st == 'expired' then return snap('expired', '0') end
+"""
+    + _EXPIRY
+    + """
+local have = redis.call('HGET', KEYS[1], 'approvers') or ''
+local n = 0
+for u in string.gmatch(have, '[^,]+') do
+  if u == ARGV[2] then return snap('need_second_approver', '0') end
+  n = n + 1
+end
+if have == '' then have = ARGV[2] else have = have .. ',' .. ARGV[2] end
+n = n + 1
+redis.call('HSET', KEYS[1], 'approvers', have)
+if n >= tonumber(redis.call('HGET', KEYS[1], 'required')) then
+  redis.call('HSET', KEYS[1], 'status', 'approved', 'decided_by', ARGV[2], 'decided_at', ARGV[3])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return snap('claimed', '1')
+end
+return snap('need_second_approver', '1')
+"""
+)
+
+DENY_LUA = (
+    _SNAP
+    + _GUARDS
+    + """
+if st == 'approved' or st == 'denied' then return snap('already_done', '0') end
+if st == 'expired' then return snap('expired', '0') end
+"""
+    + _EXPIRY
+    + """
+redis.call('HSET', KEYS[1], 'status', 'denied', 'decided_by', ARGV[2], 'decided_at', ARGV[3],
+           'reason', ARGV[5])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return snap('denied', '1')
+"""
+)
+
+CANCEL_LUA = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'pending' then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'cancelled', 'decided_by', ARGV[2], 'decided_at', ARGV[3],
+           'reason', ARGV[4])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+"""
+
+EXPIRE_LUA = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if st ~= 'pending' then redis.call('ZREM', KEYS[2], ARGV[1]); return 0 end
+if tonumber(ARGV[2]) < tonumber(redis.call('HGET', KEYS[1], 'expires_at')) then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'expired')
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+"""
