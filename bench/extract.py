@@ -34,13 +34,22 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bot.extract import job, queue, records  # noqa: E402
+from bot.extract import job, queue  # noqa: E402
 from bot.extract.dataset import plan_batches  # noqa: E402
-from bot.extract.extractors import DTYPES, BuiltinExtractor  # noqa: E402
+from bot.extract.extractors import DTYPES, BuiltinExtractor, pick_device  # noqa: E402
 from bot.extract.runner import Counters, Runner  # noqa: E402
 from bot.extract.spec import JobSpec, parse_spec  # noqa: E402
-from bot.extract.store import Expect, payload, sample_path, save_atomic, scan, verify_file  # noqa: E402
+from bot.extract.store import (  # noqa: E402
+    Expect,
+    fsync_dir,
+    payload,
+    sample_path,
+    save_atomic,
+    scan,
+    verify_file,
+)
 from bot.rig.localredis import LocalRedis, start_local_redis  # noqa: E402
+from storage import job_records as records  # noqa: E402
 from storage.connection import connect  # noqa: E402
 from tests.fixtures.extract import write_dataset  # noqa: E402
 
@@ -83,7 +92,9 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def bare_loop(spec: JobSpec) -> None:
-    """What a script without the job machinery does: batches, forward, torch.save."""
+    """What a careful script without the job machinery does, with the job's durability:
+    batches, forward, ``torch.save`` to a temp file, fsync, atomic rename, and the
+    directory fsynced once per batch (the job's writer does it every ``batch_size`` files)."""
     ex = BuiltinExtractor(spec)
     dtype = DTYPES[spec.dtype]
     for batch in plan_batches(spec.dataset, ex.tokenize, spec.batch_size, spec.group_window,
@@ -92,7 +103,14 @@ def bare_loop(spec: JobSpec) -> None:
             states = ex.forward([item.tokens for item in batch])
         for item, s in zip(batch, states, strict=True):
             obj = payload(item.id, item.tokens, s.to("cpu", dtype).clone(), ex.layers)
-            torch.save(obj, sample_path(spec.output_dir, item.id))
+            final = sample_path(spec.output_dir, item.id)
+            tmp = final.with_name(f".{final.name}.tmp")
+            with open(tmp, "wb") as handle:
+                torch.save(obj, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, final)
+        fsync_dir(spec.output_dir)
 
 
 def run_job(conn: Any, spec: JobSpec) -> None:
@@ -113,6 +131,7 @@ def bench_a(args: argparse.Namespace, work: Path, conn: Any) -> None:
     RESULTS["a"]["overhead_ratio"] = round(best["job"] / best["bare"], 3)
     RESULTS["a"]["overhead_ratio_nofsync"] = round(best["job_nofsync"] / best["bare"], 3)
     ratio, ratio_nofsync = RESULTS["a"]["overhead_ratio"], RESULTS["a"]["overhead_ratio_nofsync"]
+    log("(a) both fsync each file, rename it into place and fsync the directory per batch")
     log(f"(a) bare {n / best['bare']:.1f}/s · job {n / best['job']:.1f}/s "
         f"(no fsync {n / best['job_nofsync']:.1f}/s) · job/bare time = "
         f"{ratio:.3f} (no fsync {ratio_nofsync:.3f})")
@@ -314,7 +333,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     server = start_local_redis(work / "redis")
     conn = connect(server.url, decode=False)
-    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
+    device = str(pick_device(args.device))  # the device the job resolves "auto" to
     RESULTS["setup"] = {"device": device, "hidden": args.hidden, "layers": args.layers,
                         "batch": args.batch, "samples": args.samples, "dtype": args.dtype,
                         "torch": torch.__version__, "cpus": os.cpu_count()}
