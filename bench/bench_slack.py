@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import statistics
 import sys
 import threading
@@ -65,6 +66,7 @@ def bench_ack(redis: Redis, n: int) -> None:
             lat.append((time.perf_counter() - t) * 1000)
         rig.drain()
         rig.stop()
+    RESULTS["ack"] = {"p50_ms": statistics.median(lat), "p99_ms": pct(lat, 0.99), "n": n}
     print(
         f"ack latency, {n} signed block_actions over HTTP: p50 {statistics.median(lat):.1f} ms, "
         f"p99 {pct(lat, 0.99):.1f} ms, max {max(lat):.1f} ms (Slack's limit 3000 ms; "
@@ -196,6 +198,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--approvals", type=int, default=100)
     parser.add_argument("--acks", type=int, default=200)
+    parser.add_argument("--coalesce-s", type=float, default=8.0)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     server = start_local_redis()
     try:
@@ -203,9 +207,11 @@ def main() -> None:
         redis.flushdb()
         bench_ack(redis, args.acks)
         bench_claims(server.url, redis, args.approvals)
-        bench_coalescing(8.0)
+        bench_coalescing(args.coalesce_s)
     finally:
         server.stop()
+    if args.json:
+        args.json.write_text(json.dumps(RESULTS, indent=2))
 
 
 if __name__ == "__main__":
