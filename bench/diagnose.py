@@ -9,9 +9,11 @@ One loopback sim host (seed scenario), the same commands each way:
 and the pool's critical path: the GPU sampler's duration against the end of the last
 other probe (the second round included), from a timeline of every command.
 
-Then the fleet: 1, 32 and 128 sim hosts diagnosed at once through one pool, each with
-its connect; wall time, the bot's own CPU-seconds per host (this process: the pool and
-the playbooks) and the simulated hosts' CPU (their sshd process trees) reported apart.
+Then the fleet: 1, 32 and 128 hosts diagnosed at once through one pool, each with its
+connect; wall time, the bot's own CPU-seconds per host (this process: the pool and the
+playbooks) and the hosts' CPU (their sshd process trees) reported apart. Fleet hosts are
+real sshds replaying one sim host's recorded answers (``bench/fleet_replay.py``), or
+full sim hosts with ``--real-sims``.
 
 Usage: python bench/diagnose.py [--fleet 1,32,128] [--repeat 3] [--playbook vm_restart]
        [--json FILE]
@@ -28,10 +30,12 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from fleet_replay import recorded, replay_on, start_recording
 
 from bot.config.settings import SSHSettings
 from bot.domain.findings import Diagnosis, DiagnosisStatus, ProbeResult
@@ -71,6 +75,9 @@ class Timeline:
         with self._lock:
             self.rows.append((start - self.t0, time.monotonic() - self.t0, command.name))
         return result
+
+    def run_many(self, target: SSHTarget, commands: Sequence[Command]) -> list[ProbeResult]:
+        return [self.run(target, c) for c in commands]
 
     def close(self) -> None:
         pass
@@ -198,16 +205,27 @@ def fleet_run(hosts: list[SimHost], playbook: str) -> dict[str, float]:
             "sim_cpu_per_host_s": sims / n}
 
 
-def bench_fleet(sizes: list[int], playbook: str) -> list[dict[str, float]]:
+def bench_fleet(sizes: list[int], playbook: str, replay: bool) -> list[dict[str, float]]:
+    """With ``replay``, one real sim host answers once, recorded; every fleet host then
+    replays those answers (``fleet_replay``): real sshd and SSH, no simulator CPU."""
     hosts: list[SimHost] = []
     out = []
     try:
+        rec = None
+        if replay:
+            hosts.append(start_sim("seed"))
+            rec = start_recording(hosts[0])
+            fleet_run(hosts[:1], playbook)
+            replay_on(hosts[0], rec)
+            print(f"  recorded {recorded(rec)} sessions from one sim host; fleet hosts replay "
+                  "them (same output and per-command time, no simulator CPU)", flush=True)
         for n in sizes:
             started = time.perf_counter()
             while len(hosts) < n:
                 hosts.append(start_sim("seed"))
-            print(f"  {n} sim hosts up ({time.perf_counter() - started:.1f} s to start)",
-                  flush=True)
+                if rec is not None:
+                    replay_on(hosts[-1], rec)
+            print(f"  {n} hosts up ({time.perf_counter() - started:.1f} s to start)", flush=True)
             out.append(fleet_run(hosts[:n], playbook))
             report_fleet_row(out[-1], out[0])
     finally:
@@ -247,6 +265,9 @@ def main() -> None:
     ap.add_argument("--fleet", default="1,32,128", help="host counts, comma separated")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--playbook", default="vm_restart")
+    ap.add_argument("--real-sims", action="store_true",
+                    help="fleet of full sim hosts (a Python process per tool call) instead of "
+                         "recorded answers replayed over real sshds")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -258,10 +279,12 @@ def main() -> None:
         host.stop()
     report_one(one)
     sizes = [int(x) for x in args.fleet.split(",") if x]
-    print(f"\nfleet: all hosts at once through one fresh pool ({args.playbook})")
-    fleet = bench_fleet(sizes, args.playbook) if sizes else []
+    kind = "full sim hosts" if args.real_sims else "replaying hosts"
+    print(f"\nfleet: all hosts at once through one fresh pool ({args.playbook}, {kind})")
+    fleet = bench_fleet(sizes, args.playbook, not args.real_sims) if sizes else []
     if args.json:
-        results: dict[str, Any] = {"one": one, "fleet": fleet, "playbook": args.playbook}
+        results: dict[str, Any] = {"one": one, "fleet": fleet, "playbook": args.playbook,
+                                   "fleet_hosts": "sim" if args.real_sims else "replay"}
         args.json.write_text(json.dumps(results, indent=2))
 
 
