@@ -254,7 +254,7 @@ def kill_and_time(conn: Any, job_id: str, procs: list[subprocess.Popen[bytes]], 
     starts = int(records.read(conn, job_id).get("starts", "0"))
     os.kill(busy.pid if what == "worker" else horse, signal.SIGKILL)
     t_kill = time.monotonic()
-    ok = wait(lambda: int(records.read(conn, job_id).get("starts", "0")) > starts, 120)
+    ok = wait(lambda: int(records.read(conn, job_id).get("starts", "0")) > starts, 300)
     return time.monotonic() - t_kill if ok else float("nan")
 
 

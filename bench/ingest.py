@@ -25,7 +25,6 @@ Usage: python bench/ingest.py [--hosts 500] [--per-host 20] [--batch 50] [--send
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import http.client
 import json
@@ -33,7 +32,6 @@ import os
 import random
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,16 +43,25 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.core.procs import stop_child  # noqa: E402
-from bot.rig.localredis import LocalRedis, free_port, start_local_redis  # noqa: E402
+from bot.rig.localredis import LocalRedis, start_local_redis  # noqa: E402
 from bot.rig.slack_standin import SlackStandIn  # noqa: E402
 from storage import keys  # noqa: E402
 from storage.connection import connect  # noqa: E402
 
-TOKEN = "bench-token"
-SLACK_TOKEN = "xoxb-0000-bench"
-CHANNEL = "C0BENCH"
-GROUP_WAIT_S = 30.0
+sys.path.insert(0, str(ROOT / "bench"))
+from ingest_servers import (  # noqa: E402
+    GROUP_WAIT_S,
+    SLACK_TOKEN,
+    TOKEN,
+    _cpu_s,
+    _redis_cpu_s,
+    agent_rss,
+    rss_mib,
+    start_bot,
+    start_naive,
+    stop,
+)
+
 ALERTNAMES = (["GpuMemoryHeldIdle"] * 8 + ["NodeFilesystemAlmostOutOfSpace"] * 2
               + ["NodeFilesystemFilesFillingUp"] * 2 + ["GpuHostRebooted"]
               + [f"VendorCheck{n}" for n in range(7)])
@@ -181,108 +188,6 @@ def _kill_midway(server: LocalRedis, stats: Stats, total: int) -> None:
 
 
 # --- servers --------------------------------------------------------------------------
-def start_bot(redis_url: str, workdir: Path, group_commit: bool = True,
-              slack_api: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
-    """``serve --alerts-only``, or with ``slack_api`` the full service (flow, scheduler,
-    Slack pointed at the local stand-in)."""
-    port = free_port()
-    config = workdir / "bot.yaml"
-    body: dict[str, Any] = {"alerts": {"group_wait_s": GROUP_WAIT_S},
-                            "http": {"host": "127.0.0.1", "port": port,
-                                     "group_commit": group_commit}}
-    env = {**os.environ, "REDIS_URL": redis_url, "INCIDENT_BOT_ALERT_TOKEN": TOKEN,
-           "INCIDENT_BOT_LOG_LEVEL": "ERROR"}
-    argv = [sys.executable, "-m", "bot.cli", "serve", "--config", str(config)]
-    if slack_api is None:
-        argv.append("--alerts-only")
-    else:
-        body["slack"] = {"channel": CHANNEL, "approvers": ["UALICE"], "api_url": slack_api}
-        env |= {"SLACK_BOT_TOKEN": SLACK_TOKEN, "SLACK_SIGNING_SECRET": "bench-signing-secret"}
-    config.write_text(json.dumps(body))
-    proc = subprocess.Popen(argv, env=env, cwd=ROOT)
-    _wait_ready(port, proc)
-    return proc, port
-
-
-def start_naive(redis_url: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--naive-server", str(port), redis_url],
-                            cwd=ROOT)
-    _wait_ready(port, proc)
-    return proc, port
-
-
-def _wait_ready(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}")
-        with contextlib.suppress(OSError):
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200:
-                return
-        time.sleep(0.1)
-    raise SystemExit("server did not start")
-
-
-NAIVE_OPEN_LUA = """
-local n = redis.call('INCR', KEYS[1])
-redis.call('HSET', ARGV[1] .. n, 'host', ARGV[2], 'kind', ARGV[3])
-redis.call('XADD', KEYS[2], '*', 'type', 'incident.opened', 'kind', ARGV[3])
-return n
-"""
-
-
-def naive_server(port: int, redis_url: str) -> None:
-    """The baseline: every alert delivery is a new incident and a new chat message."""
-    import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-
-    from bot.ingest import alertmanager
-    from bot.ingest.mapping import Mapper
-
-    redis, mapper = connect(redis_url), Mapper()
-    # numbering, the incident hash and its event in one script call per alert, and every
-    # call of a notification in one pipeline: one round trip and one fsync per notification
-    open_one = redis.register_script(NAIVE_OPEN_LUA)
-
-    def store(alerts: list[Any]) -> None:
-        with redis.pipeline(transaction=False) as pipe:
-            for a in alerts:
-                open_one(keys=[keys.incident_seq(), keys.incident_events()],
-                         args=[keys.incident("INC-"), a.host, a.kind], client=pipe)
-            pipe.execute()
-
-    async def ingest(request: Request) -> JSONResponse:
-        from starlette.concurrency import run_in_threadpool
-
-        alerts = alertmanager.parse(await request.body(), mapper)
-        await run_in_threadpool(store, alerts)
-        return JSONResponse({"accepted": len(alerts)})
-
-    async def health(_: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok"})
-
-    app = Starlette(routes=[Route("/alerts/alertmanager", ingest, methods=["POST"]),
-                            Route("/healthz", health)])
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
-def rss_mib(pid: int) -> tuple[float, float]:
-    """(current, peak) resident memory of a live process, MiB."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    stop_child(proc, grace_s=15)
-
-
 # --- runs -----------------------------------------------------------------------------
 def run(name: str, bodies: list[bytes], senders: int, *, naive: bool = False,
         chaos: bool = False, group_commit: bool = True, full: bool = False) -> dict[str, Any]:
@@ -296,16 +201,20 @@ def run(name: str, bodies: list[bytes], senders: int, *, naive: bool = False,
         proc, port = start_bot(redis_server.url, workdir, group_commit,
                                standin.api_url if standin else None)
     redis = connect(redis_server.url)
+    cpu_ready = _cpu_s(proc.pid)  # start-up's CPU is not ingest's
     try:
         print(f"  {name}: sending with {senders} sender(s) ...", flush=True)
         stats, wall = send_all(port, "/alerts/alertmanager", bodies, senders,
                                redis_server if chaos else None)
         execs = _exec_calls(redis)
+        bot_cpu, redis_cpu = _cpu_s(proc.pid) - cpu_ready, _redis_cpu_s(redis)
         chat = _chat_messages(standin, redis) if standin else None
         rss_now, rss_peak = rss_mib(proc.pid)
         out = _report(name, stats, wall, redis, rss_now, rss_peak, check_lost=not naive)
         out |= {"exec_per_request": execs / max(1, len(stats.latencies)) if not naive else None,
-                "chat_top_level": chat, "senders": senders}
+                "chat_top_level": chat, "senders": senders,
+                "server_cpu_ms_per_100": 1e5 * bot_cpu / max(1, out["deliveries"]),
+                "redis_cpu_ms_per_100": 1e5 * redis_cpu / max(1, out["deliveries"])}
         return out
     finally:
         stop(proc)
@@ -382,23 +291,6 @@ def _max_per_window(redis: Any) -> int:
     return worst
 
 
-def agent_rss() -> dict[str, float]:
-    """Peak RSS (MiB) of one agent pass, lean entry point and through the CLI."""
-    out = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "INCIDENT_BOT_ALERT_TOKEN": TOKEN, "INCIDENT_BOT_LOG_LEVEL": "ERROR"}
-        common = ["--url", f"http://127.0.0.1:{free_port()}", "--once", "--state-dir",
-                  f"{tmp}/state", "--mount", "/"]
-        for label, cmd in (("python -m bot.agent", [sys.executable, "-m", "bot.agent"]),
-                           ("incident-bot agent", [sys.executable, "-m", "bot.cli", "agent"])):
-            script = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:]); "
-                      "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-            res = subprocess.run([sys.executable, "-c", script, *cmd, *common], env=env,
-                                 capture_output=True, text=True, cwd=ROOT)
-            out[label] = int(res.stdout.strip().splitlines()[-1]) / 1024
-    return out
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--hosts", type=int, default=500)
@@ -407,11 +299,7 @@ def main() -> None:
     p.add_argument("--senders", type=int, default=4)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    p.add_argument("--naive-server", nargs=2, metavar=("PORT", "REDIS_URL"), help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.naive_server:
-        naive_server(int(args.naive_server[0]), args.naive_server[1])
-        return
     rng = random.Random(args.seed)
     alerts = make_alerts(args.hosts, args.per_host)
     bodies = notifications(alerts, args.batch, rng)
@@ -432,8 +320,9 @@ def main() -> None:
 
 
 def _print(results: list[dict[str, Any]], agent: dict[str, float], client_rss: float) -> None:
-    cols = ("deliveries", "alerts_per_s", "p50_ms", "p99_ms", "exec_per_request", "refused",
-            "errors", "incidents", "opened_events", "lost", "rss_mib")
+    cols = ("deliveries", "alerts_per_s", "p50_ms", "p99_ms", "exec_per_request",
+            "server_cpu_ms_per_100", "redis_cpu_ms_per_100", "refused", "errors", "incidents",
+            "opened_events", "lost", "rss_mib")
     print("\n" + f"{'run':<24}" + "".join(f"{c[:13]:>14}" for c in cols))
     for r in results:
         print(f"{r['name']:<24}" + "".join(
@@ -452,7 +341,10 @@ def _print(results: list[dict[str, Any]], agent: dict[str, float], client_rss: f
           f"{ours['alerts_per_s'] / naive['alerts_per_s']:.2f}x")
     print(f"group commit vs a write per request, {ours['senders']} senders: p99 "
           f"{ours['p99_ms']:.1f} vs {per_request['p99_ms']:.1f} ms, EXEC per request "
-          f"{ours['exec_per_request']:.2f} vs {per_request['exec_per_request']:.2f}")
+          f"{ours['exec_per_request']:.2f} vs {per_request['exec_per_request']:.2f}, server CPU "
+          f"{ours['server_cpu_ms_per_100']:.1f} vs {per_request['server_cpu_ms_per_100']:.1f} ms "
+          f"per 100 alerts, redis-server CPU {ours['redis_cpu_ms_per_100']:.1f} vs "
+          f"{per_request['redis_cpu_ms_per_100']:.1f}")
     print(f"bot peak RSS (alerts only) {ours['rss_peak_mib']:.1f} MiB; full serve after "
           f"{full['deliveries']} alert deliveries and {full['incidents']} incidents: "
           f"{full['rss_mib']:.1f} MiB now, {full['rss_peak_mib']:.1f} MiB peak; agent peak RSS: "
