@@ -163,9 +163,10 @@ def _extract(r: R) -> list[Row]:
     a, d = r["a"], r["d"]
     rows: list[Row] = [
         (f"extraction job vs bare loop ({r['setup']['samples']} samples, "
-         f"{r['setup']['device']})", f"{_s(a['job']['s'])}",
-         f"bare loop, same fsync + rename {_s(a['bare']['s'])}", f"{a['overhead_ratio']:.3f}",
-         "≤ 1.05", _ok(a["overhead_ratio"] <= 1.05)),
+         f"{r['setup']['device']})", f"{_s(a['job']['s'])} (CPU {_s(a['job']['cpu_s'])})",
+         f"bare loop, same fsync + rename {_s(a['bare']['s'])} (CPU {_s(a['bare']['cpu_s'])})",
+         f"{a['overhead_ratio']:.3f} wall, {a['cpu_ratio']:.3f} CPU", "≤ 1.05",
+         _ok(a["overhead_ratio"] <= 1.05)),
     ]
     if "production" in d:
         p = d["production"]
