@@ -261,7 +261,9 @@ def wait(pred: Callable[[], bool], timeout: float) -> bool:
 
 def kill_and_time(conn: Any, job_id: str, procs: list[subprocess.Popen[bytes]], what: str) -> float:
     """SIGKILL the busy worker (or its horse); seconds until a new run of the job started."""
-    assert wait(lambda: any(horse_of(p.pid) for p in procs if p.poll() is None), 120)
+    if not wait(lambda: any(horse_of(p.pid) for p in procs if p.poll() is None), 180):
+        log(f"(d) no worker was running the job within 180 s: {what} kill not measured")
+        return float("nan")  # one flaky stage must not lose the other figures
     busy = next(p for p in procs if p.poll() is None and horse_of(p.pid))
     horse = horse_of(busy.pid)
     assert horse is not None
