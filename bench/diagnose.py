@@ -1,32 +1,54 @@
-"""Benchmark: the vm_restart playbook over the paramiko pool vs the way the story did it.
+"""Benchmark: a playbook over the paramiko pool vs the ways a person would run it.
 
-Side by side on one loopback sim host (seed scenario):
-  pool        run_playbook over ParamikoPool (cold: connect included; warm: reused pool)
-  ssh         the same commands, one ``ssh host CMD`` process each, one after another
-  controlmaster  the same commands, one after another, multiplexed over one OpenSSH master
-Then N sim hosts at once (default 32) through one pool against one host.
+One loopback sim host (seed scenario), the same commands each way:
+  pool (warm)      run_playbook over a ParamikoPool already connected
+  pool (cold)      the same with a fresh pool (connect and auth included)
+  fresh ssh        one ``ssh host CMD`` process per command, one after another
+  ControlMaster    one OpenSSH master; the commands multiplexed over it, one after
+                   another and all at once (threads), master setup timed apart
+and the pool's critical path: the GPU sampler's duration against the end of the last
+other probe (the second round included), from a timeline of every command.
 
-Usage: python bench/diagnose.py [--hosts 32] [--repeat 3] [--playbook vm_restart]
-Prints absolute times (median of --repeat runs) and the ratios; nothing is asserted.
+Then the fleet: 1, 32 and 128 hosts diagnosed at once through one pool, each with its
+connect; wall time, the bot's own CPU-seconds per host (this process: the pool and the
+playbooks) and the hosts' CPU (their sshd process trees) reported apart. Fleet hosts are
+real sshds replaying one sim host's recorded answers (``bench/fleet_replay.py``), or
+full sim hosts with ``--real-sims``.
+
+Usage: python bench/diagnose.py [--fleet 1,32,128] [--repeat 3] [--playbook vm_restart]
+       [--json FILE]
+Prints medians of --repeat runs, absolute and as ratios; nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+
+from fleet_replay import recorded, replay_on, start_recording
 
 from bot.config.settings import SSHSettings
-from bot.domain.findings import Diagnosis, DiagnosisStatus
+from bot.domain.findings import Diagnosis, DiagnosisStatus, ProbeResult
 from bot.sim.sshd import SimHost, start_sim
+from bot.ssh.base import Command, SSHRunner, SSHTarget
 from bot.ssh.pool import ParamikoPool
 from playbooks import PlaybookOptions, run_playbook
+
+# The fleet run overloads a small machine (many sshds, a Python process per sim tool
+# call): generous deadlines there, so it measures time rather than how deadlines fail.
+FLEET_SSH = SSHSettings.model_validate({"connect_timeout_s": 120})
+FLEET_OPTIONS = PlaybookOptions(command_timeout_s=120)
+SAMPLER = "gpus"
 
 
 def median_time(fn: Callable[[], object], repeat: int) -> float:
@@ -38,16 +60,33 @@ def median_time(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
-# The fleet run overloads a small machine (32 sshds, a Python process per sim tool call):
-# generous deadlines there, so it measures time rather than how deadlines fail.
-FLEET_SSH = SSHSettings.model_validate({"connect_timeout_s": 60})
-FLEET_OPTIONS = PlaybookOptions(command_timeout_s=60)
+class Timeline:
+    """An ``SSHRunner`` that records when each command started and ended."""
+
+    def __init__(self, inner: SSHRunner) -> None:
+        self.inner = inner
+        self.rows: list[tuple[float, float, str]] = []
+        self.t0 = time.monotonic()
+        self._lock = threading.Lock()
+
+    def run(self, target: SSHTarget, command: Command) -> ProbeResult:
+        start = time.monotonic()
+        result = self.inner.run(target, command)
+        with self._lock:
+            self.rows.append((start - self.t0, time.monotonic() - self.t0, command.name))
+        return result
+
+    def run_many(self, target: SSHTarget, commands: Sequence[Command]) -> list[ProbeResult]:
+        return [self.run(target, c) for c in commands]
+
+    def close(self) -> None:
+        pass
 
 
-def diagnose(pool: ParamikoPool, host: SimHost, playbook: str,
+def diagnose(runner: SSHRunner, host: SimHost, playbook: str,
              options: PlaybookOptions | None = None) -> Diagnosis:
     """Run it; say which probes failed when it was not a clean ``ok``."""
-    d = run_playbook(pool, host.ssh_target(), playbook, options=options)
+    d = run_playbook(runner, host.ssh_target(), playbook, options=options)
     if d.status is DiagnosisStatus.UNREACHABLE:
         print(f"  note: {host.name}:{host.port} unreachable: {d.findings[0].title}")
     for p in d.probes:
@@ -57,21 +96,26 @@ def diagnose(pool: ParamikoPool, host: SimHost, playbook: str,
     return d
 
 
-def cold(host: SimHost, playbook: str, settings: SSHSettings | None = None,
-         options: PlaybookOptions | None = None) -> None:
-    with ParamikoPool(settings or SSHSettings.model_validate({})) as pool:
-        diagnose(pool, host, playbook, options)
+def cold(host: SimHost, playbook: str) -> None:
+    with ParamikoPool(SSHSettings.model_validate({})) as pool:
+        diagnose(pool, host, playbook)
 
 
 def run_ssh(argv: list[str]) -> None:
     subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, timeout=60, check=False)
+                   stderr=subprocess.DEVNULL, timeout=120, check=False)
 
 
-def sequential_ssh(host: SimHost, commands: list[str], extra: list[str] | None = None) -> None:
-    for command in commands:
-        argv = host.ssh_argv(command)
-        run_ssh(argv[:1] + (extra or []) + argv[1:])
+def ssh_commands(host: SimHost, commands: list[str], extra: list[str] | None = None,
+                 parallel: bool = False) -> None:
+    argvs = [host.ssh_argv(c) for c in commands]
+    argvs = [a[:1] + (extra or []) + a[1:] for a in argvs]
+    if not parallel:
+        for argv in argvs:
+            run_ssh(argv)
+        return
+    with ThreadPoolExecutor(len(argvs)) as ex:
+        list(ex.map(run_ssh, argvs))
 
 
 class ControlMaster:
@@ -89,111 +133,159 @@ class ControlMaster:
 
     def stop(self) -> None:
         argv = self.host.ssh_argv("true")
-        exit_argv = argv[:1] + self.opts + ["-O", "exit"] + argv[1:-1]
-        run_ssh(exit_argv)
+        run_ssh(argv[:1] + self.opts + ["-O", "exit"] + argv[1:-1])
+
+
+def critical_path(pool: ParamikoPool, host: SimHost, playbook: str) -> dict[str, float]:
+    """One warm run's timeline: the sampler's span and the last other probe's end."""
+    timeline = Timeline(pool)
+    diagnose(timeline, host, playbook)
+    total = time.monotonic() - timeline.t0
+    sampler = [end - start for start, end, name in timeline.rows if name == SAMPLER]
+    others = [end for _, end, name in timeline.rows if name != SAMPLER]
+    return {"total": total, "sampler": sampler[0] if sampler else 0.0,
+            "others_end": max(others, default=0.0), "probes": float(len(timeline.rows))}
 
 
 def bench_one(host: SimHost, playbook: str, repeat: int) -> dict[str, float]:
     with ParamikoPool(SSHSettings.model_validate({})) as pool:
         commands = [p.command for p in diagnose(pool, host, playbook).probes]
         warm = median_time(lambda: diagnose(pool, host, playbook), repeat)
+        path = critical_path(pool, host, playbook)
     cm = ControlMaster(host)
     cm_setup = median_time(cm.start, 1)
     try:
-        cm_time = median_time(lambda: sequential_ssh(host, commands, cm.opts), repeat)
+        cm_seq = median_time(lambda: ssh_commands(host, commands, cm.opts), repeat)
+        cm_par = median_time(lambda: ssh_commands(host, commands, cm.opts, parallel=True),
+                             repeat)
     finally:
         cm.stop()
-    return {**_no_window(host, playbook, repeat),
-        "commands": float(len(commands)),
-        "pool_cold": median_time(lambda: cold(host, playbook), repeat),
-        "pool_warm": warm,
-        "ssh_sequential": median_time(lambda: sequential_ssh(host, commands), repeat),
-        "controlmaster_setup": cm_setup,
-        "controlmaster": cm_time,
-    }
+    return {"commands": float(len(commands)), "pool_warm": warm,
+            "pool_cold": median_time(lambda: cold(host, playbook), repeat),
+            "ssh_sequential": median_time(lambda: ssh_commands(host, commands), repeat),
+            "controlmaster_setup": cm_setup, "controlmaster_sequential": cm_seq,
+            "controlmaster_parallel": cm_par, **{f"path_{k}": v for k, v in path.items()}}
 
 
-def cpu_busy() -> tuple[float, float]:
-    """(busy, total) jiffies of the whole machine since boot, from /proc/stat."""
-    fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
+def tree_cpu(root: int) -> float:
+    """CPU-seconds of ``root`` and its live descendants (reaped children included)."""
+    parent: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parent[pid] = int(fields[1])
+        ticks[pid] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    todo, total = [root], 0
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo += [p for p, pp in parent.items() if pp == pid]
+    return total / os.sysconf("SC_CLK_TCK")
 
 
-def _no_window(host: SimHost, playbook: str, repeat: int) -> dict[str, float]:
-    """The same with one GPU sample (no sampling window): the executor's parallelism alone."""
-    one = PlaybookOptions(samples=1)
-    with ParamikoPool(SSHSettings.model_validate({})) as pool:
-        commands = [p.command for p in diagnose(pool, host, playbook, one).probes]
-        warm = median_time(lambda: diagnose(pool, host, playbook, one), repeat)
-    return {"pool_warm_1_sample": warm,
-            "ssh_sequential_1_sample": median_time(lambda: sequential_ssh(host, commands), repeat)}
-
-
-def bench_many(hosts: list[SimHost], playbook: str) -> dict[str, float]:
-    """One host, then all hosts at once, each with a fresh pool (connects included); also
-    how busy the machine's CPUs were and how much CPU the bot itself used."""
-    one = median_time(lambda: cold(hosts[0], playbook, FLEET_SSH, FLEET_OPTIONS), 2)
-    busy0, total0 = cpu_busy()
+def fleet_run(hosts: list[SimHost], playbook: str) -> dict[str, float]:
+    """All ``hosts`` at once through one fresh pool (connects included)."""
+    sims0 = sum(tree_cpu(h.pid) for h in hosts)
     cpu0 = time.process_time()
+    start = time.perf_counter()
     with ParamikoPool(FLEET_SSH) as pool, ThreadPoolExecutor(len(hosts)) as ex:
-        start = time.perf_counter()
         done = list(ex.map(lambda h: diagnose(pool, h, playbook, FLEET_OPTIONS), hosts))
-        many = time.perf_counter() - start
-    ok = sum(d.status is DiagnosisStatus.OK for d in done)
-    busy1, total1 = cpu_busy()
-    return {"one": one, "many": many, "ok": ok, "bot_cpu": time.process_time() - cpu0,
-            "machine_busy": (busy1 - busy0) / max(total1 - total0, 1.0)}
+    wall = time.perf_counter() - start
+    bot = time.process_time() - cpu0
+    sims = sum(tree_cpu(h.pid) for h in hosts) - sims0
+    n = len(hosts)
+    return {"hosts": n, "wall_s": wall, "ok": sum(d.status is DiagnosisStatus.OK for d in done),
+            "bot_cpu_s": bot, "bot_cpu_per_host_s": bot / n, "sim_cpu_s": sims,
+            "sim_cpu_per_host_s": sims / n}
+
+
+def bench_fleet(sizes: list[int], playbook: str, replay: bool) -> list[dict[str, float]]:
+    """With ``replay``, one real sim host answers once, recorded; every fleet host then
+    replays those answers (``fleet_replay``): real sshd and SSH, no simulator CPU."""
+    hosts: list[SimHost] = []
+    out = []
+    try:
+        rec = None
+        if replay:
+            hosts.append(start_sim("seed"))
+            rec = start_recording(hosts[0])
+            fleet_run(hosts[:1], playbook)
+            replay_on(hosts[0], rec)
+            print(f"  recorded {recorded(rec)} sessions from one sim host; fleet hosts replay "
+                  "them (same output and per-command time, no simulator CPU)", flush=True)
+        for n in sizes:
+            started = time.perf_counter()
+            while len(hosts) < n:
+                hosts.append(start_sim("seed"))
+                if rec is not None:
+                    replay_on(hosts[-1], rec)
+            print(f"  {n} hosts up ({time.perf_counter() - started:.1f} s to start)", flush=True)
+            out.append(fleet_run(hosts[:n], playbook))
+            report_fleet_row(out[-1], out[0])
+    finally:
+        for host in hosts:
+            host.stop()
+    return out
 
 
 def report_one(one: dict[str, float]) -> None:
     print(f"\none host, {int(one['commands'])} commands (median seconds)")
-    for key in ("pool_cold", "pool_warm", "ssh_sequential", "controlmaster_setup",
-                "controlmaster"):
-        print(f"  {key:<22}{one[key]:8.3f}")
-    seq_ratio = one["ssh_sequential"] / one["pool_cold"]
-    cm_ratio = one["controlmaster"] / one["pool_warm"]
-    print(f"  sequential ssh / pool (cold)     {seq_ratio:6.2f}x   aim >= 5x")
-    print(f"  ControlMaster / pool (warm)      {cm_ratio:6.2f}x   aim >= 1x")
-    cm_cold = (one["controlmaster"] + one["controlmaster_setup"]) / one["pool_cold"]
-    print(f"  ControlMaster+setup / pool (cold) {cm_cold:5.2f}x")
-    bare = one["ssh_sequential_1_sample"] / one["pool_warm_1_sample"]
-    print(f"  one GPU sample (no window): pool (warm) {one['pool_warm_1_sample']:.3f}, "
-          f"sequential ssh {one['ssh_sequential_1_sample']:.3f}, ratio {bare:.2f}x", flush=True)
+    for key in ("pool_warm", "pool_cold", "ssh_sequential", "controlmaster_setup",
+                "controlmaster_sequential", "controlmaster_parallel"):
+        print(f"  {key:<26}{one[key]:8.3f}")
+    seq = one["ssh_sequential"]
+    print(f"  fresh ssh / pool (warm)              {seq / one['pool_warm']:6.2f}x   aim >= 5x")
+    print(f"  fresh ssh / pool (cold)              {seq / one['pool_cold']:6.2f}x")
+    print(f"  ControlMaster parallel / pool (warm) "
+          f"{one['controlmaster_parallel'] / one['pool_warm']:6.2f}x   aim >= 1x")
+    print(f"  ControlMaster sequential / pool (warm) "
+          f"{one['controlmaster_sequential'] / one['pool_warm']:5.2f}x")
+    print(f"  critical path (one warm run, {int(one['path_probes'])} commands): total "
+          f"{one['path_total']:.3f} s; GPU sampler {one['path_sampler']:.3f} s from the start; "
+          f"last other probe (second round included) ends at {one['path_others_end']:.3f} s",
+          flush=True)
 
 
-def report_fleet(n: int, fleet: dict[str, float]) -> None:
-    single, many = fleet["one"], fleet["many"]
-    print(f"\n{n} hosts at once vs one host (fresh pool each, seconds)")
-    print(f"  one host {single:8.3f}   {n} hosts {many:8.3f}   ratio {many / single:5.2f}x"
-          f"   aim < 3x   ({fleet['ok']:.0f}/{n} diagnoses ok)")
-    print(f"  during the {n}-host run: CPUs {100 * fleet['machine_busy']:.0f}% busy, "
-          f"the bot used {fleet['bot_cpu']:.1f} CPU-s of {many * (os.cpu_count() or 1):.1f}")
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"  machine: {os.cpu_count()} CPUs, load average {load}; every sim tool call is a "
-          "Python process")
+def report_fleet_row(row: dict[str, float], first: dict[str, float]) -> None:
+    print(f"  {row['hosts']:>4.0f} hosts: wall {row['wall_s']:7.2f} s "
+          f"({row['wall_s'] / first['wall_s']:5.2f}x one host), {row['ok']:.0f} ok; bot "
+          f"{row['bot_cpu_per_host_s']:.3f} CPU-s/host ({row['bot_cpu_s']:.1f} total); "
+          f"sim hosts {row['sim_cpu_per_host_s']:.3f} CPU-s/host ({row['sim_cpu_s']:.1f} total)",
+          flush=True)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--hosts", type=int, default=32)
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--fleet", default="1,32,128", help="host counts, comma separated")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--playbook", default="vm_restart")
+    ap.add_argument("--real-sims", action="store_true",
+                    help="fleet of full sim hosts (a Python process per tool call) instead of "
+                         "recorded answers replayed over real sshds")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
-    hosts: list[SimHost] = []
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"{args.playbook} on seed sim hosts; {os.cpu_count()} CPUs, load average {load}")
+    host = start_sim("seed")
     try:
-        hosts.append(start_sim("seed"))
-        report_one(bench_one(hosts[0], args.playbook, args.repeat))
-        start = time.perf_counter()
-        while len(hosts) < args.hosts:
-            hosts.append(start_sim("seed"))
-        print(f"started {args.hosts} sim hosts in {time.perf_counter() - start:.1f} s")
-        report_fleet(len(hosts), bench_many(hosts, args.playbook))
+        one = bench_one(host, args.playbook, args.repeat)
     finally:
-        for host in hosts:
-            host.stop()
+        host.stop()
+    report_one(one)
+    sizes = [int(x) for x in args.fleet.split(",") if x]
+    kind = "full sim hosts" if args.real_sims else "replaying hosts"
+    print(f"\nfleet: all hosts at once through one fresh pool ({args.playbook}, {kind})")
+    fleet = bench_fleet(sizes, args.playbook, not args.real_sims) if sizes else []
+    if args.json:
+        results: dict[str, Any] = {"one": one, "fleet": fleet, "playbook": args.playbook,
+                                   "fleet_hosts": "sim" if args.real_sims else "replay"}
+        args.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

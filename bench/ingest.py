@@ -7,19 +7,24 @@ and sent twice (the HA pair), then 20% of the alerts resolved (also twice).
 
 Runs, side by side, against a real ``incident-bot serve`` process and a private
 ``redis-server`` (AOF, appendfsync always):
-  1. incident-bot            dedup, fold, group
-  2. naive baseline          one incident and one chat message per alert delivery
-  3. incident-bot + SIGKILL  redis-server killed and restarted mid-run; the senders retry
+  1. incident-bot            dedup, fold, group; concurrent requests share a write
+  2. a write per request     the same with ``http.group_commit: false`` (the tail's cause)
+  3. naive baseline          one incident per alert delivery: numbering, hash and event in
+                             one script call per alert, all of a notification pipelined
+  4. incident-bot + SIGKILL  redis-server killed and restarted mid-run; the senders retry
                              503s as Alertmanager does; acknowledged-and-lost must be 0
+  5. one sender              the same workload, no concurrency
+  6. the full service        flow, scheduler and Slack (a local stand-in): top-level chat
+                             messages counted where Slack would receive them; RSS after it
 and the agent's resident memory (``python -m bot.agent --once`` and the CLI path).
 
 Usage: python bench/ingest.py [--hosts 500] [--per-host 20] [--batch 50] [--senders 4]
+       [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import http.client
 import json
@@ -27,7 +32,6 @@ import os
 import random
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,13 +43,25 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.core.procs import stop_child  # noqa: E402
-from bot.rig.localredis import LocalRedis, free_port, start_local_redis  # noqa: E402
+from bot.rig.localredis import LocalRedis, start_local_redis  # noqa: E402
+from bot.rig.slack_standin import SlackStandIn  # noqa: E402
 from storage import keys  # noqa: E402
 from storage.connection import connect  # noqa: E402
 
-TOKEN = "bench-token"
-GROUP_WAIT_S = 30.0
+sys.path.insert(0, str(ROOT / "bench"))
+from ingest_servers import (  # noqa: E402
+    GROUP_WAIT_S,
+    SLACK_TOKEN,
+    TOKEN,
+    _cpu_s,
+    _redis_cpu_s,
+    agent_rss,
+    rss_mib,
+    start_bot,
+    start_naive,
+    stop,
+)
+
 ALERTNAMES = (["GpuMemoryHeldIdle"] * 8 + ["NodeFilesystemAlmostOutOfSpace"] * 2
               + ["NodeFilesystemFilesFillingUp"] * 2 + ["GpuHostRebooted"]
               + [f"VendorCheck{n}" for n in range(7)])
@@ -172,106 +188,61 @@ def _kill_midway(server: LocalRedis, stats: Stats, total: int) -> None:
 
 
 # --- servers --------------------------------------------------------------------------
-def start_bot(redis_url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    config = workdir / "bot.yaml"
-    config.write_text(json.dumps({"alerts": {"group_wait_s": GROUP_WAIT_S},
-                                  "http": {"host": "127.0.0.1", "port": port}}))
-    env = {**os.environ, "REDIS_URL": redis_url, "INCIDENT_BOT_ALERT_TOKEN": TOKEN,
-           "INCIDENT_BOT_LOG_LEVEL": "ERROR"}
-    proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve", "--alerts-only",
-                             "--config", str(config)],
-                            env=env, cwd=ROOT)
-    _wait_ready(port, proc)
-    return proc, port
-
-
-def start_naive(redis_url: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--naive-server", str(port), redis_url],
-                            cwd=ROOT)
-    _wait_ready(port, proc)
-    return proc, port
-
-
-def _wait_ready(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}")
-        with contextlib.suppress(OSError):
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200:
-                return
-        time.sleep(0.1)
-    raise SystemExit("server did not start")
-
-
-def naive_server(port: int, redis_url: str) -> None:
-    """The baseline: every alert delivery is a new incident and a new chat message."""
-    import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-
-    from bot.ingest import alertmanager
-    from bot.ingest.mapping import Mapper
-
-    redis, mapper = connect(redis_url), Mapper()
-
-    def store(alerts: list[Any]) -> None:
-        with redis.pipeline(transaction=False) as pipe:
-            for a in alerts:
-                number = redis.incr(keys.incident_seq())
-                pipe.hset(keys.incident(f"INC-{number}"), mapping={"host": a.host, "kind": a.kind})
-                pipe.xadd(keys.incident_events(), {"type": "incident.opened", "kind": a.kind})
-            pipe.execute()
-
-    async def ingest(request: Request) -> JSONResponse:
-        from starlette.concurrency import run_in_threadpool
-
-        alerts = alertmanager.parse(await request.body(), mapper)
-        await run_in_threadpool(store, alerts)
-        return JSONResponse({"accepted": len(alerts)})
-
-    async def health(_: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok"})
-
-    app = Starlette(routes=[Route("/alerts/alertmanager", ingest, methods=["POST"]),
-                            Route("/healthz", health)])
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
-def rss_mib(pid: int) -> tuple[float, float]:
-    """(current, peak) resident memory of a live process, MiB."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    stop_child(proc, grace_s=15)
-
-
 # --- runs -----------------------------------------------------------------------------
-def run(name: str, bodies: list[bytes], senders: int, naive: bool = False,
-        chaos: bool = False) -> dict[str, Any]:
+def run(name: str, bodies: list[bytes], senders: int, *, naive: bool = False,
+        chaos: bool = False, group_commit: bool = True, full: bool = False) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="ib-bench-"))
     (workdir / "redis").mkdir()
     redis_server = start_local_redis(workdir / "redis")
-    proc, port = start_naive(redis_server.url) if naive else start_bot(redis_server.url, workdir)
+    standin = SlackStandIn(token=SLACK_TOKEN).start() if full else None
+    if naive:
+        proc, port = start_naive(redis_server.url)
+    else:
+        proc, port = start_bot(redis_server.url, workdir, group_commit,
+                               standin.api_url if standin else None)
+    redis = connect(redis_server.url)
+    cpu_ready = _cpu_s(proc.pid)  # start-up's CPU is not ingest's
     try:
         print(f"  {name}: sending with {senders} sender(s) ...", flush=True)
         stats, wall = send_all(port, "/alerts/alertmanager", bodies, senders,
                                redis_server if chaos else None)
+        execs = _exec_calls(redis)
+        bot_cpu, redis_cpu = _cpu_s(proc.pid) - cpu_ready, _redis_cpu_s(redis)
+        chat = _chat_messages(standin, redis) if standin else None
         rss_now, rss_peak = rss_mib(proc.pid)
-        return _report(name, stats, wall, connect(redis_server.url), rss_now, rss_peak,
-                       check_lost=not naive)
+        out = _report(name, stats, wall, redis, rss_now, rss_peak, check_lost=not naive)
+        out |= {"exec_per_request": execs / max(1, len(stats.latencies)) if not naive else None,
+                "chat_top_level": chat, "senders": senders,
+                "server_cpu_ms_per_100": 1e5 * bot_cpu / max(1, out["deliveries"]),
+                "redis_cpu_ms_per_100": 1e5 * redis_cpu / max(1, out["deliveries"])}
+        return out
     finally:
         stop(proc)
+        if standin is not None:
+            standin.stop()
         redis_server.stop()
+
+
+def _exec_calls(redis: Any) -> int:
+    """EXEC calls the server saw (aborted ones included): more than one per request means
+    WATCH conflicts were retried; fewer means requests shared a write."""
+    return int(redis.info("commandstats").get("cmdstat_exec", {}).get("calls", 0))
+
+
+def _chat_messages(standin: SlackStandIn, redis: Any, quiet_s: float = 3.0,
+                   limit_s: float = 90.0) -> int:
+    """Top-level chat messages the flow posted (no thread_ts), once the flow has drained
+    the event stream and posted nothing new for ``quiet_s``."""
+    end, last, still = time.monotonic() + limit_s, -1, time.monotonic()
+    while time.monotonic() < end:
+        posts = [c for c in standin.calls_of("chat.postMessage")
+                 if not c.params.get("thread_ts")]
+        if len(posts) != last:
+            last, still = len(posts), time.monotonic()
+        elif time.monotonic() - still > quiet_s:
+            break
+        time.sleep(0.5)
+    return max(last, 0)
 
 
 def _report(name: str, stats: Stats, wall: float, redis: Any, rss_now: float,
@@ -284,15 +255,15 @@ def _report(name: str, stats: Stats, wall: float, redis: Any, rss_now: float,
         present = sum(redis.exists(*names[i:i + 1000]) for i in range(0, len(names), 1000))
         lost = len(names) - present
     lat = sorted(stats.latencies)
-    messages = sum(1 for _ in _opened(redis))
     # the baseline never indexes incidents: its sequence number is its incident count
     incidents = redis.zcard(keys.incidents_all()) or int(redis.get(keys.incident_seq()) or 0)
     return {"name": name, "wall_s": wall, "deliveries": delivered, "unique": len(expected),
             "alerts_per_s": delivered / wall, "p50_ms": 1000 * statistics.median(lat),
             "p99_ms": 1000 * lat[int(0.99 * (len(lat) - 1))], "requests": len(lat),
             "refused": stats.refused, "errors": len(stats.errors), "incidents": incidents,
-            "messages": messages, "lost": lost, "rss_mib": rss_now, "rss_peak_mib": rss_peak,
-            "per_kind": _per_kind(redis), "max_per_window": _max_per_window(redis)}
+            "opened_events": len(_opened(redis)), "lost": lost, "rss_mib": rss_now,
+            "rss_peak_mib": rss_peak, "per_kind": _per_kind(redis),
+            "max_per_window": _max_per_window(redis)}
 
 
 def _opened(redis: Any) -> list[dict[str, str]]:
@@ -320,23 +291,6 @@ def _max_per_window(redis: Any) -> int:
     return worst
 
 
-def agent_rss() -> dict[str, float]:
-    """Peak RSS (MiB) of one agent pass, lean entry point and through the CLI."""
-    out = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "INCIDENT_BOT_ALERT_TOKEN": TOKEN, "INCIDENT_BOT_LOG_LEVEL": "ERROR"}
-        common = ["--url", f"http://127.0.0.1:{free_port()}", "--once", "--state-dir",
-                  f"{tmp}/state", "--mount", "/"]
-        for label, cmd in (("python -m bot.agent", [sys.executable, "-m", "bot.agent"]),
-                           ("incident-bot agent", [sys.executable, "-m", "bot.cli", "agent"])):
-            script = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:]); "
-                      "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-            res = subprocess.run([sys.executable, "-c", script, *cmd, *common], env=env,
-                                 capture_output=True, text=True, cwd=ROOT)
-            out[label] = int(res.stdout.strip().splitlines()[-1]) / 1024
-    return out
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--hosts", type=int, default=500)
@@ -344,38 +298,56 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=50)
     p.add_argument("--senders", type=int, default=4)
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--naive-server", nargs=2, metavar=("PORT", "REDIS_URL"), help=argparse.SUPPRESS)
+    p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = p.parse_args()
-    if args.naive_server:
-        naive_server(int(args.naive_server[0]), args.naive_server[1])
-        return
     rng = random.Random(args.seed)
     alerts = make_alerts(args.hosts, args.per_host)
     bodies = notifications(alerts, args.batch, rng)
     print(f"{len(alerts)} alerts from {args.hosts} hosts, {len(bodies)} notifications, "
           f"each sent twice, {args.senders} senders, cpus={os.cpu_count()}")
     n = args.senders
-    results = [run("incident-bot", bodies, n), run("naive", bodies, n, naive=True),
+    results = [run("incident-bot", bodies, n),
+               run("bot, write per request", bodies, n, group_commit=False),
+               run("naive", bodies, n, naive=True),
                run("incident-bot+SIGKILL", bodies, n, chaos=True),
-               run("incident-bot 1 sender", bodies, 1)]
-    _print(results, agent_rss(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+               run("incident-bot 1 sender", bodies, 1),
+               run("full serve + Slack", bodies, n, full=True)]
+    agent = agent_rss()
+    _print(results, agent, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    if args.json:
+        args.json.write_text(json.dumps({"alerts": len(alerts), "runs": results, "agent": agent},
+                                        indent=2, default=str))
 
 
 def _print(results: list[dict[str, Any]], agent: dict[str, float], client_rss: float) -> None:
-    cols = ("deliveries", "alerts_per_s", "p50_ms", "p99_ms", "refused", "errors", "incidents",
-            "messages", "lost", "rss_mib")
-    print("\n" + f"{'run':<22}" + "".join(f"{c:>13}" for c in cols))
+    cols = ("deliveries", "alerts_per_s", "p50_ms", "p99_ms", "exec_per_request",
+            "server_cpu_ms_per_100", "redis_cpu_ms_per_100", "refused", "errors", "incidents",
+            "opened_events", "lost", "rss_mib")
+    print("\n" + f"{'run':<24}" + "".join(f"{c[:13]:>14}" for c in cols))
     for r in results:
-        print(f"{r['name']:<22}" + "".join(
-            f"{r[c]:>13.1f}" if isinstance(r[c], float) else f"{r[c]:>13}" for c in cols))
-    ours, naive = results[0], results[1]
-    print(f"\nmessages per kind (incident-bot): {ours['per_kind']}; most messages of one kind "
+        print(f"{r['name']:<24}" + "".join(
+            f"{r[c]:>14.1f}" if isinstance(r[c], float) else f"{r[c]!s:>14}" for c in cols))
+    ours, per_request, naive, full = results[0], results[1], results[2], results[-1]
+    print(f"\nopened_events = incident.opened stream entries: the flow posts one top-level chat "
+          f"message for each (naive: one per delivery). Measured at the Slack stand-in with "
+          f"the full service: {full['chat_top_level']} top-level chat messages for "
+          f"{full['opened_events']} incident.opened events.")
+    print(f"incident.opened per kind (incident-bot): {ours['per_kind']}; most of one kind "
           f"in any {GROUP_WAIT_S:.0f} s window: {ours['max_per_window']} "
           f"(naive: {naive['max_per_window']})")
-    print(f"ratios vs naive: messages {naive['messages'] / max(1, ours['messages']):.0f}x fewer, "
-          f"incidents {naive['incidents'] / max(1, ours['incidents']):.1f}x fewer, "
-          f"throughput {ours['alerts_per_s'] / naive['alerts_per_s']:.2f}x")
-    print(f"bot peak RSS: {ours['rss_peak_mib']:.1f} MiB; agent peak RSS: "
+    print(f"ratios vs naive: opened events "
+          f"{naive['opened_events'] / max(1, ours['opened_events']):.0f}x fewer, incidents "
+          f"{naive['incidents'] / max(1, ours['incidents']):.1f}x fewer, throughput "
+          f"{ours['alerts_per_s'] / naive['alerts_per_s']:.2f}x")
+    print(f"group commit vs a write per request, {ours['senders']} senders: p99 "
+          f"{ours['p99_ms']:.1f} vs {per_request['p99_ms']:.1f} ms, EXEC per request "
+          f"{ours['exec_per_request']:.2f} vs {per_request['exec_per_request']:.2f}, server CPU "
+          f"{ours['server_cpu_ms_per_100']:.1f} vs {per_request['server_cpu_ms_per_100']:.1f} ms "
+          f"per 100 alerts, redis-server CPU {ours['redis_cpu_ms_per_100']:.1f} vs "
+          f"{per_request['redis_cpu_ms_per_100']:.1f}")
+    print(f"bot peak RSS (alerts only) {ours['rss_peak_mib']:.1f} MiB; full serve after "
+          f"{full['deliveries']} alert deliveries and {full['incidents']} incidents: "
+          f"{full['rss_mib']:.1f} MiB now, {full['rss_peak_mib']:.1f} MiB peak; agent peak RSS: "
           + ", ".join(f"{k} {v:.1f} MiB" for k, v in agent.items()))
     print(f"(bench client RSS {client_rss:.1f} MiB)")
 

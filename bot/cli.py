@@ -10,47 +10,84 @@ import importlib
 import logging
 import os
 import sys
+from typing import cast
 
-import click
 import typer
+from typer import _click as click  # typer >= 0.20 builds its commands on this copy
+from typer.core import TyperCommand, TyperGroup
 
 from bot.core.errors import UserError, log_internal
 
-# typer >= 0.20 vendors click as ``typer._click`` and raises its own exception classes.
-CLICK_USAGE: tuple[type[Exception], ...] = (click.ClickException,)
-CLICK_EXIT: tuple[type[BaseException], ...] = (click.exceptions.Exit,)
-CLICK_ABORT: tuple[type[BaseException], ...] = (click.exceptions.Abort,)
-try:
-    from typer import exceptions as _te
-    from typer._click import exceptions as _tx
+# Every subcommand: name -> (module in bot/commands/ that registers it, its one-line help).
+# Modules are imported only when their command runs (or its own --help is asked for), so
+# ``incident-bot --help`` and ``incident-bot diagnose`` pay only for what they use.
+# tests/unit/test_cli.py checks each line here against the command's own docstring.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("demo", "The seed story end to end on a simulated host, terminal chat."),
+    "serve": ("serve", "The bot: Slack events, alert webhooks, the incident flow, scheduler, "
+              "metrics."),
+    "diagnose": ("diagnose", "Run a diagnostic playbook on TARGET over SSH."),
+    "act": ("act", "Run one catalog action on TARGET with capture, verify and audit."),
+    "incidents": ("incidents", "List open incidents (--all: resolved too)."),
+    "audit": ("incidents", "Print one incident's timeline: who did what, when, with the "
+              "evidence hash."),
+    "worker": ("worker", "Run an RQ extraction worker for one host's queue."),
+    "agent": ("agent", "Host agent: NVML, boot id and disk checks posting alerts (--help for "
+              "options)."),
+    "silence": ("incidents", "Silence alerts per host and kind ('*' for any)."),
+    "sim": ("sim", "Simulated GPU hosts over a real OpenSSH sshd."),
+    "extract": ("extract", "Resumable hidden-state extraction jobs."),
+    "digest": ("digest", "Health digests: GPU memory and utilisation, disks, incidents."),
+}
+COMMAND_MODULES = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
+_LISTING = "incident_bot.listing"
 
-    CLICK_USAGE += (_tx.ClickException,)
-    CLICK_EXIT += tuple(c for c in (getattr(_te, "Exit", None),) if c is not None)
-    CLICK_ABORT += tuple(c for c in (getattr(_te, "Abort", None),) if c is not None)
-except ImportError:  # pragma: no cover - older typer raises click's own classes
-    pass
+
+def load_command(name: str) -> click.Command:
+    """Import the module that registers ``name`` and build its click command."""
+    module = importlib.import_module(f"bot.commands.{COMMANDS[name][0]}")
+    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    module.register(holder)
+    command = typer.main.get_group(holder).commands[name]
+    return cast(click.Command, command)
+
+
+class LazyGroup(TyperGroup):
+    """The top-level group: lists commands from ``COMMANDS``, imports one when it runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        if ctx.meta.get(_LISTING):  # the group's own --help needs names and one line each
+            line = COMMANDS[cmd_name][1]
+            return TyperCommand(cmd_name, help=line, short_help=line)
+        return load_command(cmd_name)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        ctx.meta[_LISTING] = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            ctx.meta.pop(_LISTING, None)
+
 
 app = typer.Typer(
     name="incident-bot",
+    cls=LazyGroup,
     help="Incident response for GPU hosts: alerts in, diagnosis over SSH, approvals in chat.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-)
-
-# One module per subcommand (or group); each exposes ``register(app)``.
-COMMAND_MODULES = (
-    "demo", "serve", "diagnose", "act", "incidents", "worker", "agent", "sim", "extract", "digest",
+    rich_markup_mode=None,  # plain help: rich's Markdown import alone costs 0.25 s
 )
 
 
-def _register_all() -> None:
-    for name in COMMAND_MODULES:
-        module = importlib.import_module(f"bot.commands.{name}")
-        module.register(app)
-
-
-_register_all()
+@app.callback()
+def _root() -> None:
+    """Incident response for GPU hosts: alerts in, diagnosis over SSH, approvals in chat."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,21 +99,47 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = command.main(args=argv, prog_name="incident-bot", standalone_mode=False)
     except UserError as exc:
-        click.echo(f"error: {exc.message}", err=True)
+        print(f"error: {exc.message}", file=sys.stderr)
         return exc.exit_code
-    except CLICK_EXIT as exc:
+    except Exception as exc:
+        return _failed(exc)
+    return rv if isinstance(rv, int) else 0  # without standalone mode typer.Exit(n) returns n
+
+
+def _click_classes() -> tuple[tuple[type[BaseException], ...], ...]:
+    """(usage, exit, abort) exception classes: click's and, for typer >= 0.20, the ones
+    typer raises from its vendored copy (``typer._click``). Imported only on this path."""
+    import click
+
+    usage: tuple[type[BaseException], ...] = (click.ClickException,)
+    exits: tuple[type[BaseException], ...] = (click.exceptions.Exit,)
+    aborts: tuple[type[BaseException], ...] = (click.exceptions.Abort,)
+    try:
+        from typer import exceptions as _te
+        from typer._click import exceptions as _tx
+
+        usage += (_tx.ClickException,)
+        exits += tuple(c for c in (getattr(_te, "Exit", None),) if c is not None)
+        aborts += tuple(c for c in (getattr(_te, "Abort", None),) if c is not None)
+    except ImportError:  # pragma: no cover - older typer raises click's own classes
+        pass
+    return usage, exits, aborts
+
+
+def _failed(exc: Exception) -> int:
+    """Exit status for anything but a ``UserError``: usage errors shown, the rest logged."""
+    usage, exits, aborts = _click_classes()
+    if isinstance(exc, exits):
         return int(getattr(exc, "exit_code", 0))
-    except CLICK_USAGE as exc:
+    if isinstance(exc, usage):
         exc.show()  # type: ignore[attr-defined]
         return int(getattr(exc, "exit_code", 2))
-    except CLICK_ABORT:
-        click.echo("aborted", err=True)
+    if isinstance(exc, aborts):
+        print("aborted", file=sys.stderr)
         return 130
-    except Exception as exc:
-        error_id = log_internal(exc, "cli")
-        click.echo(f"error: internal error {error_id}: {type(exc).__name__}: {exc}", err=True)
-        return 1
-    return rv if isinstance(rv, int) else 0  # without standalone mode typer.Exit(n) returns n
+    error_id = log_internal(exc, "cli")
+    print(f"error: internal error {error_id}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return 1
 
 
 def entry() -> None:

@@ -19,11 +19,20 @@ NVIDIA_DEVICES = "/dev/nvidia*"  # expanded by the remote shell
 
 
 def gpu_samples(opts: PlaybookOptions) -> Probe[list[list[nvidia.GpuSample]]]:
-    """Several ``--query-gpu`` samples ``sample_interval_s`` apart, separated by ``---``."""
+    """Several ``--query-gpu`` samples started ``sample_interval_s`` apart, printed in order
+    and separated by ``---``. Each sample runs in the background into its own temp file,
+    so the window is the interval, not the interval plus every ``nvidia-smi`` call's own
+    run time (0.1-0.5 s each); the first failing sample's exit status is the probe's."""
     query = QUERY_GPU_COMMAND
     n = max(int(opts.samples), 1)
-    loop = (f"i=0; while :; do {query} || exit $?; i=$((i+1)); [ $i -ge {n} ] && exit 0; "
-            f"echo {nvidia.SAMPLE_SEPARATOR}; sleep {max(opts.sample_interval_s, 0.0):g}; done")
+    sep = nvidia.SAMPLE_SEPARATOR
+    pause = f"{max(opts.sample_interval_s, 0.0):g}"
+    loop = ('d=$(mktemp -d) || exit 1; trap \'rm -rf "$d"\' EXIT; pids=; i=0; '
+            f'while :; do {query} > "$d/$i" & pids="$pids $!"; i=$((i+1)); '
+            f'[ $i -ge {n} ] && break; sleep {pause}; done; '
+            'rc=0; for p in $pids; do wait "$p"; s=$?; [ $rc -eq 0 ] && rc=$s; done; '
+            f'i=0; while [ $i -lt {n} ]; do [ $i -gt 0 ] && echo {sep}; cat "$d/$i"; '
+            'i=$((i+1)); done; exit $rc')
     return Probe("gpus", loop, nvidia.parse_gpu_samples,
                  timeout_s=opts.window_s + opts.command_timeout_s, required=True)
 

@@ -8,8 +8,9 @@ containers, other users' crontabs), only with validated identifiers.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.domain import validate
@@ -35,24 +36,30 @@ class GpuPicture:
     clock: tuple[float, float] | None  # (now, boot) epoch seconds
     refused: list[tuple[str, str]]  # (kind, value) identifiers that failed validation
     watchdogs: dict[str, list[tuple[int, str]]]  # holder unit -> [(pid, unit)] naming it
+    extra: dict[str, Any] = field(default_factory=dict)  # the caller's ``extra`` probes, parsed
 
 
-def gather(session: Session) -> GpuPicture:
+def gather(session: Session, extra: Mapping[str, Probe[Any]] | None = None) -> GpuPicture:
+    """The sampler first (its window is the floor of a diagnosis), then the first round,
+    then the caller's ``extra`` probes that nothing here depends on: with more probes
+    than SSH sessions, the ones the second round waits for get channels first."""
     samples = session.submit(probes.gpu_samples(session.options))
-    got = session.parsed(session.submit_many(_first_round()))
+    first = session.submit_many(_first_round())
+    later = session.submit_many(extra or {})
+    got = session.parsed(first)
     procs = {p.pid: p for p in got["procs"]}
     found = (h.holders_from_apps(got["apps"], procs) or h.holders_from_devices(got["devs"], procs)
              or h.holders_from_names(procs))
     gpu_units = h.gpu_units(got["files"], got["units"])
     found = _units_by_status(session, found)
     dogs = h.watchdogs(found, procs)
-    extra = [u for pairs in dogs.values() for _, u in pairs]
+    dog_units = [u for pairs in dogs.values() for _, u in pairs]
     found, shown, containers, crons, refused = _second_round(
-        session, found, gpu_units + extra, got["cron"])
+        session, found, gpu_units + dog_units, got["cron"])
     clock = host.parse_clock("\n".join(got["clock"]))
     stats = summarize(samples.result()[1])
     return GpuPicture(stats, found, shown, gpu_units, got["files"], got["units"], crons,
-                      containers, clock, refused, dogs)
+                      containers, clock, refused, dogs, session.parsed(later))
 
 
 def _first_round() -> dict[str, Probe[Any]]:

@@ -27,12 +27,11 @@ DESCRIPTION = "after a reboot: previous boot, failed units, GPU services started
 
 def run(session: Session, context: Mapping[str, Any]) -> Report:
     report = Report(session.target.name)
-    futures = session.submit_many({
+    picture = gather(session, {  # queued behind the GPU probes the second round waits for
         "boots": probes.boots(), "tail": probes.previous_boot_tail(), "df": probes.df(),
         "inodes": probes.df_inodes(), "containers": probes.docker_inspect(),
         "options": probes.mount_options()})
-    picture = gather(session)
-    got = session.parsed(futures)
+    got = picture.extra
     opts = session.options
     _boot(got["boots"], got["tail"], picture.clock, report)
     _failed_units(picture, report)

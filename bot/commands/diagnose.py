@@ -8,25 +8,27 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import click
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from bot.config.inventory import options_for, resolve
-from bot.config.settings import load_settings
 from bot.core import strings as S
 from bot.core.errors import UserError
-from bot.domain.findings import Diagnosis, DiagnosisStatus
+
+if TYPE_CHECKING:  # imported where used: a person's diagnose should not wait on imports
+    from rich.console import Console
+    from rich.table import Table
+
+    from bot.domain.findings import Diagnosis
 
 _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def run_diagnose(target_spec: str, playbook: str, *, as_json: bool, config: str | None,
                  ssh_key: str | None, known_hosts: str | None) -> int:
+    from bot.config.inventory import options_for, resolve
+    from bot.config.settings import load_settings
+    from bot.domain.findings import DiagnosisStatus
     from bot.ssh.pool import ParamikoPool
     from playbooks import names, run_playbook
 
@@ -40,8 +42,10 @@ def run_diagnose(target_spec: str, playbook: str, *, as_json: bool, config: str 
     with ParamikoPool(settings.ssh_defaults) as pool:
         diagnosis = run_playbook(pool, target, playbook, options=options_for(settings, target))
     if as_json:
-        click.echo(json.dumps(diagnosis.to_dict()))
+        print(json.dumps(diagnosis.to_dict()), flush=True)
     else:
+        from rich.console import Console
+
         render(diagnosis, Console())
     if diagnosis.status is DiagnosisStatus.UNREACHABLE:
         raise UserError(diagnosis.findings[0].title, 1)
@@ -74,6 +78,8 @@ def render(d: Diagnosis, console: Console) -> None:
 
 def _table(title: str, *columns: str) -> Table:
     """Wrap long values instead of cutting them: unit names must stay readable."""
+    from rich.table import Table
+
     table = Table(title=title, expand=True)
     for name in columns:
         table.add_column(name, overflow="fold")
@@ -82,6 +88,8 @@ def _table(title: str, *columns: str) -> Table:
 
 def _plain(text: str) -> str:
     """Host text must not be read as rich markup."""
+    from rich.markup import escape
+
     return escape(text)
 
 

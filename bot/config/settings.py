@@ -35,6 +35,7 @@ class HttpSettings(Strict):
     host: str = "0.0.0.0"
     port: int = Field(8080, ge=0, le=65535)
     max_body_bytes: int = Field(1_048_576, gt=0)
+    group_commit: bool = True  # alert batches waiting together share one Redis write
 
 
 class SlackSettings(Strict):

@@ -37,6 +37,7 @@ from bot.domain.incident import Alert
 from bot.domain.planner import PlanOutcome
 from bot.extract.status import refresh_job_metrics
 from bot.ingest import alertmanager, webhook
+from bot.ingest.group_commit import GroupCommit
 from bot.ingest.mapping import Mapper
 from bot.ingest.schema import PayloadError
 from storage.incidents import Contention, IncidentStore
@@ -88,6 +89,7 @@ class AlertEndpoints:
 
     def __init__(self, settings: Settings, store: IncidentStore, mapper: Mapper) -> None:
         self.store = store
+        self.writer = GroupCommit(store.ingest) if settings.http.group_commit else None
         self.mapper = mapper
         self.limit = settings.http.max_body_bytes
         token = secret(settings.incident_bot_alert_token)
@@ -114,7 +116,8 @@ class AlertEndpoints:
         except PayloadError as exc:
             return _error(400, str(exc), route)
         try:
-            result = await run_in_threadpool(self.store.ingest, alerts)
+            result = await (self.writer.submit(alerts) if self.writer is not None
+                            else run_in_threadpool(self.store.ingest, alerts))
         except (RedisError, Contention) as exc:
             if redis_unavailable(exc):
                 log.warning("alert ingest refused, store unavailable: %s", exc)

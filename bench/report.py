@@ -1,0 +1,243 @@
+"""docs/benchmarks.md from one ``bench/run_all`` run: machine facts and one table.
+
+Every row holds our figure, its alternative measured in the same run, the ratio, the
+goal and whether it was met. Rows whose benchmark failed say "not measured" and why.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+Row = tuple[str, str, str, str, str, str]  # name, ours, alternative, ratio, goal, verdict
+R = dict[str, Any]
+
+
+def _version(argv: list[str]) -> str:
+    if shutil.which(argv[0]) is None:
+        return "not installed"
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return (proc.stdout or proc.stderr).strip().splitlines()[0][:80]
+
+
+def machine_facts() -> dict[str, str]:
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f
+                        if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    try:
+        import torch
+
+        torch_v = str(torch.__version__)
+    except ImportError:
+        torch_v = "not installed"
+    redis_v = _version(["redis-server", "--version"])
+    match = re.search(r"v=(\S+)", redis_v)
+    return {"cpu": cpu, "cores": str(os.cpu_count()), "python": sys.version.split()[0],
+            "redis": match.group(1) if match else redis_v, "openssh": _version(["ssh", "-V"]),
+            "torch": torch_v, "os": platform.platform()}
+
+
+def _s(x: float) -> str:
+    return f"{x:.3f} s" if x < 10 else f"{x:.1f} s"
+
+
+def _ok(met: bool) -> str:
+    return "met" if met else "**missed**"
+
+
+def _startup(r: R) -> list[Row]:
+    cpu = r.get("cpu", {})
+    return [
+        ("`incident-bot --help`, whole process", f"{_s(r['help'])} (CPU {_s(cpu['help'])})",
+         f"`python -c pass` {_s(r['interpreter'])} (CPU {_s(cpu['interpreter'])})",
+         f"{r['help'] / r['interpreter']:.2f}x", "≤ 0.3 s", _ok(r["help"] <= 0.3)),
+        (f"`incident-bot diagnose` on a sim host, whole process ({int(r['commands'])} commands)",
+         f"{_s(r['diagnose'])} (CPU {_s(cpu['diagnose'])}; imports alone "
+         f"{_s(r['diagnose_imports'])}, CPU {_s(cpu['diagnose_imports'])})",
+         f"fresh ssh each {_s(r['fresh_ssh'])}; ControlMaster setup + "
+         f"parallel {_s(r['controlmaster_parallel'])}",
+         f"{r['fresh_ssh'] / r['diagnose']:.2f}x / "
+         f"{r['controlmaster_parallel'] / r['diagnose']:.2f}x",
+         "≤ 1.0 s; dominated by SSH", _ok(r["diagnose"] <= 1.0)),
+    ]
+
+
+def _diagnose(r: R) -> list[Row]:
+    one = r["one"]
+    rows: list[Row] = [
+        (f"diagnosis, warm pool ({r['playbook']}, {int(one['commands'])} commands)",
+         _s(one["pool_warm"]), f"fresh `ssh` per command {_s(one['ssh_sequential'])}",
+         f"{one['ssh_sequential'] / one['pool_warm']:.2f}x", "≥ 5x",
+         _ok(one["ssh_sequential"] / one["pool_warm"] >= 5)),
+        ("diagnosis, warm pool vs ControlMaster, commands in parallel", _s(one["pool_warm"]),
+         f"ControlMaster parallel {_s(one['controlmaster_parallel'])} (sequential "
+         f"{_s(one['controlmaster_sequential'])}, setup {_s(one['controlmaster_setup'])})",
+         f"{one['controlmaster_parallel'] / one['pool_warm']:.2f}x", "≥ 1x",
+         _ok(one["controlmaster_parallel"] >= one["pool_warm"])),
+        ("diagnosis critical path (one warm run)", f"total {_s(one['path_total'])}",
+         f"GPU sampler {_s(one['path_sampler'])}; other probes end at "
+         f"{_s(one['path_others_end'])}", "-", "others inside the sampler window",
+         _ok(one["path_others_end"] <= one["path_sampler"] + 0.05)),
+    ]
+    fleet = r["fleet"]
+    if len(fleet) >= 2:
+        base = fleet[0]
+        for row in fleet[1:]:
+            n = int(row["hosts"])
+            floor = row["sim_cpu_s"] / int(os.cpu_count() or 1)
+            rows.append((f"fleet: {n} hosts at once vs 1 (fresh pool, connects included)",
+                         f"{_s(row['wall_s'])} wall; bot {row['bot_cpu_per_host_s']:.3f} "
+                         "CPU-s/host", f"1 host {_s(base['wall_s'])}; bot "
+                         f"{base['bot_cpu_per_host_s']:.3f} CPU-s/host; sims used "
+                         f"{row['sim_cpu_s']:.1f} CPU-s (wall floor {_s(floor)} on these cores)",
+                         f"{row['wall_s'] / base['wall_s']:.2f}x wall, "
+                         f"{row['bot_cpu_per_host_s'] / base['bot_cpu_per_host_s']:.2f}x CPU/host",
+                         "≤ 3x wall at 32; bot CPU/host flat",
+                         _fleet_verdict(row, base, n)))
+    return rows
+
+
+def _fleet_verdict(row: R, base: R, n: int) -> str:
+    flat = row["bot_cpu_per_host_s"] <= 1.5 * base["bot_cpu_per_host_s"]
+    wall = row["wall_s"] <= 3 * base["wall_s"] if n <= 32 else True
+    return f"CPU/host {_ok(flat)}" + (f", wall {_ok(wall)}" if n <= 32 else "")
+
+
+def _ingest(r: R) -> list[Row]:
+    runs = {x["name"]: x for x in r["runs"]}
+    ours, per_req, naive = runs["incident-bot"], runs["bot, write per request"], runs["naive"]
+    chaos, full = runs["incident-bot+SIGKILL"], runs["full serve + Slack"]
+    met = ours["alerts_per_s"] >= 2000 and ours["p99_ms"] < 50
+    return [
+        (f"ingest, {ours['senders']} senders, {r['alerts']} alerts ×2 (HA pair)",
+         f"{ours['alerts_per_s']:.0f} alerts/s, p50 {ours['p50_ms']:.1f} ms, p99 "
+         f"{ours['p99_ms']:.1f} ms; EXEC/request {ours['exec_per_request']:.2f}; server CPU "
+         f"{ours['server_cpu_ms_per_100']:.0f} ms/100 alerts",
+         f"a write per request: {per_req['alerts_per_s']:.0f}/s, p99 {per_req['p99_ms']:.1f} ms,"
+         f" EXEC/request {per_req['exec_per_request']:.2f}, server CPU "
+         f"{per_req['server_cpu_ms_per_100']:.0f} ms/100 alerts; naive (pipelined): "
+         f"{naive['alerts_per_s']:.0f}/s, p99 {naive['p99_ms']:.1f} ms",
+         f"p99 {per_req['p99_ms'] / ours['p99_ms']:.2f}x lower",
+         "≥ 2,000/s with p99 < 50 ms", _ok(met)),
+        ("top-level chat messages for the storm (full serve, Slack stand-in)",
+         f"{full['chat_top_level']} messages ({full['opened_events']} incident.opened)",
+         f"naive: {naive['opened_events']} incidents opened, one message each",
+         f"{naive['opened_events'] / max(1, full['chat_top_level']):.0f}x fewer", "-", "-"),
+        ("redis-server SIGKILLed mid-storm: acknowledged and lost", f"{chaos['lost']}",
+         f"{chaos['refused']} requests answered 503 and retried", "-", "0",
+         _ok(chaos["lost"] == 0)),
+        (f"`serve` RSS after {full['deliveries']} alert deliveries, {full['incidents']} incidents",
+         f"{full['rss_mib']:.0f} MiB (peak {full['rss_peak_mib']:.0f})",
+         f"`serve --alerts-only` {ours['rss_mib']:.0f} MiB", "-", "< 200 MB",
+         _ok(full["rss_peak_mib"] * 1.048576 < 200)),
+        ("agent RSS, one pass from its entry point", f"{r['agent']['python -m bot.agent']:.0f} MiB",
+         f"through `incident-bot agent` {r['agent']['incident-bot agent']:.0f} MiB", "-",
+         "< 60 MB", _ok(r["agent"]["python -m bot.agent"] * 1.048576 < 60)),
+    ]
+
+
+def _slack(r: R) -> list[Row]:
+    c = r["claims"]
+    return [
+        (f"approval claim, 20 threads × {c['approvals']} approvals",
+         f"one-round-trip Lua {_s(c['lua_s'])}", f"WATCH/MULTI {_s(c['watch_s'])}; "
+         f"ApprovalStore.claim (2 round trips) {_s(c['store_s'])}",
+         f"{c['watch_s'] / c['lua_s']:.2f}x", "≥ 1x", _ok(c["watch_s"] >= c["lua_s"])),
+        (f"Slack ack latency, {r['ack']['n']} signed block_actions",
+         f"p99 {r['ack']['p99_ms']:.1f} ms", "Slack's limit 3000 ms",
+         f"{3000 / r['ack']['p99_ms']:.0f}x under", "< 3000 ms", _ok(r["ack"]["p99_ms"] < 3000)),
+    ]
+
+
+def _extract(r: R) -> list[Row]:
+    a, d = r["a"], r["d"]
+    rows: list[Row] = [
+        (f"extraction job vs bare loop ({r['setup']['samples']} samples, "
+         f"{r['setup']['device']})", f"{_s(a['job']['s'])} (CPU {_s(a['job']['cpu_s'])})",
+         f"bare loop, same fsync + rename {_s(a['bare']['s'])} (CPU {_s(a['bare']['cpu_s'])})",
+         f"{a['overhead_ratio']:.3f} wall, {a['cpu_ratio']:.3f} CPU", "≤ 1.05",
+         _ok(a["overhead_ratio"] <= 1.05)),
+    ]
+    if "production" in d:
+        p = d["production"]
+        rows.append(("worker SIGKILL → job running again, production settings",
+                     _s(p["worker_kill_s"]), f"work-horse SIGKILL {_s(p['horse_kill_s'])}",
+                     "-", "≤ 60 s", _ok(p["worker_kill_s"] <= 60)))
+    return rows
+
+
+def _digest(r: R) -> list[Row]:
+    w, f, t = r["writes"], r["fleet"], r["takeover"]
+    worst = max(t["times"])
+    return [
+        (f"sample writes, {w['probes']} probes × 26 readings (AOF always)",
+         f"one pipelined add_many per probe {_s(w['pipelined_s'])}",
+         f"one add per reading {_s(w['each_s'])}", f"{w['each_s'] / w['pipelined_s']:.1f}x",
+         "-", "-"),
+        (f"digest of a fleet day ({f['hosts']} hosts × 8 GPUs, {f['points']:.0f} points)",
+         f"build from Redis {_s(f['build_s'])}, chart {_s(f['chart_s'])}",
+         f"storing the day {_s(f['store_s'])}", "-", "-", "-"),
+        (f"scheduler leader takeover, {len(t['times'])} trials", f"max {_s(worst)}",
+         f"bound ttl + renew {_s(t['bound_s'])}", "-", "≤ bound",
+         _ok(worst <= t["bound_s"] + 0.5)),
+    ]
+
+
+def _sim(r: R) -> list[Row]:
+    return [
+        (f"sim hosts: start {r['hosts']} at once", f"{_s(r['start_many_s'])} "
+         f"({r['alive']} alive)", f"one after another {_s(r['start_one_s'])} each (median of 8)",
+         f"{r['start_one_s'] * r['hosts'] / r['start_many_s']:.2f}x", "-", "-"),
+        ("OpenSSH round trip `true`, sim's key exchange", _s(r["ssh_fast_kex_s"]),
+         f"sshd default (sntrup761) {_s(r['ssh_default_kex_s'])}",
+         f"{r['ssh_default_kex_s'] / r['ssh_fast_kex_s']:.2f}x", "-", "-"),
+    ]
+
+
+SECTIONS: dict[str, Callable[[R], list[Row]]] = {
+    "digest": _digest, "sim": _sim,
+    "startup": _startup, "diagnose": _diagnose, "ingest": _ingest, "slack": _slack,
+    "extract": _extract,
+}
+
+
+def rows_for(name: str, result: R) -> list[Row]:
+    if "error" in result:
+        return [(f"{name}", "not measured", result["error"], "-", "-", "**missed**")]
+    try:
+        return SECTIONS[name](result)
+    except (KeyError, TypeError, ZeroDivisionError) as exc:
+        return [(f"{name}", "not measured", f"incomplete result: {exc!r}", "-", "-", "**missed**")]
+
+
+def render(results: dict[str, R], facts: dict[str, str]) -> str:
+    lines = ["# Benchmarks", "",
+             "Written by `bench/run_all` from one run; every row's alternative was measured "
+             "in the same run on the same machine. Re-run it rather than editing this file.", "",
+             f"- date: {facts['date']} ({facts['mode']}, took {facts['took']})",
+             f"- CPU: {facts['cpu']}; cores: {facts['cores']}; load average before "
+             f"{facts['load_before']}, after {facts['load_after']}",
+             f"- Python {facts['python']}; Redis {facts['redis']}; {facts['openssh']}; "
+             f"torch {facts['torch']}; {facts['os']}", "",
+             "| benchmark | ours | alternative (same run) | ratio | goal | result |",
+             "|---|---|---|---|---|---|"]
+    for name, result in results.items():
+        for row in rows_for(name, result):
+            lines.append("| " + " | ".join(cell.replace("|", "/") for cell in row) + " |")
+    lines += ["", "How each is measured: see the docstring at the top of each script in "
+              "`bench/` (`startup.py`, `diagnose.py`, `ingest.py`, `bench_slack.py`, "
+              "`extract.py`, `digest_bench.py`, `bench_sim.py`). Ratios are the alternative's "
+              "time over ours (higher is better for us), except the extraction row (job time / "
+              "bare time, lower is better). Wall times on a shared machine include waiting for a "
+              "core; CPU-seconds do not.", ""]
+    return "\n".join(lines)
