@@ -363,3 +363,8 @@ GATE_CHECK_MEMORY = "GPU {gpu} has {free} free, the job needs {need}"
 GATE_CHECK_DCGM = "dcgmi diag -r 1 failed: {line}"
 GATE_CHECK_TOOL = "{quote}"
 GATE_CHECK_VERDICT = "GPU {gpu} is {verdict}"
+# the flow's health gate in front of every resume (issue 16 item 6, wired into the act step)
+FLOW_GATE_OVERRIDE_REASON = "Resume job {job} although the health gate failed: {reasons}"
+FLOW_GATE_OVERRIDE_RISK = "the extraction runs on GPUs the gate found unhealthy; it may crash again or write wrong results"
+FLOW_GATE_OVERRIDDEN = "Health gate overridden by {who} for job {job}: resuming anyway."
+FLOW_RESUME_INTERRUPTED_REASON = "Job {job} was interrupted on {host}: resume it where it stopped (behind the GPU health gate)."

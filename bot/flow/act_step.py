@@ -3,6 +3,8 @@
 Runs off the click's thread (``FlowContext.run_off_thread``). Follow-ups are a loop, not
 a recursion: a GPU-freeing action may offer a Revert and chain (or offer) the resume of
 the host's interrupted extraction; each result is stored, then the message re-rendered.
+Every resume (chained, approved, or overridden) runs the GPU health gate on its host
+first (``bot.flow.followups``); a failed gate blocks it and offers an override.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from bot.domain.approval import Approval
 from bot.domain.findings import Diagnosis, ProposedAction
 from bot.domain.incident import Incident
 from bot.domain.lifecycle import IncidentState
+from bot.flow import followups
 from bot.flow.context import FlowContext
 from bot.flow.hosts import diagnose, interrupted_job_ids, target_for
 from bot.flow.message import publish
@@ -25,12 +28,13 @@ from bot.remediation import catalog
 from bot.remediation.execute import execute
 from bot.remediation.result import ActionResult
 from bot.ssh.base import SSHTarget
+from playbooks.health_gate import gated
 from storage.jobs import JobLinks
 
 log = logging.getLogger(__name__)
 S = IncidentState
 GPU_FREEING = {"systemd.stop_disable", "systemd.mask", "process.terminate"}
-NO_REPROBE = {"systemd.revert", "extraction.resume"}
+NO_REPROBE = {"systemd.revert", *followups.RESUME_KINDS}
 STALLED_S = 900.0  # far past every step, verify and re-probe deadline of one action
 
 
@@ -82,19 +86,48 @@ def _run(ctx: FlowContext, approval: Approval, user: str) -> None:
     if target is None:
         fail(ctx, incident.id, strings.FLOW_UNKNOWN_HOST.format(host=incident.host))
         return
-    if action["kind"] not in NO_REPROBE:
+    if action["kind"] not in NO_REPROBE and not action.get("offered"):
         fresh, _ = diagnose(ctx, incident, target)
         if not still_proposed(fresh, action):
             _not_needed(ctx, incident, approval, user, fresh)
             return
     _to_remediating(ctx, incident.id, user, action["kind"])
-    result: ActionResult | None = execute(
-        ctx.runner, target, action["kind"], dict(action["params"]), approver=user,
-        evidence_hash=approval.evidence_hash, audit=ctx.audit, options=ctx.remediation,
-        incident_id=incident.id)
+    result: ActionResult | None
+    if followups.is_resume(action["kind"]):
+        override = ", ".join(approval.approvers or (user,)) \
+            if action["kind"] == followups.OVERRIDE else None
+        result = _gated_resume(ctx, incident.id, target, action["params"]["job"], user,
+                               approval.evidence_hash, override)
+    else:
+        result = execute(
+            ctx.runner, target, action["kind"], dict(action["params"]), approver=user,
+            evidence_hash=approval.evidence_hash, audit=ctx.audit, options=ctx.remediation,
+            incident_id=incident.id)
     while result is not None:
         _record(ctx, incident.id, result)
         result = _follow_up(ctx, incident.id, result, target, user)
+
+
+def _gated_resume(ctx: FlowContext, incident_id: str, target: SSHTarget, job: str, user: str,
+                  ev_hash: str | None, override: str | None) -> ActionResult | None:
+    """The health gate, then the resume: None when the gate blocked it (said, and an
+    override offered). An override (its own approval) runs it anyway, audited."""
+    gate = followups.gate(ctx, incident_id, target, job)
+    kind = followups.OVERRIDE if override else "extraction.resume"
+
+    def resume() -> ActionResult:
+        return execute(ctx.runner, target, kind, {"job": job}, approver=user,
+                       evidence_hash=ev_hash, audit=ctx.audit, options=ctx.remediation,
+                       incident_id=incident_id)
+
+    outcome = gated(gate, resume, override_by=override)
+    if outcome.ran:
+        if outcome.override_by:
+            followups.audit_override(ctx, incident_id, job, outcome.override_by, gate)
+        return outcome.result if isinstance(outcome.result, ActionResult) else None
+    fail(ctx, incident_id, gate.message)
+    followups.offer_override(ctx, incident_id, job, gate)
+    return None
 
 
 def _to_remediating(ctx: FlowContext, incident_id: str, user: str, kind: str) -> None:
@@ -142,7 +175,7 @@ def commands_text(result: ActionResult) -> str:
 def _follow_up(ctx: FlowContext, incident_id: str, result: ActionResult, target: SSHTarget,
                user: str) -> ActionResult | None:
     """What comes after ``result``: the next chained action's result, or None."""
-    if result.ok and result.kind == "extraction.resume":
+    if result.ok and followups.is_resume(result.kind):
         _mark_resumed(ctx, incident_id, result.params["job"])
         return None
     if not (result.ok and result.kind in GPU_FREEING):
@@ -152,12 +185,11 @@ def _follow_up(ctx: FlowContext, incident_id: str, result: ActionResult, target:
     if not jobs:
         return None
     if not ctx.remediation.chain_resume:
-        _offer_resume(ctx, incident_id, jobs[0])
+        followups.offer_resume(ctx, incident_id, jobs[0])
         return None
     incident = ctx.incidents.require(incident_id)
-    return execute(ctx.runner, target, "extraction.resume", {"job": jobs[0]}, approver=user,
-                   evidence_hash=incident.meta.get("evidence_hash"), audit=ctx.audit,
-                   options=ctx.remediation, incident_id=incident_id)
+    return _gated_resume(ctx, incident_id, target, jobs[0], user,
+                         incident.meta.get("evidence_hash"), None)
 
 
 def _offer_revert(ctx: FlowContext, incident_id: str, result: ActionResult,
@@ -174,16 +206,6 @@ def _offer_revert(ctx: FlowContext, incident_id: str, result: ActionResult,
     ref = message_ref(incident)
     if ref is not None:
         ctx.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
-
-
-def _offer_resume(ctx: FlowContext, incident_id: str, job_id: str) -> None:
-    action = ProposedAction(f"resume-{job_id}"[:64], "extraction.resume", {"job": job_id},
-                            strings.FLOW_RESUME_REASON, "uses the freed GPUs")
-    commands = tuple(catalog.plan("extraction.resume", action.params, None))
-    incident = ctx.incidents.require(incident_id)
-    plan = new_plan(ctx, incident_id, action, commands, incident.meta.get("evidence_hash", ""))
-    ctx.incidents.set_meta(incident_id, plans=[*incident.meta.get("plans", []),
-                                               plan_to_meta(plan)])
 
 
 def _mark_resumed(ctx: FlowContext, incident_id: str, job_id: str) -> None:

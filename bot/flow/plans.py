@@ -1,36 +1,86 @@
 """Proposed actions as stored plans: one pending approval each, kept in the incident's meta.
 
-The diagnose step creates the first plans; the act step offers follow-ups (Revert, Resume)
-through ``offer``. Buttons carry only the approval's opaque id.
+The diagnose step creates the first plans (and a Resume for each interrupted job when
+nothing proposed would free GPUs first); the act step offers follow-ups (Revert, Resume,
+a refusal's alternatives, the ladder's next rung, the gate override) through ``offer``.
+An offered plan is marked ``offered``: the act step does not require the diagnosis to
+propose it again. Buttons carry only the approval's opaque id.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from bot.chat.render import ActionPlan, evidence_hash
+from bot.core import strings
+from bot.domain import validate
+from bot.domain.approval import ApprovalPolicy
 from bot.domain.findings import Diagnosis, ProposedAction
 from bot.domain.incident import Incident
 from bot.flow.context import FlowContext
+from bot.flow.thread import message_ref
 from bot.remediation import catalog
 from bot.ssh.base import SSHTarget
 
+FREES_GPUS = frozenset(k for k, spec in catalog.CATALOG.items() if spec.frees_gpus)
+OVERRIDE = "extraction.resume_override"
+
 
 def new_plan(ctx: FlowContext, incident_id: str, action: ProposedAction,
-             commands: tuple[str, ...], ev_hash: str) -> ActionPlan:
+             commands: tuple[str, ...], ev_hash: str, *, offered: bool = False,
+             policy: ApprovalPolicy | None = None) -> ActionPlan:
     """A pending approval for ``action`` and the exact commands it will run."""
+    extra = {"offered": True} if offered else {}
     approval = ctx.approvals.create(
-        incident_id, {**action.to_dict(), "commands": list(commands)},
-        evidence_hash=ev_hash, requested_by=ctx.bot_user, now=ctx.clock(), policy=ctx.policy)
+        incident_id, {**action.to_dict(), "commands": list(commands), **extra},
+        evidence_hash=ev_hash, requested_by=ctx.bot_user, now=ctx.clock(),
+        policy=policy or ctx.policy)
     return ActionPlan(action, commands, approval.id)
 
 
 def make_plans(ctx: FlowContext, incident: Incident, diagnosis: Diagnosis,
                target: SSHTarget) -> list[ActionPlan]:
-    """One pending approval per proposed action."""
+    """One pending approval per proposed action, plus Resume for interrupted jobs."""
     ev_hash = evidence_hash(diagnosis)
+    actions = [*diagnosis.actions, *resume_proposals(diagnosis)]
     return [new_plan(ctx, incident.id, a, tuple(catalog.plan(a.kind, a.params, target)), ev_hash)
-            for a in diagnosis.actions]
+            for a in actions]
+
+
+def resume_proposals(diagnosis: Diagnosis) -> list[ProposedAction]:
+    """Resume each interrupted job the playbook found, unless an action that frees GPUs is
+    proposed (then Resume is offered after it verified). The gate runs at act time."""
+    if any(a.kind in FREES_GPUS for a in diagnosis.actions):
+        return []
+    jobs = [str(j.get("job_id", "")) if isinstance(j, dict) else str(j)
+            for f in diagnosis.findings if f.code == "extract.interrupted"
+            for j in (f.evidence.get("jobs") or [])]
+    return [ProposedAction(f"resume-{job}"[:64], "extraction.resume", {"job": job},
+                           strings.FLOW_RESUME_INTERRUPTED_REASON.format(
+                               job=job, host=diagnosis.host),
+                           catalog.CATALOG["extraction.resume"].risk)
+            for job in jobs if validate.is_valid(catalog.job_id, job)]
+
+
+def offer(ctx: FlowContext, incident_id: str, action: ProposedAction, target: SSHTarget | None,
+          *, policy: ApprovalPolicy | None = None) -> ActionPlan:
+    """A follow-up approval appended to the incident's plans, on its message's buttons."""
+    commands = tuple(catalog.plan(action.kind, action.params, target))
+    incident = ctx.incidents.require(incident_id)
+    plan = new_plan(ctx, incident_id, action, commands, incident.meta.get("evidence_hash", ""),
+                    offered=True, policy=policy)
+    incident = ctx.incidents.set_meta(incident_id, plans=[*incident.meta.get("plans", []),
+                                                          plan_to_meta(plan)])
+    ref = message_ref(incident)
+    if ref is not None:
+        ctx.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
+    return plan
+
+
+def override_policy(ctx: FlowContext) -> ApprovalPolicy:
+    """The gate override always needs two distinct approvers (the two-person rule)."""
+    return replace(ctx.policy, two_person=ctx.policy.two_person | {OVERRIDE})
 
 
 def plan_to_meta(p: ActionPlan) -> dict[str, Any]:

@@ -139,6 +139,10 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
     ), _cleanup, risk="deletes the listed cache, checkpoint and core files for good"),
     ActionSpec("extraction.resume", "resumed", (ParamSpec("job", job_id, "an extraction job id"),),
                lambda p: (), risk="restarts the extraction where it stopped", remote=False),
+    ActionSpec("extraction.resume_override", "resumed despite the failed health gate",
+               (ParamSpec("job", job_id, "an extraction job id"),), lambda p: (),
+               risk="runs the extraction on a host whose GPU health gate failed: it may crash "
+                    "again or write wrong results", remote=False),
 )}
 
 
@@ -165,7 +169,8 @@ def plan(kind: str, params: Mapping[str, object], target: SSHTarget | None = Non
     """
     spec, clean, rendered = steps(kind, params)
     if not spec.remote:
-        return [f"(on the bot) resume extraction job {clean['job']}"]
+        forced = " despite the failed health gate" if kind.endswith("_override") else ""
+        return [f"(on the bot) resume extraction job {clean['job']}{forced}"]
     sudo = bool(target and target.sudo)
     return [s.text(sudo) for s in rendered]
 

@@ -29,6 +29,7 @@ class RemediationOptions:
     chain_resume: bool = False  # run extraction.resume right after a GPU-freeing success
     allowed_prefixes: tuple[str, ...] = ("/data", "/shared", "/var")  # disk.cleanup only
     protected_dirs: tuple[str, ...] = ()  # output dirs of paused/queued jobs: never deleted
+    gate_need_mib: int = 0  # health gate: free MiB every GPU needs before a resume (0: no check)
     redis: Any = None  # a Redis client for extraction.resume (the bot's own queue)
     job_status: Any = None  # (redis, job) -> status; default: the extraction queue's
     resume_job: Any = None  # (redis, job) -> status; default: the extraction package's
@@ -52,6 +53,7 @@ class RemediationSettings(BaseModel):
     step_timeout_s: float | None = Field(None, gt=0)
     probe_timeout_s: float = Field(10.0, gt=0)
     chain_resume: bool = False
+    gate_need_mib: int = Field(0, ge=0)
 
 
 def options_from_extra(extra: dict[str, Any], *, redis: Any = None) -> RemediationOptions:

@@ -1,0 +1,141 @@
+"""The GPU health gate in front of every resume, through the flow: a broken GPU (Xid 79)
+blocks the approved resume and offers a two-person override; on the seed story the gate
+passes once the idle server is stopped and the chained resume runs.
+
+Real: redis-server, the sim hosts over OpenSSH sshd, the extraction queue. Terminal chat.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis import Redis
+from rich.console import Console
+
+from bot.chat.terminal import TerminalBackend
+from bot.config.settings import Settings
+from bot.demo.story import crashed_job, make_desk
+from bot.domain.approval import ClaimOutcome
+from bot.domain.incident import Alert
+from bot.domain.lifecycle import IncidentState
+from bot.extract import queue
+from bot.extract.demo_data import prepare_interrupted_run
+from bot.flow.context import FlowContext, build_context
+from bot.flow.diagnose_step import on_incident_opened
+from bot.sim.sshd import SimHost
+from bot.ssh.pool import ParamikoPool
+from storage.audit import AuditLog
+from tests.fixtures.remediation import gpu_used
+
+S = IncidentState
+ONCALL, SECOND = "UONCALL", "USECOND"
+FAST_DIAG = {"samples": 2, "sample_interval_s": 0.1, "command_timeout_s": 4.0}
+Flow = Callable[..., tuple[FlowContext, SimHost, io.StringIO]]
+
+
+@pytest.fixture
+def make_flow(redis: Redis, redis_url: str,
+              sim_factory: Callable[..., SimHost]) -> Iterator[Flow]:
+    pools: list[ParamikoPool] = []
+
+    def build(scenario: str, host: str, **remediation: Any) -> tuple[FlowContext, SimHost,
+                                                                      io.StringIO]:
+        sim = sim_factory(scenario)
+        settings = Settings.model_validate({
+            "redis_url": redis_url, "chat_backend": "terminal",
+            "hosts": {host: {"ssh": sim.target, "key": str(sim.key_path),
+                             "known_hosts": str(sim.known_hosts_path), "gpus": 8}},
+            "slack": {"approvers": [ONCALL, SECOND]},
+            "extra": {"remediation": {"settle_s": 0.3, **remediation},
+                      "diagnostics": FAST_DIAG}})
+        out = io.StringIO()
+        pool = ParamikoPool(settings.ssh_defaults)
+        pools.append(pool)
+        return build_context(settings, pool, TerminalBackend(Console(file=out, width=200))), \
+            sim, out
+
+    yield build
+    for pool in pools:
+        pool.close()
+
+
+def open_incident(ctx: FlowContext, host: str, kind: str) -> str:
+    incident, created = ctx.incidents.open_or_fold(Alert(source="test", host=host, kind=kind))
+    assert created
+    on_incident_opened(ctx, incident.id)
+    return str(incident.id)
+
+
+def plan_of(ctx: FlowContext, incident_id: str, kind: str) -> dict[str, Any]:
+    plans = ctx.incidents.require(incident_id).meta["plans"]
+    return next(p for p in plans if p["action"]["kind"] == kind)
+
+
+def audit(ctx: FlowContext, incident_id: str) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(e.actor, e.action, e.detail) for e in AuditLog(ctx.redis).timeline(incident_id)]
+
+
+def test_broken_gpu_blocks_the_resume_until_two_people_override(
+        make_flow: Flow, redis_url: str, tmp_path: Path) -> None:
+    ctx, _, out = make_flow("gpu_xid79", "gpu-04")
+    job = crashed_job(redis_url, prepare_interrupted_run(tmp_path / "x", samples=24),
+                      host="gpu-04")
+    incident_id = open_incident(ctx, "gpu-04", "vm_restart")
+    assert ctx.incidents.require(incident_id).state is S.AWAITING_APPROVAL
+    resume = plan_of(ctx, incident_id, "extraction.resume")
+    assert resume["action"]["params"] == {"job": job}
+    desk = make_desk(ctx)
+    assert desk.approve(resume["approval_id"], ONCALL).acted
+
+    incident = ctx.incidents.require(incident_id)
+    assert incident.state is S.ACTION_FAILED
+    assert queue.status(ctx.redis_bytes, job).state.value == "interrupted"  # blocked
+    said = out.getvalue()
+    assert "Health gate failed on gpu-04" in said and "The resume is blocked" in said
+    assert "critical Xid since boot on 0000:5d:00" in incident.meta["result"]["summary"]
+    steps = audit(ctx, incident_id)
+    assert [a for _, a, _ in steps if a.startswith("action.")] == []  # nothing ran
+    assert any(a == "gate.failed" and not d["passed"] for _, a, d in steps)
+
+    override = plan_of(ctx, incident_id, "extraction.resume_override")
+    assert override["action"]["params"] == {"job": job}
+    assert ctx.approvals.get(override["approval_id"]).required == 2
+    first = desk.approve(override["approval_id"], ONCALL)
+    assert first.outcome is ClaimOutcome.NEED_SECOND_APPROVER and not first.acted
+    assert queue.status(ctx.redis_bytes, job).state.value == "interrupted"
+    assert desk.approve(override["approval_id"], SECOND).acted
+
+    assert queue.status(ctx.redis_bytes, job).state.value == "queued"
+    incident = ctx.incidents.require(incident_id)
+    assert incident.state is S.RESUMED and incident.meta["job"] == job
+    steps = audit(ctx, incident_id)
+    forced = next(d for _, a, d in steps if a == "gate.override")
+    assert forced["job"] == job and "critical Xid since boot on 0000:5d:00" in forced["reasons"]
+    started = next(d for _, a, d in steps if a == "action.started")
+    assert started["kind"] == "extraction.resume_override"
+    assert "Health gate overridden by UONCALL, USECOND" in out.getvalue()
+
+
+def test_seed_story_gate_passes_after_the_stop_and_the_chained_resume_runs(
+        make_flow: Flow, redis_url: str, tmp_path: Path) -> None:
+    ctx, sim, out = make_flow("seed", "gpu-01", chain_resume=True, gate_need_mib=60 * 1024)
+    job = crashed_job(redis_url, prepare_interrupted_run(tmp_path / "x", samples=24),
+                      host="gpu-01")
+    incident_id = open_incident(ctx, "gpu-01", "vram_idle")
+    stop = plan_of(ctx, incident_id, "systemd.stop_disable")
+    assert make_desk(ctx).approve(stop["approval_id"], ONCALL).acted
+
+    incident = ctx.incidents.require(incident_id)
+    assert incident.state is S.RESUMED, incident.meta.get("results")
+    assert queue.status(ctx.redis_bytes, job).state.value == "queued"
+    assert incident.meta["gate"]["passed"] and incident.meta["gate"]["checks"]["free memory"]
+    assert "Health gate passed on gpu-01: gpu count, nvidia-smi" in out.getvalue()
+    order = [a for _, a, _ in audit(ctx, incident_id)
+             if a in ("action.succeeded", "gate.passed", "action.started")]
+    assert order == ["action.started", "action.succeeded", "gate.passed", "action.started",
+                     "action.succeeded"]  # stop, its verification, the gate, then the resume
+    assert max(gpu_used(sim)) == 0
