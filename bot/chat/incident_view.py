@@ -28,6 +28,9 @@ _BUTTONS: dict[str, tuple[str, ...]] = {
     "resumed": ("resolve",),
     "snoozed": ("resolve",),
 }
+# where the "Raw evidence" button helps a decision still to make (``/ir evidence`` works always)
+EVIDENCE_STATES = frozenset({"awaiting_approval", "diagnosis_failed", "no_action",
+                             "action_failed", "denied", "expired"})
 _LABEL = {"ack": "Ack", "resolve": "Resolve", "retry": "Retry", "escalate": "Escalate"}
 
 

@@ -30,6 +30,7 @@ from bot.core.errors import log_internal
 APPROVE_RE = re.compile(r"^(approve|revert)(:\d+)?$")
 DENY_RE = re.compile(r"^deny(:\d+)?$")
 INCIDENT_RE = re.compile(r"^incident_(ack|resolve|snooze|retry|escalate)(:\d+)?$")
+EVIDENCE_RE = re.compile(r"^evidence(:\d+)?$")
 INCIDENT_VALUE_RE = re.compile(r"^([A-Za-z0-9_-]{1,64})(?:\|(\d{1,7}))?$")
 
 
@@ -78,6 +79,7 @@ class Listeners:
         app.action(APPROVE_RE)(self.approve)
         app.action(DENY_RE)(self.deny)
         app.action(INCIDENT_RE)(self.incident)
+        app.action(EVIDENCE_RE)(self.evidence)
         app.view(DENY_CALLBACK)(self.deny_submit)
         app.command(self.command)(self.slash)
         app.event("app_mention")(self.mention)
@@ -154,6 +156,19 @@ class Listeners:
                                   int(value.group(2) or 0))
         self._tell(click, text, value.group(1))
 
+    def evidence(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
+        click = Click.from_body(body)
+        self._submit(self._evidence, click, tell=click)
+        ack()
+
+    def _evidence(self, click: Click) -> None:
+        """The raw probe output goes in the thread; the clicker hears where (or why not)."""
+        value = INCIDENT_VALUE_RE.match(click.value)
+        if value is None or value.group(2) is not None:
+            self._tell(click, strings.INCIDENT_UNKNOWN.format(id=_safe(click.value)))
+            return
+        self._tell(click, self.handlers.evidence(click.user, value.group(1)).text, value.group(1))
+
     def deny_submit(
         self, ack: Callable[..., None], body: dict[str, Any], view: dict[str, Any]
     ) -> None:
@@ -206,6 +221,11 @@ class Listeners:
                 strings.INTERNAL_ERROR.format(error_id=log_internal(exc, "slash"))
             )
         respond(text=reply.text, response_type="in_channel" if reply.in_channel else "ephemeral")
+
+
+def _safe(text: str) -> str:
+    """A clicked value echoed back: short and without Slack control characters."""
+    return "".join(c for c in text[:40] if c.isalnum() or c in "-_")
 
 
 def _metadata(raw: str) -> dict[str, str]:

@@ -1,38 +1,34 @@
 """Incident + diagnosis + proposed actions + approvals → one ``ChatMessage`` (pure).
 
-The same message is re-rendered at every step (awaiting approval → approved by … →
-result → revert) and edited in place, so everything a person needs is in one place.
+The same message is re-rendered from stored state at every step (awaiting approval →
+approved by … → result → revert) and edited in place. It reads in five seconds: the
+headline, the state line and the ask come from ``bot.chat.summary``; the per-GPU evidence
+goes to the thread once (``thread_evidence``), raw probe output only on demand.
 All text from hosts, alerts and people is escaped (``bot.chat.text``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bot.chat import summary
 from bot.chat.base import Button, ButtonStyle, ChatMessage, Section
 from bot.chat.incident_view import (
+    EVIDENCE_STATES,
     PLAN_BUTTON_STATES,
     incident_buttons,
     state_sections,
     status_lines,
 )
-from bot.chat.text import clip, code_safe, escape, inline_code, mentions
+from bot.chat.text import clip, code_safe, escape, mentions
 from bot.core import strings
 from bot.domain.approval import Approval, ApprovalStatus
-from bot.domain.findings import Diagnosis, Finding, ProposedAction
+from bot.domain.findings import Diagnosis, ProposedAction
 
-SEVERITY_ICON = {
-    "critical": ":red_circle:",
-    "warning": ":large_orange_circle:",
-    "info": ":large_blue_circle:",
-}
-MAX_EVIDENCE_KEYS = 8
-EVIDENCE_VALUE_CHARS = 200
 MAX_GROUP_HOSTS = 20
 
 
@@ -49,6 +45,8 @@ class IncidentLike(Protocol):
     def severity(self) -> str: ...
     @property
     def state(self) -> str: ...
+    @property
+    def first_seen(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -58,6 +56,7 @@ class IncidentHeader:
     kind: str
     severity: str
     state: str
+    first_seen: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -85,131 +84,93 @@ def render_incident(
     revert: ActionPlan | None = None,
     *,
     seq: int = 0,
+    now: float | None = None,
+    oncall: str | None = None,
 ) -> ChatMessage:
-    """The full incident message for the current state; buttons follow from the state."""
+    """The parent message for the current state: headline, state line, one sentence per
+    action, buttons from the state. The evidence lives in the thread (``thread_evidence``)."""
     approvals = approvals or {}
+    now = time.time() if now is None else now
     state, meta = _val(incident.state), dict(getattr(incident, "meta", None) or {})
     clickable = state in PLAN_BUTTON_STATES
-    sections = [_summary(incident, diagnosis)]
+    sections = [_headline(incident, diagnosis, now), Section(summary.state_line(incident, now))]
     sections += [Section(line) for line in status_lines(meta)]
-    sections += [finding_section(f) for f in diagnosis.findings]
     sections += state_sections(state, meta, [f.title for f in diagnosis.findings])
-    sections += [_plan_section(incident.host, p, approvals.get(p.approval_id), clickable)
-                 for p in plans]
+    sections += _also_found(state, diagnosis)
+    sections += [_plan_section(incident.host, p, diagnosis, approvals.get(p.approval_id),
+                               clickable) for p in plans]
     if results:
         sections.append(_results_section(results))
     if revert is not None:
-        sections.append(
-            _revert_section(incident.host, revert, approvals.get(revert.approval_id), clickable))
-    severity = escape(_val(incident.severity))
+        sections.append(_revert_section(incident.host, revert, diagnosis,
+                                        approvals.get(revert.approval_id), clickable))
+    buttons = incident_buttons(state, str(incident.id), meta)
+    if diagnosis.probes and state in EVIDENCE_STATES:  # raw output on demand, in the thread
+        buttons += (Button(strings.MSG_EVIDENCE_BUTTON, "evidence", str(incident.id)),)
     return ChatMessage(
-        text=f"{escape(incident.host)}: {escape(incident.kind)} ({severity}) — {_state(incident)}",
-        header=header_text(incident),
+        text=summary.notification_text(incident, diagnosis, oncall=oncall),
         sections=tuple(sections),
-        buttons=incident_buttons(state, str(incident.id), meta),
-        context=_context(incident, plans, approvals),
+        buttons=buttons,
+        context=_context(plans, approvals),
         incident_id=str(incident.id),
         seq=seq,
     )
 
 
-def header_text(incident: IncidentLike) -> str:
-    icon = SEVERITY_ICON.get(_val(incident.severity), ":white_circle:")
-    return (
-        f"{icon} {incident.host} · {incident.kind} · {_val(incident.severity)} · {_state(incident)}"
-    )
-
-
-def _summary(incident: IncidentLike, diagnosis: Diagnosis) -> Section:
-    text = (
-        f"*Incident {escape(incident.id)}* on *{escape(incident.host)}* · playbook "
-        f"{inline_code(diagnosis.playbook)} · diagnosis {escape(_val(diagnosis.status))} "
-        f"in {diagnosis.duration_s:.1f}s"
-    )
+def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float) -> Section:
+    text = f"*{summary.headline(incident, diagnosis, now)}*"
     hosts = tuple(getattr(incident, "hosts", ()) or ())
     if len(hosts) > 1:  # a group parent: a rack reboot is one message listing its hosts
         shown = ", ".join(escape(h) for h in hosts[:MAX_GROUP_HOSTS])
         more = f" and {len(hosts) - MAX_GROUP_HOSTS} more" if len(hosts) > MAX_GROUP_HOSTS else ""
-        text += f"\n{len(hosts)} hosts alerted together: {shown}{more}"
+        text += "\n" + strings.MSG_GROUP_HOSTS.format(n=len(hosts), hosts=shown, more=more)
     return Section(text=text)
 
 
-def finding_section(finding: Finding) -> Section:
-    icon = SEVERITY_ICON.get(_val(finding.severity), ":white_circle:")
-    text = f"{icon} *{escape(finding.title)}*"
-    if finding.detail:
-        text += f"\n{escape(finding.detail)}"
-    gpus, grid = finding.evidence.get("gpus"), finding.evidence.get("grid")
-    code = gpu_table(gpus) if isinstance(gpus, list) and gpus else _evidence_lines(finding.evidence)
-    code = code_safe(grid) if isinstance(grid, str) and grid else code  # gpu_health verdicts
-    return Section(text=text, code=code or None)
+def _also_found(state: str, diagnosis: Diagnosis) -> list[Section]:
+    """The other warnings' titles on one line (info stays in the thread and raw evidence;
+    the failed and nothing-to-do states already list every finding)."""
+    if state in ("diagnosis_failed", "no_action"):
+        return []
+    first = summary.primary_finding(diagnosis)
+    others = [summary.plain_title(f) for f in diagnosis.findings
+              if f is not first and _val(f.severity) != "info"]
+    if not others:
+        return []
+    return [Section(strings.MSG_ALSO_FOUND.format(titles=clip("; ".join(others), 300)))]
 
 
-def gpu_table(gpus: Sequence[Any]) -> str:
-    """A compact per-GPU table: memory used/total, utilization, who holds it."""
-    rows = [f"{'GPU':>3}  {'MEMORY USED / TOTAL':<26} {'UTIL':>4}  HOLDER"]
-    for g in gpus:
-        if not isinstance(g, Mapping):
-            continue
-        used, total = _num(g.get("memory_used_mib")), _num(g.get("memory_total_mib"))
-        pct = f"({used / total:.0%})" if used is not None and total else ""
-        mem = f"{_gib(used)} / {_gib(total)} GiB {pct}".strip()
-        util = _num(g.get("utilization_pct"))
-        util_s = f"{util:.0f}%" if util is not None else "?"
-        rows.append(
-            f"{g.get('index', '?')!s:>3}  {mem:<26} {util_s:>4}  {_holder(g.get('holder'))}"
-        )
-    return code_safe("\n".join(rows))
+def thread_evidence(diagnosis: Diagnosis) -> tuple[Section, ...]:
+    """The thread's evidence, posted once: the per-GPU table and any GPU health grid."""
+    table = summary.evidence_table(diagnosis)
+    sections = [table] if table is not None else []
+    for f in diagnosis.findings:
+        grid = f.evidence.get("grid")
+        if isinstance(grid, str) and grid:
+            sections.append(Section(text=f"*{summary.plain_title(f)}*", code=code_safe(grid)))
+    return tuple(sections)
 
 
-def _holder(holder: Any) -> str:
-    if holder is None or holder == "":
-        return "-"
-    if isinstance(holder, Mapping):
-        name = holder.get("unit") or holder.get("name") or holder.get("cmd") or "?"
-        pid = holder.get("pid")
-        return clip(f"{name} (pid {pid})" if pid is not None else str(name), 48)
-    if isinstance(holder, list | tuple):
-        return clip(", ".join(_holder(h) for h in holder), 48)
-    return clip(str(holder), 48)
-
-
-def _evidence_lines(evidence: Mapping[str, Any]) -> str:
-    lines = []
-    for key in list(evidence)[:MAX_EVIDENCE_KEYS]:
-        value = evidence[key]
-        shown = value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
-        lines.append(f"{key}: {clip(shown, EVIDENCE_VALUE_CHARS)}")
-    if len(evidence) > MAX_EVIDENCE_KEYS:
-        lines.append(f"… {len(evidence) - MAX_EVIDENCE_KEYS} more")
-    return code_safe("\n".join(lines))
-
-
-def _plan_section(
-    host: str, plan: ActionPlan, approval: Approval | None, clickable: bool = True
-) -> Section:
-    a = plan.action
-    params = " ".join(f"{escape(k)}={inline_code(v)}" for k, v in sorted(a.params.items()))
-    text = f"*Proposed:* {inline_code(a.kind)} {params}\n_{escape(a.reason)}_"
-    if a.risk:
-        text += f"\n*Risk:* {escape(a.risk)}"
+def _plan_section(host: str, plan: ActionPlan, diagnosis: Diagnosis,
+                  approval: Approval | None, clickable: bool = True) -> Section:
+    text = summary.action_sentence(plan.action, diagnosis)
     decision = decision_line(approval)
     if decision:
         text += f"\n{decision}"
-    code = code_safe("\n".join(f"$ {c}" for c in plan.commands)) if plan.commands else None
     show = clickable and (approval is None or approval.status is ApprovalStatus.PENDING)
-    return Section(text=text, code=code, buttons=_buttons(host, plan) if show else ())
+    return Section(text=text, buttons=_buttons(host, plan) if show else ())
 
 
 def _buttons(host: str, plan: ActionPlan) -> tuple[Button, ...]:
+    """Approve carries the exact commands in its confirm dialog; Deny is never red."""
     confirm = None
     if plan.destructive:
         confirm = f"{strings.CONFIRM_TITLE.format(host=host)} {plan.action.kind}: " + "; ".join(
             plan.commands
         )
     return (
-        Button("Approve", "approve", plan.approval_id, ButtonStyle.PRIMARY, confirm),
-        Button("Deny", "deny", plan.approval_id, ButtonStyle.DANGER),
+        Button(strings.MSG_APPROVE, "approve", plan.approval_id, ButtonStyle.PRIMARY, confirm),
+        Button(strings.MSG_DENY, "deny", plan.approval_id, ButtonStyle.DEFAULT),
     )
 
 
@@ -239,57 +200,45 @@ def _results_section(results: Sequence[StepResult]) -> Section:
     return Section(text="*Result*\n" + "\n".join(lines))
 
 
-def _revert_section(
-    host: str, plan: ActionPlan, approval: Approval | None, clickable: bool = True
-) -> Section:
-    section = _plan_section(host, plan, approval, clickable)
+def _revert_section(host: str, plan: ActionPlan, diagnosis: Diagnosis,
+                    approval: Approval | None, clickable: bool = True) -> Section:
+    section = _plan_section(host, plan, diagnosis, approval, clickable)
     buttons = tuple(
         Button("Revert", "revert", b.value, ButtonStyle.DEFAULT, b.confirm)
         for b in section.buttons
         if b.action_id == "approve"
     )
-    return Section(text="*Revert available*\n" + section.text, code=section.code, buttons=buttons)
+    return Section(text=strings.MSG_REVERT_AVAILABLE + "\n" + section.text, buttons=buttons)
 
 
-def _context(
-    incident: IncidentLike, plans: Sequence[ActionPlan], approvals: Mapping[str, Approval]
-) -> tuple[str, ...]:
-    line = f"State: *{_state(incident)}* · incident {escape(incident.id)}"
+def _context(plans: Sequence[ActionPlan], approvals: Mapping[str, Approval]) -> tuple[str, ...]:
     pending = [
         approvals[p.approval_id]
         for p in plans
         if p.approval_id in approvals and approvals[p.approval_id].is_open
     ]
-    if pending:
-        line += f" · approval expires {_utc(min(a.expires_at for a in pending))} UTC"
-    return (line,)
+    if not pending:
+        return ()
+    return (strings.MSG_APPROVAL_EXPIRES.format(when=_utc(min(a.expires_at for a in pending))),)
 
 
 def evidence_hash(diagnosis: Diagnosis) -> str:
-    """sha256 of the findings exactly as rendered: what the approver saw and approved."""
+    """sha256 of what the approver sees: the headline's facts, each proposed action's
+    sentence and the thread's evidence table (no clock in it, so it is stable)."""
+    facts = IncidentHeader("", diagnosis.host, diagnosis.playbook, "", "")
+    parts = [summary.headline(facts, diagnosis, 0.0)]
+    parts += [summary.action_sentence(a, diagnosis) for a in diagnosis.actions]
+    for section in thread_evidence(diagnosis):
+        parts += [section.text, section.code or ""]
     h = hashlib.sha256()
-    for section in (finding_section(f) for f in diagnosis.findings):
-        h.update(section.text.encode())
-        h.update(b"\0")
-        h.update((section.code or "").encode())
+    for part in parts:
+        h.update(part.encode())
         h.update(b"\0")
     return "sha256:" + h.hexdigest()
 
 
-def _state(incident: IncidentLike) -> str:
-    return _val(incident.state).replace("_", " ")
-
-
 def _val(value: Any) -> str:
     return str(getattr(value, "value", value))
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _gib(mib: float | None) -> str:
-    return f"{mib / 1024:.1f}" if mib is not None else "?"
 
 
 def _utc(ts: float) -> str:

@@ -80,7 +80,15 @@ class Decide:
     duration_s: int = 0
 
 
-SlashCommand = Help | Status | Incidents | Diag | Jobs | Job | Silence | DigestNow | Decide
+@dataclass(frozen=True)
+class Evidence:
+    """``evidence ID``: the incident's raw probe output, posted in its thread."""
+
+    incident_id: str
+
+
+SlashCommand = (Help | Status | Incidents | Diag | Jobs | Job | Silence | DigestNow | Decide
+                | Evidence)
 INCIDENT_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DEFAULT_SNOOZE_S = 1800
 
@@ -102,6 +110,7 @@ class SlashHandlers(Protocol):
     def silence(self, user: str, host: str, kind: str, duration_s: int) -> SlashReply: ...
     def digest_now(self, user: str) -> SlashReply: ...
     def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply: ...
+    def evidence(self, user: str, incident_id: str) -> SlashReply: ...
 
 
 def usage(command: str = "/ir", reason: str = "") -> str:
@@ -178,6 +187,12 @@ def _decide(verb: str) -> Callable[[list[str]], SlashCommand]:
     return parse_it
 
 
+def _evidence(args: list[str]) -> SlashCommand:
+    if len(args) != 1:
+        raise ValueError("needs one incident ID.")
+    return Evidence(_check(args[0], INCIDENT_ID_RE, "incident ID"))
+
+
 def parse_duration(text: str) -> int:
     """``30m`` → 1800; at most 30 days, at least one second."""
     m = DURATION_RE.match(text.strip().lower())
@@ -213,6 +228,7 @@ _PARSERS: dict[str, Callable[[list[str]], SlashCommand]] = {
     "ack": _decide("ack"),
     "resolve": _decide("resolve"),
     "snooze": _decide("snooze"),
+    "evidence": _evidence,
 }
 
 
@@ -237,6 +253,8 @@ def run(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: str = "/
             return handlers.digest_now(user)
         case Decide(verb=verb, incident_id=incident_id, duration_s=duration_s):
             return handlers.decide(user, verb, incident_id, duration_s)
+        case Evidence(incident_id=incident_id):
+            return handlers.evidence(user, incident_id)
     raise AssertionError(f"unhandled slash command {cmd!r}")  # pragma: no cover
 
 
@@ -269,3 +287,6 @@ class Unavailable:
 
     def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
         return self._no(verb)
+
+    def evidence(self, user: str, incident_id: str) -> SlashReply:
+        return self._no("evidence")

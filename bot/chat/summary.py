@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bot.chat.base import Button, ButtonStyle, ChatMessage, Section
+from bot.chat.base import Section
 from bot.chat.text import clip, code_safe, escape
 from bot.core import fmt, strings
 from bot.domain.findings import Diagnosis, Finding, ProposedAction
@@ -44,15 +43,6 @@ class IncidentFacts(Protocol):
     def state(self) -> Any: ...
     @property
     def first_seen(self) -> float: ...
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """One proposed action as the parent message offers it."""
-
-    action: ProposedAction
-    approval_id: str
-    commands: tuple[str, ...] = ()
 
 
 def _val(value: Any) -> str:
@@ -251,23 +241,3 @@ def _gpu_row(g: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
     pid, unit = first.get("pid"), first.get("unit") or first.get("name")
     return (str(g.get("index", "?")), mem, "?" if util is None else f"{util:.0f}%",
             "-" if pid is None else str(pid), clip(str(unit or "-"), 48))
-
-
-def parent_message(incident: IncidentFacts, diagnosis: Diagnosis,
-                   proposals: Sequence[Proposal], now: float,
-                   oncall: str | None = None) -> ChatMessage:
-    """The first message: headline, state, one sentence and buttons per action."""
-    sections = [Section(text=f"*{headline(incident, diagnosis, now)}*"),
-                Section(text=state_line(incident, now))]
-    sections += [Section(text=action_sentence(p.action, diagnosis), buttons=_buttons(p))
-                 for p in proposals]
-    evidence = Button(strings.MSG_EVIDENCE_BUTTON, "evidence", str(incident.id))
-    return ChatMessage(text=notification_text(incident, diagnosis, oncall),
-                       sections=tuple(sections), buttons=(evidence,),
-                       incident_id=str(incident.id))
-
-
-def _buttons(p: Proposal) -> tuple[Button, ...]:
-    confirm = "; ".join(p.commands) if p.commands else None
-    return (Button(strings.MSG_APPROVE, "approve", p.approval_id, ButtonStyle.PRIMARY, confirm),
-            Button(strings.MSG_DENY, "deny", p.approval_id, ButtonStyle.DEFAULT))

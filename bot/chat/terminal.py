@@ -1,9 +1,11 @@
 """The terminal chat backend (the demo's default): messages print, buttons become commands.
 
 Each approval shown gets a short number that stays the same across edits, so a person
-types ``approve 3`` or ``deny 3 "reason"`` where Slack would show buttons. Text from hosts
-is printed as ``rich.text.Text`` (never parsed as rich markup), and the typed commands
-drive the same ``ApprovalDesk`` as Slack clicks, so the rules are identical.
+types ``approve 3`` or ``deny 3 "reason"`` where Slack would show buttons; the incident's
+own buttons read as ``ack ID`` / ``snooze ID 2h`` / ``resolve ID`` / ``retry ID`` /
+``escalate ID``. Text from hosts is printed as ``rich.text.Text`` (never parsed as rich
+markup), and the typed commands drive the same ``ApprovalDesk`` as Slack clicks, so the
+rules are identical.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from rich.text import Text
 
 from bot.chat.base import Button, ChatMessage, Ephemeral, MessageRef, Section
 from bot.chat.interactions import ApprovalDesk, Decision
+from bot.chat.slash import DEFAULT_SNOOZE_S, INCIDENT_ID_RE, parse_duration
 from bot.chat.text import mention, to_plain
 from bot.core import strings
 from bot.core.errors import UserError
 
 VERBS = ("approve", "deny", "revert")
+INCIDENT_VERBS = ("ack", "resolve", "snooze", "retry", "escalate")
 BOLD_RE = re.compile(r"\*([^*\n]+)\*")
 EMOJI_RE = re.compile(r":([a-z][a-z0-9_+-]*):")
 GROUP_RE = re.compile(r"<!subteam\^([A-Z0-9]+)(?:\|[^>]*)?>")
@@ -46,9 +50,11 @@ class TerminalInputError(UserError):
 
 @dataclass(frozen=True)
 class TerminalCommand:
-    verb: str  # approve | deny | revert | help | quit
+    verb: str  # approve | deny | revert | ack | resolve | snooze | retry | escalate | help | quit
     number: int | None = None
     reason: str = ""
+    incident_id: str = ""  # the incident verbs name the incident, not a number
+    duration_s: int = 0  # snooze only
 
 
 def parse_command(line: str) -> TerminalCommand:
@@ -62,6 +68,8 @@ def parse_command(line: str) -> TerminalCommand:
     verb = words[0].lower()
     if verb in ("help", "?", "quit", "exit") and len(words) == 1:
         return TerminalCommand("quit" if verb in ("quit", "exit") else "help")
+    if verb in INCIDENT_VERBS:
+        return _incident_command(verb, words[1:])
     if verb not in VERBS or len(words) < 2 or not words[1].isdigit():
         raise TerminalInputError(strings.TERMINAL_USAGE)
     reason = " ".join(words[2:]).strip()
@@ -70,6 +78,20 @@ def parse_command(line: str) -> TerminalCommand:
     if verb != "deny" and reason:
         raise TerminalInputError(strings.TERMINAL_USAGE)
     return TerminalCommand(verb, int(words[1]), reason)
+
+
+def _incident_command(verb: str, args: list[str]) -> TerminalCommand:
+    """``ack ID`` / ``resolve ID`` / ``retry ID`` / ``escalate ID`` / ``snooze ID [2h]``."""
+    most = 2 if verb == "snooze" else 1
+    if not 1 <= len(args) <= most or not INCIDENT_ID_RE.match(args[0]):
+        raise TerminalInputError(strings.TERMINAL_USAGE)
+    if verb != "snooze":
+        return TerminalCommand(verb, incident_id=args[0])
+    try:
+        seconds = parse_duration(args[1]) if len(args) == 2 else DEFAULT_SNOOZE_S
+    except ValueError as exc:
+        raise TerminalInputError(f"{exc} {strings.TERMINAL_USAGE}") from None
+    return TerminalCommand(verb, incident_id=args[0], duration_s=seconds)
 
 
 class TerminalBackend:
@@ -152,9 +174,15 @@ class TerminalBackend:
 
     def _buttons_line(self, buttons: tuple[Button, ...]) -> Text:
         line = Text()
-        for value in dict.fromkeys(b.value for b in buttons):
+        typed = _incident_commands(buttons)
+        if typed:
+            line.append("  |  ".join(typed), style="bold green")
+        numbered = tuple(b for b in buttons if _verb(b) in VERBS)
+        for value in dict.fromkeys(b.value for b in numbered):
+            if line.plain:
+                line.append("\n")
             n = self._numbers.setdefault(value, len(self._numbers) + 1)
-            verbs = {b.action_id.split(":")[0]: b for b in buttons if b.value == value}
+            verbs = {_verb(b): b for b in numbered if b.value == value}
             self._buttons[n] = verbs
             cmds = [f'deny {n} "reason"' if v == "deny" else f"{v} {n}" for v in verbs]
             line.append(f"[{n}] ", style="bold")
@@ -164,11 +192,44 @@ class TerminalBackend:
         return line
 
 
+def _verb(button: Button) -> str:
+    return button.action_id.split(":")[0].removeprefix("incident_")
+
+
+def _incident_commands(buttons: tuple[Button, ...]) -> list[str]:
+    """The incident's own buttons as the commands to type (raw evidence stays in Slack:
+    the terminal demo already printed everything it ran)."""
+    out: dict[str, list[str]] = {}
+    for b in buttons:
+        verb = _verb(b)
+        if verb not in INCIDENT_VERBS:
+            continue
+        incident_id, _, secs = b.value.partition("|")
+        out.setdefault(verb, [incident_id])
+        if secs.isdigit():
+            out[verb].append(_duration_word(int(secs)))
+    cmds = []
+    for verb, (incident_id, *durations) in out.items():
+        cmds.append(f"{verb} {incident_id}" + (f" {'|'.join(durations)}" if durations else ""))
+    return cmds
+
+
+def _duration_word(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
 def handle_line(
     backend: TerminalBackend, desk: ApprovalDesk, user: str, line: str
 ) -> Decision | None:
     """One typed line → the same desk as a Slack click; prints the private answer."""
     cmd = backend.read_command(line)
+    if cmd.incident_id:
+        text = desk.incident(cmd.verb, cmd.incident_id, user, cmd.duration_s)
+        backend.ephemeral(Ephemeral(user=user, text=text, channel="terminal"))
+        return None
     if cmd.number is None:
         backend.console.print(Text(strings.TERMINAL_USAGE))
         return None

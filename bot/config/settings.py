@@ -45,6 +45,7 @@ class SlackSettings(Strict):
     api_url: str = "https://slack.com/api/"
     slash_command: str = "/ir"
     socket_mode: bool | None = None  # None: on when SLACK_APP_TOKEN is set
+    oncall: str = ""  # user group (S…) @mentioned on critical incidents
 
 
 class HostSettings(Strict):

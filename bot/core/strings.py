@@ -67,7 +67,7 @@ SLASH_UNAVAILABLE = "`{name}` is not available in this deployment."
 SLASH_USAGE = (
     "Usage: {cmd} help | status | incidents | diag HOST [PLAYBOOK] | jobs | job ID"
     " | silence HOST KIND DURATION (e.g. 30m, 2h) | digest now"
-    " | ack ID | resolve ID | snooze ID [DURATION]"
+    " | ack ID | resolve ID | snooze ID [DURATION] | evidence ID"
 )
 SLASH_HELP = (
     "*{cmd} help* this text\n*{cmd} status* each host: GPU memory and utilization, disk, open incidents\n"
@@ -75,9 +75,13 @@ SLASH_HELP = (
     "*{cmd} jobs* extraction jobs · *{cmd} job ID* one job\n"
     "*{cmd} silence HOST KIND DURATION* mute alerts of one kind on a host (e.g. 2h)\n"
     "*{cmd} digest now* post the health digest\n"
-    "*{cmd} ack ID* · *{cmd} resolve ID* · *{cmd} snooze ID [30m|2h|1d]* decide on an incident"
+    "*{cmd} ack ID* · *{cmd} resolve ID* · *{cmd} snooze ID [30m|2h|1d]* decide on an incident\n"
+    "*{cmd} evidence ID* post the raw probe output in the incident's thread"
 )
-TERMINAL_USAGE = 'Commands: approve N | deny N "reason" | revert N | help | quit'
+TERMINAL_USAGE = (
+    'Commands: approve N | deny N "reason" | revert N | ack ID | snooze ID [30m|2h|1d]'
+    ' | resolve ID | retry ID | escalate ID | help | quit'
+)
 TERMINAL_UNKNOWN_NUMBER = "No button numbered {n} (known: {known})."
 TERMINAL_NO_VERB = "Item {n} has no `{verb}` button (it has: {verbs})."
 TERMINAL_ONLY_YOU = "(only {user} sees this)"
@@ -368,3 +372,12 @@ FLOW_GATE_OVERRIDE_REASON = "Resume job {job} although the health gate failed: {
 FLOW_GATE_OVERRIDE_RISK = "the extraction runs on GPUs the gate found unhealthy; it may crash again or write wrong results"
 FLOW_GATE_OVERRIDDEN = "Health gate overridden by {who} for job {job}: resuming anyway."
 FLOW_RESUME_INTERRUPTED_REASON = "Job {job} was interrupted on {host}: resume it where it stopped (behind the GPU health gate)."
+
+# --- the one renderer's parent message (issues 14 + 15 wired) ------------------------
+MSG_GROUP_HOSTS = "{n} hosts alerted together: {hosts}{more}"
+MSG_ALSO_FOUND = "Also found: {titles}"
+MSG_REVERT_AVAILABLE = "*Revert available*"
+MSG_APPROVAL_EXPIRES = "Approval expires {when} UTC"
+MSG_EVIDENCE_POSTED = "Raw evidence of {id} posted in its thread."
+MSG_EVIDENCE_NOT_YET = "Incident {id} has no diagnosis yet: nothing to show."
+MSG_EVIDENCE_NO_THREAD = "Incident {id} has no message yet to reply under."

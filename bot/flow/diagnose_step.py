@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from bot.chat.evidence import outputs_to_meta
 from bot.chat.render import evidence_hash
 from bot.domain.findings import Diagnosis, DiagnosisStatus
 from bot.domain.incident import Incident
@@ -42,7 +43,8 @@ def on_incident_opened(ctx: FlowContext, incident_id: str) -> Incident:
     ev_hash = evidence_hash(diagnosis)
     ctx.incidents.set_meta(incident_id, diagnosis=diagnosis.to_dict(),
                            plans=plans_to_meta(plans), evidence_hash=ev_hash,
-                           results=[], result=None, revert_plan=None, running=None)
+                           results=[], result=None, revert_plan=None, running=None,
+                           probe_output=outputs_to_meta(diagnosis))
     reason = f"{len(diagnosis.findings)} findings, {len(plans)} proposed actions"
     incident = ctx.incidents.transition(incident_id, outcome_state(diagnosis, len(plans)),
                                         ctx.bot_user, reason, ev_hash)

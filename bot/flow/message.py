@@ -9,12 +9,14 @@ from a click's payload.
 from __future__ import annotations
 
 from bot.chat.base import ChatMessage, MessageRef
-from bot.chat.render import StepResult, render_incident
+from bot.chat.evidence import raw_evidence, with_outputs
+from bot.chat.render import StepResult, render_incident, thread_evidence
+from bot.core import strings
 from bot.domain.findings import Diagnosis
 from bot.domain.incident import Incident
 from bot.flow.context import FlowContext
 from bot.flow.plans import stored_plans
-from bot.flow.thread import message_ref, where_to_post
+from bot.flow.thread import message_ref, thread_ref, where_to_post
 
 
 def render_stored(ctx: FlowContext, incident: Incident, seq: int = 0) -> ChatMessage | None:
@@ -27,7 +29,8 @@ def render_stored(ctx: FlowContext, incident: Incident, seq: int = 0) -> ChatMes
     approvals = {i: a for i in ids if (a := ctx.approvals.get(i)) is not None}
     results = [StepResult(bool(r["ok"]), r["text"]) for r in meta.get("results", [])]
     return render_incident(incident, Diagnosis.from_dict(meta["diagnosis"]), plans, approvals,
-                           results, revert, seq=seq)
+                           results, revert, seq=seq, now=ctx.clock(),
+                           oncall=ctx.settings.slack.oncall)
 
 
 def publish(ctx: FlowContext, incident_id: str) -> MessageRef | None:
@@ -53,4 +56,33 @@ def _first_post(ctx: FlowContext, incident: Incident, message: ChatMessage) -> M
     chat = {"channel": ref.channel, "ts": ref.ts,
             "thread_ts": parent_ref.ts if parent_ref is not None else ref.ts}
     ctx.incidents.set_meta(incident.id, chat=chat)
+    _post_evidence(ctx, incident, MessageRef(ref.channel, chat["thread_ts"]))
     return ref
+
+
+def _post_evidence(ctx: FlowContext, incident: Incident, thread: MessageRef) -> None:
+    """The per-GPU evidence table, once, as the first reply under the new message."""
+    sections = thread_evidence(Diagnosis.from_dict(incident.meta["diagnosis"]))
+    if sections:
+        ctx.chat.post(thread.channel, ChatMessage(text=sections[0].text, sections=sections),
+                      thread=thread)
+
+
+def post_raw_evidence(ctx: FlowContext, incident_id: str) -> str:
+    """Raw probe output on demand (button or ``/ir evidence``), as a reply in the thread;
+    the answer for the person who asked."""
+    incident = ctx.incidents.get(incident_id)
+    if incident is None:
+        return strings.INCIDENT_UNKNOWN.format(id=incident_id)
+    if "diagnosis" not in incident.meta:
+        return strings.MSG_EVIDENCE_NOT_YET.format(id=incident_id)
+    ref = thread_ref(incident)
+    if ref is None:
+        return strings.MSG_EVIDENCE_NO_THREAD.format(id=incident_id)
+    diagnosis = with_outputs(Diagnosis.from_dict(incident.meta["diagnosis"]),
+                             incident.meta.get("probe_output") or [])
+    sections = raw_evidence(diagnosis)
+    text = sections[0].text if sections else strings.MSG_PROBE_NO_OUTPUT
+    ctx.chat.post(ref.channel, ChatMessage(text=text, sections=sections, incident_id=incident_id),
+                  thread=ref)
+    return strings.MSG_EVIDENCE_POSTED.format(id=incident_id)

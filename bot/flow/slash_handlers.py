@@ -9,6 +9,7 @@ from bot.chat.slash import SlashReply
 from bot.domain.incident import Alert
 from bot.flow.context import FlowContext
 from bot.flow.diagnose_step import on_incident_opened
+from bot.flow.message import post_raw_evidence
 from storage.silences import SilenceStore
 
 
@@ -53,6 +54,10 @@ class FlowSlashHandlers:
         if self._decide is None:
             return SlashReply(f"`{verb}` is not available on this bot.")
         return SlashReply(self._decide(verb, incident_id, user, duration_s))
+
+    def evidence(self, user: str, incident_id: str) -> SlashReply:
+        """``/ir evidence ID`` and the "Raw evidence" button: probe output in the thread."""
+        return SlashReply(post_raw_evidence(self.ctx, incident_id))
 
     def jobs(self, user: str) -> SlashReply:
         from bot.extract import queue

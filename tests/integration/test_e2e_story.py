@@ -139,11 +139,14 @@ def test_crash_recovery_story_through_slack(world: dict[str, Any],
     incident_id = send_alert(world["url"], ALERT_TOKEN)
 
     standin.wait_for("chat.postMessage", 1, timeout_s=30)
-    assert len(standin.calls_of("chat.postMessage")) == 1
+    parents = [c for c in standin.calls_of("chat.postMessage") if not c.params.get("thread_ts")]
+    assert len(parents) == 1
     (channel, ts), _ = next(iter(standin.messages.items()))
     assert channel == CHANNEL
     before = last_message(standin, ts)  # what the approver's client shows
-    assert "awaiting approval" in before["text"]
+    assert "Approve or deny: stop vllm-kimi-k25-int4.service" in before["text"]
+    assert "Awaiting approval · incident " + incident_id in json.dumps(before["blocks"],
+                                                                   ensure_ascii=False)
     if restart_before_click:
         world["restart"]()
 

@@ -20,7 +20,8 @@ from rich.console import Console
 from bot.chat import blockkit as bk
 from bot.chat.base import ChatMessage
 from bot.chat.evidence import raw_evidence
-from bot.chat.summary import Proposal, evidence_table, parent_message
+from bot.chat.render import ActionPlan, render_incident, thread_evidence
+from bot.chat.summary import evidence_table
 from bot.chat.terminal import TerminalBackend
 from bot.config.settings import SSHSettings
 from bot.domain.findings import Diagnosis, Severity
@@ -66,9 +67,10 @@ def visible_lines(payload: dict[str, Any]) -> list[str]:
 
 
 def first_message(diagnosis: Diagnosis) -> ChatMessage:
-    proposals = [Proposal(a, f"appr-{i}", (f"systemctl stop {UNIT}",))
-                 for i, a in enumerate(diagnosis.actions)]
-    return parent_message(seed_incident(), diagnosis, proposals, NOW, oncall="S0ONCALL")
+    """The real renderer, as the flow calls it for the first post."""
+    plans = [ActionPlan(a, (f"systemctl stop {UNIT}",), f"appr-{i}")
+             for i, a in enumerate(diagnosis.actions)]
+    return render_incident(seed_incident(), diagnosis, plans, now=NOW, oncall="S0ONCALL")
 
 
 def terminal_text(*messages: ChatMessage) -> str:
@@ -107,6 +109,7 @@ def test_evidence_table_and_terminal_say_the_same_words(seed_diagnosis: Diagnosi
     message = first_message(seed_diagnosis)
     table = evidence_table(seed_diagnosis)
     assert table is not None and table.code is not None
+    assert thread_evidence(seed_diagnosis) == (table,)  # what the flow posts in the thread
     rows = table.code.splitlines()
     assert rows[0].split() == ["GPU", "MEMORY", "UTIL", "PID", "UNIT"] and len(rows) == 9
     assert all(re.search(rf"75\.8 / \d+\.\d GiB\s+0%\s+\d+\s+{re.escape(UNIT)}$", r)

@@ -74,3 +74,52 @@ def test_digest_now_posts_a_digest_with_its_chart(bot: Any) -> None:
     assert "Posting the digest now" in replies(standin, 1)[0]
     standin.wait_for("chat.postMessage", 1, 60)
     standin.wait_for("files.completeUploadExternal", 1, 60)
+
+
+def diagnosed(service: Any) -> Any:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the message ref is written right after the post
+        incidents = service.ctx.incidents.list(open_only=True)
+        if incidents and "chat" in incidents[0].meta:
+            return incidents[0]
+        time.sleep(0.1)
+    raise AssertionError("the incident was never posted")
+
+
+def thread_posts(standin: SlackStandIn, ts: str, n: int) -> list[Any]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        posts = [c for c in standin.calls_of("chat.postMessage")
+                 if c.params.get("thread_ts") == ts]
+        if len(posts) >= n:
+            return posts
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {n} replies in thread {ts}")
+
+
+def test_evidence_table_in_the_thread_and_raw_output_on_demand(bot: Any) -> None:
+    service, standin, sender = bot
+    sender.slash(USER, "/ir", "diag gpu-01 vram_idle")
+    incident = diagnosed(service)
+    ts, channel = incident.meta["chat"]["ts"], incident.meta["chat"]["channel"]
+    [table] = thread_posts(standin, ts, 1)  # the compact table, posted once
+    shown = str(table.params.get("blocks"))
+    assert "GPU" in shown and "MEMORY" in shown and "nvidia-smi" not in shown
+    parent = next(c for c in standin.calls_of("chat.postMessage") if not c.params.get("thread_ts"))
+    assert "nvidia-smi" not in str(parent.params.get("blocks"))
+    assert "Raw evidence" in str(parent.params.get("blocks"))
+
+    sender.slash(USER, "/ir", f"evidence {incident.id}")
+    assert any(f"Raw evidence of {incident.id} posted" in t for t in replies(standin, 2))
+    raw = thread_posts(standin, ts, 2)[1]
+    assert "nvidia-smi" in str(raw.params.get("blocks")) and "77600" in str(raw.params)
+
+    resp = sender.block_action(USER, "evidence", incident.id, channel=channel, message_ts=ts)
+    assert resp.status_code == 200
+    again = thread_posts(standin, ts, 3)[2]
+    assert "nvidia-smi" in str(again.params.get("blocks"))
+    told = standin.wait_for("chat.postEphemeral", 1, 30)
+    assert f"Raw evidence of {incident.id} posted" in str(told[0].params["text"])
+
+    sender.slash(USER, "/ir", "evidence INC-999")
+    assert any("No incident INC-999" in t for t in replies(standin, 3))

@@ -11,9 +11,9 @@ import pytest
 from redis import Redis
 from rich.console import Console
 
-from bot.chat.base import Ephemeral, MessageRef
+from bot.chat.base import ChatMessage, Ephemeral, MessageRef
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk
-from bot.chat.render import ActionPlan, IncidentHeader, render_incident
+from bot.chat.render import ActionPlan, IncidentHeader, render_incident, thread_evidence
 from bot.chat.terminal import (
     TerminalBackend,
     TerminalCommand,
@@ -48,7 +48,9 @@ DIAG = Diagnosis(
     ),
     (ACTION,),
 )
-INCIDENT = IncidentHeader("42", "gpu-01", "vram_idle", "critical", "awaiting_approval")
+NOW = 1_764_600_000.0
+INCIDENT = IncidentHeader("42", "gpu-01", "vram_idle", "critical", "awaiting_approval",
+                          first_seen=NOW - 300)
 POLICY = ApprovalPolicy(approvers=frozenset({"demo-user", "UALICE"}))
 
 
@@ -62,6 +64,12 @@ POLICY = ApprovalPolicy(approvers=frozenset({"demo-user", "UALICE"}))
         ("revert 4", TerminalCommand("revert", 4)),
         ("help", TerminalCommand("help")),
         ("quit", TerminalCommand("quit")),
+        ("ack INC-7", TerminalCommand("ack", incident_id="INC-7")),
+        ("resolve INC-7", TerminalCommand("resolve", incident_id="INC-7")),
+        ("retry INC-7", TerminalCommand("retry", incident_id="INC-7")),
+        ("escalate INC-7", TerminalCommand("escalate", incident_id="INC-7")),
+        ("snooze INC-7", TerminalCommand("snooze", incident_id="INC-7", duration_s=1800)),
+        ("snooze INC-7 2h", TerminalCommand("snooze", incident_id="INC-7", duration_s=7200)),
     ],
 )
 def test_parse_command(line: str, expected: TerminalCommand) -> None:
@@ -69,7 +77,8 @@ def test_parse_command(line: str, expected: TerminalCommand) -> None:
 
 
 @pytest.mark.parametrize(
-    "line", ["", "approve", "approve x", "approve 3 now", "deny 3", 'deny 3 "ok', "rm -rf 3"]
+    "line", ["", "approve", "approve x", "approve 3 now", "deny 3", 'deny 3 "ok', "rm -rf 3",
+             "ack", "ack ../INC-7", "resolve INC-7 now", "snooze INC-7 forever", "snooze a 1h 2"]
 )
 def test_parse_command_rejects_bad_input(line: str) -> None:
     with pytest.raises(TerminalInputError) as err:
@@ -98,11 +107,13 @@ def make_rig(
         ApprovalCallbacks(
             on_approved=lambda a, u: events.append(("approved", a.id, u)),
             on_denied=lambda a, u, r: events.append(("denied", a.id, u, r)),
+            on_incident=lambda v, i, u, d: events.append(("incident", v, i, u, d)) or f"did {v}",
         ),
         audit=lambda *e: events.append(("audit", *e)),
     )
     msg = render_incident(
-        INCIDENT, DIAG, [ActionPlan(ACTION, ("systemctl stop vllm.service",), approval.id)]
+        INCIDENT, DIAG, [ActionPlan(ACTION, ("systemctl stop vllm.service",), approval.id)],
+        now=NOW,
     )
     backend.post("terminal", msg)
     return backend, out, desk, events, approval
@@ -111,13 +122,19 @@ def make_rig(
 def test_message_prints_with_commands_and_literal_host_text(redis: Redis) -> None:
     backend, out, _, _, approval = make_rig(redis)
     text = out.getvalue()
-    assert "gpu-01 · vram_idle · critical · awaiting approval" in text
-    assert "$ systemctl stop vllm.service" in text
-    assert '[1] approve 1  |  deny 1 "reason"' in text
-    assert "[bold red]vllm[/]" in text, "host text is printed literally, never as rich markup"
-    assert "GPUs held <!channel>" in text and "&lt;" not in text
-    assert "75.8 / 79.6 GiB" in text
-    assert backend.number_of(approval.id) == 1
+    assert "gpu-01: 2 GPUs × 75.8 GiB held at 0% for 5 min" in text
+    assert "? Awaiting approval · incident 42 · opened 5 min ago" in text
+    assert "Proposed: Stop vllm.service and keep it from starting at boot" in text
+    assert '[1] approve 1  |  deny 1 "reason"  (runs commands on the host)' in text
+    assert "ack 42  |  snooze 42 30m|2h|1d  |  resolve 42" in text
+    assert ":raising_hand:" not in text and "&lt;" not in text
+    assert backend.number_of(approval.id) == 1 and backend.number_of("42") is None
+    thread = TerminalBackend(Console(file=io.StringIO(), width=160, color_system=None))
+    table, = thread_evidence(DIAG)
+    thread.post("terminal", ChatMessage(text=table.text, sections=(table,)))
+    shown = thread.console.file.getvalue()  # type: ignore[attr-defined]
+    assert "[bold red]vllm[/]" in shown, "host text is printed literally, never as rich markup"
+    assert "75.8 / 79.6 GiB" in shown
 
 
 def test_approve_by_number_runs_once(redis: Redis) -> None:
@@ -144,9 +161,22 @@ def test_deny_with_reason_and_unauthorised_user(redis: Redis) -> None:
     assert "(only @UALICE sees this) Denied `systemd.stop_disable`" in out.getvalue()
 
 
+def test_incident_commands_go_through_the_desk(redis: Redis) -> None:
+    backend, out, desk, events, _ = make_rig(redis)
+    assert handle_line(backend, desk, "demo-user", "snooze 42 2h") is None
+    assert handle_line(backend, desk, "UALICE", "ack 42") is None
+    handle_line(backend, desk, "mallory", "resolve 42")
+    assert [e for e in events if e[0] == "incident"] == [
+        ("incident", "snooze", "42", "demo-user", 7200), ("incident", "ack", "42", "UALICE", 0)]
+    assert ("audit", "42", "mallory", "incident.refused", {"verb": "resolve"}) in events
+    text = out.getvalue()
+    assert "(only demo-user sees this) did snooze" in text
+    assert "(only @UALICE sees this) did ack" in text
+
+
 def test_unknown_number_or_verb(redis: Redis) -> None:
     backend, _, desk, _, _ = make_rig(redis)
-    with pytest.raises(TerminalInputError, match=r"No button numbered 7 \(known: 1[,)]"):
+    with pytest.raises(TerminalInputError, match=r"No button numbered 7 \(known: 1\)"):
         handle_line(backend, desk, "demo-user", "approve 7")
     with pytest.raises(TerminalInputError, match="has no `revert` button"):
         backend.read_command("revert 1")
@@ -168,7 +198,7 @@ def test_edits_ephemerals_and_uploads(redis: Redis, tmp_path: Path) -> None:
     chart.write_bytes(b"png")
     backend.upload(MessageRef("terminal", ref.ts), chart, "GPU digest")
     text = out.getvalue()
-    assert "message #1 (edited)" in text and "verified" in text
+    assert "message #1 (edited)" in text and "✓ Verified · incident 42" in text
     assert "(only @UALICE sees this) *hi* @UBOB" in text
     assert (tmp_path / "up" / "digest.png").read_bytes() == b"png" and "GPU digest" in text
     assert [r.ts for r, _ in backend.history] == ["1", "1"]

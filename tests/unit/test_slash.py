@@ -8,6 +8,7 @@ from bot.chat import slash
 from bot.chat.slash import (
     Diag,
     DigestNow,
+    Evidence,
     Help,
     Incidents,
     Job,
@@ -37,6 +38,7 @@ from bot.chat.slash import (
         ("silence gpu-01 vram_idle 30m", Silence("gpu-01", "vram_idle", 1800)),
         ("silence gpu-01 disk_full 2h", Silence("gpu-01", "disk_full", 7200)),
         ("digest now", DigestNow()),
+        ("evidence INC-7", Evidence("INC-7")),
     ],
 )
 def test_parse_valid(text: str, expected: object) -> None:
@@ -62,6 +64,9 @@ def test_parse_valid(text: str, expected: object) -> None:
         ("silence gpu-01 vram_idle 31d", "between 1s and 30d"),
         ("digest later", "only `digest now`"),
         ('diag "unterminated', "Could not read that"),
+        ("evidence", "needs one incident ID"),
+        ("evidence INC-1 INC-2", "needs one incident ID"),
+        ("evidence ../INC-1", "not a valid incident ID"),
     ],
 )
 def test_parse_invalid_gives_reason_and_usage(text: str, reason: str) -> None:
@@ -118,6 +123,12 @@ class Recorder:
     def digest_now(self, user: str) -> SlashReply:
         return self._r("digest", user)
 
+    def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
+        return self._r(verb, user, incident_id, duration_s)
+
+    def evidence(self, user: str, incident_id: str) -> SlashReply:
+        return self._r("evidence", user, incident_id)
+
 
 def test_run_dispatches_each_command_to_its_handler() -> None:
     rec = Recorder()
@@ -129,6 +140,7 @@ def test_run_dispatches_each_command_to_its_handler() -> None:
         "job j1",
         "silence h1 k 1h",
         "digest now",
+        "evidence INC-3",
     ):
         slash.run(parse(text), rec, "U1")
     assert rec.calls == [
@@ -139,6 +151,7 @@ def test_run_dispatches_each_command_to_its_handler() -> None:
         ("job", "U1", "j1"),
         ("silence", "U1", "h1", "k", 3600),
         ("digest", "U1"),
+        ("evidence", "U1", "INC-3"),
     ]
     assert slash.run(parse("diag h1"), rec, "U1").in_channel  # starting an incident is public
     help_reply = slash.run(parse("help"), rec, "U1", "/ir")

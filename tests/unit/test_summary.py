@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from bot.chat.render import ActionPlan, render_incident
 from bot.chat.summary import (
-    Proposal,
     action_sentence,
     evidence_table,
     headline,
     notification_text,
-    parent_message,
     state_line,
 )
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
@@ -83,7 +82,7 @@ def test_state_line_icon_follows_state_not_severity() -> None:
 def test_no_findings_and_unknown_action_kinds_still_read_as_words() -> None:
     odd = ProposedAction("o1", "host.reboot", {"host": "gpu-07"}, "r")
     d = Diagnosis("gpu-07", "vm_restart", DiagnosisStatus.PARTIAL, 1.0, (), (odd,))
-    msg = parent_message(incident(), d, [Proposal(odd, "ap1")], NOW)
+    msg = render_incident(incident(), d, [ActionPlan(odd, (), "ap1")], now=NOW)
     texts = [s.text for s in msg.sections]
     assert texts[0] == "*gpu-07: no findings*"
     assert texts[2] == "*Proposed:* Run host.reboot on host gpu-07."
