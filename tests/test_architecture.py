@@ -8,6 +8,7 @@ bottom plant violations in a synthetic tree to prove it reports each rule.
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from pathlib import Path
 
@@ -114,3 +115,18 @@ def test_a_test_importing_another_test_is_reported(tmp_path: Path) -> None:
 def test_a_long_module_is_reported(tmp_path: Path) -> None:
     root = _tree(tmp_path, {**BASE, "bot/big.py": "x = 1\n" * (MAX_LINES + 1)})
     assert long_modules(root, ["bot"]) == {"bot/big.py": MAX_LINES + 1}
+
+
+def test_each_user_visible_string_is_defined_once() -> None:
+    """The strings package merges its area modules: a name in two of them would shadow."""
+    seen: dict[str, str] = {}
+    clashes = []
+    for path in sorted((ROOT / "bot" / "core" / "strings").glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        if target.id in seen:
+                            clashes.append(f"{target.id}: {seen[target.id]} and {path.name}")
+                        seen[target.id] = path.name
+    assert len(seen) > 100 and clashes == []
