@@ -10,7 +10,7 @@ import pytest
 from redis import Redis
 
 from bot.domain.incident import Alert
-from bot.domain.planner import Outcome
+from bot.domain.planner import PlanOutcome as Outcome
 from bot.ingest.group_commit import GroupCommit
 from bot.rig.localredis import start_local_redis
 from storage.connection import connect
