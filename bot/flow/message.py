@@ -28,8 +28,11 @@ def render_stored(ctx: FlowContext, incident: Incident, seq: int = 0) -> ChatMes
     ids = [p.approval_id for p in plans] + ([revert.approval_id] if revert else [])
     approvals = {i: a for i in ids if (a := ctx.approvals.get(i)) is not None}
     results = [StepResult(bool(r["ok"]), r["text"]) for r in meta.get("results", [])]
+    # ages are as of the stored state's last change, never the render's clock: the same
+    # state renders the same message on every replica and at every retry
+    as_of = incident.updated or ctx.clock()
     return render_incident(incident, Diagnosis.from_dict(meta["diagnosis"]), plans, approvals,
-                           results, revert, seq=seq, now=ctx.clock(),
+                           results, revert, seq=seq, now=as_of,
                            oncall=ctx.settings.slack.oncall)
 
 
