@@ -28,9 +28,10 @@ _BUTTONS: dict[str, tuple[str, ...]] = {
     "resumed": ("resolve",),
     "snoozed": ("resolve",),
 }
-# where the "Raw evidence" button helps a decision still to make (``/ir evidence`` works always)
+# where the "Raw evidence" button helps a decision still to make (verified: keep or revert);
+# ``/ir evidence`` works in every state
 EVIDENCE_STATES = frozenset({"awaiting_approval", "diagnosis_failed", "no_action",
-                             "action_failed", "denied", "expired"})
+                             "action_failed", "denied", "expired", "verified"})
 _LABEL = {"ack": "Ack", "resolve": "Resolve", "retry": "Retry", "escalate": "Escalate"}
 
 

@@ -32,7 +32,7 @@ GPUS = [
         "memory_used_mib": 77_619,
         "memory_total_mib": 81_559,
         "utilization_pct": 0,
-        "holder": "[bold red]vllm[/]",
+        "holder": [{"pid": 440, "unit": "[bold red]vllm[/]"}],
     }
     for i in range(2)
 ]
