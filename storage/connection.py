@@ -8,9 +8,13 @@ methods on the client.
 from __future__ import annotations
 
 from redis import Redis
+from redis.exceptions import ConnectionError as StorageConnectionError
 from redis.exceptions import RedisError as StorageError
+from redis.exceptions import ResponseError as StorageResponseError
+from redis.exceptions import TimeoutError as StorageTimeoutError
 
-__all__ = ["Redis", "StorageError", "connect"]
+__all__ = ["Redis", "StorageConnectionError", "StorageError", "StorageResponseError",
+           "StorageTimeoutError", "connect"]
 
 
 def connect(url: str, *, decode: bool = True) -> Redis:

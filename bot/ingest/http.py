@@ -19,10 +19,6 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from redis import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -40,6 +36,11 @@ from bot.ingest import alertmanager, webhook
 from bot.ingest.group_commit import GroupCommit
 from bot.ingest.mapping import Mapper
 from bot.ingest.schema import PayloadError
+from storage.connection import Redis
+from storage.connection import StorageConnectionError as RedisConnectionError
+from storage.connection import StorageError as RedisError
+from storage.connection import StorageResponseError as ResponseError
+from storage.connection import StorageTimeoutError as RedisTimeoutError
 from storage.incidents import Contention, IncidentStore
 
 log = logging.getLogger(__name__)
