@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +14,7 @@ import pytest
 
 from bot.config.settings import SSHSettings
 from bot.domain.findings import Diagnosis, DiagnosisStatus
-from bot.sim.sshd import SimHost, start_sim
+from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
 from playbooks import PlaybookOptions, probe_gpus, run_playbook
 
@@ -30,26 +30,6 @@ DISABLED = {
 }
 
 
-@pytest.fixture(scope="module")
-def pool() -> Iterator[ParamikoPool]:
-    p = ParamikoPool(SSHSettings(connect_timeout_s=2.0))
-    yield p
-    p.close()
-
-
-@pytest.fixture(scope="module")
-def sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], SimHost]]:
-    """One sim host per scenario, started on first use and shared by the module."""
-    started: dict[str, SimHost] = {}
-
-    def get(name: str) -> SimHost:
-        if name not in started:
-            started[name] = start_sim(name, workdir=tmp_path_factory.mktemp(f"diag-{name}"))
-        return started[name]
-
-    yield get
-    for host in started.values():
-        host.stop()
 
 
 def diagnose(pool: ParamikoPool, host: SimHost, name: str, **kw: object) -> Diagnosis:

@@ -3,38 +3,18 @@ GPU, the right step, never "no GPUs", never a unit stop for a hardware fault."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-from bot.config.settings import SSHSettings
 from bot.domain.findings import Diagnosis, Finding
-from bot.sim.sshd import SimHost, start_sim
+from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
 from playbooks import PlaybookOptions, run_playbook
 
 FAST = PlaybookOptions(samples=2, sample_interval_s=0.1, command_timeout_s=4.0, expected_gpus=8)
 
 
-@pytest.fixture(scope="module")
-def pool() -> Iterator[ParamikoPool]:
-    p = ParamikoPool(SSHSettings(connect_timeout_s=2.0))
-    yield p
-    p.close()
-
-
-@pytest.fixture(scope="module")
-def sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], SimHost]]:
-    started: dict[str, SimHost] = {}
-
-    def get(name: str) -> SimHost:
-        if name not in started:
-            started[name] = start_sim(name, workdir=tmp_path_factory.mktemp(f"health-{name}"))
-        return started[name]
-
-    yield get
-    for host in started.values():
-        host.stop()
 
 
 def health(pool: ParamikoPool, host: SimHost) -> Diagnosis:
