@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from bot.domain.xid import DEFAULT_POLICY, STEP_RANK, Step, XidPolicy
+from bot.domain.xid import DEFAULT_POLICY, STEP_RANK, XidPolicy, XidStep
 from playbooks.gpu import GpuStat
 from playbooks.parsers.kernel import KernelReport, XidEvent
 from playbooks.parsers.nvidia_xml import GpuHealth
@@ -30,9 +30,9 @@ class GpuVerdict(StrEnum):
 
 RANK = {GpuVerdict.FREE: 0, GpuVerdict.BUSY: 1, GpuVerdict.HELD_IDLE: 2,
         GpuVerdict.DEGRADED: 3, GpuVerdict.WEDGED: 4, GpuVerdict.BROKEN: 5}
-HOST_WIDE = {SmiErrorKind.NVML_MISMATCH: Step.REBOOT, SmiErrorKind.NVML_INIT: Step.REBOOT,
-             SmiErrorKind.NO_DRIVER: Step.REBOOT, SmiErrorKind.NO_DEVICES: Step.REBOOT,
-             SmiErrorKind.FAILED: Step.INVESTIGATE}
+HOST_WIDE = {SmiErrorKind.NVML_MISMATCH: XidStep.REBOOT, SmiErrorKind.NVML_INIT: XidStep.REBOOT,
+             SmiErrorKind.NO_DRIVER: XidStep.REBOOT, SmiErrorKind.NO_DEVICES: XidStep.REBOOT,
+             SmiErrorKind.FAILED: XidStep.INVESTIGATE}
 
 
 @dataclass
@@ -48,9 +48,9 @@ class GpuView:
     util_pct: int | None = None
     verdict: GpuVerdict = GpuVerdict.FREE
     reasons: list[str] = field(default_factory=list)
-    step: Step | None = None
+    step: XidStep | None = None
 
-    def mark(self, verdict: GpuVerdict, reason: str, step: Step | None = None) -> None:
+    def mark(self, verdict: GpuVerdict, reason: str, step: XidStep | None = None) -> None:
         if RANK[verdict] > RANK[self.verdict]:
             self.verdict = verdict
         self.reasons.append(reason)
@@ -79,7 +79,7 @@ class HealthFacts:
 def decide(f: HealthFacts) -> list[GpuView]:
     """Every GPU's verdict, in index order, with the missing ones last."""
     if any(e.kind is SmiErrorKind.HUNG for e in f.smi):
-        return _all(f, GpuVerdict.WEDGED, next(e.quote for e in f.smi), Step.REBOOT)
+        return _all(f, GpuVerdict.WEDGED, next(e.quote for e in f.smi), XidStep.REBOOT)
     wide = [e for e in f.smi if e.kind in HOST_WIDE]
     if wide and not f.stats:
         return _all(f, GpuVerdict.BROKEN, wide[0].quote, HOST_WIDE[wide[0].kind])
@@ -89,7 +89,7 @@ def decide(f: HealthFacts) -> list[GpuView]:
     return views + _missing(f, len(views))
 
 
-def _all(f: HealthFacts, verdict: GpuVerdict, reason: str, step: Step) -> list[GpuView]:
+def _all(f: HealthFacts, verdict: GpuVerdict, reason: str, step: XidStep) -> list[GpuView]:
     count = f.expected or max(len(f.stats), len(f.xml), 1)
     rows = [GpuView(i if f.expected or f.stats else None, "") for i in range(count)]
     for row in rows:
@@ -132,7 +132,7 @@ def _judge(v: GpuView, f: HealthFacts) -> None:
     health = next((h for h in f.xml if v.uuid and h.uuid == v.uuid), None)
     for e in f.smi:
         if e.bus and e.bus == v.bus:
-            v.mark(GpuVerdict.BROKEN, e.quote, Step.REBOOT)
+            v.mark(GpuVerdict.BROKEN, e.quote, XidStep.REBOOT)
     _xids(v, [x for x in f.kernel.xids if v.bus and x.bus == v.bus], f.policy)
     if health is not None:
         _hardware(v, health, f.replay_warn)
@@ -151,30 +151,30 @@ def _xids(v: GpuView, events: Iterable[XidEvent], policy: XidPolicy) -> None:
 def _hardware(v: GpuView, h: GpuHealth, replay_warn: int) -> None:
     if h.ecc_uncorrected:
         v.mark(GpuVerdict.BROKEN, f"{h.ecc_uncorrected} uncorrectable ECC error(s) since "
-               "driver load", Step.RESET_GPU)
+               "driver load", XidStep.RESET_GPU)
     if h.remap_failure:
-        v.mark(GpuVerdict.BROKEN, "row remapping failed", Step.DRAIN_AND_TICKET)
+        v.mark(GpuVerdict.BROKEN, "row remapping failed", XidStep.DRAIN_AND_TICKET)
     if h.remap_pending:
         v.mark(GpuVerdict.BROKEN, "row remap pending (applied at the next GPU reset)",
-               Step.RESET_GPU)
+               XidStep.RESET_GPU)
     if h.slowdowns:
-        v.mark(GpuVerdict.DEGRADED, "clocks slowed: " + ", ".join(h.slowdowns), Step.INVESTIGATE)
+        v.mark(GpuVerdict.DEGRADED, "clocks slowed: " + ", ".join(h.slowdowns), XidStep.INVESTIGATE)
     retired = (h.retired_sbe or 0) + (h.retired_dbe or 0)
     if retired or h.retired_pending:
         v.mark(GpuVerdict.DEGRADED, f"{retired} retired page(s)"
-               + (", retirement pending" if h.retired_pending else ""), Step.RESET_GPU)
+               + (", retirement pending" if h.retired_pending else ""), XidStep.RESET_GPU)
     if h.replays is not None and h.replays >= replay_warn:
-        v.mark(GpuVerdict.DEGRADED, f"{h.replays} PCIe replays", Step.INVESTIGATE)
+        v.mark(GpuVerdict.DEGRADED, f"{h.replays} PCIe replays", XidStep.INVESTIGATE)
 
 
 def _use(v: GpuView, f: HealthFacts) -> None:
     held = (v.memory_used_mib or 0) > f.held_mib
     if v.uuid in f.stuck:
         pids = ", ".join(map(str, f.stuck[v.uuid][:4]))
-        v.mark(GpuVerdict.WEDGED, f"process {pids} in D state (uninterruptible)", Step.REBOOT)
+        v.mark(GpuVerdict.WEDGED, f"process {pids} in D state (uninterruptible)", XidStep.REBOOT)
     elif held and not f.holders.get(v.uuid) and not f.device_users:
         v.mark(GpuVerdict.WEDGED, "memory held and no live process uses this GPU",
-               Step.RESET_GPU)
+               XidStep.RESET_GPU)
     if v.util_pct is not None and v.util_pct > f.idle_util_pct:
         v.mark(GpuVerdict.BUSY, "")
     elif held and v.util_pct is not None:
@@ -188,11 +188,11 @@ def _missing(f: HealthFacts, seen: int) -> list[GpuView]:
     rows = [GpuView(None, "") for _ in range(f.expected - seen)]
     for row in rows:
         row.mark(GpuVerdict.BROKEN, f"missing: the inventory expects {f.expected} GPUs, "
-                 f"the host shows {seen}", Step.DRAIN_AND_TICKET)
+                 f"the host shows {seen}", XidStep.DRAIN_AND_TICKET)
     return rows
 
 
-def worst_step(views: Iterable[GpuView]) -> Step | None:
+def worst_step(views: Iterable[GpuView]) -> XidStep | None:
     steps = [v.step for v in views if v.step is not None]
     return max(steps, key=lambda s: STEP_RANK[s]) if steps else None
 

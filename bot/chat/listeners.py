@@ -26,12 +26,13 @@ from bot.chat.interactions import ApprovalDesk, Decision
 from bot.chat.slack import SlackBackend
 from bot.core import strings
 from bot.core.errors import log_internal
+from bot.domain.validate import INCIDENT_ID
 
 APPROVE_RE = re.compile(r"^(approve|revert)(:\d+)?$")
 DENY_RE = re.compile(r"^deny(:\d+)?$")
 INCIDENT_RE = re.compile(r"^incident_(ack|resolve|snooze|retry|escalate)(:\d+)?$")
 EVIDENCE_RE = re.compile(r"^evidence(:\d+)?$")
-INCIDENT_VALUE_RE = re.compile(r"^([A-Za-z0-9_-]{1,64})(?:\|(\d{1,7}))?$")
+INCIDENT_VALUE_RE = re.compile(rf"^({INCIDENT_ID})(?:\|(\d{{1,7}}))?$")
 
 
 @dataclass(frozen=True)

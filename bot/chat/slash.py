@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.core import strings
+from bot.domain.validate import HOST_RE, INCIDENT_ID_RE, JOB_ID_RE
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 PLAYBOOK_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 KIND_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
-JOB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 DURATION_RE = re.compile(r"^(\d{1,6})([smhd])$")
 UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_SILENCE_S = 30 * 86400
@@ -89,7 +88,6 @@ class Evidence:
 
 SlashCommand = (Help | Status | Incidents | Diag | Jobs | Job | Silence | DigestNow | Decide
                 | Evidence)
-INCIDENT_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DEFAULT_SNOOZE_S = 1800
 
 
@@ -149,20 +147,20 @@ def _diag(args: list[str]) -> SlashCommand:
     if not 1 <= len(args) <= 2:
         raise ValueError("needs HOST and optionally PLAYBOOK.")
     playbook = _check(args[1], PLAYBOOK_RE, "playbook") if len(args) == 2 else None
-    return Diag(_check(args[0], NAME_RE, "host"), playbook)
+    return Diag(_check(args[0], HOST_RE, "host"), playbook)
 
 
 def _job(args: list[str]) -> SlashCommand:
     if len(args) != 1:
         raise ValueError("needs one job ID.")
-    return Job(_check(args[0], JOB_RE, "job ID"))
+    return Job(_check(args[0], JOB_ID_RE, "job ID"))
 
 
 def _silence(args: list[str]) -> SlashCommand:
     if len(args) != 3:
         raise ValueError("needs HOST KIND DURATION.")
     return Silence(
-        _check(args[0], NAME_RE, "host"), _check(args[1], KIND_RE, "kind"), parse_duration(args[2])
+        _check(args[0], HOST_RE, "host"), _check(args[1], KIND_RE, "kind"), parse_duration(args[2])
     )
 
 

@@ -23,10 +23,11 @@ from rich.text import Text
 
 from bot.chat.base import Button, ChatMessage, Ephemeral, MessageRef, Section
 from bot.chat.interactions import ApprovalDesk, Decision
-from bot.chat.slash import DEFAULT_SNOOZE_S, INCIDENT_ID_RE, parse_duration
+from bot.chat.slash import DEFAULT_SNOOZE_S, parse_duration
 from bot.chat.text import mention, to_plain
 from bot.core import strings
 from bot.core.errors import UserError
+from bot.domain.validate import INCIDENT_ID_RE
 
 VERBS = ("approve", "deny", "revert")
 INCIDENT_VERBS = ("ack", "resolve", "snooze", "retry", "escalate")

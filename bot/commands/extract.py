@@ -7,7 +7,6 @@ incident thread all show the same numbers.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from bot.config.settings import load_settings
 from bot.core import strings
 from bot.core.errors import UserError
+from bot.domain.validate import valid_job_id
 from bot.extract import queue
 from bot.extract.config import redact
 from bot.extract.progress import render_bar
@@ -31,7 +31,6 @@ from storage.connection import Redis, connect
 from storage.connection import StorageError as RedisError
 
 T = TypeVar("T")
-JOB_RE = re.compile(r"^ex-[0-9a-f]{12}$")
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML config file")]
 UrlOpt = Annotated[str | None, typer.Option("--url", help="Redis URL (overrides config)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
@@ -39,7 +38,7 @@ JobArg = Annotated[str, typer.Argument(help="Job id, e.g. ex-0123456789ab")]
 
 
 def job_id(text: str) -> str:
-    if not JOB_RE.match(text.strip()):
+    if not valid_job_id(text.strip()):
         raise UserError(f"invalid job id {text!r}: expected ex- and 12 hex digits", 2)
     return text.strip()
 

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.core.errors import ConfigError
+from bot.core.schema import StrictModel
 from bot.domain.validate import HOST_CHARS
 
 SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
@@ -27,18 +28,14 @@ TARGET_RE = re.compile(r"^(?:(?P<user>[a-z_][a-z0-9_.-]{0,31})@)?"
                        rf"(?P<host>[{HOST_CHARS}]+?)(?::(?P<port>\d{{1,5}}))?$")
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class HttpSettings(Strict):
+class HttpSettings(StrictModel):
     host: str = "0.0.0.0"
     port: int = Field(8080, ge=0, le=65535)
     max_body_bytes: int = Field(1_048_576, gt=0)
     group_commit: bool = True  # alert batches waiting together share one Redis write
 
 
-class SlackSettings(Strict):
+class SlackSettings(StrictModel):
     channel: str = ""
     escalation_channel: str = ""
     approvers: list[str] = Field(default_factory=list)
@@ -48,7 +45,7 @@ class SlackSettings(Strict):
     oncall: str = ""  # user group (S…) @mentioned on critical incidents
 
 
-class HostSettings(Strict):
+class HostSettings(StrictModel):
     ssh: str  # user@host:port
     key: str | None = None
     known_hosts: str | None = None
@@ -65,7 +62,7 @@ class HostSettings(Strict):
         return v
 
 
-class SSHSettings(Strict):
+class SSHSettings(StrictModel):
     connect_timeout_s: float = Field(5.0, gt=0)
     command_timeout_s: float = Field(10.0, gt=0)
     max_sessions: int = Field(10, ge=1, le=64)
@@ -73,12 +70,12 @@ class SSHSettings(Strict):
     max_output_bytes: int = Field(1_048_576, gt=0)
 
 
-class AlertSettings(Strict):
+class AlertSettings(StrictModel):
     group_wait_s: float = Field(30.0, ge=0)
     kinds: dict[str, str] = Field(default_factory=dict)  # alertname -> kind, added to defaults
 
 
-class ApprovalSettings(Strict):
+class ApprovalSettings(StrictModel):
     expiry_s: float = Field(1800.0, gt=0)
     allow_self_approval: bool = True
     two_person: list[str] = Field(default_factory=list)  # action kinds needing two approvers

@@ -22,7 +22,7 @@ class Fault(StrEnum):
     UNKNOWN = "unknown"
 
 
-class Step(StrEnum):
+class XidStep(StrEnum):
     """What a person should do; ordered from least to most disruptive."""
 
     RESTART_APP = "restart_app"
@@ -32,8 +32,8 @@ class Step(StrEnum):
     INVESTIGATE = "investigate"
 
 
-STEP_RANK = {Step.INVESTIGATE: 0, Step.RESTART_APP: 1, Step.RESET_GPU: 2, Step.REBOOT: 3,
-             Step.DRAIN_AND_TICKET: 4}
+STEP_RANK = {XidStep.INVESTIGATE: 0, XidStep.RESTART_APP: 1, XidStep.RESET_GPU: 2,
+             XidStep.REBOOT: 3, XidStep.DRAIN_AND_TICKET: 4}
 SEVERITIES = ("info", "warning", "critical")
 
 
@@ -43,7 +43,7 @@ class XidRule:
     title: str
     severity: str  # info | warning | critical
     fault: Fault
-    step: Step
+    step: XidStep
 
     @property
     def breaks_gpu(self) -> bool:
@@ -51,7 +51,7 @@ class XidRule:
 
 
 def _r(xid: int, title: str, severity: str, fault: str, step: str) -> XidRule:
-    return XidRule(xid, title, severity, Fault(fault), Step(step))
+    return XidRule(xid, title, severity, Fault(fault), XidStep(step))
 
 
 DEFAULT_RULES: tuple[XidRule, ...] = (
@@ -91,7 +91,7 @@ class XidPolicy:
     def rule(self, xid: int) -> XidRule:
         """Unknown Xids are a warning to investigate, of unknown fault."""
         return self.rules.get(xid) or XidRule(xid, "Xid not in the policy table", "warning",
-                                              Fault.UNKNOWN, Step.INVESTIGATE)
+                                              Fault.UNKNOWN, XidStep.INVESTIGATE)
 
     def critical_gpu_xids(self) -> list[int]:
         return sorted(x for x, r in self.rules.items() if r.breaks_gpu)
@@ -125,13 +125,13 @@ def _entry(xid: int, entry: object, base: XidRule | None) -> XidRule:
     where = f"extra.xid_policy.xids.{xid}"
     if not isinstance(entry, Mapping) or set(entry) - _FIELDS:
         raise ConfigError(f"key '{where}': a mapping of {', '.join(sorted(_FIELDS))}")
-    rule = base or XidRule(xid, f"Xid {xid}", "warning", Fault.UNKNOWN, Step.INVESTIGATE)
+    rule = base or XidRule(xid, f"Xid {xid}", "warning", Fault.UNKNOWN, XidStep.INVESTIGATE)
     try:
         if "severity" in entry and entry["severity"] not in SEVERITIES:
             raise ValueError(f"severity must be one of {', '.join(SEVERITIES)}")
         return replace(rule, title=str(entry.get("title", rule.title))[:120],
                        severity=str(entry.get("severity", rule.severity)),
                        fault=Fault(entry.get("fault", rule.fault)),
-                       step=Step(entry.get("step", rule.step)))
+                       step=XidStep(entry.get("step", rule.step)))
     except ValueError as exc:
         raise ConfigError(f"key '{where}': {exc}") from None

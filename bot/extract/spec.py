@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from bot.core.errors import UserError
+from bot.core.schema import StrictModel
 from bot.domain.validate import valid_host
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,79}$")
@@ -22,11 +23,7 @@ EXTRACTOR_RE = re.compile(r"^(builtin|transformers:.+|[A-Za-z_][\w.]*:[A-Za-z_]\
 Dtype = Literal["float32", "float16", "bfloat16"]
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class BuiltinModel(Strict):
+class BuiltinModel(StrictModel):
     """The seeded small transformer; hidden/layers scale it from demo size to 4096."""
 
     hidden: int = Field(64, ge=8, le=16384)
@@ -44,7 +41,7 @@ class BuiltinModel(Strict):
         return self
 
 
-class ExtractionSpec(Strict):
+class ExtractionSpec(StrictModel):
     name: str
     dataset: Path
     output_dir: Path

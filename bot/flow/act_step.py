@@ -32,7 +32,6 @@ from playbooks.health_gate import gated
 from storage.jobs import JobLinks
 
 log = logging.getLogger(__name__)
-S = IncidentState
 GPU_FREEING = {"systemd.stop_disable", "systemd.mask", "process.terminate"}
 NO_REPROBE = {"systemd.revert", *followups.RESUME_KINDS}
 STALLED_S = 900.0  # far past every step, verify and re-probe deadline of one action
@@ -76,8 +75,8 @@ def fail(ctx: FlowContext, incident_id: str, text: str) -> None:
     incident = ctx.incidents.require(incident_id)
     results = [*incident.meta.get("results", []), {"ok": False, "text": text}]
     ctx.incidents.set_meta(incident_id, results=results, result={"summary": text})
-    if incident.state in (S.APPROVED, S.REMEDIATING):
-        ctx.incidents.transition(incident_id, S.ACTION_FAILED, ctx.bot_user, text[:200])
+    if incident.state in (IncidentState.APPROVED, IncidentState.REMEDIATING):
+        ctx.incidents.transition(incident_id, IncidentState.ACTION_FAILED, ctx.bot_user, text[:200])
 
 
 def _run(ctx: FlowContext, approval: Approval, user: str) -> None:
@@ -134,9 +133,10 @@ def _to_remediating(ctx: FlowContext, incident_id: str, user: str, kind: str) ->
     """First action: approved → remediating; a follow-up (Revert, Resume) goes there from
     verified, action_failed or resumed."""
     current = ctx.incidents.require(incident_id).state
-    if current in (S.APPROVED, S.VERIFIED, S.ACTION_FAILED, S.RESUMED):
-        reason = "acting" if current is S.APPROVED else f"follow-up {kind} approved"
-        ctx.incidents.transition(incident_id, S.REMEDIATING, user, reason)
+    if current in (IncidentState.APPROVED, IncidentState.VERIFIED, IncidentState.ACTION_FAILED,
+                   IncidentState.RESUMED):
+        reason = "acting" if current is IncidentState.APPROVED else f"follow-up {kind} approved"
+        ctx.incidents.transition(incident_id, IncidentState.REMEDIATING, user, reason)
 
 
 def _not_needed(ctx: FlowContext, incident: Incident, approval: Approval, user: str,
@@ -147,8 +147,9 @@ def _not_needed(ctx: FlowContext, incident: Incident, approval: Approval, user: 
     ctx.audit.append(incident.id, user, "action.skipped", {"reason": "finding no longer holds",
                                                           "now": now[:500]})
     ctx.incidents.set_meta(incident.id, results=[{"ok": True, "text": text}])
-    if ctx.incidents.require(incident.id).state is S.APPROVED:
-        ctx.incidents.transition(incident.id, S.RESOLVED, user, "finding no longer holds")
+    if ctx.incidents.require(incident.id).state is IncidentState.APPROVED:
+        ctx.incidents.transition(incident.id, IncidentState.RESOLVED, user,
+                                 "finding no longer holds")
     post_in_thread(ctx, incident, text)
 
 
@@ -158,8 +159,8 @@ def _record(ctx: FlowContext, incident_id: str, result: ActionResult) -> None:
     results = [*incident.meta.get("results", []), {"ok": result.ok, "text": result.summary}]
     ctx.incidents.set_meta(incident_id, result=result.to_dict(), results=results)
     ctx.notes.append(f"{result.kind}: {result.outcome.value} in {result.duration_s:.2f}s")
-    if incident.state is S.REMEDIATING:
-        goal = S.VERIFIED if result.ok else S.ACTION_FAILED
+    if incident.state is IncidentState.REMEDIATING:
+        goal = IncidentState.VERIFIED if result.ok else IncidentState.ACTION_FAILED
         ctx.incidents.transition(incident_id, goal, ctx.bot_user, result.summary)
     post_in_thread(ctx, incident, result.summary, commands_text(result))
 
@@ -211,6 +212,6 @@ def _offer_revert(ctx: FlowContext, incident_id: str, result: ActionResult,
 def _mark_resumed(ctx: FlowContext, incident_id: str, job_id: str) -> None:
     JobLinks(ctx.redis_bytes).link(job_id, incident_id)
     ctx.incidents.set_meta(incident_id, job=job_id)
-    if ctx.incidents.require(incident_id).state is S.VERIFIED:
-        ctx.incidents.transition(incident_id, S.RESUMED, ctx.bot_user,
+    if ctx.incidents.require(incident_id).state is IncidentState.VERIFIED:
+        ctx.incidents.transition(incident_id, IncidentState.RESUMED, ctx.bot_user,
                                  f"extraction {job_id} resumed")

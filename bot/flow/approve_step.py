@@ -20,9 +20,9 @@ from bot.flow.message import publish
 from bot.flow.thread import post_in_thread
 
 log = logging.getLogger(__name__)
-S = IncidentState
 # a click on a button of a denied, expired, resolved or busy incident runs nothing
-ACTABLE = {S.AWAITING_APPROVAL, S.VERIFIED, S.ACTION_FAILED, S.RESUMED}
+ACTABLE = {IncidentState.AWAITING_APPROVAL, IncidentState.VERIFIED, IncidentState.ACTION_FAILED,
+           IncidentState.RESUMED}
 
 
 def on_approved(ctx: FlowContext, approval: Approval, user: str) -> None:
@@ -33,13 +33,13 @@ def on_approved(ctx: FlowContext, approval: Approval, user: str) -> None:
         _skip(ctx, incident, user, strings.FLOW_NOT_ACTABLE.format(
             kind=kind, id=incident.id, state=incident.state.value))
         return
-    if incident.state is S.AWAITING_APPROVAL:
+    if incident.state is IncidentState.AWAITING_APPROVAL:
         try:
-            ctx.incidents.transition(incident.id, S.APPROVED, user, f"approved {kind}",
+            ctx.incidents.transition(incident.id, IncidentState.APPROVED, user, f"approved {kind}",
                                      approval.evidence_hash)
         except IllegalTransition:  # another alternative won the race by a hair
             _skip(ctx, incident, user, strings.FLOW_NOT_ACTABLE.format(
-                kind=kind, id=incident.id, state=S.APPROVED.value))
+                kind=kind, id=incident.id, state=IncidentState.APPROVED.value))
             return
         withdraw_pending(ctx, incident, user, keep=approval.id)
     ctx.incidents.set_meta(incident.id, running={"kind": kind, "by": user, "at": ctx.clock(),
@@ -70,8 +70,8 @@ def _skip(ctx: FlowContext, incident: Incident, user: str, text: str) -> None:
 
 def on_denied(ctx: FlowContext, approval: Approval, user: str, reason: str) -> None:
     incident = ctx.incidents.require(approval.incident_id)
-    if incident.state is S.AWAITING_APPROVAL:
-        ctx.incidents.transition(incident.id, S.DENIED, user, reason or "denied")
+    if incident.state is IncidentState.AWAITING_APPROVAL:
+        ctx.incidents.transition(incident.id, IncidentState.DENIED, user, reason or "denied")
         withdraw_pending(ctx, incident, user, reason=f"denied {approval.kind}")
     post_in_thread(ctx, incident, strings.FLOW_DENIED.format(
         user=user, kind=approval.action["kind"], reason=reason or "-"))
@@ -82,7 +82,8 @@ def on_expired(ctx: FlowContext, approval: Approval) -> None:
     incident = ctx.incidents.get(approval.incident_id)
     if incident is None:
         return
-    if incident.state is S.AWAITING_APPROVAL:
-        ctx.incidents.transition(incident.id, S.EXPIRED, ctx.bot_user, "approval expired")
+    if incident.state is IncidentState.AWAITING_APPROVAL:
+        ctx.incidents.transition(incident.id, IncidentState.EXPIRED, ctx.bot_user,
+                                 "approval expired")
         withdraw_pending(ctx, incident, ctx.bot_user, reason="approval expired")
     publish(ctx, incident.id)

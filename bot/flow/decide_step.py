@@ -20,8 +20,8 @@ from bot.flow.message import publish
 from bot.flow.thread import post_in_thread
 from storage.events import IncidentEvents
 
-S = IncidentState
-RETRYABLE = frozenset({S.DIAGNOSIS_FAILED, S.ACTION_FAILED, S.DENIED, S.EXPIRED, S.NO_ACTION})
+RETRYABLE = frozenset({IncidentState.DIAGNOSIS_FAILED, IncidentState.ACTION_FAILED,
+                       IncidentState.DENIED, IncidentState.EXPIRED, IncidentState.NO_ACTION})
 MAX_SNOOZE_S = 7 * 86400
 
 
@@ -69,11 +69,11 @@ def _ack(ctx: FlowContext, incident: Incident, user: str, _d: int) -> str | None
 
 
 def _resolve(ctx: FlowContext, incident: Incident, user: str, _d: int) -> str | None:
-    if not can_transition(incident.state, S.RESOLVED):
+    if not can_transition(incident.state, IncidentState.RESOLVED):
         return None
     ctx.incidents.set_meta(incident.id, resolved_by=user, snoozed=None)
     withdraw_pending(ctx, incident, user, reason="incident resolved")
-    ctx.incidents.transition(incident.id, S.RESOLVED, user, "resolved by a person")
+    ctx.incidents.transition(incident.id, IncidentState.RESOLVED, user, "resolved by a person")
     _record(ctx, incident, user, "incident.resolve")
     publish(ctx, incident.id)
     return strings.INCIDENT_RESOLVED.format(id=incident.id)
@@ -85,7 +85,7 @@ def _snooze(ctx: FlowContext, incident: Incident, user: str, duration_s: int) ->
     until = ctx.clock() + duration_s
     ctx.incidents.set_meta(incident.id, snoozed={"by": user, "until": until,
                                                  "from": incident.state.value})
-    ctx.incidents.transition(incident.id, S.SNOOZED, user, f"snoozed for {duration_s}s")
+    ctx.incidents.transition(incident.id, IncidentState.SNOOZED, user, f"snoozed for {duration_s}s")
     _record(ctx, incident, user, "incident.snoozed", until=until, duration_s=duration_s)
     publish(ctx, incident.id)
     return strings.INCIDENT_SNOOZED.format(id=incident.id, until=_utc(until))
@@ -115,9 +115,10 @@ def wake_snoozed(ctx: FlowContext) -> list[str]:
     woken = []
     for incident in ctx.incidents.list(open_only=True):
         snooze = incident.meta.get("snoozed") or {}
-        if incident.state is not S.SNOOZED or float(snooze.get("until", 0)) > ctx.clock():
+        if (incident.state is not IncidentState.SNOOZED
+                or float(snooze.get("until", 0)) > ctx.clock()):
             continue
-        back = IncidentState(snooze.get("from") or S.AWAITING_APPROVAL.value)
+        back = IncidentState(snooze.get("from") or IncidentState.AWAITING_APPROVAL.value)
         ctx.incidents.set_meta(incident.id, snoozed=None)
         ctx.incidents.transition(incident.id, back, ctx.bot_user, "snooze ended")
         publish(ctx, incident.id)

@@ -20,22 +20,21 @@ from bot.flow.hosts import diagnose, target_for
 from bot.flow.message import publish
 from bot.flow.plans import make_plans, plans_to_meta
 
-S = IncidentState
-
 
 def outcome_state(diagnosis: Diagnosis, n_plans: int) -> IncidentState:
     """Where a finished diagnosis leaves the incident (pure)."""
     if diagnosis.status is DiagnosisStatus.UNREACHABLE:
-        return S.DIAGNOSIS_FAILED
+        return IncidentState.DIAGNOSIS_FAILED
     if n_plans:
-        return S.AWAITING_APPROVAL
-    return S.NO_ACTION if diagnosis.findings else S.RESOLVED
+        return IncidentState.AWAITING_APPROVAL
+    return IncidentState.NO_ACTION if diagnosis.findings else IncidentState.RESOLVED
 
 
 def on_incident_opened(ctx: FlowContext, incident_id: str) -> Incident:
     """Diagnose, store the findings and plans, post the message, wait for a person."""
     started = time.monotonic()
-    incident = ctx.incidents.transition(incident_id, S.DIAGNOSING, ctx.bot_user, "alert received")
+    incident = ctx.incidents.transition(incident_id, IncidentState.DIAGNOSING, ctx.bot_user,
+                                        "alert received")
     target = target_for(ctx, incident.host)
     diagnosis, _ = diagnose(ctx, incident, target)
     plans = (make_plans(ctx, incident, diagnosis, target)

@@ -24,7 +24,6 @@ from bot.flow.context import FlowContext
 from bot.flow.thread import note, post_in_thread
 from storage.connection import Redis
 
-S = IncidentState
 DONE = {JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED}
 
 
@@ -62,7 +61,7 @@ def poll_incident(ctx: FlowContext, incident_id: str,
     """One poll of one resumed incident; returns the job status it saw."""
     incident = ctx.incidents.require(incident_id)
     job_id = incident.meta.get("job")
-    if not job_id or incident.state is not S.RESUMED:
+    if not job_id or incident.state is not IncidentState.RESUMED:
         return None
     status, now = read_status(ctx.redis_bytes, job_id), ctx.clock()
     tracker = _tracker(incident)
@@ -110,7 +109,7 @@ def _finish(ctx: FlowContext, incident: Incident, status: JobStatus,
     summary = finished_line(totals)
     post_in_thread(ctx, incident, strings.FLOW_PROGRESS_DONE.format(summary=summary))
     ctx.audit.append(incident.id, ctx.bot_user, "extraction.finished", status.to_dict())
-    goal = S.RESOLVED if status.state is JobState.COMPLETED else S.FAILED
+    goal = IncidentState.RESOLVED if status.state is JobState.COMPLETED else IncidentState.FAILED
     ctx.incidents.transition(incident.id, goal, ctx.bot_user, summary)
 
 
@@ -126,7 +125,7 @@ def _repairs(status: JobStatus) -> str:
 
 def poll_all(ctx: FlowContext) -> int:
     """Poll every resumed incident (the scheduler's progress job); returns how many."""
-    resumed = [i for i in ctx.incidents.list(open_only=True) if i.state is S.RESUMED]
+    resumed = [i for i in ctx.incidents.list(open_only=True) if i.state is IncidentState.RESUMED]
     for incident in resumed:
         poll_incident(ctx, incident.id)
     return len(resumed)

@@ -43,25 +43,25 @@ from bot.remediation.spec import SUDO as SUDO
 from bot.remediation.spec import ActionRefused as ActionRefused
 from bot.remediation.spec import ActionSpec as ActionSpec
 from bot.remediation.spec import ParamSpec as ParamSpec
-from bot.remediation.spec import Step as Step
+from bot.remediation.spec import RemoteStep
 from bot.remediation.spec import choice as _choice
 from bot.remediation.spec import job_id as job_id
 from bot.ssh.base import SSHTarget
 
 
-def _systemctl(verb: str, unit: str, timeout_s: float) -> Step:
-    return Step(verb, ("systemctl", verb, unit), timeout_s)
+def _systemctl(verb: str, unit: str, timeout_s: float) -> RemoteStep:
+    return RemoteStep(verb, ("systemctl", verb, unit), timeout_s)
 
 
-def _stop_disable(p: Mapping[str, str]) -> tuple[Step, ...]:
+def _stop_disable(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
     return (_systemctl("stop", p["unit"], 15.0), _systemctl("disable", p["unit"], 10.0))
 
 
-def _mask(p: Mapping[str, str]) -> tuple[Step, ...]:
+def _mask(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
     return (_systemctl("stop", p["unit"], 15.0), _systemctl("mask", p["unit"], 10.0))
 
 
-def _revert(p: Mapping[str, str]) -> tuple[Step, ...]:
+def _revert(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
     """Back to the captured state: the file state first, then the active state.
 
     A masked unit cannot be started, so a unit captured masked-and-active is started
@@ -77,13 +77,13 @@ def _revert(p: Mapping[str, str]) -> tuple[Step, ...]:
     return tuple(steps)
 
 
-def _terminate(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("term", ("kill", "-TERM", p["pid"]), 5.0, binary=True),
-            Step("kill", ("kill", "-KILL", p["pid"]), 5.0, binary=True))
+def _terminate(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("term", ("kill", "-TERM", p["pid"]), 5.0, binary=True),
+            RemoteStep("kill", ("kill", "-KILL", p["pid"]), 5.0, binary=True))
 
 
-def _vacuum(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("vacuum", ("journalctl", f"--vacuum-size={p['size']}"), 120.0),)
+def _vacuum(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("vacuum", ("journalctl", f"--vacuum-size={p['size']}"), 120.0),)
 
 
 _UNIT = ParamSpec("unit", validate.unit_name, "a systemd unit name, e.g. vllm.service")
@@ -154,8 +154,8 @@ def get(kind: str) -> ActionSpec:
         raise ActionRefused(f"unknown action kind {kind!r} (known: {known})") from None
 
 
-def steps(kind: str,
-          params: Mapping[str, object]) -> tuple[ActionSpec, dict[str, str], tuple[Step, ...]]:
+def steps(kind: str, params: Mapping[str, object]
+          ) -> tuple[ActionSpec, dict[str, str], tuple[RemoteStep, ...]]:
     """Validate and render in one go: the only way commands are made."""
     spec = get(kind)
     clean = spec.validate(params)

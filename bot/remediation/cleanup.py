@@ -36,7 +36,7 @@ class FileSeen:
 
 
 @dataclass(frozen=True)
-class Candidate:
+class CleanupCandidate:
     """One item of the preview: a file, or one checkpoint entry with all its files."""
 
     category: str  # hf_cache | torch_hub | pip_cache | checkpoint | core_dump
@@ -99,7 +99,7 @@ def _checkpoint_entry(path: str) -> tuple[str, str] | None:
     return run, f"{run}/{parts[1]}"
 
 
-def _group_checkpoints(files: list[FileSeen], keep: int) -> list[Candidate]:
+def _group_checkpoints(files: list[FileSeen], keep: int) -> list[CleanupCandidate]:
     entries: dict[str, dict[str, list[FileSeen]]] = defaultdict(lambda: defaultdict(list))
     for f in files:
         where = _checkpoint_entry(f.path)
@@ -109,7 +109,7 @@ def _group_checkpoints(files: list[FileSeen], keep: int) -> list[Candidate]:
     for run in entries.values():
         newest_first = sorted(run.items(), key=lambda kv: -max(f.mtime for f in kv[1]))
         for entry, group in newest_first[keep:]:
-            out.append(Candidate("checkpoint", entry, tuple(sorted(f.path for f in group)),
+            out.append(CleanupCandidate("checkpoint", entry, tuple(sorted(f.path for f in group)),
                                  sum(f.size for f in group), max(f.mtime for f in group),
                                  group[0].owner))
     return out
@@ -117,19 +117,19 @@ def _group_checkpoints(files: list[FileSeen], keep: int) -> list[Candidate]:
 
 def plan_candidates(files: Sequence[FileSeen], *, allowed: Sequence[str],
                     protected: Sequence[str], open_paths: set[str],
-                    keep_checkpoints: int = 2) -> list[Candidate]:
+                    keep_checkpoints: int = 2) -> list[CleanupCandidate]:
     """Pure: the files that may go, grouped and ranked by size (largest first)."""
     safe = [f for f in files if under(f.path, allowed) and not under(f.path, protected)
             and f.path not in open_paths and category(f.path)]
     checkpoints = [f for f in safe if category(f.path) == "checkpoint"]
-    out = [Candidate(str(category(f.path)), f.path, (f.path,), f.size, f.mtime, f.owner)
+    out = [CleanupCandidate(str(category(f.path)), f.path, (f.path,), f.size, f.mtime, f.owner)
            for f in safe if category(f.path) != "checkpoint"]
     out += [c for c in _group_checkpoints(checkpoints, keep_checkpoints)
             if not any(p in open_paths for p in c.paths)]
     return sorted(out, key=lambda c: (-c.size, c.label))
 
 
-def choose(candidates: Sequence[Candidate], need_bytes: int) -> list[Candidate]:
+def choose(candidates: Sequence[CleanupCandidate], need_bytes: int) -> list[CleanupCandidate]:
     """Largest first until ``need_bytes`` are covered (all of them if they do not suffice)."""
     chosen, total = [], 0
     for c in candidates:
@@ -162,7 +162,7 @@ def find_files(runner: SSHRunner, target: SSHTarget, allowed: Sequence[str],
 
 def candidates(runner: SSHRunner, target: SSHTarget, *, allowed: Sequence[str],
                protected: Sequence[str], keep_checkpoints: int = 2,
-               timeout_s: float = 30.0) -> list[Candidate]:
+               timeout_s: float = 30.0) -> list[CleanupCandidate]:
     """The preview for the thread: read-only probes, then ``plan_candidates``."""
     files, _ = find_files(runner, target, allowed, timeout_s)
     busy = open_files(runner, target, [f.path for f in files], timeout_s)
@@ -170,11 +170,11 @@ def candidates(runner: SSHRunner, target: SSHTarget, *, allowed: Sequence[str],
                            keep_checkpoints=keep_checkpoints)
 
 
-def paths_param(chosen: Sequence[Candidate]) -> str:
+def paths_param(chosen: Sequence[CleanupCandidate]) -> str:
     return SEP.join(p for c in chosen for p in c.paths)
 
 
-def preview(chosen: Sequence[Candidate], now: float) -> list[str]:
+def preview(chosen: Sequence[CleanupCandidate], now: float) -> list[str]:
     """One line per item for the thread: size, age, owner, what it is."""
     from bot.remediation.verify_more import human
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from bot.core import metrics, strings
 from bot.remediation import catalog
 from bot.remediation.capture import capture
-from bot.remediation.catalog import ActionRefused, ActionSpec, Step
+from bot.remediation.catalog import ActionRefused, ActionSpec, RemoteStep
 from bot.remediation.options import RemediationOptions
 from bot.remediation.outcome import decide, summarize
 from bot.remediation.preflight import Refusal, check, restarting_owner
@@ -25,7 +25,7 @@ from bot.remediation.resume import preflight, resume_extraction
 from bot.remediation.rollback import describe, revert_params, roll_back
 from bot.remediation.state import CapturedState
 from bot.remediation.steps import all_skipped, hard_failure, precheck, run_steps
-from bot.remediation.verify import Ctx, verify
+from bot.remediation.verify import ActionRun, verify
 from bot.ssh.base import SSHError, SSHRunner, SSHTarget
 
 
@@ -118,7 +118,7 @@ def execute(runner: SSHRunner, target: SSHTarget, kind: str, params: dict[str, s
     _audit(audit, run, "action.started", {"kind": kind, "params": clean, "host": target.name,
                                           "address": target.address, "planned": list(planned)})
     if spec.remote:
-        result = _remote(Ctx(runner, target, spec, clean, options), rendered, run, audit)
+        result = _remote(ActionRun(runner, target, spec, clean, options), rendered, run, audit)
     else:
         outcome, summary = resume_extraction(options, clean["job"])
         result = run.finish(outcome, summary)
@@ -127,7 +127,7 @@ def execute(runner: SSHRunner, target: SSHTarget, kind: str, params: dict[str, s
     return result
 
 
-def _subject(ctx: Ctx) -> str:
+def _subject(ctx: ActionRun) -> str:
     if "pid" in ctx.params:
         return f"PID {ctx.params['pid']}"
     if "paths" in ctx.params:
@@ -139,7 +139,7 @@ def _subject(ctx: Ctx) -> str:
     return ctx.params.get("unit") or "the journal"
 
 
-def _remote(ctx: Ctx, rendered: tuple[Step, ...], run: _Run,
+def _remote(ctx: ActionRun, rendered: tuple[RemoteStep, ...], run: _Run,
             audit: AuditSink | None = None) -> ActionResult:
     host = ctx.target.name
     try:
@@ -161,13 +161,13 @@ def _remote(ctx: Ctx, rendered: tuple[Step, ...], run: _Run,
                           records=records, captured=captured)
 
 
-def _refused(ctx: Ctx, run: _Run, captured: CapturedState, refusal: Refusal) -> ActionResult:
+def _refused(ctx: ActionRun, run: _Run, captured: CapturedState, refusal: Refusal) -> ActionResult:
     summary = strings.REM_REFUSED.format(kind=ctx.spec.kind, host=ctx.target.name,
                                          why=refusal.reason)
     return run.finish(Outcome.REFUSED, summary, captured=captured, proposals=refusal.proposals)
 
 
-def _audit_override(ctx: Ctx, run: _Run, captured: CapturedState,
+def _audit_override(ctx: ActionRun, run: _Run, captured: CapturedState,
                     audit: AuditSink | None) -> None:
     """Acting against a restart policy on purpose is its own audit entry."""
     owner = restarting_owner(ctx, captured)
@@ -178,7 +178,7 @@ def _audit_override(ctx: Ctx, run: _Run, captured: CapturedState,
                                                "unit": owner.name, "note": note})
 
 
-def _act(ctx: Ctx, rendered: tuple[Step, ...], run: _Run, captured: CapturedState,
+def _act(ctx: ActionRun, rendered: tuple[RemoteStep, ...], run: _Run, captured: CapturedState,
          records: list[CommandRecord]) -> ActionResult:
     noop = all_skipped(ctx, rendered, captured)
     if noop:

@@ -15,10 +15,10 @@ from typing import Any
 
 from bot.core import strings
 from bot.remediation import catalog
-from bot.remediation.catalog import Step
+from bot.remediation.catalog import RemoteStep
 from bot.remediation.probes import plain
 from bot.remediation.state import CapturedState, UnitState
-from bot.remediation.verify import Ctx
+from bot.remediation.verify import ActionRun
 from bot.ssh.base import Command
 
 GPU_LADDER = ("process.terminate", "process.sigterm", "process.sigkill")
@@ -46,7 +46,7 @@ def _some(*items: dict[str, Any] | None) -> tuple[dict[str, Any], ...]:
     return tuple(i for i in items if i is not None)
 
 
-def restarting_owner(ctx: Ctx, captured: CapturedState) -> UnitState | None:
+def restarting_owner(ctx: ActionRun, captured: CapturedState) -> UnitState | None:
     """The unit that would start this PID again, for the ladder's process actions."""
     if ctx.spec.kind not in GPU_LADDER or not captured.processes:
         return None
@@ -54,7 +54,7 @@ def restarting_owner(ctx: Ctx, captured: CapturedState) -> UnitState | None:
     return owner if owner is not None and owner.restarts else None
 
 
-def _unit_checks(ctx: Ctx, captured: CapturedState) -> Refusal | None:
+def _unit_checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
     unit = captured.units[0]
     if not unit.exists:
         return Refusal(strings.REM_UNIT_MISSING.format(unit=unit.name, host=ctx.target.name))
@@ -69,7 +69,7 @@ def _unit_checks(ctx: Ctx, captured: CapturedState) -> Refusal | None:
     return None
 
 
-def _process_checks(ctx: Ctx, captured: CapturedState) -> Refusal | None:
+def _process_checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
     if ctx.params.get("override") == "yes" or ctx.spec.kind not in GPU_LADDER:
         return None
     proc = captured.processes[0]
@@ -92,7 +92,7 @@ def _process_checks(ctx: Ctx, captured: CapturedState) -> Refusal | None:
                                        strings.REM_PROPOSE_STOP.format(pid=pid, unit=owner.name))))
 
 
-def _gpu_checks(ctx: Ctx, captured: CapturedState) -> Refusal | None:
+def _gpu_checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
     index = int(ctx.params["gpu"])
     gpu = next((g for g in captured.gpus if g.index == index), None)
     if gpu is None:
@@ -104,7 +104,7 @@ def _gpu_checks(ctx: Ctx, captured: CapturedState) -> Refusal | None:
     return None
 
 
-def sudo_check(ctx: Ctx, steps: tuple[Step, ...]) -> Refusal | None:
+def sudo_check(ctx: ActionRun, steps: tuple[RemoteStep, ...]) -> Refusal | None:
     """``sudo -n -l CMD...`` for every command: exit 0 means the rules allow it as written."""
     if not ctx.target.sudo or not steps:
         return None
@@ -119,7 +119,7 @@ def sudo_check(ctx: Ctx, steps: tuple[Step, ...]) -> Refusal | None:
     return None
 
 
-def check(ctx: Ctx, captured: CapturedState, steps: tuple[Step, ...]) -> Refusal | None:
+def check(ctx: ActionRun, captured: CapturedState, steps: tuple[RemoteStep, ...]) -> Refusal | None:
     """The first reason not to run, or None: then every step may be sent."""
     if captured.units:
         refusal = _unit_checks(ctx, captured)
@@ -140,7 +140,7 @@ def check(ctx: Ctx, captured: CapturedState, steps: tuple[Step, ...]) -> Refusal
     return sudo_check(ctx, steps)
 
 
-def _cleanup_checks(ctx: Ctx) -> Refusal | None:
+def _cleanup_checks(ctx: ActionRun) -> Refusal | None:
     """Every path: inside the host's prefixes, outside paused/queued job output, a regular
     file, open in no process. One bad path refuses the whole action."""
     from bot.remediation.cleanup import open_files, under

@@ -1,6 +1,6 @@
 """Renderings of the issue-17 kinds: force-mask, the ladder's rungs, the drop-in, cleanup.
 
-Each turns validated parameters into ``Step``s; nothing here runs anything.
+Each turns validated parameters into ``RemoteStep``s; nothing here runs anything.
 """
 
 from __future__ import annotations
@@ -8,28 +8,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bot.domain import validate
-from bot.remediation.spec import Step
+from bot.remediation.spec import RemoteStep
 
 
-def _mask_force(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("stop", ("systemctl", "stop", p["unit"]), 15.0),
-            Step("mask", ("systemctl", "mask", "--force", p["unit"]), 10.0))
+def _mask_force(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("stop", ("systemctl", "stop", p["unit"]), 15.0),
+            RemoteStep("mask", ("systemctl", "mask", "--force", p["unit"]), 10.0))
 
 
-def _sigterm(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("term", ("kill", "-TERM", p["pid"]), 5.0, binary=True),)
+def _sigterm(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("term", ("kill", "-TERM", p["pid"]), 5.0, binary=True),)
 
 
-def _sigkill(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("kill", ("kill", "-KILL", p["pid"]), 5.0, binary=True),)
+def _sigkill(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("kill", ("kill", "-KILL", p["pid"]), 5.0, binary=True),)
 
 
-def _gpu_reset(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("reset", ("nvidia-smi", "--gpu-reset", "-i", p["gpu"]), 60.0),)
+def _gpu_reset(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("reset", ("nvidia-smi", "--gpu-reset", "-i", p["gpu"]), 60.0),)
 
 
-def _reboot(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("reboot", ("systemctl", "reboot"), 10.0),)
+def _reboot(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("reboot", ("systemctl", "reboot"), 10.0),)
 
 
 DROPIN_NAME = "50-incident-bot.conf"
@@ -48,16 +48,16 @@ def dropin_lines(p: Mapping[str, str]) -> tuple[str, ...]:
             f"ExecStartPre=/usr/bin/test ! -e {p['marker']}")
 
 
-def _dropin(p: Mapping[str, str]) -> tuple[Step, ...]:
+def _dropin(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
     path = dropin_path(p["unit"])
-    return (Step("mkdir", ("mkdir", "-p", path.rsplit("/", 1)[0]), 10.0),
-            Step("write", ("tee", path), 10.0, stdin_lines=dropin_lines(p)),
-            Step("reload", ("systemctl", "daemon-reload"), 30.0))
+    return (RemoteStep("mkdir", ("mkdir", "-p", path.rsplit("/", 1)[0]), 10.0),
+            RemoteStep("write", ("tee", path), 10.0, stdin_lines=dropin_lines(p)),
+            RemoteStep("reload", ("systemctl", "daemon-reload"), 30.0))
 
 
-def _dropin_revert(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return (Step("remove", ("rm", "-f", dropin_path(p["unit"])), 10.0),
-            Step("reload", ("systemctl", "daemon-reload"), 30.0))
+def _dropin_revert(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("remove", ("rm", "-f", dropin_path(p["unit"])), 10.0),
+            RemoteStep("reload", ("systemctl", "daemon-reload"), 30.0))
 
 
 def _seconds(value: object) -> str:
@@ -98,6 +98,6 @@ def _bytes(value: object) -> str:
     return str(int(value))
 
 
-def _cleanup(p: Mapping[str, str]) -> tuple[Step, ...]:
-    return tuple(Step("rm", ("rm", "-f", "--", path), 30.0)
+def _cleanup(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return tuple(RemoteStep("rm", ("rm", "-f", "--", path), 30.0)
                  for path in p["paths"].split(PATH_SEP))

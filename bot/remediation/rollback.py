@@ -15,7 +15,7 @@ from bot.remediation.catalog import ActionSpec
 from bot.remediation.probes import read_unit
 from bot.remediation.result import CommandRecord
 from bot.remediation.state import CapturedState
-from bot.remediation.verify import Ctx
+from bot.remediation.verify import ActionRun
 
 
 def revert_params(spec: ActionSpec, captured: CapturedState | None) -> dict[str, str] | None:
@@ -39,7 +39,7 @@ def needed(records: list[CommandRecord]) -> bool:
     return any(r.ran and r.ok for r in records)
 
 
-def roll_back(ctx: Ctx, captured: CapturedState,
+def roll_back(ctx: ActionRun, captured: CapturedState,
               records: list[CommandRecord]) -> list[CommandRecord]:
     """Run the revert's steps against the unit as it is now; [] when nothing to undo."""
     from bot.remediation.steps import run_steps

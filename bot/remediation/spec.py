@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -12,7 +11,6 @@ from bot.domain import validate
 
 SUDO = ("sudo", "-n")
 PRINTF_LINES = "%s\\n"  # printf's format: each argument on its own line
-_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 
 class ActionRefused(UserError):
@@ -31,9 +29,9 @@ def choice(name: str, allowed: tuple[str, ...]) -> Callable[[object], str]:
 
 
 def job_id(value: object) -> str:
-    """An extraction job id (RQ ids are uuid hex; ours may carry a readable prefix)."""
-    if not isinstance(value, str) or not _JOB_ID.match(value):
-        raise validate.InvalidIdentifier("job", value, "expected 1-64 of [A-Za-z0-9_-]")
+    """An extraction job id, in the one grammar ``new_job_id`` makes."""
+    if not isinstance(value, str) or not validate.valid_job_id(value):
+        raise validate.InvalidIdentifier("job", value, "expected ex- and 12 hex digits")
     return value
 
 
@@ -46,7 +44,7 @@ class ParamSpec:
 
 
 @dataclass(frozen=True)
-class Step:
+class RemoteStep:
     """One remote command of an action, with its own deadline."""
 
     name: str  # stop | disable | mask | unmask | enable | start | term | kill | vacuum | ...
@@ -78,7 +76,7 @@ class ActionSpec:
     kind: str
     title: str  # past tense for summaries: "stopped and disabled"
     params: tuple[ParamSpec, ...]
-    render: Callable[[Mapping[str, str]], tuple[Step, ...]]
+    render: Callable[[Mapping[str, str]], tuple[RemoteStep, ...]]
     risk: str
     frees_gpus: bool = False
     revertable: bool = False

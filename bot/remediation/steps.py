@@ -10,17 +10,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bot.remediation.catalog import Step
+from bot.remediation.catalog import RemoteStep
 from bot.remediation.probes import parse_size, plain, read_journal_bytes, read_process, read_unit
 from bot.remediation.result import CommandRecord
 from bot.remediation.state import CapturedState, ProcState, UnitState
-from bot.remediation.verify import Ctx
+from bot.remediation.verify import ActionRun
 from bot.ssh.base import Command
 
 _SYSTEMD = frozenset({"stop", "start", "disable", "enable", "mask", "unmask"})
 
 
-def skip_reason(step: Step, unit: UnitState | None = None, proc: ProcState | None = None,
+def skip_reason(step: RemoteStep, unit: UnitState | None = None, proc: ProcState | None = None,
                 journal: tuple[int | None, int] | None = None) -> str | None:
     """Why a step need not run: its effect already holds. ``None``: run it."""
     if step.name in _SYSTEMD and unit is not None:
@@ -50,16 +50,16 @@ def _unit_skip(verb: str, u: UnitState) -> str | None:
     return None
 
 
-def _journal_limit(ctx: Ctx) -> int:
+def _journal_limit(ctx: ActionRun) -> int:
     return parse_size(ctx.params.get("size", "")) or 0
 
 
-def _escalates(ctx: Ctx) -> bool:
+def _escalates(ctx: ActionRun) -> bool:
     """``process.terminate``: its SIGKILL step waits out the grace after SIGTERM."""
     return ctx.spec.kind == "process.terminate"
 
 
-def precheck(ctx: Ctx, step: Step, captured: CapturedState) -> str | None:
+def precheck(ctx: ActionRun, step: RemoteStep, captured: CapturedState) -> str | None:
     """Skip reason against the captured state; for SIGKILL, first wait out the grace."""
     if step.name == "kill" and _escalates(ctx):
         return _wait_gone(ctx, captured.processes[0].pid)
@@ -69,7 +69,7 @@ def precheck(ctx: Ctx, step: Step, captured: CapturedState) -> str | None:
     return skip_reason(step, unit, proc, journal)
 
 
-def _wait_gone(ctx: Ctx, pid: int) -> str | None:
+def _wait_gone(ctx: ActionRun, pid: int) -> str | None:
     start = time.monotonic()
     while True:
         proc = read_process(ctx.runner, ctx.target, str(pid), ctx.options.probe_timeout_s)
@@ -81,7 +81,8 @@ def _wait_gone(ctx: Ctx, pid: int) -> str | None:
         time.sleep(min(ctx.options.poll_interval_s, ctx.options.term_grace_s))
 
 
-def observe(ctx: Ctx, step: Step, captured: CapturedState) -> tuple[bool, dict[str, Any]]:
+def observe(ctx: ActionRun, step: RemoteStep,
+            captured: CapturedState) -> tuple[bool, dict[str, Any]]:
     """Does the step's effect hold right now, and what was seen."""
     t = ctx.options.probe_timeout_s
     if step.name in _SYSTEMD:
@@ -101,7 +102,8 @@ def observe(ctx: Ctx, step: Step, captured: CapturedState) -> tuple[bool, dict[s
     return done, {"journal_bytes": size}
 
 
-def reprobe(ctx: Ctx, step: Step, captured: CapturedState, patient: bool) -> dict[str, Any]:
+def reprobe(ctx: ActionRun, step: RemoteStep, captured: CapturedState,
+            patient: bool) -> dict[str, Any]:
     """Ask the host what actually happened; after a timeout, keep asking for ``reprobe_s``."""
     start = time.monotonic()
     while True:
@@ -112,7 +114,7 @@ def reprobe(ctx: Ctx, step: Step, captured: CapturedState, patient: bool) -> dic
         time.sleep(ctx.options.poll_interval_s)
 
 
-def run_one(ctx: Ctx, step: Step, captured: CapturedState) -> CommandRecord:
+def run_one(ctx: ActionRun, step: RemoteStep, captured: CapturedState) -> CommandRecord:
     text = step.text(ctx.target.sudo)
     deadline = ctx.options.step_deadline(step.timeout_s)
     probe = ctx.runner.run(plain(ctx.target), Command(f"action.{step.name}", text, deadline))
@@ -130,7 +132,7 @@ def hard_failure(record: CommandRecord) -> bool:
     return not (record.reprobe and record.reprobe.get("effect"))
 
 
-def run_steps(ctx: Ctx, steps: tuple[Step, ...], captured: CapturedState,
+def run_steps(ctx: ActionRun, steps: tuple[RemoteStep, ...], captured: CapturedState,
               records: list[CommandRecord]) -> list[CommandRecord]:
     """Each step once, in order; stop at the first hard failure.
 
@@ -148,7 +150,7 @@ def run_steps(ctx: Ctx, steps: tuple[Step, ...], captured: CapturedState,
     return records
 
 
-def all_skipped(ctx: Ctx, steps: tuple[Step, ...], captured: CapturedState) -> bool:
+def all_skipped(ctx: ActionRun, steps: tuple[RemoteStep, ...], captured: CapturedState) -> bool:
     """Idempotence: nothing to run when every step's effect already holds."""
     chosen = [s for s in steps if not (s.name == "kill" and _escalates(ctx))]
     return bool(chosen) and all(precheck(ctx, s, captured) is not None for s in chosen)

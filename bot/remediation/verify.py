@@ -29,7 +29,7 @@ from bot.ssh.base import SSHRunner, SSHTarget
 
 
 @dataclass(frozen=True)
-class Ctx:
+class ActionRun:
     """One action run: where, what, and how patient to be."""
 
     runner: SSHRunner
@@ -82,7 +82,7 @@ def _gpu_evidence(gpus: list[GpuState], affected: tuple[int, ...]) -> dict[str, 
             "gpus": [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]}
 
 
-def restart_window(ctx: Ctx, unit: UnitState | None) -> float:
+def restart_window(ctx: ActionRun, unit: UnitState | None) -> float:
     """How long to keep looking before "done" counts: systemd's restart delay plus a margin.
 
     A unit with ``Restart=`` other than ``no`` is started again ``RestartUSec`` after its
@@ -93,7 +93,7 @@ def restart_window(ctx: Ctx, unit: UnitState | None) -> float:
     return min(unit.restart_s, 600.0) + ctx.options.restart_margin_s
 
 
-def _poll(ctx: Ctx, look: Callable[[], _Look], patient: bool, window_s: float = 0.0,
+def _poll(ctx: ActionRun, look: Callable[[], _Look], patient: bool, window_s: float = 0.0,
           wait_s: float | None = None) -> tuple[_Look, float]:
     """Look until done twice ``settle_s`` apart and past ``window_s``, a respawn, or the
     deadline (``wait_s``, default ``verify_timeout_s``, counted after the window)."""
@@ -121,7 +121,7 @@ def _poll(ctx: Ctx, look: Callable[[], _Look], patient: bool, window_s: float = 
         time.sleep(o.poll_interval_s)
 
 
-def _holders_on(ctx: Ctx, held: list[int]) -> tuple[list[GpuHolder], dict[str, int]]:
+def _holders_on(ctx: ActionRun, held: list[int]) -> tuple[list[GpuHolder], dict[str, int]]:
     """Who holds the still-held GPUs (uuid → index for the report)."""
     gpus, holders = read_gpus(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
     uuids = {g.uuid: g.index for g in gpus if g.index in held}
@@ -136,7 +136,7 @@ def _describe_holders(holders: list[GpuHolder], uuids: dict[str, int]) -> list[d
     return sorted(by_pid.values(), key=lambda e: e["pid"])
 
 
-def verify_unit(ctx: Ctx, captured: CapturedState, patient: bool = True) -> Verification:
+def verify_unit(ctx: ActionRun, captured: CapturedState, patient: bool = True) -> Verification:
     before = captured.units[0]
     goal = unit_goal(ctx.spec.kind, ctx.params)
     free = ctx.options.gpu_free_mib
@@ -170,7 +170,7 @@ def _with_window(seen: _Look, elapsed: float, window: float, unit: str | None) -
     return replace(seen, evidence=ev)
 
 
-def verify_process(ctx: Ctx, captured: CapturedState, patient: bool = True) -> Verification:
+def verify_process(ctx: ActionRun, captured: CapturedState, patient: bool = True) -> Verification:
     before = captured.processes[0]
     free = ctx.options.gpu_free_mib
     affected = captured.affected_gpus({before.pid}, free)
@@ -199,7 +199,7 @@ def verify_process(ctx: Ctx, captured: CapturedState, patient: bool = True) -> V
     return _conclude(ctx, seen, elapsed, affected, f"PID {before.pid}", {before.pid}, before.unit)
 
 
-def _term_wait(ctx: Ctx, owner: UnitState | None) -> float | None:
+def _term_wait(ctx: ActionRun, owner: UnitState | None) -> float | None:
     """SIGTERM alone: give the process its unit's TimeoutStopSec (else the grace) to exit."""
     if ctx.spec.kind != "process.sigterm":
         return None
@@ -208,7 +208,7 @@ def _term_wait(ctx: Ctx, owner: UnitState | None) -> float | None:
     return ctx.options.term_grace_s
 
 
-def _conclude(ctx: Ctx, seen: _Look, elapsed: float, affected: tuple[int, ...],
+def _conclude(ctx: ActionRun, seen: _Look, elapsed: float, affected: tuple[int, ...],
               subject: str, own: set[int], own_unit: str | None) -> Verification:
     ev = dict(seen.evidence)
     gpus = [GpuState(g["index"], "", g["used_mib"], 0.0) for g in ev.get("gpus", [])]
@@ -268,7 +268,7 @@ def _unit_evidence(unit: UnitState) -> dict[str, Any]:
             "pids": list(unit.pids)}
 
 
-def verify(ctx: Ctx, captured: CapturedState, patient: bool = True) -> Verification:
+def verify(ctx: ActionRun, captured: CapturedState, patient: bool = True) -> Verification:
     from bot.remediation.verify_more import (
         verify_cleanup,
         verify_dropin,

@@ -24,19 +24,19 @@ from bot.remediation.probes import (
 )
 from bot.remediation.result import Verification
 from bot.remediation.state import CapturedState
-from bot.remediation.verify import Ctx, _Look, _poll
+from bot.remediation.verify import ActionRun, _Look, _poll
 from playbooks.parsers.systemd import parse_show
 
 DROPIN_PROPS = "Restart,TimeoutStopUSec,DropInPaths,ExecStartPre"
 
 
-def read_dropins(ctx: Ctx, unit: str) -> dict[str, str]:
+def read_dropins(ctx: ActionRun, unit: str) -> dict[str, str]:
     text = f"systemctl show {shlex.quote(unit)} -p {DROPIN_PROPS}"
     probe = _ok(_run(ctx.runner, ctx.target, "dropins", text, ctx.options.probe_timeout_s))
     return parse_show(probe.stdout)
 
 
-def verify_dropin(ctx: Ctx, captured: CapturedState) -> Verification:
+def verify_dropin(ctx: ActionRun, captured: CapturedState) -> Verification:
     """Installed: systemd lists the file and shows its values. Reverted: the file is gone."""
     unit = captured.units[0]
     path = dropin_path(unit.name)
@@ -55,7 +55,7 @@ def verify_dropin(ctx: Ctx, captured: CapturedState) -> Verification:
     return Verification(ok, detail, evidence={"show": props, "before": before, "path": path})
 
 
-def verify_gpu_reset(ctx: Ctx, captured: CapturedState, patient: bool) -> Verification:
+def verify_gpu_reset(ctx: ActionRun, captured: CapturedState, patient: bool) -> Verification:
     index = int(ctx.params["gpu"])
     free = ctx.options.gpu_free_mib
 
@@ -73,7 +73,7 @@ def verify_gpu_reset(ctx: Ctx, captured: CapturedState, patient: bool) -> Verifi
     return Verification(seen.done, detail, elapsed, evidence=seen.evidence)
 
 
-def verify_cleanup(ctx: Ctx, captured: CapturedState) -> Verification:
+def verify_cleanup(ctx: ActionRun, captured: CapturedState) -> Verification:
     """Every file gone, and ``df`` shows at least ``need_bytes`` more available."""
     from bot.remediation.catalog import PATH_SEP
     from bot.remediation.probes import read_disk_avail, regular_files
@@ -96,7 +96,7 @@ def verify_cleanup(ctx: Ctx, captured: CapturedState) -> Verification:
     return Verification(ok, detail, time.monotonic() - start, evidence=ev)
 
 
-def verify_journal(ctx: Ctx, captured: CapturedState) -> Verification:
+def verify_journal(ctx: ActionRun, captured: CapturedState) -> Verification:
     start = time.monotonic()
     after = read_journal_bytes(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
     limit = parse_size(ctx.params["size"]) or 0
@@ -119,7 +119,7 @@ def human(n: int | None) -> str:
     return f"{value:.1f} TiB"  # pragma: no cover
 
 
-def with_gpu_report(ctx: Ctx, v: Verification) -> Verification:
+def with_gpu_report(ctx: ActionRun, v: Verification) -> Verification:
     """After a revert: is the memory taken again? Evidence, not a condition."""
     try:
         gpus = read_gpu_memory(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
@@ -135,7 +135,7 @@ def with_gpu_report(ctx: Ctx, v: Verification) -> Verification:
     return replace(v, detail=f"{v.detail}; {note}", evidence=ev)
 
 
-def verify_reboot(ctx: Ctx) -> Verification:
+def verify_reboot(ctx: ActionRun) -> Verification:
     """A reboot is proven later (host back, new boot id): this only records the request."""
     return Verification(False, strings.REM_REBOOT_SENT.format(host=ctx.target.name),
                         evidence={"pending": "host back with a new boot id"})

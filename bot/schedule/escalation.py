@@ -51,7 +51,7 @@ class EscalationSettings(BaseModel):
 
 
 @dataclass(frozen=True)
-class Candidate:
+class EscalationCandidate:
     """What the decision needs to know about one incident."""
 
     id: str
@@ -73,10 +73,11 @@ class Target:
 
 
 class CandidateSource(Protocol):
-    def escalation_candidates(self) -> Iterable[Candidate]: ...
+    def escalation_candidates(self) -> Iterable[EscalationCandidate]: ...
 
 
-def due(candidates: Iterable[Candidate], now: float, after_s: float) -> list[Candidate]:
+def due(candidates: Iterable[EscalationCandidate], now: float,
+        after_s: float) -> list[EscalationCandidate]:
     """Critical, still waiting for a person, nobody acted, older than ``after_s``."""
     return [c for c in candidates
             if c.severity == "critical" and c.state in WAITING_STATES and not c.acted
@@ -97,7 +98,8 @@ def resolve_target(cfg: EscalationSettings, escalation_channel: str,
     return None
 
 
-def escalation_message(c: Candidate, now: float, mention: str, link: str | None) -> ChatMessage:
+def escalation_message(c: EscalationCandidate, now: float, mention: str,
+                       link: str | None) -> ChatMessage:
     age = fmt_duration(now - c.opened_at)
     host, kind = escape(c.host), escape(c.kind)
     text = strings.ESCALATION_TEXT.format(mention=mention, id=escape(c.id), host=host, kind=kind,
@@ -133,7 +135,7 @@ class Escalator:
                 done.append(c.id)
         return done
 
-    def _escalate(self, c: Candidate, now: float) -> bool:
+    def _escalate(self, c: EscalationCandidate, now: float) -> bool:
         key = keys.escalated(c.id)
         if not claim(self.redis, key, str(now), CLAIM_TTL_S):
             return False
@@ -152,9 +154,9 @@ class Escalator:
         return True
 
 
-def candidate_from(incident: Any, acted: bool) -> Candidate:
-    """Adapt a stored ``Incident`` (or anything with its fields) to a ``Candidate``."""
-    return Candidate(
+def candidate_from(incident: Any, acted: bool) -> EscalationCandidate:
+    """Adapt a stored ``Incident`` (or anything with its fields) to a ``EscalationCandidate``."""
+    return EscalationCandidate(
         id=str(incident.id), host=str(incident.host), kind=str(incident.kind),
         severity=str(getattr(incident.severity, "value", incident.severity)),
         state=str(getattr(incident.state, "value", incident.state)),
@@ -173,8 +175,8 @@ class StoreCandidates:
     def __init__(self, incidents: Any, audit: Any) -> None:
         self.incidents, self.audit = incidents, audit
 
-    def escalation_candidates(self) -> list[Candidate]:
-        out: list[Candidate] = []
+    def escalation_candidates(self) -> list[EscalationCandidate]:
+        out: list[EscalationCandidate] = []
         for inc in self.incidents.list(open_only=True):
             c = candidate_from(inc, acted=False)
             if c.severity != "critical" or c.state not in WAITING_STATES:

@@ -67,11 +67,11 @@ def enter_sandbox(workdir: str) -> bool:
 
 
 def run_tool(workdir: str, tool: str, argv: list[str]) -> int:
-    from bot.sim.state import Ctx
+    from bot.sim.state import SimCall
 
     append_log(workdir, {"ts": time.time(), "tool": tool, "argv": argv})
     module = importlib.import_module(f"bot.sim.tools.{TOOLS[tool]}")
-    ctx = Ctx(workdir)
+    ctx = SimCall(workdir)
     entry = getattr(module, f"main_{tool.replace('-', '_')}", None) or module.main
     code: int = entry(argv, ctx)
     return code

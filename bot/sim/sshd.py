@@ -73,9 +73,9 @@ class SimHost:
 
     def state(self) -> dict[str, Any]:
         """The current state, with due events (respawns, delayed stops) applied."""
-        from bot.sim.state import Ctx
+        from bot.sim.state import SimCall
 
-        return Ctx(self.workdir).read()
+        return SimCall(self.workdir).read()
 
     def alive(self) -> bool:
         return self.pid > 0 and _is_our_sshd(self.pid, self.workdir)

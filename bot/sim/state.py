@@ -38,7 +38,7 @@ def locked(workdir: str | os.PathLike[str]) -> Iterator[None]:
         os.close(fd)
 
 
-class Ctx:
+class SimCall:
     """What a tool gets: the host's state, its streams and a clock (all replaceable)."""
 
     def __init__(self, workdir: str | os.PathLike[str], out: TextIO | None = None,

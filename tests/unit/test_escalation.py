@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from bot.domain.lifecycle import IncidentState
 from bot.schedule.escalation import (
     WAITING_STATES,
-    Candidate,
+    EscalationCandidate,
     EscalationSettings,
     Target,
     due,
@@ -20,7 +20,7 @@ NOW = 10_000.0
 AFTER = 900.0
 
 
-def cand(**kw: object) -> Candidate:
+def cand(**kw: object) -> EscalationCandidate:
     base: dict[str, object] = dict(
         id="12",
         host="gpu-01",
@@ -31,7 +31,7 @@ def cand(**kw: object) -> Candidate:
         acted=False,
     )
     base.update(kw)
-    return Candidate(**base)  # type: ignore[arg-type]
+    return EscalationCandidate(**base)  # type: ignore[arg-type]
 
 
 def test_critical_unanswered_old_enough_is_due() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.core.errors import ConfigError
-from bot.domain.xid import DEFAULT_POLICY, Fault, Step, xid_policy_from_extra
+from bot.domain.xid import DEFAULT_POLICY, Fault, XidStep, xid_policy_from_extra
 from playbooks.gpu import GpuStat
 from playbooks.parsers.kernel import KernelReport, parse_kernel_log
 from playbooks.parsers.nvidia_xml import GpuHealth
@@ -37,12 +37,12 @@ def test_use_verdicts_busy_free_held_idle_and_wedged() -> None:
     views = decide(facts([stat(0, util=90), stat(1, mem=3), stat(2), stat(3)],
                          holders={"GPU-0": [7], "GPU-2": [8]}))
     assert [v.verdict for v in views] == [V.BUSY, V.FREE, V.HELD_IDLE, V.WEDGED]
-    assert views[3].step is Step.RESET_GPU and "no live process" in views[3].reasons[0]
+    assert views[3].step is XidStep.RESET_GPU and "no live process" in views[3].reasons[0]
 
 
 def test_process_in_d_state_wedges_its_gpu_and_asks_for_a_reboot() -> None:
     (v,) = decide(facts([stat(0, util=50)], holders={"GPU-0": [9]}, stuck={"GPU-0": [9]}))
-    assert (v.verdict, v.step) == (V.WEDGED, Step.REBOOT) and "D state" in v.reasons[0]
+    assert (v.verdict, v.step) == (V.WEDGED, XidStep.REBOOT) and "D state" in v.reasons[0]
 
 
 def test_hardware_fields_break_or_degrade() -> None:
@@ -51,7 +51,8 @@ def test_hardware_fields_break_or_degrade() -> None:
     views = decide(facts([stat(i, util=90) for i in range(5)], health,
                          holders={f"GPU-{i}": [1] for i in range(5)}))
     assert [v.verdict for v in views] == [V.BROKEN, V.DEGRADED, V.DEGRADED, V.DEGRADED, V.BUSY]
-    assert views[0].step is Step.DRAIN_AND_TICKET and worst_step(views) is Step.DRAIN_AND_TICKET
+    assert views[0].step is XidStep.DRAIN_AND_TICKET
+    assert worst_step(views) is XidStep.DRAIN_AND_TICKET
 
 
 def test_application_xid_does_not_break_the_gpu_but_critical_xid_does() -> None:
@@ -66,7 +67,7 @@ def test_application_xid_does_not_break_the_gpu_but_critical_xid_does() -> None:
 def test_host_wide_error_and_missing_rows_use_the_inventory_count() -> None:
     err = SmiError(SmiErrorKind.NVML_MISMATCH, "Failed to initialize NVML: ...")
     views = decide(facts([], [], smi=[err], expected=4))
-    assert [v.verdict for v in views] == [V.BROKEN] * 4 and views[0].step is Step.REBOOT
+    assert [v.verdict for v in views] == [V.BROKEN] * 4 and views[0].step is XidStep.REBOOT
     short = decide(facts([stat(0, util=90)], holders={"GPU-0": [1]}, expected=2))
     assert [v.verdict for v in short] == [V.BUSY, V.BROKEN]
     assert short[1].reasons[0].startswith("missing: the inventory expects 2")
@@ -75,18 +76,18 @@ def test_host_wide_error_and_missing_rows_use_the_inventory_count() -> None:
 
 
 def test_policy_defaults_follow_the_catalogue() -> None:
-    assert DEFAULT_POLICY.rule(79).breaks_gpu and DEFAULT_POLICY.rule(79).step is Step.REBOOT
+    assert DEFAULT_POLICY.rule(79).breaks_gpu and DEFAULT_POLICY.rule(79).step is XidStep.REBOOT
     for xid in (13, 31, 43, 45, 68):
         assert DEFAULT_POLICY.rule(xid).fault is Fault.APP
     assert {48, 64, 74, 79, 95, 119, 120} <= set(DEFAULT_POLICY.critical_gpu_xids())
     unknown = DEFAULT_POLICY.rule(9999)
-    assert (unknown.fault, unknown.step) == (Fault.UNKNOWN, Step.INVESTIGATE)
+    assert (unknown.fault, unknown.step) == (Fault.UNKNOWN, XidStep.INVESTIGATE)
 
 
 def test_policy_config_overrides_and_rejects_typos() -> None:
     policy = xid_policy_from_extra({"xid_policy": {"xids": {
         94: {"severity": "critical", "step": "drain_and_ticket"}, "200": {"fault": "gpu"}}}})
-    assert policy.rule(94).breaks_gpu and policy.rule(94).step is Step.DRAIN_AND_TICKET
+    assert policy.rule(94).breaks_gpu and policy.rule(94).step is XidStep.DRAIN_AND_TICKET
     assert policy.rule(200).fault is Fault.GPU and policy.rule(13).fault is Fault.APP
     bad = [{"xid_policy": {"rules": {}}}, {"xid_policy": {"xids": {"x": {}}}},
            {"xid_policy": {"xids": {79: {"severity": "fatal"}}}},

@@ -82,7 +82,7 @@ def test_revert_orders_file_state_and_active_state(
             {"unit": UNIT, "unit_file_state": "static", "active_state": "active"},
             "must be one of",
         ),
-        ("extraction.resume", {"job": "../../etc"}, "expected 1-64"),
+        ("extraction.resume", {"job": "../../etc"}, "expected ex- and 12 hex digits"),
     ],
 )
 def test_bad_parameters_are_refused_with_the_reason(
@@ -144,7 +144,7 @@ def test_cli_pairs_are_parsed_and_duplicates_refused() -> None:
 
 
 def test_extraction_resume_runs_on_the_bot_not_the_host() -> None:
-    assert plan("extraction.resume", {"job": "kimi-hidden-0001"}) == [
-        "(on the bot) resume extraction job kimi-hidden-0001"
+    assert plan("extraction.resume", {"job": "ex-0123456789ab"}) == [
+        "(on the bot) resume extraction job ex-0123456789ab"
     ]
     assert catalog.get("extraction.resume").remote is False

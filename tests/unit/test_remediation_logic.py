@@ -8,7 +8,7 @@ import pytest
 
 from bot.core.errors import ConfigError
 from bot.remediation import catalog
-from bot.remediation.catalog import Step
+from bot.remediation.catalog import RemoteStep
 from bot.remediation.followup import offers
 from bot.remediation.options import options_from_extra
 from bot.remediation.outcome import decide, summarize
@@ -23,8 +23,8 @@ ACTIVE = UnitState(UNIT, "loaded", "active", "running", "enabled", 440, "always"
 STOPPED = UnitState(UNIT, "loaded", "inactive", "dead", "disabled", 0, "always", "", ())
 
 
-def _step(name: str) -> Step:
-    return Step(name, ("systemctl", name, UNIT), 1.0)
+def _step(name: str) -> RemoteStep:
+    return RemoteStep(name, ("systemctl", name, UNIT), 1.0)
 
 
 @pytest.mark.parametrize(
@@ -49,10 +49,10 @@ def test_a_step_is_skipped_exactly_when_its_effect_already_holds(
 
 
 def test_terminate_and_vacuum_skip_rules() -> None:
-    term = Step("term", ("kill", "-TERM", "440"), 1.0)
+    term = RemoteStep("term", ("kill", "-TERM", "440"), 1.0)
     assert skip_reason(term, proc=ProcState(440, alive=False)) == "process already gone"
     assert skip_reason(term, proc=ProcState(440, alive=True)) is None
-    vacuum = Step("vacuum", ("journalctl", "--vacuum-size=500M"), 1.0)
+    vacuum = RemoteStep("vacuum", ("journalctl", "--vacuum-size=500M"), 1.0)
     assert skip_reason(vacuum, journal=(100 << 20, 500 << 20)) is not None
     assert skip_reason(vacuum, journal=(4 << 30, 500 << 20)) is None
 
@@ -168,13 +168,13 @@ def test_offers_revert_first_then_resume_only_after_freeing_gpus() -> None:
         evidence_hash=None,
         revert_params=back,
     )
-    kinds = [(a.kind, a.params) for a in offers(result, ["job-1"])]
+    kinds = [(a.kind, a.params) for a in offers(result, ["ex-0000000000b1"])]
     assert kinds == [
         ("systemd.revert", result.revert_params),
-        ("extraction.resume", {"job": "job-1"}),
+        ("extraction.resume", {"job": "ex-0000000000b1"}),
     ]
     failed = ActionResult(**{**result.__dict__, "outcome": Outcome.RESPAWNED})
-    assert [a.kind for a in offers(failed, ["job-1"])] == ["systemd.revert"]
+    assert [a.kind for a in offers(failed, ["ex-0000000000b1"])] == ["systemd.revert"]
 
 
 def test_probe_parsers_on_real_formats() -> None:

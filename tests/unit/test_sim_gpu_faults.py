@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bot.sim.build import build_state
 from bot.sim.scenario import load_scenario
-from bot.sim.state import Ctx, write_state
+from bot.sim.state import SimCall, write_state
 from bot.sim.tools import journal, misc, nvidia_smi
 from playbooks.commands import QUERY_GPU_COMMAND, QUERY_XML_COMMAND
 from playbooks.parsers.kernel import parse_kernel_log
@@ -29,7 +29,8 @@ class Host:
 
     def run(self, main: object, argv: list[str]) -> tuple[int, str]:
         out = io.StringIO()
-        ctx = Ctx(self.dir, out=out, err=io.StringIO(), clock=lambda: self.now, sleep=self.sleep)
+        ctx = SimCall(self.dir, out=out, err=io.StringIO(), clock=lambda: self.now,
+                      sleep=self.sleep)
         return main(argv, ctx), out.getvalue()  # type: ignore[operator]
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from bot.sim.build import build_state
 from bot.sim.scenario import load_scenario
-from bot.sim.state import Ctx, write_state
+from bot.sim.state import SimCall, write_state
 from bot.sim.tools import disk, journal, kill, misc, nvidia_smi, ps, systemctl
 
 T0 = 1_790_000_000.0
@@ -39,12 +39,12 @@ class Host:
 
     def run(self, main: Any, *argv: str) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
-        ctx = Ctx(self.dir, out=out, err=err, clock=self.clock, sleep=self.clock.sleep)
+        ctx = SimCall(self.dir, out=out, err=err, clock=self.clock, sleep=self.clock.sleep)
         code = main(list(argv), ctx)
         return code, out.getvalue(), err.getvalue()
 
     def state(self) -> dict[str, Any]:
-        return Ctx(self.dir, clock=self.clock).read()
+        return SimCall(self.dir, clock=self.clock).read()
 
 
 @pytest.fixture
@@ -131,7 +131,7 @@ def test_loop_prints_until_stopped_with_header_once(seed: Host) -> None:
             raise KeyboardInterrupt
 
     out = io.StringIO()
-    ctx = Ctx(seed.dir, out=out, err=io.StringIO(), clock=seed.clock, sleep=stop_after_two)
+    ctx = SimCall(seed.dir, out=out, err=io.StringIO(), clock=seed.clock, sleep=stop_after_two)
     with pytest.raises(KeyboardInterrupt):
         nvidia_smi.main(["--query-gpu=index", "--format=csv", "-lms", "250"], ctx)
     assert sleeps == [0.25, 0.25]
@@ -248,7 +248,7 @@ def test_stop_delay_blocks_then_takes_effect(tmp_path: Path) -> None:
 
 def test_queued_stop_lands_even_if_the_client_gave_up(tmp_path: Path) -> None:
     host = Host(tmp_path, "seed", {"units": {VLLM: {"stop_delay_s": 30}}})
-    ctx = Ctx(host.dir, out=io.StringIO(), err=io.StringIO(), clock=host.clock)
+    ctx = SimCall(host.dir, out=io.StringIO(), err=io.StringIO(), clock=host.clock)
     with ctx.mutate() as state:  # what `systemctl stop` does before it blocks
         from bot.sim.tools.systemctl_act import _begin_stop
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bot.sim.state import Ctx
+from bot.sim.state import SimCall
 
 Fs = dict[str, Any]
 # field -> (header, min width, left-aligned)
@@ -85,7 +85,7 @@ def mount_of(filesystems: list[Fs], path: str) -> Fs | None:
     return best
 
 
-class Usage(Exception):
+class DiskUsageError(Exception):
     pass
 
 
@@ -97,7 +97,7 @@ def block_size(text: str) -> int:
     digits = text.rstrip("KMGT")
     suffix = text[len(digits):]
     if suffix not in BLOCK_SUFFIX or (digits and not digits.isdigit()):
-        raise Usage(f"invalid block size '{text}'")
+        raise DiskUsageError(f"invalid block size '{text}'")
     return int(digits or 1) * BLOCK_SUFFIX[suffix]
 
 
@@ -134,7 +134,7 @@ def parse(argv: list[str], valued: str) -> tuple[dict[str, Any], list[str]]:
             elif name in LONG:
                 opts[LONG[name]] = True
             else:
-                raise Usage(f"unrecognized option '{arg}'")
+                raise DiskUsageError(f"unrecognized option '{arg}'")
             i += 1
         elif arg.startswith("-") and len(arg) > 1:
             i = _short(arg, argv, i, opts, valued)
@@ -149,7 +149,7 @@ def _df_fields(opts: dict[str, Any]) -> list[str]:
         fields = [f for f in opts["output"].split(",") if f] or list(DF_FIELDS)
         for f in fields:
             if f not in DF_FIELDS:
-                raise Usage(f"option --output: field '{f}' unknown")
+                raise DiskUsageError(f"option --output: field '{f}' unknown")
         return fields
     base = (["source", "itotal", "iused", "iavail", "ipcent", "target"] if opts.get("i")
             else ["source", "size", "used", "avail", "pcent", "target"])
@@ -180,12 +180,12 @@ def release_deleted(state: dict[str, Any]) -> None:
             fs["used"] = max(fs["used"] - int(f["size"]), 0)
 
 
-def main_df(argv: list[str], ctx: Ctx) -> int:
+def main_df(argv: list[str], ctx: SimCall) -> int:
     try:
         opts, paths = parse(argv, "xtB")
         fields = _df_fields(opts)
         block, size_header = _df_block(opts)
-    except Usage as exc:
+    except DiskUsageError as exc:
         ctx.error(f"df: {exc}\nTry 'df --help' for more information.")
         return 1
     state = ctx.read()
@@ -238,13 +238,13 @@ def _du_walk(state: dict[str, Any], path: str, depth: int, max_depth: int | None
     return out
 
 
-def main_du(argv: list[str], ctx: Ctx) -> int:
+def main_du(argv: list[str], ctx: SimCall) -> int:
     try:
         opts, paths = parse(argv, "dB")
         max_depth = 0 if opts.get("s") else (int(opts["d"][-1]) if opts.get("d") else None)
         block = None if opts.get("h") else (block_size(opts["B"][-1]) if opts.get("B") else
                                              (1 if opts.get("b") else 1024))
-    except (Usage, ValueError) as exc:
+    except (DiskUsageError, ValueError) as exc:
         ctx.error(f"du: {exc}\nTry 'du --help' for more information.")
         return 1
     state = ctx.read()
@@ -260,5 +260,5 @@ def main_du(argv: list[str], ctx: Ctx) -> int:
     return code
 
 
-def main(argv: list[str], ctx: Ctx) -> int:
+def main(argv: list[str], ctx: SimCall) -> int:
     return main_df(argv, ctx)

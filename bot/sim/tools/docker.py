@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from bot.sim import engine
-from bot.sim.state import Ctx, State
+from bot.sim.state import SimCall, State
 from bot.sim.tools.systemd_fmt import ago
 
 TEMPLATE = re.compile(r"\{\{\s*(json\s+)?\.([A-Za-z0-9_.]*)\s*\}\}")
@@ -69,7 +69,7 @@ def _table(template: str, rows: list[dict[str, Any]]) -> str:
                    "\n" for row in cells)
 
 
-def _ps(ctx: Ctx, state: State, args: list[str]) -> int:
+def _ps(ctx: SimCall, state: State, args: list[str]) -> int:
     show_all = any(a in ("-a", "--all") for a in args)
     fmt = next((a.split("=", 1)[1] for a in args if a.startswith("--format=")), None)
     if "--format" in args:
@@ -86,7 +86,7 @@ def _ps(ctx: Ctx, state: State, args: list[str]) -> int:
     return 0
 
 
-def _inspect(ctx: Ctx, state: State, args: list[str]) -> int:
+def _inspect(ctx: SimCall, state: State, args: list[str]) -> int:
     fmt = None
     names = []
     it = iter(args)
@@ -116,7 +116,7 @@ def _inspect(ctx: Ctx, state: State, args: list[str]) -> int:
     return code
 
 
-def _mutate(ctx: Ctx, verb: str, args: list[str]) -> int:
+def _mutate(ctx: SimCall, verb: str, args: list[str]) -> int:
     policy = next((a.split("=", 1)[1] for a in args if a.startswith("--restart=")), None)
     names = [a for a in args if not a.startswith("-")]
     code = 0
@@ -137,7 +137,7 @@ def _mutate(ctx: Ctx, verb: str, args: list[str]) -> int:
     return code
 
 
-def main(argv: list[str], ctx: Ctx) -> int:
+def main(argv: list[str], ctx: SimCall) -> int:
     state = ctx.read()
     if not state["containers"]:
         ctx.error("bash: line 1: docker: command not found")

@@ -11,7 +11,7 @@ import glob
 import os
 from typing import Any
 
-from bot.sim.state import Ctx
+from bot.sim.state import SimCall
 
 DIR = "/etc/systemd/system/{name}.d"
 KEYS = {"Restart": "restart", "TimeoutStopSec": "timeout_stop_sec",
@@ -58,7 +58,7 @@ def reload_unit(unit: dict[str, Any]) -> None:
     unit.update(values, drop_in_paths=paths)
 
 
-def daemon_reload(ctx: Ctx) -> int:
+def daemon_reload(ctx: SimCall) -> int:
     with ctx.mutate() as state:
         for unit in state["units"].values():
             reload_unit(unit)

@@ -10,7 +10,7 @@ import fnmatch
 from typing import Any
 
 from bot.sim import engine
-from bot.sim.state import Ctx, State
+from bot.sim.state import SimCall, State
 from bot.sim.tools.kill import signal_name
 
 Open = tuple[dict[str, Any], str, str]  # (process, fd, path)
@@ -94,7 +94,7 @@ def _matches(path: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(path, p) or path == p for p in patterns)
 
 
-def main_lsof(argv: list[str], ctx: Ctx) -> int:
+def main_lsof(argv: list[str], ctx: SimCall) -> int:
     state = ctx.read()
     terse = any(a == "-t" or (a.startswith("-") and "t" in a[1:] and a[1:].isalpha())
                 for a in argv)
@@ -130,7 +130,7 @@ def main_lsof(argv: list[str], ctx: Ctx) -> int:
     return 0
 
 
-def main_fuser(argv: list[str], ctx: Ctx) -> int:
+def main_fuser(argv: list[str], ctx: SimCall) -> int:
     verbose = any(a in ("-v", "--verbose") or (a[:1] == "-" and "v" in a[1:]) for a in argv)
     kill = any(a in ("-k", "--kill") or (a[:1] == "-" and "k" in a[1:] and a[1:] != "v")
                for a in argv)
@@ -144,7 +144,7 @@ def main_fuser(argv: list[str], ctx: Ctx) -> int:
     return 0 if found else 1
 
 
-def _fuser_report(ctx: Ctx, state: State, patterns: list[str],
+def _fuser_report(ctx: SimCall, state: State, patterns: list[str],
                   verbose: bool) -> list[tuple[str, dict[str, Any]]]:
     found = []
     if verbose:
@@ -168,5 +168,5 @@ def _fuser_report(ctx: Ctx, state: State, patterns: list[str],
     return found
 
 
-def main(argv: list[str], ctx: Ctx) -> int:
+def main(argv: list[str], ctx: SimCall) -> int:
     return main_lsof(argv, ctx)

@@ -7,7 +7,7 @@ otherwise its memory left behind by dead processes (``memory_reserved_mib``) is 
 from __future__ import annotations
 
 from bot.sim import engine
-from bot.sim.state import Ctx
+from bot.sim.state import SimCall
 
 IN_USE = ("\n1 device is currently being used by one or more other processes (e.g., Fabric "
           "Manager, CUDA application, graphics application such as an X server, or a "
@@ -28,7 +28,7 @@ def _index(argv: list[str]) -> str | None:
     return None
 
 
-def main(argv: list[str], ctx: Ctx) -> int:
+def main(argv: list[str], ctx: SimCall) -> int:
     index = _index(argv)
     with ctx.mutate() as state:
         gpus = state["gpus"] if index is None else [

@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bot.sim.state import Ctx, State
-from bot.sim.tools.disk import Usage, block_size, human, mount_of
+from bot.sim.state import SimCall, State
+from bot.sim.tools.disk import DiskUsageError, block_size, human, mount_of
 
 CLEAN_END = ["systemd[1]: Reached target shutdown.target - System Shutdown.",
              "systemd[1]: Reached target final.target - Late Shutdown Services.",
@@ -50,7 +50,7 @@ def boot_lines(state: State, index: int, now: float) -> list[str] | None:
             for t, text in zip(stamps, texts, strict=True)]
 
 
-def _vacuum(ctx: Ctx, target: int) -> None:
+def _vacuum(ctx: SimCall, target: int) -> None:
     with ctx.mutate() as state:
         journal = state["journal"]
         freed = max(journal["usage"] - max(target, MIN_JOURNAL), 0)
@@ -105,7 +105,7 @@ def _opts(argv: list[str]) -> dict[str, Any]:
     return opts
 
 
-def main(argv: list[str], ctx: Ctx) -> int:
+def main(argv: list[str], ctx: SimCall) -> int:
     try:
         opts = _opts(argv)
     except (ValueError, IndexError):
@@ -122,7 +122,7 @@ def main(argv: list[str], ctx: Ctx) -> int:
     elif "vacuum" in opts:
         try:
             _vacuum(ctx, block_size(opts["vacuum"]))
-        except Usage:
+        except DiskUsageError:
             ctx.error(f"Failed to parse vacuum size: {opts['vacuum']}")
             return 1
     else:

@@ -5,7 +5,7 @@ signals only the simulated process table, never a real PID. Messages are bash's.
 from __future__ import annotations
 
 from bot.sim import engine
-from bot.sim.state import Ctx
+from bot.sim.state import SimCall
 
 SIGNALS = {"0": "0", "1": "HUP", "2": "INT", "3": "QUIT", "6": "ABRT", "9": "KILL",
            "10": "USR1", "12": "USR2", "13": "PIPE", "15": "TERM", "18": "CONT", "19": "STOP"}
@@ -42,7 +42,7 @@ def parse(argv: list[str]) -> tuple[str, list[str]]:
     return signal, argv[i:]
 
 
-def main(argv: list[str], ctx: Ctx) -> int:
+def main(argv: list[str], ctx: SimCall) -> int:
     if argv[:1] == ["-l"]:
         ctx.print(" ".join(f"{n}) SIG{s}" for n, s in SIGNALS.items() if n != "0"))
         return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from bot.sim.state import Ctx
+from bot.sim.state import SimCall
 
 DAY = 86400
 
@@ -21,7 +21,7 @@ def uptime_text(boot: float, now: float) -> str:
     return f" {clock} up {span},  1 user,  load average: 0.08, 0.11, 0.09"
 
 
-def main_uptime(argv: list[str], ctx: Ctx) -> int:
+def main_uptime(argv: list[str], ctx: SimCall) -> int:
     boot = ctx.read()["boot"]["time"]
     if "-s" in argv or "--since" in argv:
         ctx.print(time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(boot)))
@@ -34,7 +34,7 @@ def main_uptime(argv: list[str], ctx: Ctx) -> int:
     return 0
 
 
-def main_who(argv: list[str], ctx: Ctx) -> int:
+def main_who(argv: list[str], ctx: SimCall) -> int:
     boot = ctx.read()["boot"]["time"]
     if any(a in ("-b", "--boot") for a in argv):
         ctx.print(f"         system boot  {time.strftime('%Y-%m-%d %H:%M', time.gmtime(boot))}")
@@ -44,7 +44,7 @@ def main_who(argv: list[str], ctx: Ctx) -> int:
     return 0
 
 
-def main_crontab(argv: list[str], ctx: Ctx) -> int:
+def main_crontab(argv: list[str], ctx: SimCall) -> int:
     user = "root"
     if "-u" in argv:
         idx = argv.index("-u")
@@ -63,7 +63,7 @@ def main_crontab(argv: list[str], ctx: Ctx) -> int:
     return 0
 
 
-def main_free(argv: list[str], ctx: Ctx) -> int:
+def main_free(argv: list[str], ctx: SimCall) -> int:
     mem = ctx.read()["memory"]
     total, used = mem["total"], mem["used"]
     cache = min(total // 20, total - used)
@@ -77,15 +77,15 @@ def main_free(argv: list[str], ctx: Ctx) -> int:
     return 0
 
 
-def main_dmesg(argv: list[str], ctx: Ctx) -> int:
+def main_dmesg(argv: list[str], ctx: SimCall) -> int:
     ctx.out.write("".join(line + "\n" for line in ctx.read()["dmesg"]))
     return 0
 
 
-def main_hostname(argv: list[str], ctx: Ctx) -> int:
+def main_hostname(argv: list[str], ctx: SimCall) -> int:
     ctx.print(ctx.read()["host"])
     return 0
 
 
-def main(argv: list[str], ctx: Ctx) -> int:
+def main(argv: list[str], ctx: SimCall) -> int:
     return main_hostname(argv, ctx)

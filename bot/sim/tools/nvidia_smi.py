@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.sim.engine import gpu_processes, gpu_used_mib
-from bot.sim.state import Ctx, State
+from bot.sim.state import SimCall, State
 
 Gpu = dict[str, Any]
 # field -> (unit or "", value(state, gpu, now))
@@ -70,7 +70,7 @@ APP_FIELDS: dict[str, tuple[str, str]] = {  # field -> (header, unit)
 }
 
 
-class Usage(Exception):
+class SmiUsageError(Exception):
     """A command line the real tool rejects: message for stdout, exit status."""
 
     def __init__(self, message: str, code: int = EXIT_INVALID_ARG) -> None:
@@ -86,7 +86,7 @@ def _cell(value: Any, unit: str, nounits: bool) -> str:
 def _check_fields(fields: list[str], known: Any) -> None:
     for f in fields:
         if f not in known:
-            raise Usage(f'Field "{f}" is not a valid field to query.\n\n')
+            raise SmiUsageError(f'Field "{f}" is not a valid field to query.\n\n')
 
 
 def query_gpu(state: State, gpus: list[Gpu], fields: list[str], fmt: set[str], now: float) -> str:
@@ -139,7 +139,7 @@ def select_gpus(state: State, ids: str | None) -> list[Gpu]:
         match = [g for g in visible
                  if ref in (str(g["index"]), g["uuid"], g["bus_id"], g["bus_id"][4:])]
         if not match:
-            raise Usage("No devices were found\n", EXIT_NO_DEVICE)
+            raise SmiUsageError("No devices were found\n", EXIT_NO_DEVICE)
         chosen.extend(match)
     return chosen
 
@@ -149,7 +149,7 @@ def _take(argv: list[str], i: int, flag: str) -> tuple[str, int]:
     if "=" in arg and arg.startswith("--"):
         return arg.split("=", 1)[1], i + 1
     if i + 1 >= len(argv):
-        raise Usage(f'Option "{flag}" requires a value.\n\n'
+        raise SmiUsageError(f'Option "{flag}" requires a value.\n\n'
                     "Please run 'nvidia-smi -h' for help.\n")
     return argv[i + 1], i + 2
 
@@ -181,8 +181,8 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
         elif arg in ("-h", "--help"):
             opts["help"], i = True, i + 1
         else:
-            raise Usage("Invalid combination of input arguments. Please run 'nvidia-smi -h' "
-                        "for help.\n")
+            raise SmiUsageError("Invalid combination of input arguments. "
+                                "Please run 'nvidia-smi -h' for help.\n")
     return opts
 
 
@@ -203,7 +203,7 @@ def _render(state: State, opts: dict[str, Any], gpus: list[Gpu], now: float,
         return xml_report(state, gpus, now)
     fmt = {p.strip() for p in opts.get("format", "").split(",") if p.strip()}
     if ("query_gpu" in opts or "query_apps" in opts) and "csv" not in fmt:
-        raise Usage('"--format=csv" must be specified with the "--query-*" switches.\n\n'
+        raise SmiUsageError('"--format=csv" must be specified with the "--query-*" switches.\n\n'
                     "Please run 'nvidia-smi -h' for help.\n")
     if "query_gpu" in opts:
         return query_gpu(state, gpus, _fields(opts["query_gpu"]), fmt, now)
@@ -224,7 +224,7 @@ def _with_sample(state: State, sample: int | None) -> State:
     return {**state, "gpus": [{**g, "utilization_gpu": sample} for g in state["gpus"]]}
 
 
-def main(argv: list[str], ctx: Ctx) -> int:
+def main(argv: list[str], ctx: SimCall) -> int:
     from bot.sim.tools import gpu_reset
 
     if gpu_reset.wanted(argv):
@@ -244,12 +244,12 @@ def main(argv: list[str], ctx: Ctx) -> int:
             return EXIT_GPU_LOST if any(g.get("lost") for g in select_gpus(
                 ctx.read(), opts.get("id"))) else 0
         return _loop(ctx, opts, interval)
-    except Usage as exc:
+    except SmiUsageError as exc:
         ctx.out.write(str(exc))
         return exc.code
 
 
-def _failure(ctx: Ctx) -> int | None:
+def _failure(ctx: SimCall) -> int | None:
     """Failure modes of the whole tool: a hang, then a driver/library mismatch."""
     nv = ctx.read()["nvidia"]
     if nv.get("hang_s"):
@@ -270,12 +270,12 @@ def _interval(opts: dict[str, Any]) -> float | None:
         if "loop" in opts:
             return float(max(int(opts["loop"]), 1))
     except ValueError:
-        raise Usage("Invalid combination of input arguments. Please run 'nvidia-smi -h' "
+        raise SmiUsageError("Invalid combination of input arguments. Please run 'nvidia-smi -h' "
                     "for help.\n") from None
     return None
 
 
-def _loop(ctx: Ctx, opts: dict[str, Any], interval: float) -> int:
+def _loop(ctx: SimCall, opts: dict[str, Any], interval: float) -> int:
     """Print until killed (or the reader goes away), like the real ``-l``."""
     samples = ctx.read()["nvidia"].get("utilization_samples") or []
     cycle = itertools.cycle(samples) if samples else itertools.repeat(None)

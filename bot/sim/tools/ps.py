@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bot.sim.state import Ctx
+from bot.sim.state import SimCall
 
 Proc = dict[str, Any]
 Getter = Callable[[Proc, float, dict[str, Any]], str]
@@ -262,7 +262,7 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
     return opts
 
 
-def main(argv: list[str], ctx: Ctx) -> int:
+def main(argv: list[str], ctx: SimCall) -> int:
     try:
         opts = parse_args(argv)
         cols = parse_format(opts["format"] or ["pid", "tty=TTY", "time", "comm=CMD"])

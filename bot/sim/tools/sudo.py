@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 
-from bot.sim.state import Ctx
+from bot.sim.state import SimCall
 
 NO_ARG = {"-n", "--non-interactive", "-E", "--preserve-env", "-H", "--set-home", "-S"}
 LIST = {"-l", "--list"}
 
 
-def listed(argv: list[str], ctx: Ctx) -> int:
+def listed(argv: list[str], ctx: SimCall) -> int:
     """``sudo -l CMD ARGS``: 0 and the command when the rules allow it, else 1 (silent).
 
     The rules are the scenario's ``sudo_denied`` prefixes: everything else is allowed.
@@ -25,7 +25,7 @@ def listed(argv: list[str], ctx: Ctx) -> int:
     return 0
 
 
-def main(argv: list[str], ctx: Ctx) -> int:
+def main(argv: list[str], ctx: SimCall) -> int:
     i, listing = 0, False
     while i < len(argv) and argv[i].startswith("-"):
         if argv[i] == "--":

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.sim import engine
-from bot.sim.state import Ctx, State
+from bot.sim.state import SimCall, State
 from bot.sim.tools import systemd_fmt as fmt
 
 NO_SYSTEMD = ("System has not been booted with systemd as init system (PID 1). Can't operate.\n"
@@ -82,7 +82,7 @@ def _units(state: State, patterns: list[str], opts: dict[str, Any], files: bool)
     return chosen
 
 
-def _read_verb(ctx: Ctx, verb: str, args: list[str], opts: dict[str, Any]) -> int:
+def _read_verb(ctx: SimCall, verb: str, args: list[str], opts: dict[str, Any]) -> int:
     state = ctx.read()
     legend = not opts.get("no_legend")
     if verb == "list-units":
@@ -101,7 +101,7 @@ def _read_verb(ctx: Ctx, verb: str, args: list[str], opts: dict[str, Any]) -> in
     return _query_verb(ctx, state, verb, args, names, opts)
 
 
-def _query_verb(ctx: Ctx, state: State, verb: str, args: list[str], names: list[str],
+def _query_verb(ctx: SimCall, state: State, verb: str, args: list[str], names: list[str],
                 opts: dict[str, Any]) -> int:
     quiet = bool(opts.get("quiet"))
     if verb == "status":
@@ -128,7 +128,7 @@ def _query_verb(ctx: Ctx, state: State, verb: str, args: list[str], names: list[
     return code
 
 
-def _status(ctx: Ctx, state: State, args: list[str]) -> int:
+def _status(ctx: SimCall, state: State, args: list[str]) -> int:
     texts, code = [], 0
     for arg in args:
         name = _unit_of(state, arg) if arg.isdigit() else engine.normalize_unit(arg)
@@ -156,7 +156,7 @@ def _unit_of(state: State, pid_text: str) -> str:
     return unit
 
 
-def _cat(ctx: Ctx, state: State, names: list[str]) -> int:
+def _cat(ctx: SimCall, state: State, names: list[str]) -> int:
     for name in names:
         unit = state["units"].get(name)
         if unit is None:
@@ -169,7 +169,7 @@ READ_VERBS = {"list-units", "list-unit-files", "show", "status", "is-active", "i
               "is-failed", "cat"}
 
 
-def main(argv: list[str], ctx: Ctx) -> int:
+def main(argv: list[str], ctx: SimCall) -> int:
     try:
         words, opts = parse(argv)
         verb, args = (words[0], words[1:]) if words else ("list-units", [])

@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from bot.sim import engine
-from bot.sim.state import Ctx, State
+from bot.sim.state import SimCall, State
 from bot.sim.tools.systemctl import Fail
 
 WANTS = "/etc/systemd/system/{target}.wants/{name}"
 
 
-def act(ctx: Ctx, verb: str, args: list[str], opts: dict[str, Any]) -> int:
+def act(ctx: SimCall, verb: str, args: list[str], opts: dict[str, Any]) -> int:
     if verb == "daemon-reload":
         from bot.sim.tools.dropins import daemon_reload
 
@@ -39,7 +39,7 @@ def _refused(state: State, verb: str, names: list[str]) -> None:
             raise Fail(f"Failed to {verb} unit: Access denied", 1)
 
 
-def _stop(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
+def _stop(ctx: SimCall, names: list[str], opts: dict[str, Any]) -> int:
     wait_until = 0.0
     with ctx.mutate() as state:
         for name in names:
@@ -67,7 +67,7 @@ def _begin_stop(state: State, unit: dict[str, Any], now: float) -> float:
     return due
 
 
-def _start(ctx: Ctx, names: list[str], opts: dict[str, Any], verb: str = "start") -> int:
+def _start(ctx: SimCall, names: list[str], opts: dict[str, Any], verb: str = "start") -> int:
     with ctx.mutate() as state:
         for name in names:
             unit = state["units"].get(name)
@@ -79,7 +79,7 @@ def _start(ctx: Ctx, names: list[str], opts: dict[str, Any], verb: str = "start"
     return 0
 
 
-def _restart(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
+def _restart(ctx: SimCall, names: list[str], opts: dict[str, Any]) -> int:
     with ctx.mutate() as state:
         for name in names:
             unit = state["units"].get(name)
@@ -96,7 +96,7 @@ def _file_state(state: State, name: str, verb: str) -> dict[str, Any]:
     return unit
 
 
-def _enable(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
+def _enable(ctx: SimCall, names: list[str], opts: dict[str, Any]) -> int:
     with ctx.mutate() as state:
         for name in names:
             unit = _file_state(state, name, "enable")
@@ -110,7 +110,7 @@ def _enable(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
     return _start(ctx, names, opts) if opts.get("now") else 0
 
 
-def _disable(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
+def _disable(ctx: SimCall, names: list[str], opts: dict[str, Any]) -> int:
     with ctx.mutate() as state:
         for name in names:
             unit = _file_state(state, name, "disable")
@@ -121,7 +121,7 @@ def _disable(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
     return _stop(ctx, names, opts) if opts.get("now") else 0
 
 
-def _mask(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
+def _mask(ctx: SimCall, names: list[str], opts: dict[str, Any]) -> int:
     with ctx.mutate() as state:
         for name in names:
             path = f"/etc/systemd/system/{name}"
@@ -140,7 +140,7 @@ def _mask(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
     return _stop(ctx, names, opts) if opts.get("now") else 0
 
 
-def _unmask(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
+def _unmask(ctx: SimCall, names: list[str], opts: dict[str, Any]) -> int:
     with ctx.mutate() as state:
         for name in names:
             unit = state["units"].get(name)
@@ -152,7 +152,7 @@ def _unmask(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
     return 0
 
 
-def _kill(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
+def _kill(ctx: SimCall, names: list[str], opts: dict[str, Any]) -> int:
     signal = str(opts.get("signal", "TERM")).upper().removeprefix("SIG")
     with ctx.mutate() as state:
         for name in names:
@@ -164,7 +164,7 @@ def _kill(ctx: Ctx, names: list[str], opts: dict[str, Any]) -> int:
     return 0
 
 
-def _reset_failed(ctx: Ctx, names: list[str], opts: dict[str, Any] | None = None) -> int:
+def _reset_failed(ctx: SimCall, names: list[str], opts: dict[str, Any] | None = None) -> int:
     with ctx.mutate() as state:
         for unit in state["units"].values():
             if (not names or unit["name"] in names) and unit["active_state"] == "failed":
