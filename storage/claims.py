@@ -1,7 +1,8 @@
 """The one ``SET key NX`` claim: first caller wins, the key expires on its own.
 
 Used wherever "exactly one replica does this" is decided: the scheduler's per-slot firing
-guard, escalation's once-per-incident post, and the leases (``storage/leases.py``).
+guard, escalation's once-per-incident post, the chat per-message spacing
+(``storage/slack_budget.py``) and the leases (``storage/leases.py``).
 """
 
 from __future__ import annotations

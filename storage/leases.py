@@ -1,10 +1,11 @@
 """The one lease: a key owned by a random token, extended and released only by its owner.
 
-Two users: the scheduler (one leader among replicas, ``keys.scheduler_lease()``) and the
-extraction job (one run at a time per job, ``keys.job_lease(job)``). RQ delivers at least
-once, so a retry can start while the previous run is still being torn down; ``wait_for``
-waits until the lease is free, and a holder on this machine whose process is gone is not
-waited for.
+Three users: the scheduler (one leader among replicas, ``keys.scheduler_lease()``), the
+extraction job (one run at a time per job, ``keys.job_lease(job)``) and the incident
+message's render ledger (one sender per incident at a time, ``keys.render_lock(id)``).
+RQ delivers at least once, so a retry can start while the previous run is still being
+torn down; ``wait_for`` waits until the lease is free, and a holder on this machine whose
+process is gone is not waited for.
 """
 
 from __future__ import annotations
@@ -75,15 +76,17 @@ class Lease:
             return claim(self.conn, self.key, self.token, self.ttl_s)
         return False
 
-    def wait_for(self, wait_s: float, on_wait: Callable[[], None] | None = None) -> float:
+    def wait_for(self, wait_s: float, on_wait: Callable[[], None] | None = None,
+                 poll_s: float | None = None) -> float:
         """Take the lease, waiting up to ``wait_s``; return seconds waited."""
         t0 = time.monotonic()
+        poll = min(0.5, self.ttl_ms / 4000) if poll_s is None else poll_s
         while not self.acquire():
             if time.monotonic() - t0 > wait_s:
                 raise LeaseTimeout(f"lease {self.key} still held by {self.holder()!r}")
             if on_wait is not None:
                 on_wait()
-            time.sleep(min(0.5, self.ttl_ms / 4000))
+            time.sleep(poll)
         return time.monotonic() - t0
 
     def renew(self) -> bool:
@@ -103,3 +106,7 @@ def scheduler_lease(conn: Redis, ttl_s: float, token: str | None = None) -> Leas
 
 def job_lease(conn: Redis, job_id: str, ttl_s: float) -> Lease:
     return Lease(conn, keys.job_lease(job_id), max(1.0, ttl_s))
+
+
+def render_lease(conn: Redis, incident_id: str, ttl_s: float) -> Lease:
+    return Lease(conn, keys.render_lock(incident_id), ttl_s)

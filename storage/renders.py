@@ -8,21 +8,16 @@ replicas, a late thread or a retried edit can never overwrite a newer state.
 
 from __future__ import annotations
 
-import secrets
-import time
 from collections.abc import Callable
 from typing import cast
 
 from redis import Redis
 
 from storage import keys
+from storage.leases import render_lease
 
-LOCK_MS = 15_000
+LOCK_S = 15.0  # longer than one chat call; a crashed sender's lock expires on its own
 RETENTION_S = 30 * 86400
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 class RenderLedger:
@@ -30,7 +25,6 @@ class RenderLedger:
 
     def __init__(self, redis: Redis, wait_s: float = 20.0) -> None:
         self.redis, self.wait_s = redis, wait_s
-        self._release = redis.register_script(_RELEASE)
 
     def next_seq(self, incident_id: str) -> int:
         key = keys.render_seq(incident_id)
@@ -43,7 +37,8 @@ class RenderLedger:
 
     def send_if_newer(self, incident_id: str, seq: int, send: Callable[[], object]) -> bool:
         """Run ``send`` iff ``seq`` is newer than the last applied render; record it."""
-        token = self._lock(incident_id)
+        lease = render_lease(self.redis, incident_id, LOCK_S)
+        lease.wait_for(self.wait_s, poll_s=0.02)  # a sender on another replica finishes
         try:
             if seq <= self.applied(incident_id):
                 return False
@@ -51,15 +46,4 @@ class RenderLedger:
             self.redis.set(keys.render_applied(incident_id), str(seq), ex=RETENTION_S)
             return True
         finally:
-            if token:
-                self._release(keys=[keys.render_lock(incident_id)], args=[token])
-
-    def _lock(self, incident_id: str) -> str:
-        """Take the per-incident lock (waits for a sender on another replica)."""
-        token, key = secrets.token_hex(8), keys.render_lock(incident_id)
-        deadline = time.monotonic() + self.wait_s
-        while not self.redis.set(key, token, nx=True, px=LOCK_MS):
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"render lock for incident {incident_id} is held")
-            time.sleep(0.02)
-        return token
+            lease.release()

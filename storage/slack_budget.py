@@ -17,6 +17,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from storage import keys
+from storage.claims import claim
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +107,10 @@ class SlackBudget:
 
 
 def message_gate(redis: Redis, channel: str, ts: str, interval_s: float) -> float:
-    """Only the per-message spacing (``SET NX PX``): 0 to go, else seconds to wait."""
+    """Only the per-message spacing (a claim that expires): 0 to go, else seconds to wait."""
     key = keys.chat_update_gate(channel, ts)
     try:
-        if redis.set(key, "1", nx=True, px=max(1, int(interval_s * 1000))):
+        if claim(redis, key, "1", interval_s):
             return 0.0
         left = redis.pttl(key)
     except RedisError as exc:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.imports import MAX_LINES, cross_imports, long_modules, violations
+from tests.helpers.names import clashing_classes, nx_sets
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,3 +130,22 @@ def test_each_user_visible_string_is_defined_once() -> None:
                             clashes.append(f"{target.id}: {seen[target.id]} and {path.name}")
                         seen[target.id] = path.name
     assert len(seen) > 100 and clashes == []
+
+
+# --- one name per thing ----------------------------------------------------------------
+
+def test_no_two_modules_define_a_class_of_the_same_name() -> None:
+    assert clashing_classes(ROOT) == {}
+
+
+def test_set_nx_is_taken_only_through_the_claim_helper() -> None:
+    assert nx_sets(ROOT) == []
+
+
+def test_the_name_checks_report_planted_clashes(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"bot/a.py": "class Ctx:\n    pass\n",
+                            "bot/b.py": "class Ctx:\n    pass\n",
+                            "storage/claims.py": "def claim(r):\n    r.set('k', 1, nx=True)\n",
+                            "storage/other.py": "def own(r):\n    r.set('k', 1, nx=True)\n"})
+    assert clashing_classes(root) == {"Ctx": ["bot/a.py", "bot/b.py"]}
+    assert nx_sets(root) == ["storage/other.py:2"]
