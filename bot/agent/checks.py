@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.core.durable import atomic_write
+
 Alert = dict[str, Any]  # the generic webhook's shape (bot/ingest/webhook.py)
 
 
@@ -27,16 +29,6 @@ def make_alert(host: str, kind: str, subject: str, status: str, summary: str,
         "fingerprint": f"agent:{host}:{kind}:{subject}"[:200],
         "labels": {"subject": subject[:200]}, "details": dict(details or {}),
     }
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write-then-rename with fsync: a crash leaves the old file or the new, never half."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 # --- boot id --------------------------------------------------------------------------

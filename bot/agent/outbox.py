@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bot.agent.checks import atomic_write
+from bot.core.durable import atomic_write, fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class Outbox:
     def put(self, alert: dict[str, Any]) -> Path:
         path = self.dir / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
         atomic_write(path, json.dumps(alert, sort_keys=True))
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
         return path
 
     def pending(self, limit: int) -> list[tuple[Path, dict[str, Any]]]:
@@ -51,17 +51,9 @@ class Outbox:
     def remove(self, paths: list[Path]) -> None:
         for path in paths:
             path.unlink(missing_ok=True)
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
 
     def reject(self, path: Path, reason: str) -> None:
         log.error("alert %s refused, moved to %s: %s", path.name, self.rejected, reason)
         os.replace(path, self.rejected / path.name)
         (self.rejected / f"{path.name}.reason").write_text(reason[:2000])
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -13,7 +13,6 @@ from typing import Any
 from bot.agent.checks import (
     Alert,
     Conditions,
-    atomic_write,
     boot_changed,
     disk_conditions,
     disk_usage,
@@ -25,6 +24,7 @@ from bot.agent.config import AgentConfig
 from bot.agent.gpu import IdleTracker, NvmlSampler, vram_condition
 from bot.agent.health import HealthWatch
 from bot.agent.outbox import Outbox
+from bot.core.durable import atomic_write
 
 log = logging.getLogger(__name__)
 EX_TEMPFAIL = 75  # --once: alerts are buffered on disk, not yet delivered

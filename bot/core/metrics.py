@@ -33,73 +33,61 @@ PlatformCollector(registry=REGISTRY)
 
 NS = "incident_bot"
 
+
+def _counter(name: str, labels: tuple[str, ...], doc: str) -> Counter:
+    """Every metric in the one registry and namespace."""
+    return Counter(name, doc, labels, namespace=NS, registry=REGISTRY)
+
+
+def _gauge(name: str, labels: tuple[str, ...], doc: str) -> Gauge:
+    return Gauge(name, doc, labels, namespace=NS, registry=REGISTRY)
+
+
 # --- alerts and incidents ---------------------------------------------------------------
-ALERTS_RECEIVED = Counter(
-    "alerts_received", "Alerts accepted, by source (alertmanager|webhook|agent).",
-    ["source"], namespace=NS, registry=REGISTRY)
-ALERTS_DEDUPLICATED = Counter(
-    "alerts_deduplicated", "Alerts dropped or merged as duplicates, by source.",
-    ["source"], namespace=NS, registry=REGISTRY)
-ALERTS_REJECTED = Counter(
-    "alerts_rejected", "Alert requests refused (auth, size, schema), by reason.",
-    ["reason"], namespace=NS, registry=REGISTRY)
-INCIDENTS_BY_STATE = Gauge(
-    "incidents", "Incidents currently in each state.", ["state"], namespace=NS, registry=REGISTRY)
+ALERTS_RECEIVED = _counter("alerts_received", ("source",),
+                           "Alerts accepted, by source (alertmanager|webhook|agent).")
+ALERTS_DEDUPLICATED = _counter("alerts_deduplicated", ("source",),
+                               "Alerts dropped or merged as duplicates, by source.")
+ALERTS_REJECTED = _counter("alerts_rejected", ("reason",),
+                           "Alert requests refused (auth, size, schema), by reason.")
+INCIDENTS_BY_STATE = _gauge("incidents", ("state",), "Incidents currently in each state.")
 
 # --- diagnosis, SSH, actions ------------------------------------------------------------
 DIAGNOSIS_DURATION = Histogram(
     "diagnosis_duration_seconds", "Wall time of one playbook run, by playbook and status.",
     ["playbook", "status"], namespace=NS, registry=REGISTRY,
     buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 80.0))
-SSH_ERRORS = Counter(
-    "ssh_errors", "SSH transport failures, by kind (unreachable|host_key|auth|timeout|ssh).",
-    ["kind"], namespace=NS, registry=REGISTRY)
-ACTIONS = Counter(
-    "actions", "Remediation actions, by action kind and result (verified|failed|...).",
-    ["kind", "result"], namespace=NS, registry=REGISTRY)
-APPROVALS = Counter(
-    "approvals", "Approval decisions, by outcome (approved|denied|expired|refused).",
-    ["outcome"], namespace=NS, registry=REGISTRY)
+SSH_ERRORS = _counter("ssh_errors", ("kind",),
+                      "SSH transport failures, by kind (unreachable|host_key|auth|timeout|ssh).")
+ACTIONS = _counter("actions", ("kind", "result"),
+                   "Remediation actions, by action kind and result (verified|failed|...).")
+APPROVALS = _counter("approvals", ("outcome",),
+                     "Approval decisions, by outcome (approved|denied|expired|refused).")
 
 # --- chat -------------------------------------------------------------------------------
-SLACK_API_ERRORS = Counter(
-    "slack_api_errors", "Slack Web API calls that failed, by method and error code.",
-    ["method", "error"], namespace=NS, registry=REGISTRY)
-SLACK_API_RETRIES = Counter(
-    "slack_api_retries", "Slack Web API calls retried (rate limits, 5xx), by method.",
-    ["method"], namespace=NS, registry=REGISTRY)
+SLACK_API_ERRORS = _counter("slack_api_errors", ("method", "error"),
+                            "Slack Web API calls that failed, by method and error code.")
+SLACK_API_RETRIES = _counter("slack_api_retries", ("method",),
+                             "Slack Web API calls retried (rate limits, 5xx), by method.")
 
 # --- extraction jobs --------------------------------------------------------------------
-QUEUE_DEPTH = Gauge(
-    "queue_depth", "Jobs waiting in an RQ queue.", ["queue"], namespace=NS, registry=REGISTRY)
-JOB_PROGRESS = Gauge(
-    "job_progress_ratio", "Fraction of samples done (0..1) per extraction job.",
-    ["job", "host"], namespace=NS, registry=REGISTRY)
-JOB_RATE = Gauge(
-    "job_rate_samples_per_second", "Recent rate per extraction job.",
-    ["job", "host"], namespace=NS, registry=REGISTRY)
+QUEUE_DEPTH = _gauge("queue_depth", ("queue",), "Jobs waiting in an RQ queue.")
+JOB_PROGRESS = _gauge("job_progress_ratio", ("job", "host"),
+                      "Fraction of samples done (0..1) per extraction job.")
+JOB_RATE = _gauge("job_rate_samples_per_second", ("job", "host"), "Recent rate per extraction job.")
 
 # --- scheduler, digests, escalation -----------------------------------------------------
-SCHEDULER_LEADER = Gauge(
-    "scheduler_leader", "1 while this replica holds the scheduler lease.",
-    namespace=NS, registry=REGISTRY)
-SCHEDULER_FIRINGS = Counter(
-    "scheduler_firings", "Scheduled job slots, by job and outcome (ran|duplicate|error).",
-    ["job", "outcome"], namespace=NS, registry=REGISTRY)
-DIGESTS_POSTED = Counter(
-    "digests_posted", "Health digests posted, by channel.", ["channel"],
-    namespace=NS, registry=REGISTRY)
-ESCALATIONS = Counter(
-    "escalations", "Critical incidents escalated, by target (channel|usergroup).",
-    ["target"], namespace=NS, registry=REGISTRY)
-SAMPLES_STORED = Counter(
-    "samples_stored", "Host samples written for digests, by host.", ["host"],
-    namespace=NS, registry=REGISTRY)
+SCHEDULER_LEADER = _gauge("scheduler_leader", (), "1 while this replica holds the scheduler lease.")
+SCHEDULER_FIRINGS = _counter("scheduler_firings", ("job", "outcome"),
+                             "Scheduled job slots, by job and outcome (ran|duplicate|error).")
+DIGESTS_POSTED = _counter("digests_posted", ("channel",), "Health digests posted, by channel.")
+ESCALATIONS = _counter("escalations", ("target",),
+                       "Critical incidents escalated, by target (channel|usergroup).")
+SAMPLES_STORED = _counter("samples_stored", ("host",), "Host samples written for digests, by host.")
 
 # --- HTTP -------------------------------------------------------------------------------
-HTTP_REQUESTS = Counter(
-    "http_requests", "HTTP requests answered, by route and status code.",
-    ["route", "status"], namespace=NS, registry=REGISTRY)
+HTTP_REQUESTS = _counter("http_requests", ("route", "status"),
+                         "HTTP requests answered, by route and status code.")
 
 _SCRAPE_HOOKS: list[Callable[[], None]] = []
 

@@ -1,6 +1,6 @@
 """Pure progress arithmetic: smoothed rate, ETA and the one-line bar the thread shows.
 
-``render_bar(p)`` gives ``▓▓▓▓▓░░░░░ 49.4% · 18,420/37,312 · 1.09/s · ETA 4h48m``.
+``render_bar(p)`` gives ``▓▓▓▓▓░░░░░ 49.4% · 18,420/37,312 · 1.09 samples/s · ETA in 4 h 48 min``.
 """
 
 from __future__ import annotations
@@ -61,39 +61,13 @@ def eta_seconds(done: int, total: int, rate: float | None) -> float | None:
     return (total - done) / rate
 
 
-def format_duration(seconds: float | None) -> str:
-    """Two most significant units, rounded down: 17332 s -> ``4h48m``."""
-    if seconds is None or math.isnan(seconds) or math.isinf(seconds):
-        return "?"
-    s = max(0, int(seconds))
-    days, rem = divmod(s, 86400)
-    hours, rem = divmod(rem, 3600)
-    minutes, secs = divmod(rem, 60)
-    if days:
-        return f"{days}d{hours}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
-
-
-def format_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{value:.1f} TB"
-
-
 def render_bar(p: Progress, width: int = BAR_WIDTH) -> str:
     filled = min(width, round(p.fraction * width))
     bar = "▓" * filled + "░" * (width - filled)
     pct = math.floor(p.fraction * 1000 + 0.5) / 10
-    rate = f"{p.rate:.2f}/s" if p.rate is not None else "–/s"
-    eta = "done" if p.done >= p.total > 0 else f"ETA {format_duration(p.eta_s)}"
-    return f"{bar} {pct:.1f}% · {p.done:,}/{p.total:,} · {rate} · {eta}"
+    eta = "done" if p.done >= p.total > 0 else (
+        f"ETA in {fmt.duration(p.eta_s)}" if p.eta_s is not None else "ETA measuring…")
+    return f"{bar} {pct:.1f}% · {p.done:,}/{p.total:,} · {fmt.rate(p.rate)} · {eta}"
 
 
 # --- the thread's progress message (issue 15): moving average, absolute ETA -----------

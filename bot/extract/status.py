@@ -7,9 +7,8 @@ bot edits in the incident thread, and ``final_summary`` is its closing line.
 
 from __future__ import annotations
 
-from bot.core import metrics, strings
+from bot.core import fmt, metrics, strings
 from bot.extract import queue
-from bot.extract.progress import format_bytes, format_duration
 from bot.extract.states import RESUMABLE, JobState, JobStatus
 from storage import job_records as records
 from storage import jobs, keys
@@ -57,9 +56,9 @@ def final_summary(status: JobStatus) -> str:
         state=status.state.value,
         done=f"{status.done:,}",
         total=f"{status.total:,}",
-        duration=format_duration(duration),
+        duration=fmt.duration(duration),
         repairs=", ".join(repairs) or strings.EXTRACT_NO_REPAIRS,
-        bytes=format_bytes(status.bytes_written),
+        bytes=fmt.size(status.bytes_written),
     )
     if status.skipped:
         text += strings.EXTRACT_SUMMARY_SKIPPED.format(n=status.skipped, s=_plural(status.skipped))

@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from bot.core.durable import fsync_dir
+
 SUFFIX = ".pt"
 TMP_SUFFIX = ".tmp"
 VERIFY_CAP = 4096
@@ -66,15 +68,6 @@ def save_atomic(obj: Payload, final: Path, fsync: bool = True) -> int:
             tmp.unlink()
         raise
     return len(data)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make renames durable (a rename lives in the directory, not the file)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)

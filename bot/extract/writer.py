@@ -13,7 +13,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from bot.extract.store import Payload, SaveFn, fsync_dir, sample_path, save_atomic
+from bot.core.durable import fsync_dir
+from bot.extract.store import Payload, SaveFn, sample_path, save_atomic
 
 OnWritten = Callable[[str, int], None]
 _STOP = None

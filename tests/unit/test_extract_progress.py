@@ -11,8 +11,6 @@ from bot.extract.progress import (
     Progress,
     RateMeter,
     eta_seconds,
-    format_bytes,
-    format_duration,
     render_bar,
 )
 
@@ -20,12 +18,12 @@ from bot.extract.progress import (
 def test_render_bar_matches_the_story_example() -> None:
     eta = eta_seconds(18_420, 37_312, 1.09)
     bar = render_bar(Progress(18_420, 37_312, 1.09, eta))
-    assert bar == "▓▓▓▓▓░░░░░ 49.4% · 18,420/37,312 · 1.09/s · ETA 4h48m"
+    assert bar == "▓▓▓▓▓░░░░░ 49.4% · 18,420/37,312 · 1.09 samples/s · ETA in 4 h 48 min"
 
 
 def test_render_bar_edges() -> None:
-    assert render_bar(Progress(0, 10)) == "░░░░░░░░░░ 0.0% · 0/10 · –/s · ETA ?"
-    assert render_bar(Progress(10, 10, 2.0, 0)).endswith("100.0% · 10/10 · 2.00/s · done")
+    assert render_bar(Progress(0, 10)) == "░░░░░░░░░░ 0.0% · 0/10 · ? samples/s · ETA measuring…"
+    assert render_bar(Progress(10, 10, 2.0, 0)).endswith("100.0% · 10/10 · 2.00 samples/s · done")
     assert render_bar(Progress(0, 0)).startswith("░░░░░░░░░░ 0.0%")
 
 
@@ -35,21 +33,6 @@ def test_bar_width_and_percent_are_consistent(done: int, total: int) -> None:
     bar = render_bar(Progress(done, total))
     assert len(bar.split(" ")[0]) == 10
     assert float(bar.split(" ")[1].rstrip("%")) == math.floor(done / total * 1000 + 0.5) / 10
-
-
-def test_format_duration() -> None:
-    assert format_duration(17_332) == "4h48m"
-    assert format_duration(59) == "59s"
-    assert format_duration(61) == "1m01s"
-    assert format_duration(2 * 86400 + 3 * 3600 + 5) == "2d3h"
-    assert format_duration(None) == "?"
-    assert format_duration(float("inf")) == "?"
-
-
-def test_format_bytes() -> None:
-    assert format_bytes(999) == "999 B"
-    assert format_bytes(1_500_000) == "1.5 MB"
-    assert format_bytes(12_400_000_000) == "12.4 GB"
 
 
 def test_rate_meter_first_interval_then_smooths_by_time() -> None:
