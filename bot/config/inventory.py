@@ -10,20 +10,19 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from bot.config.settings import Settings
 from bot.core import strings
 from bot.core.errors import ConfigError, UserError
+from bot.core.schema import StrictModel
 from bot.domain.xid import xid_policy_from_extra
 from bot.ssh.base import SSHTarget
 from playbooks.base import PlaybookOptions
 
 
-class DiagnosticsSettings(BaseModel):
+class DiagnosticsSettings(StrictModel):
     """``extra.diagnostics`` in the config file; every field optional."""
-
-    model_config = ConfigDict(extra="forbid")
 
     samples: int = Field(3, ge=1, le=600)
     sample_interval_s: float = Field(0.25, ge=0, le=60)

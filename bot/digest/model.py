@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.digest.settings import DigestSchedule, DigestSettings  # noqa: F401 - re-exported
+from bot.domain.incident import IncidentSummary
 
 Point = tuple[float, float]
 GPU_METRIC = re.compile(r"^gpu(?P<index>\d{1,3})\.(?P<field>mem_used_mib|mem_total_mib|util_pct)$")
@@ -79,13 +80,9 @@ class HostStats:
 
 
 @dataclass(frozen=True)
-class IncidentRecord:
-    id: str
-    host: str
-    kind: str
-    severity: str
-    state: str
-    opened_at: float
+class IncidentRecord(IncidentSummary):
+    """An incident as the digest counts it: when it closed and whose GPUs it was about."""
+
     resolved_at: float | None = None
     unit: str = ""  # the unit found holding the GPUs (``holder_unit`` of its diagnosis)
 

@@ -207,6 +207,18 @@ def apply_transition(incident: Incident, target: IncidentState, now: float) -> I
 
 
 @dataclass(frozen=True)
+class IncidentSummary:
+    """The facts of an incident that the digest and escalation read (no meta, no I/O)."""
+
+    id: str
+    host: str
+    kind: str
+    severity: str
+    state: str
+    opened_at: float
+
+
+@dataclass(frozen=True)
 class GroupWindow:
     """The first incident of a kind opens a window; other hosts join it until ``until``.
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from bot.config.settings import Settings
 from bot.core.errors import ConfigError
+from bot.core.schema import StrictModel
 
 
-class ExtractSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ExtractSettings(StrictModel):
 
     alerts_url: str | None = None  # where a worker posts disk_full alerts (the bot's /alerts)
     job_monitoring_interval: int = Field(5, ge=1, le=600)

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from bot.core.errors import ConfigError
+from bot.core.schema import StrictModel
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,8 @@ class RemediationOptions:
         return self.step_timeout_s if self.step_timeout_s is not None else catalog_s
 
 
-class RemediationSettings(BaseModel):
+class RemediationSettings(StrictModel):
     """The YAML shape under ``extra: {remediation: {...}}``."""
-
-    model_config = ConfigDict(extra="forbid")
 
     gpu_free_mib: float = Field(1024.0, gt=0)
     verify_timeout_s: float = Field(30.0, gt=0)

@@ -67,11 +67,7 @@ class SignedSender:
     ) -> httpx.Response:
         n = next(self._ids)
         payload = {
-            "type": "block_actions",
-            "team": TEAM,
-            "api_app_id": "A0001",
-            "token": "legacy",
-            "user": {"id": user, "username": user.lower(), "team_id": TEAM["id"]},
+            **_envelope("block_actions", user),
             "container": {
                 "type": "message",
                 "message_ts": message_ts,
@@ -108,11 +104,7 @@ class SignedSender:
             for b, acts in values.items()
         }
         payload = {
-            "type": "view_submission",
-            "team": TEAM,
-            "api_app_id": "A0001",
-            "token": "legacy",
-            "user": {"id": user, "username": user.lower(), "team_id": TEAM["id"]},
+            **_envelope("view_submission", user),
             "trigger_id": f"{next(self._ids)}.trigger",
             "view": {
                 "id": "V000001",
@@ -146,3 +138,9 @@ class SignedSender:
             "trigger_id": f"{n}.trigger",
         }
         return self.post(urlencode(form), **kw)
+
+
+def _envelope(kind: str, user: str) -> dict[str, Any]:
+    """The fields every interaction payload Slack sends starts with."""
+    return {"type": kind, "team": TEAM, "api_app_id": "A0001", "token": "legacy",
+            "user": {"id": user, "username": user.lower(), "team_id": TEAM["id"]}}

@@ -14,12 +14,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from bot.chat.base import ChatBackend, ChatMessage, MessageRef, Section
 from bot.chat.text import escape
 from bot.core import metrics, strings
+from bot.core.schema import StrictModel
 from bot.digest.render import fmt_duration
+from bot.domain.incident import IncidentSummary
 from bot.domain.lifecycle import IncidentState
 from storage import keys
 from storage.claims import claim, unclaim
@@ -33,10 +35,9 @@ USERGROUP_RE = re.compile(r"^S[A-Z0-9]{2,20}$")
 CLAIM_TTL_S = 30 * 86400  # longer than any incident stays open unanswered
 
 
-class EscalationSettings(BaseModel):
+class EscalationSettings(StrictModel):
     """``settings.extra["escalation"]``; ``channel`` defaults to ``slack.escalation_channel``."""
 
-    model_config = ConfigDict(extra="forbid")
     enabled: bool = True
     after_minutes: float = Field(default=15.0, gt=0)
     channel: str = ""
@@ -51,15 +52,9 @@ class EscalationSettings(BaseModel):
 
 
 @dataclass(frozen=True)
-class EscalationCandidate:
+class EscalationCandidate(IncidentSummary):
     """What the decision needs to know about one incident."""
 
-    id: str
-    host: str
-    kind: str
-    severity: str
-    state: str
-    opened_at: float
     acted: bool  # a person approved, denied, acknowledged or acted on it
 
 

@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -21,6 +20,7 @@ from pydantic import (
 )
 
 from bot.core.errors import ConfigError
+from bot.core.schema import StrictModel
 from bot.digest.model import DigestSchedule, DigestSettings
 from bot.schedule.escalation import EscalationSettings
 from bot.schedule.leader import Firing, LeaderScheduler, ScheduledJob
@@ -34,8 +34,7 @@ DigestFunc = Callable[[Firing, DigestSchedule], None]
 M = TypeVar("M", bound=BaseModel)
 
 
-class JobTiming(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class JobTiming(StrictModel):
     every_s: float | None = Field(default=None, gt=0)
     cron: str | None = None
 
@@ -51,10 +50,9 @@ def _default_jobs() -> dict[str, JobTiming]:
             "escalation": JobTiming(every_s=60), "sampling": JobTiming(every_s=60)}
 
 
-class SchedulerSettings(BaseModel):
+class SchedulerSettings(StrictModel):
     """``settings.extra["scheduler"]``."""
 
-    model_config = ConfigDict(extra="forbid")
     enabled: bool = True
     lease_ttl_s: float = Field(default=20.0, gt=0, le=300)
     renew_s: float = Field(default=5.0, gt=0)

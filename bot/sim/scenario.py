@@ -11,18 +11,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from bot.core.errors import UserError
+from bot.core.schema import StrictModel
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 
 
-class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class GpuSpec(_M):
+class GpuSpec(StrictModel):
     """One GPU; ``count`` on the first entry replicates it (uuid and bus id derived)."""
 
     count: int = Field(default=1, ge=1, le=64)
@@ -51,7 +48,7 @@ class GpuSpec(_M):
     pcie_replays: int = Field(default=0, ge=0)
 
 
-class NvidiaSpec(_M):
+class NvidiaSpec(StrictModel):
     driver_version: str = "580.95.05"
     cuda_version: str = "13.0"
     sees_pids: bool = True  # inside a container nvidia-smi cannot map PIDs
@@ -61,12 +58,12 @@ class NvidiaSpec(_M):
     fabric: bool = False  # an NVSwitch host (fabric state in -q -x)
 
 
-class Owner(_M):
+class Owner(StrictModel):
     kind: Literal["systemd", "cron", "docker", "none"] = "none"
     name: str = ""  # unit name, crontab user or container name
 
 
-class ProcessSpec(_M):
+class ProcessSpec(StrictModel):
     pid: int = Field(ge=1, lt=4_194_304)
     ppid: int = 1
     user: str = "root"
@@ -84,7 +81,7 @@ class ProcessSpec(_M):
     leaks_gpu_memory: bool = False  # when killed its GPU memory stays held (a wedged GPU)
 
 
-class UnitSpec(_M):
+class UnitSpec(StrictModel):
     description: str = ""
     exec_start: str = ""
     user: str = "root"
@@ -108,7 +105,7 @@ class UnitSpec(_M):
     fail_verbs: list[str] = Field(default_factory=list)  # systemctl verbs refused for it
 
 
-class FilesystemSpec(_M):
+class FilesystemSpec(StrictModel):
     mount: str
     device: str
     type: str = "ext4"
@@ -119,7 +116,7 @@ class FilesystemSpec(_M):
     inodes_used: int = 10_000
 
 
-class DeletedFileSpec(_M):
+class DeletedFileSpec(StrictModel):
     pid: int
     fd: int = 5
     mode: Literal["r", "w", "u"] = "w"
@@ -127,7 +124,7 @@ class DeletedFileSpec(_M):
     size: str | int
 
 
-class FileSpec(_M):
+class FileSpec(StrictModel):
     """A real (sparse) file created in the host's sandbox root (``bot.sim.sandbox``)."""
 
     path: str = Field(pattern=r"^/")
@@ -137,7 +134,7 @@ class FileSpec(_M):
     open_by: int | None = None  # PID that holds it open (lsof lists it)
 
 
-class ContainerSpec(_M):
+class ContainerSpec(StrictModel):
     id: str
     name: str
     image: str
@@ -149,7 +146,7 @@ class ContainerSpec(_M):
     pid: int = 0
 
 
-class PreviousBoot(_M):
+class PreviousBoot(StrictModel):
     id: str | None = None
     duration_s: float = Field(default=86400.0, gt=0)
     gap_s: float = Field(default=120.0, ge=0)  # between its end and the next boot
@@ -157,25 +154,25 @@ class PreviousBoot(_M):
     last_lines: list[str] = Field(default_factory=list)
 
 
-class BootSpec(_M):
+class BootSpec(StrictModel):
     id: str | None = None
     uptime_s: float = Field(default=1380.0, ge=1)
     previous: list[PreviousBoot] = Field(default_factory=list)  # newest first
 
 
-class JournalSpec(_M):
+class JournalSpec(StrictModel):
     disk_usage: str | int = "512M"
     path: str = "/var/log/journal"
     lines: list[str] = Field(default_factory=list)
 
 
-class SshdSpec(_M):
+class SshdSpec(StrictModel):
     max_sessions: int = Field(default=10, ge=1, le=1000)
     max_startups: str = "200:30:400"
     fast_kex: bool = True  # drop sntrup761 (post-quantum) key exchange: ~100 ms a connection
 
 
-class Scenario(_M):
+class Scenario(StrictModel):
     host: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$")
     description: str = ""
     kernel: str = "6.1.0-41-amd64"
