@@ -13,7 +13,7 @@ import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from bot.chat import summary
 from bot.chat.base import Button, ButtonStyle, ChatMessage, Section
@@ -24,29 +24,13 @@ from bot.chat.incident_view import (
     state_sections,
     status_lines,
 )
+from bot.chat.summary import IncidentLike
 from bot.chat.text import clip, code_safe, escape, mentions
 from bot.core import strings
 from bot.domain.approval import Approval, ApprovalStatus
 from bot.domain.findings import Diagnosis, ProposedAction
 
 MAX_GROUP_HOSTS = 20
-
-
-class IncidentLike(Protocol):
-    """What the renderer reads from an incident (the incident store's record fits)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def host(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def severity(self) -> str: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def first_seen(self) -> float: ...
 
 
 @dataclass(frozen=True)

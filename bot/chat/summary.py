@@ -30,17 +30,19 @@ STATE_ICON = {
 }
 
 
-class IncidentFacts(Protocol):
-    """What the summary reads from an incident (``bot.domain.incident.Incident`` fits)."""
+class IncidentLike(Protocol):
+    """What the summary and the renderer read from an incident (a stored Incident fits)."""
 
     @property
     def id(self) -> str: ...
     @property
     def host(self) -> str: ...
     @property
-    def severity(self) -> Any: ...
+    def kind(self) -> str: ...
     @property
-    def state(self) -> Any: ...
+    def severity(self) -> str: ...
+    @property
+    def state(self) -> str: ...
     @property
     def first_seen(self) -> float: ...
 
@@ -117,7 +119,7 @@ def started_clause(finding: Finding) -> str:
     return strings.MSG_STARTED_AFTER_BOOT.format(after=fmt.duration(after))
 
 
-def headline(incident: IncidentFacts, diagnosis: Diagnosis, now: float) -> str:
+def headline(incident: IncidentLike, diagnosis: Diagnosis, now: float) -> str:
     """What, where, the impact: ``gpu-01: 8 GPUs × 75.8 GiB held at 0% for 4 min by …``."""
     finding = primary_finding(diagnosis)
     host = escape(incident.host)
@@ -138,7 +140,7 @@ def plain_title(finding: Finding) -> str:
     return escape(clip(GB_RE.sub(r"\1 GiB", finding.title.splitlines()[0]), 200))
 
 
-def state_line(incident: IncidentFacts, now: float) -> str:
+def state_line(incident: IncidentLike, now: float) -> str:
     """``:raising_hand: Awaiting approval · incident INC-7 · opened 4 min ago``."""
     state = _val(incident.state)
     since = incident.first_seen or now
@@ -193,7 +195,7 @@ def oncall_mention(group: str | None) -> str:
     return ""
 
 
-def notification_text(incident: IncidentFacts, diagnosis: Diagnosis,
+def notification_text(incident: IncidentLike, diagnosis: Diagnosis,
                       oncall: str | None = None) -> str:
     """What a phone shows: host, cause and the ask; critical incidents @mention on-call."""
     mention = oncall_mention(oncall) if _val(incident.severity) == "critical" else ""

@@ -5,6 +5,7 @@ the stop still lands if the client gives up (as a systemd job would).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from bot.sim import engine
@@ -96,10 +97,15 @@ def _file_state(state: State, name: str, verb: str) -> dict[str, Any]:
     return unit
 
 
+def _unit_files(state: State, names: list[str], verb: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each named unit's state; a name with no unit file fails as systemctl does."""
+    for name in names:
+        yield name, _file_state(state, name, verb)
+
+
 def _enable(ctx: SimCall, names: list[str], opts: dict[str, Any]) -> int:
     with ctx.mutate() as state:
-        for name in names:
-            unit = _file_state(state, name, "enable")
+        for name, unit in _unit_files(state, names, "enable"):
             if unit["unit_file_state"] == "masked":
                 raise Fail(f"Failed to enable unit: Unit file /etc/systemd/system/{name} is "
                            "masked.")
@@ -112,8 +118,7 @@ def _enable(ctx: SimCall, names: list[str], opts: dict[str, Any]) -> int:
 
 def _disable(ctx: SimCall, names: list[str], opts: dict[str, Any]) -> int:
     with ctx.mutate() as state:
-        for name in names:
-            unit = _file_state(state, name, "disable")
+        for name, unit in _unit_files(state, names, "disable"):
             if unit["unit_file_state"] == "enabled":
                 link = WANTS.format(target=unit["wanted_by"] or "multi-user.target", name=name)
                 ctx.error(f'Removed "{link}".')
