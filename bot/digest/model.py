@@ -263,20 +263,3 @@ def incident_stats(incidents: Iterable[IncidentRecord], start: float, end: float
 def action_counts(actions: Iterable[ActionRecord], start: float,
                   end: float) -> dict[tuple[str, str], int]:
     return dict(Counter((a.kind, a.result) for a in actions if start <= a.at < end))
-
-
-def build_digest(start: float, end: float, series_by_host: SeriesByHost,
-                 incidents: Iterable[IncidentRecord] = (), actions: Iterable[ActionRecord] = (),
-                 jobs: Iterable[JobRecord] = (), cfg: DigestSettings | None = None) -> Digest:
-    """The whole digest for ``[start, end)``; hosts wasting the most GPU time first."""
-    if end <= start:
-        raise ValueError("digest period must have end > start")
-    from bot.digest.waste import waste  # it builds on this module's parts
-
-    cfg = cfg or DigestSettings()
-    records = list(incidents)
-    hosts = [host_stats(h, s, cfg, start, end) for h, s in series_by_host.items()]
-    hosts.sort(key=lambda h: (-h.idle_gpu_minutes, h.host))
-    return Digest(start, end, tuple(hosts), incident_stats(records, start, end),
-                  action_counts(actions, start, end), tuple(jobs),
-                  waste(series_by_host, records, cfg, start, end))

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from bot.chat.base import ChatBackend, MessageRef
 from bot.core import metrics, strings
+from bot.digest.build import build_digest
 from bot.digest.charts import render_chart
 from bot.digest.model import (
     ActionRecord,
@@ -27,10 +28,8 @@ from bot.digest.model import (
     IncidentRecord,
     JobRecord,
     Point,
-    build_digest,
 )
 from bot.digest.render import fmt_period, render_digest
-from bot.schedule.leader import Firing
 from storage.audit import AuditLog
 from storage.connection import Redis
 from storage.samples import SampleStore
@@ -109,9 +108,8 @@ class DigestRunner:
         end = self.clock()
         return self.run(channel, end - hours * 3600.0, end, thread)
 
-    def job(self, firing: Firing, schedule: DigestSchedule) -> None:
-        """The scheduler's digest job: the period ending at the slot's scheduled time."""
-        end = firing.ts
+    def for_slot(self, end: float, schedule: DigestSchedule) -> None:
+        """A scheduled digest: the period ending at the slot's scheduled time."""
         self.run(schedule.channel, end - schedule.period_hours * 3600.0, end)
 
 

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from bot.core import metrics
-from bot.schedule.leader import Firing
 from bot.ssh.base import Command, SSHError, SSHRunner, SSHTarget
 from playbooks.commands import QUERY_GPU_COMMAND
 from playbooks.parsers.disk import parse_df
@@ -57,11 +56,6 @@ class Sampler:
                 log.warning("sampling %s failed: %s", host, exc)
                 out[host] = f"error: {type(exc).__name__}: {exc}"
         return out
-
-    def job(self, firing: Firing) -> None:
-        """The scheduler's ``sampling`` job."""
-        self.sample_once()
-
 
 def readings_from(gpu_csv: str, df_text: str, mounts: Sequence[str]) -> list[Reading]:
     """Pure: nvidia-smi CSV and ``df -PT -B1`` output to metric readings."""

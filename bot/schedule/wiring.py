@@ -74,10 +74,12 @@ def build_leader(settings: Settings, redis: Redis, chat: ChatBackend, *,
         probe = ssh_probe(runner, lambda h: resolve(settings, h),
                           lambda h: settings.hosts[h].expected_mounts or ["/"],
                           timeout_s=settings.ssh_defaults.command_timeout_s)
-        jobs["sampling"] = Sampler(samples, probe, lambda: list(settings.hosts)).job
+        sampler = Sampler(samples, probe, lambda: list(settings.hosts))
+        jobs["sampling"] = lambda _firing: _discard(sampler.sample_once())
     digests = build_digest_runner(settings, redis, chat, out_dir)
-    specs = build_jobs(sched_cfg, jobs, digest=digests.job, digest_cfg=digest_cfg,
-                       default_channel=settings.slack.channel)
+    specs = build_jobs(sched_cfg, jobs,
+                       digest=lambda firing, schedule: digests.for_slot(firing.ts, schedule),
+                       digest_cfg=digest_cfg, default_channel=settings.slack.channel)
     log.info("scheduler jobs: %s", ", ".join(s.name for s in specs))
     return build_scheduler(redis, sched_cfg, specs)
 

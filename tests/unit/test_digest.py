@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from bot.digest.build import build_digest
 from bot.digest.model import (
     ActionRecord,
     DigestSettings,
     IncidentRecord,
     Stat,
-    build_digest,
     disk_stats,
     idle_minutes,
     incident_stats,

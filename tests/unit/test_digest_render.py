@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from bot.chat.base import ChatMessage
-from bot.digest.model import ActionRecord, DigestSettings, IncidentRecord, JobRecord, build_digest
+from bot.digest.build import build_digest
+from bot.digest.model import ActionRecord, DigestSettings, IncidentRecord, JobRecord
 from bot.digest.render import (
     MAX_HOST_SECTIONS,
     fmt_bytes,

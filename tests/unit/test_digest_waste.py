@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.digest.build import build_digest
 from bot.digest.charts import render_chart
-from bot.digest.model import IncidentRecord, build_digest
+from bot.digest.model import IncidentRecord
 from bot.digest.render import render_digest
 from bot.digest.waste import attribute, holder_unit
 

@@ -10,6 +10,8 @@ from typing import Any
 from bot.sim import engine
 from bot.sim.state import SimCall, State
 from bot.sim.tools import systemd_fmt as fmt
+from bot.sim.tools.systemctl_act import act
+from bot.sim.tools.systemd_fmt import Fail
 
 NO_SYSTEMD = ("System has not been booted with systemd as init system (PID 1). Can't operate.\n"
               "Failed to connect to bus: Host is down")
@@ -22,12 +24,6 @@ VALUED: dict[str, str | None] = {
     "-t": "type", "--type": "type", "--state": "state", "-p": "property",
     "--property": "property", "-s": "signal", "--signal": "signal", "-n": None,
     "--lines": None, "-o": None, "--output": None, "--kill-whom": None, "-H": None}
-
-
-class Fail(Exception):
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def parse(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
@@ -177,8 +173,6 @@ def main(argv: list[str], ctx: SimCall) -> int:
             raise Fail(NO_SYSTEMD)
         if verb in READ_VERBS:
             return _read_verb(ctx, verb, args, opts)
-        from bot.sim.tools.systemctl_act import act
-
         return act(ctx, verb, args, opts)
     except Fail as exc:
         ctx.error(str(exc))

@@ -10,7 +10,7 @@ from typing import Any
 
 from bot.sim import engine
 from bot.sim.state import SimCall, State
-from bot.sim.tools.systemctl import Fail
+from bot.sim.tools.systemd_fmt import Fail
 
 WANTS = "/etc/systemd/system/{target}.wants/{name}"
 

@@ -8,6 +8,14 @@ from typing import Any
 
 from bot.sim.engine import find_process, unit_processes
 
+
+class Fail(Exception):
+    """What systemctl prints on stderr before it exits ``code``."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
 Unit = dict[str, Any]
 State = dict[str, Any]
 
