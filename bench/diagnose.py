@@ -37,11 +37,11 @@ from typing import Any
 
 from fleet_replay import recorded, replay_on, start_recording
 
-from bot.config.settings import SSHSettings
 from bot.domain.findings import Diagnosis, DiagnosisStatus, ProbeResult
 from bot.sim.sshd import SimHost, start_sim
 from bot.ssh.base import Command, SSHRunner, SSHTarget
 from bot.ssh.pool import ParamikoPool
+from bot.ssh.settings import SSHSettings
 from playbooks import PlaybookOptions, run_playbook
 
 # The fleet run overloads a small machine (many sshds, a Python process per sim tool

@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from bot.core.errors import ConfigError
 from bot.core.schema import StrictModel
 from bot.domain.validate import HOST_CHARS
+from bot.ssh.settings import SSHSettings
 
 SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
               "INCIDENT_BOT_ALERT_TOKEN")
@@ -60,14 +61,6 @@ class HostSettings(StrictModel):
         if not TARGET_RE.match(v):
             raise ValueError("must look like user@host:port")
         return v
-
-
-class SSHSettings(StrictModel):
-    connect_timeout_s: float = Field(5.0, gt=0)
-    command_timeout_s: float = Field(10.0, gt=0)
-    max_sessions: int = Field(10, ge=1, le=64)
-    idle_expiry_s: float = Field(300.0, gt=0)
-    max_output_bytes: int = Field(1_048_576, gt=0)
 
 
 class AlertSettings(StrictModel):

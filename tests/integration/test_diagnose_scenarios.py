@@ -12,10 +12,10 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from bot.config.settings import SSHSettings
 from bot.domain.findings import Diagnosis, DiagnosisStatus
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
+from bot.ssh.settings import SSHSettings
 from playbooks import PlaybookOptions, probe_gpus, run_playbook
 
 UNIT = "vllm-kimi-k25-int4.service"

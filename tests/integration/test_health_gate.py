@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bot.config.settings import SSHSettings
 from bot.extract import queue
 from bot.remediation import RemediationOptions, execute
 from bot.ssh.pool import ParamikoPool
+from bot.ssh.settings import SSHSettings
 from playbooks import PlaybookOptions
 from playbooks.health_gate import dcgm_failures, gated, run_gate
 from storage.audit import AuditLog

@@ -23,12 +23,12 @@ from bot.chat.evidence import raw_evidence
 from bot.chat.render import ActionPlan, render_incident, thread_evidence
 from bot.chat.summary import evidence_table
 from bot.chat.terminal import TerminalBackend
-from bot.config.settings import SSHSettings
 from bot.domain.findings import Diagnosis, Severity
 from bot.domain.incident import Incident
 from bot.domain.lifecycle import IncidentState
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
+from bot.ssh.settings import SSHSettings
 from playbooks import run_playbook
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "message-example.md"

@@ -16,11 +16,11 @@ from typing import Any
 import paramiko
 import pytest
 
-from bot.config.settings import SSHSettings
 from bot.core.procs import free_port
 from bot.sim.sshd import SimHost
 from bot.ssh.base import AuthFailed, Command, HostKeyMismatch, HostUnreachable, SSHTarget
 from bot.ssh.pool import ParamikoPool
+from bot.ssh.settings import SSHSettings
 from tests.fixtures.sim import SimFactory
 
 
