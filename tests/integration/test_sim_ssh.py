@@ -32,6 +32,11 @@ def used(host: SimHost) -> set[str]:
     return set(out.split())
 
 
+def holders(host: SimHost) -> set[str]:
+    out = ssh(host, "nvidia-smi --query-compute-apps=pid --format=csv,noheader").stdout
+    return set(out.split())
+
+
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -136,9 +141,10 @@ def test_stop_delay_outlives_a_client_timeout(sim_factory: SimFactory) -> None:
 
 def test_respawn_watchdog_retakes_memory(sim_factory: SimFactory) -> None:
     host = sim_factory("respawn")
-    r = ssh(host, f"systemctl stop {VLLM}; {QUERY} | head -1")
-    assert r.stdout.strip() == "0, 0, 97887, 0"
-    assert wait_for(lambda: used(host) == {"77600"})
+    before = holders(host)
+    ssh(host, f"systemctl stop {VLLM}")  # the watchdog starts it again 0.5 s later
+    assert wait_for(lambda: used(host) == {"77600"} and holders(host) - before != set())
+    assert len(holders(host)) == 1  # a new PID, the old one gone
     r = ssh(
         host,
         f"systemctl stop gpu-watchdog.service && systemctl stop {VLLM}; sleep 1; "
