@@ -124,6 +124,10 @@ class HomeRefresher:
         if self._stop.is_set():
             return
         self._wake.set()
+        self.start()
+
+    def start(self) -> None:
+        """Run the loop (idempotent): the first refresh comes on a poke or after ``idle_s``."""
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="home-refresh",
@@ -151,19 +155,24 @@ class HomeRefresher:
             self._stop.wait(self.min_interval_s)
 
 
-def register_home(app: App, publisher: HomePublisher, executor: Executor) -> None:
-    """``app_home_opened`` (Home tab only) → publish, off the request thread."""
+def register_home(app: App, publisher: HomePublisher, executor: Executor,
+                  refresher: HomeRefresher | None = None) -> None:
+    """``app_home_opened`` (Home tab only) → publish, off the request thread; a viewer
+    also starts the refresher, so their view follows the samples even while no chat
+    message changes."""
 
     def on_opened(event: dict[str, Any]) -> None:
         user = str(event.get("user") or "")
         if user and event.get("tab", "home") == "home":
-            executor.submit(_safe, publisher.opened, user)
+            executor.submit(_opened, publisher, user, refresher)
 
     app.event("app_home_opened")(on_opened)
 
 
-def _safe(fn: Callable[[str], None], user: str) -> None:
+def _opened(publisher: HomePublisher, user: str, refresher: HomeRefresher | None) -> None:
     try:
-        fn(user)
+        publisher.opened(user)
     except Exception:  # a failed Home publish is logged, never raised into Bolt
         log.exception("publishing the App Home for %s failed", user)
+    if refresher is not None:  # the view just went out: the next refresh is on a change
+        refresher.start()

@@ -122,8 +122,8 @@ def create_slack_app(
     if home is not None:  # the App Home tab: app_home_opened → views.publish
         viewers = HomeViewers(redis, workspace_of(client.token))
         publisher = HomePublisher(client, home, viewers, backend.budget, clock)
-        register_home(bolt, publisher, executor)
         refresher = HomeRefresher(publisher, min_interval_s=update_interval_s)
+        register_home(bolt, publisher, executor, refresher)
         backend.on_change = refresher.poke
     return SlackApp(bolt, backend, desk, executor, listeners, publisher, refresher)
 
