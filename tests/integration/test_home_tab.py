@@ -79,6 +79,9 @@ def test_home_opened_publishes_the_fleet_and_refreshes_only_on_change(
     assert open_.startswith(":new: *") and "gpu-01 · vram_idle · open · open under 1 min" in open_
     assert jobs == "*kimi-hidden* on gpu-02 · ▓▓░░░░░░░░ 25.0% · 250/1,000 · 2.50 samples/s"
     assert app.home is not None
+    deadline = time.monotonic() + 10  # the publish is recorded right after Slack answers it
+    while not app.home.viewers.shown("UALICE") and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert app.home.refresh() == 0, "nothing changed: no views.publish"
     (incident,) = incidents.list(open_only=True)
     incidents.transition(incident.id, IncidentState.RESOLVED, "UALICE", "fixed by hand")
