@@ -95,3 +95,34 @@ def test_without_a_next_group_escalation_mentions_oncall_in_the_thread(
     thread = service.ctx.incidents.require(incident_id).meta["chat"]["ts"]
     assert escalation.params["channel"] == CHANNEL and escalation.params["thread_ts"] == thread
     assert str(escalation.params["text"]).startswith("<!subteam^S0ONCALL> ")
+
+
+def test_a_failed_fix_waits_for_a_person_again_until_someone_acks(redis: Redis) -> None:
+    """From the stored audit trail: the approval before the failure does not count; an ack
+    does."""
+    from bot.domain.lifecycle import IncidentState as S
+    from bot.schedule.escalation import StoreCandidates
+    from storage.audit import AuditLog
+    from storage.incidents import IncidentStore
+
+    now = [1_764_000_000.0]
+    store = IncidentStore(redis, clock=lambda: now[0])
+    audit = AuditLog(redis, clock=lambda: now[0])
+    incident, _ = store.open_or_fold(Alert(source="test", host="gpu-01", kind="vram_idle",
+                                           severity=Severity.CRITICAL))
+    source = StoreCandidates(store, audit)
+    for state in (S.DIAGNOSING, S.AWAITING_APPROVAL):
+        now[0] += 10
+        store.transition(incident.id, state, "bot", "flow")
+    audit.append(incident.id, "UALICE", "approval.approved", {"kind": "systemd.stop_disable"})
+    (waiting,) = source.escalation_candidates()
+    assert waiting.acted, "an approval answers an incident awaiting approval"
+    for state in (S.APPROVED, S.REMEDIATING, S.ACTION_FAILED):
+        now[0] += 10
+        store.transition(incident.id, state, "bot", "flow")
+    (failed,) = source.escalation_candidates()
+    assert failed.state == "action_failed" and not failed.acted
+    now[0] += 10
+    audit.append(incident.id, "UBOB", "incident.ack", {})
+    (acked,) = source.escalation_candidates()
+    assert acked.acted
