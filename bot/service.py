@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 
 from bot.chat.backends import make_backend
 from bot.chat.base import ChatBackend
+from bot.chat.home_tab import FleetSource, fleet_source
 from bot.chat.interactions import ApprovalDesk, audit_sink
 from bot.chat.slack import SlackBackend, SlackGroups
 from bot.chat.slack_app import SlackApp, create_slack_app, socket_mode_wanted, start_socket_mode
@@ -32,6 +33,7 @@ from bot.ssh.base import SSHRunner
 from bot.ssh.pool import ParamikoPool
 from storage.audit import AuditLog
 from storage.connection import connect
+from storage.samples import SampleStore
 
 log = logging.getLogger(__name__)
 ACTION_WORKERS = 4  # approved actions running at once per replica (each holds SSH channels)
@@ -125,7 +127,17 @@ def _slack_app(settings: Settings, ctx: FlowContext, desk: ApprovalDesk,
     slash = FlowSlashHandlers(ctx, digest_now=partial(timers.digest_now, ctx),
                               decide=desk.incident)
     return create_slack_app(settings, ctx.redis, desk.callbacks, slash=slash, backend=backend,
-                            desk=desk)
+                            desk=desk, home=_fleet(settings, ctx))
+
+
+def _fleet(settings: Settings, ctx: FlowContext) -> FleetSource:
+    """The App Home's snapshot: open incidents, running extractions, the newest GPU samples
+    of every sampled or inventory host (an inventory host's missing GPUs count as broken)."""
+    from bot.extract.queue import list_jobs
+
+    expected = {name: host.gpus or 0 for name, host in settings.hosts.items()}
+    return fleet_source(ctx.incidents, SampleStore(ctx.redis),
+                        partial(list_jobs, ctx.redis_bytes), expected, ctx.clock)
 
 
 def _scheduler(settings: Settings, ctx: FlowContext, desk: ApprovalDesk) -> Any:

@@ -1,8 +1,10 @@
 """The App Home's edges: gather the fleet snapshot, publish it within the Slack budget.
 
 ``app_home_opened`` publishes the Home to that user at once; ``HomePublisher.refresh``
-(call it when incidents or jobs change) republishes to recent viewers whose view would
-differ, skipping a user when the shared ``views.publish`` budget says wait.
+republishes to recent viewers whose view would differ, skipping a user when the shared
+``views.publish`` budget says wait. ``HomeRefresher`` turns change signals (every
+incident-message post or edit, progress included) into at most one refresh per interval,
+off the caller's thread, and refreshes on its own now and then for the GPU samples.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
@@ -71,6 +74,7 @@ class HomePublisher:
                  clock: Callable[[], float] = time.time) -> None:
         self.client, self.source, self.viewers = client, source, viewers
         self.budget, self.clock = budget, clock
+        self.skipped = 0  # viewers the last refresh left stale (budget): refresh again soon
 
     def opened(self, user: str) -> None:
         """The user opened the Home tab: record them and show the fleet now."""
@@ -79,11 +83,16 @@ class HomePublisher:
 
     def refresh(self) -> int:
         """Republish to recent viewers whose view changed; returns how many were sent."""
-        view, sent = render_home(self.source()), 0
+        view, sent, stale = render_home(self.source()), 0, 0
         digest = view_digest(view)
         for user in self.viewers.recent(self.clock() - RECENT_VIEWER_S):
-            if self.viewers.shown(user) != digest and self._publish(user, view, wait=False):
+            if self.viewers.shown(user) == digest:
+                continue
+            if self._publish(user, view, wait=False):
                 sent += 1
+            else:
+                stale += 1
+        self.skipped = stale
         return sent
 
     def _publish(self, user: str, view: dict[str, Any], *, wait: bool) -> bool:
@@ -98,19 +107,72 @@ class HomePublisher:
         return True
 
 
-def register_home(app: App, publisher: HomePublisher, executor: Executor) -> None:
-    """``app_home_opened`` (Home tab only) → publish, off the request thread."""
+class HomeRefresher:
+    """One thread per process: ``poke()`` on a change; refreshes at most once per
+    ``min_interval_s``, again soon when the budget left viewers stale, and every
+    ``idle_s`` without a poke (GPU samples change without a chat message)."""
+
+    def __init__(self, publisher: HomePublisher, min_interval_s: float = 2.0,
+                 idle_s: float = 60.0) -> None:
+        self.publisher, self.min_interval_s, self.idle_s = publisher, min_interval_s, idle_s
+        self._wake, self._stop = threading.Event(), threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def poke(self) -> None:
+        """Something the Home shows may have changed; never blocks the caller."""
+        if self._stop.is_set():
+            return
+        self._wake.set()
+        self.start()
+
+    def start(self) -> None:
+        """Run the loop (idempotent): the first refresh comes on a poke or after ``idle_s``."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="home-refresh",
+                                                daemon=True)
+                self._thread.start()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.idle_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.publisher.refresh()
+            except Exception:  # Redis or Slack down: the next change or tick tries again
+                log.exception("refreshing the App Home failed")
+            if self.publisher.skipped:
+                self._wake.set()
+            self._stop.wait(self.min_interval_s)
+
+
+def register_home(app: App, publisher: HomePublisher, executor: Executor,
+                  refresher: HomeRefresher | None = None) -> None:
+    """``app_home_opened`` (Home tab only) → publish, off the request thread; a viewer
+    also starts the refresher, so their view follows the samples even while no chat
+    message changes."""
 
     def on_opened(event: dict[str, Any]) -> None:
         user = str(event.get("user") or "")
         if user and event.get("tab", "home") == "home":
-            executor.submit(_safe, publisher.opened, user)
+            executor.submit(_opened, publisher, user, refresher)
 
     app.event("app_home_opened")(on_opened)
 
 
-def _safe(fn: Callable[[str], None], user: str) -> None:
+def _opened(publisher: HomePublisher, user: str, refresher: HomeRefresher | None) -> None:
     try:
-        fn(user)
+        publisher.opened(user)
     except Exception:  # a failed Home publish is logged, never raised into Bolt
         log.exception("publishing the App Home for %s failed", user)
+    if refresher is not None:  # the view just went out: the next refresh is on a change
+        refresher.start()

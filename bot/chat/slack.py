@@ -133,6 +133,7 @@ class SlackBackend:
             budget = SlackBudget(redis, workspace_of(client.token),
                                  BudgetSettings(message_interval_s=update_interval_s))
         self.budget = budget
+        self.on_change: Callable[[], None] | None = None  # the App Home's refresher pokes here
         self.ledger = RenderLedger(redis) if redis is not None else None
         self.updates = UpdateCoalescer(
             self._send_update, update_interval_s, budget_gate(budget) if budget else None,
@@ -164,11 +165,18 @@ class SlackBackend:
             send()
         if not sent:
             raise ChatDeliveryError("chat.postMessage", 0, "a newer render was already posted")
+        self._changed()
         return MessageRef(channel=str(sent[0]["channel"]), ts=str(sent[0]["ts"]))
 
     def update(self, ref: MessageRef, message: ChatMessage) -> None:
         """Queue an edit; sent at most once per interval per message, newest render wins."""
         self.updates.submit(ref, (message.incident_id, to_payload(message), message.seq))
+        self._changed()
+
+    def _changed(self) -> None:
+        """A message was posted or edited: what the App Home shows may differ now."""
+        if self.on_change is not None:
+            self.on_change()
 
     def ephemeral(self, note: Ephemeral) -> None:
         self._call(

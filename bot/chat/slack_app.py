@@ -26,7 +26,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from bot.chat import slash as slash_mod
-from bot.chat.home_tab import FleetSource, HomePublisher, register_home
+from bot.chat.home_tab import FleetSource, HomePublisher, HomeRefresher, register_home
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk, AuditFn, GroupResolver
 from bot.chat.listeners import Listeners
 from bot.chat.slack import SlackBackend, SlackGroups, make_client
@@ -53,6 +53,7 @@ class SlackApp:
     executor: ThreadPoolExecutor
     listeners: Listeners
     home: HomePublisher | None = None  # the App Home; ``home.refresh()`` on a change
+    refresher: HomeRefresher | None = None  # pokes ``home.refresh`` on every chat change
 
     def routes(self, path: str = "/slack/events") -> list[Route]:
         return slack_routes(self.bolt, path)
@@ -63,6 +64,8 @@ class SlackApp:
         self.backend.flush(timeout_s)
 
     def close(self) -> None:
+        if self.refresher is not None:
+            self.refresher.close()
         self.executor.shutdown(wait=True)
         self.backend.close()
 
@@ -115,12 +118,14 @@ def create_slack_app(
         desk, backend, slash or slash_mod.Unavailable(), settings.slack.slash_command, executor
     )
     listeners.register(bolt)
-    publisher = None
+    publisher = refresher = None
     if home is not None:  # the App Home tab: app_home_opened → views.publish
         viewers = HomeViewers(redis, workspace_of(client.token))
         publisher = HomePublisher(client, home, viewers, backend.budget, clock)
-        register_home(bolt, publisher, executor)
-    return SlackApp(bolt, backend, desk, executor, listeners, publisher)
+        refresher = HomeRefresher(publisher, min_interval_s=update_interval_s)
+        register_home(bolt, publisher, executor, refresher)
+        backend.on_change = refresher.poke
+    return SlackApp(bolt, backend, desk, executor, listeners, publisher, refresher)
 
 
 def slack_routes(app: App, path: str = "/slack/events") -> list[Route]:

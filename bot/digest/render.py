@@ -17,35 +17,14 @@ MAX_HOST_SECTIONS = 20  # Slack allows 50 blocks a message; leave room for the r
 WASTE_BADGE_MINUTES = 30.0
 
 
-def fmt_duration(seconds: float) -> str:
-    """``45s``, ``12m``, ``3h 20m``, ``2d 4h``."""
-    s = round(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60}m"
-    return f"{s // 86400}d {s % 86400 // 3600}h"
-
-
 def fmt_gpu_minutes(minutes: float) -> str:
     if minutes >= 120:
         return f"{minutes / 60:.1f} GPU-hours"
     return f"{minutes:.0f} GPU-min"
 
 
-def fmt_bytes(n: float) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} PiB"  # pragma: no cover - loop always returns
-
-
 def fmt_mib(mib: float) -> str:
-    return fmt_bytes(mib * 1024 * 1024)
+    return fmt.size(mib * 1024 * 1024)
 
 
 def fmt_period(start: float, end: float) -> str:
@@ -63,12 +42,12 @@ def _triple(template: str, stat: Stat, fmt: str) -> str:
 
 def _disk_line(d: DiskStats) -> str:
     pct = f"{d.used_pct:.0f}%" if d.used_pct is not None else "?"
-    size = fmt_bytes(d.size_bytes) if d.size_bytes is not None else "?"
+    size = fmt.size(d.size_bytes) if d.size_bytes is not None else "?"
     growth = f"{'+' if (d.growth_bytes_per_day or 0) >= 0 else '-'}"
-    growth += fmt_bytes(abs(d.growth_bytes_per_day or 0.0))
-    eta = (strings.DIGEST_DISK_FULL_IN.format(days=fmt_duration(d.days_until_full * 86400))
+    growth += fmt.size(abs(d.growth_bytes_per_day or 0.0))
+    eta = (strings.DIGEST_DISK_FULL_IN.format(days=fmt.duration(d.days_until_full * 86400))
            if d.days_until_full is not None else strings.DIGEST_DISK_NOT_FILLING)
-    return strings.DIGEST_DISK.format(mount=escape(d.mount), pct=pct, used=fmt_bytes(d.used_bytes),
+    return strings.DIGEST_DISK.format(mount=escape(d.mount), pct=pct, used=fmt.size(d.used_bytes),
                                       size=size, growth=growth, eta=eta)
 
 

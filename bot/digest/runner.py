@@ -30,6 +30,7 @@ from bot.digest.model import (
     Point,
 )
 from bot.digest.render import fmt_period, render_digest
+from bot.digest.waste import holder_unit
 from storage.audit import AuditLog
 from storage.connection import Redis
 from storage.samples import SampleStore
@@ -126,12 +127,15 @@ class StoreIncidents:
 
 
 def incident_record(i: Any) -> IncidentRecord:
+    """One stored incident; ``unit`` is what its diagnosis found holding the GPUs, so the
+    digest can charge that unit for the idle time inside the incident's window."""
     resolved = getattr(i, "resolved_at", None)
     return IncidentRecord(
         id=str(i.id), host=str(i.host), kind=str(i.kind),
         severity=str(getattr(i.severity, "value", i.severity)),
         state=str(getattr(i.state, "value", i.state)), opened_at=float(i.first_seen),
-        resolved_at=float(resolved) if resolved is not None else None)
+        resolved_at=float(resolved) if resolved is not None else None,
+        unit=holder_unit(dict(getattr(i, "meta", None) or {})))
 
 
 class AuditActions:

@@ -18,19 +18,38 @@ from pydantic import Field, field_validator
 
 from bot.chat.base import ChatBackend, ChatMessage, MessageRef, Section
 from bot.chat.text import escape
-from bot.core import metrics, strings
+from bot.config.settings import Settings
+from bot.core import fmt, metrics, strings
 from bot.core.schema import StrictModel
-from bot.digest.render import fmt_duration
 from bot.domain.incident import IncidentSummary
 from bot.domain.lifecycle import IncidentState
 from storage import keys
+from storage.audit import AuditLog
 from storage.claims import claim, unclaim
 from storage.connection import Redis
+from storage.incidents import IncidentStore
 
 log = logging.getLogger(__name__)
 
-WAITING_STATES = frozenset({IncidentState.OPEN, IncidentState.DIAGNOSING,
-                            IncidentState.AWAITING_APPROVAL})
+S = IncidentState
+# per state: does a critical incident left in it need a person paged? (why)
+ESCALATES: dict[IncidentState, bool] = {
+    S.OPEN: True,  # nobody has seen it; the bot has not even started
+    S.DIAGNOSING: True,  # a diagnosis this old is stuck; the bot cannot finish alone
+    S.DIAGNOSIS_FAILED: True,  # the bot could not reach the host: only a person goes further
+    S.NO_ACTION: True,  # findings the catalog cannot fix: only a person can act
+    S.AWAITING_APPROVAL: True,  # the fix is ready and waits for an approver
+    S.APPROVED: False,  # a person approved; the bot is about to act
+    S.DENIED: False,  # a person decided, knowingly, not to act
+    S.EXPIRED: True,  # the approval lapsed unanswered: nobody is looking
+    S.REMEDIATING: False,  # the bot is acting on a person's approval
+    S.VERIFIED: False,  # the fix worked and was proven; what remains is routine
+    S.ACTION_FAILED: True,  # the approved fix failed: the host is still broken, a person decides
+    S.RESUMED: False,  # fixed, and the workload runs again
+    S.SNOOZED: False,  # a person acknowledged it and asked for quiet until a time
+    S.RESOLVED: False,  # closed
+}
+WAITING_STATES = frozenset(state for state, pages in ESCALATES.items() if pages)
 USERGROUP_RE = re.compile(r"^S[A-Z0-9]{2,20}$")
 CLAIM_TTL_S = 30 * 86400  # longer than any incident stays open unanswered
 
@@ -80,9 +99,13 @@ def due(candidates: Iterable[EscalationCandidate], now: float,
 
 
 def resolve_target(cfg: EscalationSettings, escalation_channel: str,
-                   incident_channel: str) -> Target | None:
-    """A second channel wins; else a usergroup mention where the incident is; else off."""
-    mention = f"<!subteam^{cfg.usergroup}> " if cfg.usergroup else ""
+                   incident_channel: str, oncall: str = "") -> Target | None:
+    """A second channel wins; else a usergroup mention where the incident is; else off.
+
+    The mention is the next group (``escalation.usergroup``), or on-call (``slack.oncall``)
+    when no next group is configured: an escalation always pings somebody it can."""
+    group = cfg.usergroup or (oncall if USERGROUP_RE.match(oncall or "") else "")
+    mention = f"<!subteam^{group}> " if group else ""
     channel = cfg.channel or escalation_channel
     if not cfg.enabled:
         return None
@@ -95,7 +118,7 @@ def resolve_target(cfg: EscalationSettings, escalation_channel: str,
 
 def escalation_message(c: EscalationCandidate, now: float, mention: str,
                        link: str | None) -> ChatMessage:
-    age = fmt_duration(now - c.opened_at)
+    age = fmt.duration(now - c.opened_at)  # "15 min", as every other message says it
     host, kind = escape(c.host), escape(c.kind)
     text = strings.ESCALATION_TEXT.format(mention=mention, id=escape(c.id), host=host, kind=kind,
                                           age=age)
@@ -108,6 +131,21 @@ def escalation_message(c: EscalationCandidate, now: float, mention: str,
         context=tuple(context),
         incident_id=c.id,
     )
+
+
+def build_escalator(settings: Settings, cfg: EscalationSettings, redis: Redis,
+                    chat: ChatBackend,
+                    message_ref: Callable[[str], MessageRef | None] | None = None
+                    ) -> Escalator | None:
+    """The escalation job's runner (None: escalation off or nowhere to go); ``cfg`` is
+    ``extra.escalation`` as ``load_sections`` validated it."""
+    target = resolve_target(cfg, settings.slack.escalation_channel, settings.slack.channel,
+                            settings.slack.oncall)
+    if target is None:
+        return None
+    incidents = IncidentStore(redis)
+    return Escalator(redis, chat, StoreCandidates(incidents, AuditLog(redis)), target,
+                     after_s=cfg.after_minutes * 60.0, message_ref=message_ref)
 
 
 class Escalator:
@@ -160,8 +198,20 @@ def candidate_from(incident: Any, acted: bool) -> EscalationCandidate:
 
 
 # an unauthorised click (approval.refused) is not somebody taking care of it
+OWNERSHIP = ("incident.ack", "ack")  # a named person took it: never paged again
 HUMAN_ACTIONS = ("approval.approved", "approval.first_approver", "approval.denied",
-                 "incident.ack", "ack")
+                 "incident.retry", "incident.escalate", *OWNERSHIP)
+
+
+def person_on_it(entries: Iterable[Any], state: str) -> bool:
+    """Someone acknowledged it (ever), or a person acted since it entered ``state``: the
+    approval of a fix that then failed is not somebody looking at the failure."""
+    entries = list(entries)
+    since = max((float(e.ts) for e in entries
+                 if e.action == "transition" and e.detail.get("to") == state), default=0.0)
+    return any(e.action.startswith(OWNERSHIP)
+               or (e.action.startswith(HUMAN_ACTIONS) and float(e.ts) >= since)
+               for e in entries)
 
 
 class StoreCandidates:
@@ -176,6 +226,6 @@ class StoreCandidates:
             c = candidate_from(inc, acted=False)
             if c.severity != "critical" or c.state not in WAITING_STATES:
                 continue  # skip the audit read for incidents that can never be due
-            acted = any(e.action.startswith(HUMAN_ACTIONS) for e in self.audit.timeline(c.id))
+            acted = person_on_it(self.audit.timeline(c.id), c.state)
             out.append(candidate_from(inc, acted=acted))
         return out

@@ -18,11 +18,10 @@ from bot.config.inventory import resolve
 from bot.config.settings import Settings
 from bot.digest.runner import AuditActions, DigestRunner, StoreIncidents
 from bot.digest.sampler import Sampler, ssh_probe
-from bot.schedule.escalation import Escalator, StoreCandidates, resolve_target
+from bot.schedule.escalation import build_escalator
 from bot.schedule.jobs import JobFunc, build_jobs, build_scheduler, load_sections
 from bot.schedule.leader import LeaderScheduler
 from bot.ssh.base import SSHRunner
-from storage.audit import AuditLog
 from storage.connection import Redis
 from storage.incidents import IncidentStore
 from storage.samples import SampleStore
@@ -64,11 +63,8 @@ def build_leader(settings: Settings, redis: Redis, chat: ChatBackend, *,
     incidents = IncidentStore(redis)
     samples = SampleStore(redis)
     jobs: dict[str, JobFunc] = dict(extra_jobs or {})
-    target = resolve_target(esc_cfg, settings.slack.escalation_channel, settings.slack.channel)
-    if target is not None:
-        escalator = Escalator(redis, chat, StoreCandidates(incidents, AuditLog(redis)), target,
-                              after_s=esc_cfg.after_minutes * 60.0,
-                              message_ref=message_ref_from_meta(incidents))
+    escalator = build_escalator(settings, esc_cfg, redis, chat, message_ref_from_meta(incidents))
+    if escalator is not None:
         jobs["escalation"] = lambda _firing: _discard(escalator.run())
     if runner is not None and settings.hosts:
         probe = ssh_probe(runner, lambda h: resolve(settings, h),

@@ -22,7 +22,7 @@ from bot.rig.signed import SignedSender
 from bot.rig.slack_standin import SlackStandIn
 from storage.incidents import IncidentStore
 from storage.samples import SampleStore
-from tests.fixtures.slack import SIGNING_SECRET, slack_test_settings
+from tests.fixtures.slack import BOT_TOKEN, SIGNING_SECRET, slack_test_settings
 
 JOB = JobStatus(job_id="j1", state=JobState.RUNNING, done=250, total=1000, rate=2.5, eta_s=None,
                 resumed_from=0, repaired={}, last_error=None, host="gpu-02", output_dir="/o",
@@ -79,9 +79,42 @@ def test_home_opened_publishes_the_fleet_and_refreshes_only_on_change(
     assert open_.startswith(":new: *") and "gpu-01 · vram_idle · open · open under 1 min" in open_
     assert jobs == "*kimi-hidden* on gpu-02 · ▓▓░░░░░░░░ 25.0% · 250/1,000 · 2.50 samples/s"
     assert app.home is not None
+    deadline = time.monotonic() + 10  # the publish is recorded right after Slack answers it
+    while not app.home.viewers.shown("UALICE") and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert app.home.refresh() == 0, "nothing changed: no views.publish"
     (incident,) = incidents.list(open_only=True)
     incidents.transition(incident.id, IncidentState.RESOLVED, "UALICE", "fixed by hand")
     assert app.home.refresh() == 1
     assert sections(slack_standin.home["UALICE"])[1] == "_Nothing open._"
     assert len(slack_standin.calls_of("views.publish")) == 2
+
+
+def test_refresher_catches_up_viewers_the_budget_held_back(slack_standin: SlackStandIn,
+                                                           redis: Redis) -> None:
+    """Three viewers, one ``views.publish`` a second: a refresh reaches one, and the
+    refresher keeps going until all three see the change, without waiting for a poke."""
+    from slack_sdk import WebClient
+
+    from bot.chat.home import Fleet, HostGpus
+    from bot.chat.home_tab import HomePublisher, HomeRefresher
+    from storage.home import HomeViewers
+    from storage.slack_budget import BudgetSettings, SlackBudget
+
+    shown: list[Fleet] = [Fleet(time.time(), (HostGpus("gpu-01", free=8),))]
+    client = WebClient(token=BOT_TOKEN, base_url=slack_standin.api_url)
+    budget = SlackBudget(redis, "W1", BudgetSettings(per_minute={"views.publish": 60.0},
+                                                     burst=1))
+    publisher = HomePublisher(client, lambda: shown[0], HomeViewers(redis, "W1"), budget)
+    for user in ("U1", "U2", "U3"):
+        publisher.viewers.opened(user, time.time())
+        publisher.viewers.mark_shown(user, "an older view")
+    refresher = HomeRefresher(publisher, min_interval_s=0.05, idle_s=600.0)
+    try:
+        refresher.poke()
+        slack_standin.wait_for("views.publish", 3, 20)
+    finally:
+        refresher.close()
+    assert set(slack_standin.home) == {"U1", "U2", "U3"}
+    assert all("8 free" in sections(view)[0] for view in slack_standin.home.values())
+    assert publisher.skipped == 0

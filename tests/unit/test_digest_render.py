@@ -7,9 +7,8 @@ from bot.digest.build import build_digest
 from bot.digest.model import ActionRecord, DigestSettings, IncidentRecord, JobRecord
 from bot.digest.render import (
     MAX_HOST_SECTIONS,
-    fmt_bytes,
-    fmt_duration,
     fmt_gpu_minutes,
+    fmt_mib,
     render_digest,
 )
 from tests.fixtures.samples import DAY0, story_series
@@ -35,12 +34,7 @@ def story_message() -> ChatMessage:
 
 
 def test_formatters() -> None:
-    assert fmt_duration(45) == "45s"
-    assert fmt_duration(720) == "12m"
-    assert fmt_duration(3 * 3600 + 20 * 60) == "3h 20m"
-    assert fmt_duration(2 * 86400 + 4 * 3600) == "2d 4h"
-    assert fmt_bytes(512) == "512 B"
-    assert fmt_bytes(3 * 1024**4) == "3.0 TiB"
+    assert fmt_mib(77_600) == "75.8 GiB" and fmt_mib(0.5) == "512.0 KiB"
     assert fmt_gpu_minutes(30) == "30 GPU-min"
     assert fmt_gpu_minutes(600) == "10.0 GPU-hours"
 
@@ -55,7 +49,8 @@ def test_story_digest_message() -> None:
     assert "Actions: systemd.stop_disable verified ×1" in summary.fields
     assert first.text.startswith("*gpu-01* · 8 GPUs · :red_circle: VRAM held idle 78.7 GPU-hours")
     assert ":red_circle:" not in second.text
-    assert any(f.startswith("Disk /data: 92% used") and "full in 4h 48m" in f for f in first.fields)
+    assert any(f.startswith("Disk /data: 92% used") and "full in 4 h 48 min" in f
+               for f in first.fields)
     assert any("GPU utilisation min/avg/max: 0% /" in f for f in first.fields)
     assert jobs.code is not None and "18283/37312 49%" in jobs.code and "1.09" in jobs.code
     assert "78.7 GPU-hours" in msg.text

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
@@ -13,6 +16,7 @@ from bot.schedule.escalation import (
     Target,
     due,
     escalation_message,
+    person_on_it,
     resolve_target,
 )
 
@@ -51,10 +55,48 @@ def test_not_due(kw: dict[str, object]) -> None:
     assert due([cand(**kw)], NOW, AFTER) == []
 
 
+# the decision table, written out: states where nobody can go on without a person page
+PAGES = {"open", "diagnosing", "diagnosis_failed", "no_action", "awaiting_approval", "expired",
+         "action_failed"}
+QUIET = {"approved", "denied", "remediating", "verified", "resumed", "snoozed", "resolved"}
+
+
+def test_the_table_covers_every_state_once() -> None:
+    assert {s.value for s in IncidentState} == PAGES | QUIET and not PAGES & QUIET
+    assert {s.value for s in WAITING_STATES} == PAGES
+
+
 @pytest.mark.parametrize("state", list(IncidentState))
 def test_only_states_waiting_for_a_person_escalate(state: IncidentState) -> None:
-    expected = state in WAITING_STATES
-    assert bool(due([cand(state=state.value)], NOW, AFTER)) is expected
+    assert bool(due([cand(state=state.value)], NOW, AFTER)) is (state.value in PAGES)
+
+
+@dataclass
+class Entry:
+    action: str
+    ts: float
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def entered(state: str, ts: float) -> Entry:
+    return Entry("transition", ts, {"to": state})
+
+
+@pytest.mark.parametrize(("entries", "state", "on_it"), [
+    ([], "awaiting_approval", False),
+    ([entered("awaiting_approval", 10), Entry("approval.first_approver", 20)],
+     "awaiting_approval", True),
+    # the approval came before the fix failed: nobody is looking at the failure
+    ([entered("awaiting_approval", 10), Entry("approval.approved", 20),
+      entered("action_failed", 30)], "action_failed", False),
+    ([entered("action_failed", 30), Entry("incident.retry", 40)], "action_failed", True),
+    # an acknowledgement is ownership: it holds across later states
+    ([Entry("incident.ack", 5), entered("action_failed", 30)], "action_failed", True),
+    # an unauthorised click is not somebody taking care of it
+    ([entered("expired", 10), Entry("approval.refused", 20)], "expired", False),
+])
+def test_person_on_it(entries: list[Entry], state: str, on_it: bool) -> None:
+    assert person_on_it(entries, state) is on_it
 
 
 def test_target_second_channel_wins_and_usergroup_is_mentioned() -> None:
@@ -67,6 +109,17 @@ def test_target_second_channel_wins_and_usergroup_is_mentioned() -> None:
 def test_target_usergroup_only_replies_in_incident_thread() -> None:
     t = resolve_target(EscalationSettings(usergroup="S0ONCALL"), "", "C0INC")
     assert t == Target("C0INC", "<!subteam^S0ONCALL> ", in_thread=True)
+
+
+def test_escalation_mentions_the_next_group_else_oncall() -> None:
+    nxt = EscalationSettings(usergroup="S0NEXT")
+    assert resolve_target(nxt, "C0ESC", "C0INC", oncall="S0ONCALL").mention == "<!subteam^S0NEXT> "
+    fallback = resolve_target(EscalationSettings(), "C0ESC", "C0INC", oncall="S0ONCALL")
+    assert fallback == Target("C0ESC", "<!subteam^S0ONCALL> ")
+    in_thread = resolve_target(EscalationSettings(), "", "C0INC", oncall="S0ONCALL")
+    assert in_thread == Target("C0INC", "<!subteam^S0ONCALL> ", in_thread=True)
+    assert resolve_target(EscalationSettings(), "C0ESC", "C0INC", oncall="@oncall") == \
+        Target("C0ESC", ""), "only a usergroup id is mentioned"
 
 
 def test_target_off_when_disabled_or_nowhere_to_go() -> None:
@@ -84,7 +137,7 @@ def test_usergroup_must_be_an_id() -> None:
 def test_message_mentions_and_escapes() -> None:
     msg = escalation_message(cand(host="<!channel>"), NOW, "<!subteam^S0ONCALL> ", "C0INC/1.2")
     assert msg.text.startswith("<!subteam^S0ONCALL> :rotating_light: Critical incident 12")
-    assert "15m" in msg.text and "&lt;!channel&gt;" in msg.text and "<!channel>" not in msg.text
+    assert "15 min" in msg.text and "&lt;!channel&gt;" in msg.text and "<!channel>" not in msg.text
     assert msg.sections[0].text == msg.text  # the mention sits in a block, so it pings
     assert msg.context == ("Original message: C0INC/1.2",)
     assert msg.incident_id == "12"
