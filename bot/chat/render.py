@@ -77,7 +77,8 @@ def render_incident(
     now = time.time() if now is None else now
     state, meta = _val(incident.state), dict(getattr(incident, "meta", None) or {})
     clickable = state in PLAN_BUTTON_STATES
-    sections = [_headline(incident, diagnosis, now), Section(summary.state_line(incident, now))]
+    sections = [_headline(incident, diagnosis, now, oncall),
+                Section(summary.state_line(incident, now))]
     sections += [Section(line) for line in status_lines(meta)]
     sections += state_sections(state, meta, [f.title for f in diagnosis.findings])
     sections += _also_found(state, diagnosis)
@@ -101,8 +102,12 @@ def render_incident(
     )
 
 
-def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float) -> Section:
-    text = f"*{summary.headline(incident, diagnosis, now)}*"
+def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float,
+              oncall: str | None) -> Section:
+    """The headline; a critical one starts with the on-call mention (in a block, so it
+    pings: with blocks, ``text`` is only the notification fallback)."""
+    mention = summary.oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
+    text = f"{mention}*{summary.headline(incident, diagnosis, now)}*"
     hosts = tuple(getattr(incident, "hosts", ()) or ())
     if len(hosts) > 1:  # a group parent: a rack reboot is one message listing its hosts
         shown = ", ".join(escape(h) for h in hosts[:MAX_GROUP_HOSTS])

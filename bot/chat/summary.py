@@ -16,6 +16,7 @@ from bot.chat.base import Section
 from bot.chat.text import clip, code_safe, escape
 from bot.core import fmt, strings
 from bot.domain.findings import Diagnosis, Finding, ProposedAction
+from bot.domain.validate import USERGROUP_RE
 
 BOOT_WINDOW_S = 300.0  # a holder started this soon after boot was "auto-started at boot"
 GB_RE = re.compile(r"(\d) GB\b")  # playbook text says GB for binary gigabytes
@@ -190,7 +191,7 @@ def _capital(text: str) -> str:
 
 def oncall_mention(group: str | None) -> str:
     """A Slack user-group mention (``<!subteam^S0ONCALL>``) for ids that look like one."""
-    if group and re.fullmatch(r"S[A-Z0-9]{2,20}", group):
+    if group and USERGROUP_RE.match(group):
         return f"<!subteam^{group}> "
     return ""
 

@@ -33,6 +33,8 @@ HOST_CHARS = "A-Za-z0-9._:-"
 HOST_RE = re.compile(rf"^[A-Za-z0-9][{HOST_CHARS}]{{0,252}}$")
 # One job-id grammar: what ``new_job_id`` makes and every job argument must match.
 JOB_ID_RE = re.compile(r"^ex-[0-9a-f]{12}$")
+# A Slack user-group id (``S`` + upper-case alphanumerics), as mentions and config carry it.
+USERGROUP_RE = re.compile(r"^S[A-Z0-9]{2,20}$")
 # Incident ids are the store's sequence numbers; chat values and slash arguments use this.
 INCIDENT_ID = r"[A-Za-z0-9_-]{1,64}"
 INCIDENT_ID_RE = re.compile(rf"^{INCIDENT_ID}$")

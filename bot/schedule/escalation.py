@@ -8,7 +8,6 @@ the same incident twice; if the post fails the claim is released so a later run 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from bot.core import fmt, metrics, strings
 from bot.core.schema import StrictModel
 from bot.domain.incident import IncidentSummary
 from bot.domain.lifecycle import IncidentState
+from bot.domain.validate import USERGROUP_RE
 from storage import keys
 from storage.audit import AuditLog
 from storage.claims import claim, unclaim
@@ -50,7 +50,6 @@ ESCALATES: dict[IncidentState, bool] = {
     S.RESOLVED: False,  # closed
 }
 WAITING_STATES = frozenset(state for state, pages in ESCALATES.items() if pages)
-USERGROUP_RE = re.compile(r"^S[A-Z0-9]{2,20}$")
 CLAIM_TTL_S = 30 * 86400  # longer than any incident stays open unanswered
 
 

@@ -113,6 +113,9 @@ def test_awaiting_approval_message() -> None:
 def test_critical_incident_mentions_oncall_and_the_gpus_go_to_the_thread() -> None:
     msg = render(INCIDENT, DIAG, [PLAN], oncall="S0ONCALL")
     assert msg.text.startswith("<!subteam^S0ONCALL> gpu-01:")
+    assert msg.sections[0].text.startswith("<!subteam^S0ONCALL> *")  # in a block: it pings
+    warning = render(replace(INCIDENT, severity="warning"), DIAG, [PLAN], oncall="S0ONCALL")
+    assert "subteam" not in warning.sections[0].text + warning.text
     (table,) = thread_evidence(DIAG)
     assert table.code is not None and len(table.code.splitlines()) == 1 + 8
     assert "75.8 / 79.6 GiB" in table.code and "4242" in table.code
