@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,8 @@ def test_demo_yes_runs_the_story_end_to_end() -> None:
     assert "1 partial file removed, 1 corrupt file recomputed" in out
     assert "output complete: 200/200 sample files, 200 load" in out
     assert "step timings" in out and "nothing left running" in out
+    # the terminal says the chat's words with plain symbols: no :emoji: code, no <!subteam^…>
+    assert re.findall(r":[a-z][a-z0-9_+-]*:", out) == [] and "<!subteam" not in out
     assert processes_matching(LEFTOVERS) == set()
 
 
