@@ -156,3 +156,9 @@ SILENCE_NOT_FOUND = "no silence on {host}/{kind}"
 SILENCES_NONE = "No active silences."
 AGENT_NO_TOKEN = "INCIDENT_BOT_ALERT_TOKEN is not set: the agent needs it to post alerts"
 AGENT_BAD_URL = "--url must be an http(s) URL, got {url!r}"
+
+# --- remediation that holds, in the flow (issue 17) --------------------------------------
+REM_LASTING_DROPIN = ("lasting fix for {unit} (Restart={restart}): a drop-in with "
+                      "Restart=on-failure and a start guard, so its next crash does not put it "
+                      "back on the GPUs")
+FLOW_REVERT_RISK = "restarts what was stopped"
