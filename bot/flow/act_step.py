@@ -20,7 +20,7 @@ from bot.domain.incident import Incident
 from bot.domain.lifecycle import IncidentState
 from bot.flow import followups
 from bot.flow.context import FlowContext
-from bot.flow.hosts import diagnose, interrupted_job_ids, target_for
+from bot.flow.hosts import act_options, diagnose, interrupted_job_ids, target_for
 from bot.flow.message import publish
 from bot.flow.thread import post_in_thread
 from bot.remediation.execute import execute
@@ -98,8 +98,8 @@ def _run(ctx: FlowContext, approval: Approval, user: str) -> None:
     else:
         result = execute(
             ctx.runner, target, action["kind"], dict(action["params"]), approver=user,
-            evidence_hash=approval.evidence_hash, audit=ctx.audit, options=ctx.remediation,
-            incident_id=incident.id)
+            evidence_hash=approval.evidence_hash, audit=ctx.audit,
+            options=act_options(ctx, incident.host), incident_id=incident.id)
     while result is not None:
         _record(ctx, incident.id, result)
         result = _follow_up(ctx, incident.id, result, target, user)

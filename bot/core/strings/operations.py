@@ -162,3 +162,5 @@ REM_LASTING_DROPIN = ("lasting fix for {unit} (Restart={restart}): a drop-in wit
                       "Restart=on-failure and a start guard, so its next crash does not put it "
                       "back on the GPUs")
 FLOW_REVERT_RISK = "restarts what was stopped"
+FLOW_CLEANUP_REASON = ("delete {n} cache, checkpoint and core-dump item(s), {size} "
+                       "({need} needed to get under the full mark):\n{preview}")
