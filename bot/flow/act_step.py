@@ -18,7 +18,7 @@ from bot.domain.approval import Approval
 from bot.domain.findings import Diagnosis
 from bot.domain.incident import Incident
 from bot.domain.lifecycle import IncidentState
-from bot.flow import followups
+from bot.flow import followups, reboot_step
 from bot.flow.context import FlowContext
 from bot.flow.hosts import act_options, diagnose, interrupted_job_ids, target_for
 from bot.flow.message import publish
@@ -89,20 +89,28 @@ def _run(ctx: FlowContext, approval: Approval, user: str) -> None:
             _not_needed(ctx, incident, approval, user, fresh)
             return
     _to_remediating(ctx, incident.id, user, action["kind"])
-    result: ActionResult | None
+    before = reboot_step.boot_id(ctx, target) if action["kind"] == "host.reboot" else None
+    result = _act(ctx, incident, target, approval, user)
+    while result is not None:
+        if reboot_step.requested(result):  # verified when the host is back (reboot_step)
+            reboot_step.on_requested(ctx, incident.id, result, before)
+            return
+        _record(ctx, incident.id, result)
+        result = _follow_up(ctx, incident.id, result, target, user)
+
+
+def _act(ctx: FlowContext, incident: Incident, target: SSHTarget, approval: Approval,
+         user: str) -> ActionResult | None:
+    """Run the approved action: a resume behind the health gate, anything else as is."""
+    action = approval.action
     if followups.is_resume(action["kind"]):
         override = ", ".join(approval.approvers or (user,)) \
             if action["kind"] == followups.OVERRIDE else None
-        result = _gated_resume(ctx, incident.id, target, action["params"]["job"], user,
-                               approval.evidence_hash, override)
-    else:
-        result = execute(
-            ctx.runner, target, action["kind"], dict(action["params"]), approver=user,
-            evidence_hash=approval.evidence_hash, audit=ctx.audit,
-            options=act_options(ctx, incident.host), incident_id=incident.id)
-    while result is not None:
-        _record(ctx, incident.id, result)
-        result = _follow_up(ctx, incident.id, result, target, user)
+        return _gated_resume(ctx, incident.id, target, action["params"]["job"], user,
+                             approval.evidence_hash, override)
+    return execute(ctx.runner, target, action["kind"], dict(action["params"]), approver=user,
+                   evidence_hash=approval.evidence_hash, audit=ctx.audit,
+                   options=act_options(ctx, incident.host), incident_id=incident.id)
 
 
 def _gated_resume(ctx: FlowContext, incident_id: str, target: SSHTarget, job: str, user: str,

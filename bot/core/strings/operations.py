@@ -164,3 +164,13 @@ REM_LASTING_DROPIN = ("lasting fix for {unit} (Restart={restart}): a drop-in wit
 FLOW_REVERT_RISK = "restarts what was stopped"
 FLOW_CLEANUP_REASON = ("delete {n} cache, checkpoint and core-dump item(s), {size} "
                        "({need} needed to get under the full mark):\n{preview}")
+FLOW_REBOOT_REQUESTED = (":arrows_counterclockwise: Reboot of {host} requested (approved by "
+                         "<@{who}>; boot {boot}): every process on it stops and the units "
+                         "enabled at boot start again. The bot re-diagnoses when {host} answers "
+                         "with a new boot id (waiting up to {mins} min).")
+FLOW_REBOOT_OTHER = ("{host} is rebooting (incident {id}, approved by <@{who}>): what this "
+                     "incident found may change when it is back.")
+FLOW_REBOOT_BACK_OK = "{host} is back (new boot {boot}); re-diagnosed: the problem is gone."
+FLOW_REBOOT_BACK_STILL = "{host} is back (new boot {boot}), but the problem is still there: {still}"
+FLOW_REBOOT_NOT_BACK = ("{host} did not answer with a new boot id within {mins} min of the "
+                        "reboot request: check its console.")
