@@ -9,7 +9,6 @@ the unit), so the first step here is offered the way every follow-up is (``plans
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from bot.domain.lifecycle import IncidentState
 from bot.flow.hosts import target_for
 from bot.flow.message import publish
 from bot.flow.plans import offer
+from bot.sim import sandbox
 from bot.sim.sshd import SimHost
 from storage.audit import AuditLog
 from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
@@ -87,7 +87,7 @@ def test_a_refused_terminate_offers_stop_disable_which_holds_then_the_dropin(
     approve(loop, incident_id, offer_first(loop, incident_id, "process.terminate", {"pid": "440"}))
     refused = result_of(loop, incident_id, "process.terminate")
     assert refused["outcome"] == "refused" and loop.state(incident_id) is S.ACTION_FAILED
-    assert f"runs under {UNIT} (Restart=always)" in json.dumps(loop.message(incident_id))
+    loop.wait_text(incident_id, f"runs under {UNIT} (Restart=always)")
     assert tool_calls(sim, "kill") == [] and min(gpu_used(sim)) >= 77_000
 
     stop = offered(loop, incident_id, "systemd.stop_disable")
@@ -107,6 +107,16 @@ def test_a_refused_terminate_offers_stop_disable_which_holds_then_the_dropin(
         == "systemd.revert"
     assert [k for _, k in started(loop, incident_id)] == ["process.terminate",
                                                          "systemd.stop_disable"]
+    if not sandbox.available():  # the drop-in is a real file in the sim's sandbox root
+        return
+    first_revert = loop.ctx.incidents.require(incident_id).meta["revert_plan"]["approval_id"]
+    approve(loop, incident_id, dropin.id)
+    applied = result_of(loop, incident_id, "systemd.dropin")
+    assert applied["outcome"] == "succeeded", applied["summary"]
+    meta = loop.ctx.incidents.require(incident_id).meta
+    assert meta["revert_plan"]["action"]["kind"] == "systemd.dropin_revert"
+    assert first_revert in [p["approval_id"] for p in meta["plans"]]  # still offered
+    loop.wait_text(incident_id, first_revert)
 
 
 def test_the_ladder_sigterm_then_sigkill_then_gpu_reset_each_behind_its_own_click(
