@@ -23,6 +23,7 @@ from bot.flow.context import FlowContext
 from bot.flow.hosts import act_options, diagnose, interrupted_job_ids, target_for
 from bot.flow.message import publish
 from bot.flow.thread import post_in_thread
+from bot.remediation import followup
 from bot.remediation.execute import execute
 from bot.remediation.result import ActionResult
 from bot.ssh.base import SSHTarget
@@ -30,7 +31,7 @@ from playbooks.health_gate import gated
 from storage.jobs import JobLinks
 
 log = logging.getLogger(__name__)
-GPU_FREEING = {"systemd.stop_disable", "systemd.mask", "process.terminate"}
+GPU_FREEING = frozenset(followup.GPU_FREEING)  # a success offers the host's resumes
 NO_REPROBE = {"systemd.revert", *followups.RESUME_KINDS}
 STALLED_S = 900.0  # far past every step, verify and re-probe deadline of one action
 

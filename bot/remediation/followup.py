@@ -20,7 +20,7 @@ from bot.remediation.rollback import revert_kind
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.base import action_id
 
-GPU_FREEING = ("systemd.stop_disable", "systemd.mask", "process.terminate")
+GPU_FREEING = tuple(k for k, spec in CATALOG.items() if spec.frees_gpus)  # then: resume
 LASTING_AFTER = ("systemd.stop_disable",)  # the unit stays installed: its policy still matters
 
 

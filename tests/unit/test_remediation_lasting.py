@@ -31,3 +31,18 @@ def test_no_dropin_for_restart_no_a_failure_or_another_kind() -> None:
     assert lasting_fixes(_result(ALWAYS, Outcome.FAILED)) == []
     assert lasting_fixes(_result(ALWAYS, Outcome.REFUSED)) == []
     assert lasting_fixes(_result(ALWAYS, kind="systemd.mask")) == []
+
+
+def test_every_rung_that_frees_gpus_offers_the_interrupted_jobs_resume() -> None:
+    from bot.remediation.followup import resume_actions
+
+    job = "ex-0000000000c1"
+    for kind, params in (("gpu.reset", {"gpu": "0"}), ("process.sigkill", {"pid": "777"})):
+        done = ActionResult(kind=kind, params=params, host="gpu-03", outcome=Outcome.SUCCEEDED,
+                            summary="ok", approver="U1", evidence_hash=None)
+        assert [a.params for a in resume_actions(done, [job])] == [{"job": job}]
+        assert resume_actions(replace(done, outcome=Outcome.FAILED), [job]) == []
+    journal = ActionResult(kind="disk.journal_vacuum", params={"size": "1G"}, host="gpu-03",
+                           outcome=Outcome.SUCCEEDED, summary="ok", approver="U1",
+                           evidence_hash=None)
+    assert resume_actions(journal, [job]) == []
