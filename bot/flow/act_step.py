@@ -15,16 +15,15 @@ from typing import Any
 from bot.core import strings
 from bot.core.errors import log_internal
 from bot.domain.approval import Approval
-from bot.domain.findings import Diagnosis, ProposedAction
+from bot.domain.findings import Diagnosis
 from bot.domain.incident import Incident
 from bot.domain.lifecycle import IncidentState
-from bot.flow import followups
+from bot.flow import followups, reboot_step
 from bot.flow.context import FlowContext
-from bot.flow.hosts import diagnose, interrupted_job_ids, target_for
+from bot.flow.hosts import act_options, diagnose, interrupted_job_ids, target_for
 from bot.flow.message import publish
-from bot.flow.plans import new_plan, plan_to_meta
-from bot.flow.thread import message_ref, post_in_thread
-from bot.remediation import catalog
+from bot.flow.thread import post_in_thread
+from bot.remediation import followup
 from bot.remediation.execute import execute
 from bot.remediation.result import ActionResult
 from bot.ssh.base import SSHTarget
@@ -32,7 +31,7 @@ from playbooks.health_gate import gated
 from storage.jobs import JobLinks
 
 log = logging.getLogger(__name__)
-GPU_FREEING = {"systemd.stop_disable", "systemd.mask", "process.terminate"}
+GPU_FREEING = frozenset(followup.GPU_FREEING)  # a success offers the host's resumes
 NO_REPROBE = {"systemd.revert", *followups.RESUME_KINDS}
 STALLED_S = 900.0  # far past every step, verify and re-probe deadline of one action
 
@@ -91,20 +90,28 @@ def _run(ctx: FlowContext, approval: Approval, user: str) -> None:
             _not_needed(ctx, incident, approval, user, fresh)
             return
     _to_remediating(ctx, incident.id, user, action["kind"])
-    result: ActionResult | None
+    before = reboot_step.boot_id(ctx, target) if action["kind"] == "host.reboot" else None
+    result = _act(ctx, incident, target, approval, user)
+    while result is not None:
+        if reboot_step.requested(result):  # verified when the host is back (reboot_step)
+            reboot_step.on_requested(ctx, incident.id, result, before)
+            return
+        _record(ctx, incident.id, result)
+        result = _follow_up(ctx, incident.id, result, target, user)
+
+
+def _act(ctx: FlowContext, incident: Incident, target: SSHTarget, approval: Approval,
+         user: str) -> ActionResult | None:
+    """Run the approved action: a resume behind the health gate, anything else as is."""
+    action = approval.action
     if followups.is_resume(action["kind"]):
         override = ", ".join(approval.approvers or (user,)) \
             if action["kind"] == followups.OVERRIDE else None
-        result = _gated_resume(ctx, incident.id, target, action["params"]["job"], user,
-                               approval.evidence_hash, override)
-    else:
-        result = execute(
-            ctx.runner, target, action["kind"], dict(action["params"]), approver=user,
-            evidence_hash=approval.evidence_hash, audit=ctx.audit, options=ctx.remediation,
-            incident_id=incident.id)
-    while result is not None:
-        _record(ctx, incident.id, result)
-        result = _follow_up(ctx, incident.id, result, target, user)
+        return _gated_resume(ctx, incident.id, target, action["params"]["job"], user,
+                             approval.evidence_hash, override)
+    return execute(ctx.runner, target, action["kind"], dict(action["params"]), approver=user,
+                   evidence_hash=approval.evidence_hash, audit=ctx.audit,
+                   options=act_options(ctx, incident.host), incident_id=incident.id)
 
 
 def _gated_resume(ctx: FlowContext, incident_id: str, target: SSHTarget, job: str, user: str,
@@ -175,38 +182,23 @@ def commands_text(result: ActionResult) -> str:
 
 def _follow_up(ctx: FlowContext, incident_id: str, result: ActionResult, target: SSHTarget,
                user: str) -> ActionResult | None:
-    """What comes after ``result``: the next chained action's result, or None."""
+    """Offer what comes after ``result`` (Revert, a refusal's alternatives, the ladder's
+    next rung, the lasting fix: each its own approval); return the chained resume's
+    result, or None."""
     if result.ok and followups.is_resume(result.kind):
         _mark_resumed(ctx, incident_id, result.params["job"])
         return None
-    if not (result.ok and result.kind in GPU_FREEING):
-        return None
-    _offer_revert(ctx, incident_id, result, target)
-    jobs = interrupted_job_ids(ctx, ctx.incidents.require(incident_id).host)
-    if not jobs:
+    freed = result.ok and result.kind in GPU_FREEING
+    jobs = interrupted_job_ids(ctx, ctx.incidents.require(incident_id).host) if freed else []
+    resumes = followups.offer_followups(ctx, incident_id, result, target, jobs[:1])
+    if not resumes:
         return None
     if not ctx.remediation.chain_resume:
-        followups.offer_resume(ctx, incident_id, jobs[0])
+        followups.offer_resume(ctx, incident_id, resumes[0])
         return None
     incident = ctx.incidents.require(incident_id)
-    return _gated_resume(ctx, incident_id, target, jobs[0], user,
+    return _gated_resume(ctx, incident_id, target, resumes[0], user,
                          incident.meta.get("evidence_hash"), None)
-
-
-def _offer_revert(ctx: FlowContext, incident_id: str, result: ActionResult,
-                  target: SSHTarget) -> None:
-    """A Revert approval, only when the stored capture makes a revert meaningful."""
-    if not result.revertable or result.revert_params is None:
-        return
-    params = dict(result.revert_params)
-    commands = tuple(catalog.plan("systemd.revert", params, target))
-    action = ProposedAction(f"revert-{result.params.get('unit', '')}"[:64], "systemd.revert",
-                            params, strings.FLOW_REVERT_REASON, "restarts what was stopped")
-    plan = new_plan(ctx, incident_id, action, commands, result.evidence_hash or "")
-    incident = ctx.incidents.set_meta(incident_id, revert_plan=plan_to_meta(plan))
-    ref = message_ref(incident)
-    if ref is not None:
-        ctx.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
 
 
 def _mark_resumed(ctx: FlowContext, incident_id: str, job_id: str) -> None:

@@ -28,7 +28,8 @@ RESUME_KINDS = frozenset({"extraction.resume", OVERRIDE})
 def offer_followups(ctx: FlowContext, incident_id: str, result: ActionResult,
                     target: SSHTarget, jobs: list[str]) -> list[str]:
     """Store every offer as an approval (Revert as the revert plan); return the jobs whose
-    resume was offered, for the caller to chain or leave as buttons."""
+    resume was offered, for the caller to chain or leave as buttons. An offer already
+    pending on the incident (same kind and parameters) is not offered twice."""
     if result.outcome is Outcome.DRY_RUN:
         return []
     revert = followup.revert_action(result)
@@ -38,19 +39,30 @@ def offer_followups(ctx: FlowContext, incident_id: str, result: ActionResult,
             _offer_revert(ctx, incident_id, action, target)
         elif action.kind == "extraction.resume":
             resumes.append(action.params["job"])
-        else:
+        elif not _pending(ctx, incident_id, action):
             offer(ctx, incident_id, action, target)
     return resumes
 
 
+def _pending(ctx: FlowContext, incident_id: str, action: ProposedAction) -> bool:
+    return any(a.is_open and a.kind == action.kind and a.action.get("params") == action.params
+               for a in ctx.approvals.for_incident(incident_id))
+
+
 def _offer_revert(ctx: FlowContext, incident_id: str, action: ProposedAction,
                   target: SSHTarget) -> None:
-    """A Revert approval, shown apart from the other plans (it undoes what just ran)."""
+    """A Revert approval, shown apart from the other plans (it undoes what just ran). An
+    earlier Revert still pending stays offered, among the plans."""
+    risk = strings.FLOW_REVERT_RISK if action.kind == "systemd.revert" else action.risk
     revert = ProposedAction(action.id, action.kind, action.params, strings.FLOW_REVERT_REASON,
-                            action.risk)
+                            risk)
+    before = ctx.incidents.require(incident_id).meta.get("revert_plan")
     plan = offer(ctx, incident_id, revert, target)
     incident = ctx.incidents.require(incident_id)
     plans = [p for p in incident.meta.get("plans", []) if p["approval_id"] != plan.approval_id]
+    earlier = ctx.approvals.get(before["approval_id"]) if before else None
+    if before and earlier is not None and earlier.is_open:
+        plans.append(before)
     ctx.incidents.set_meta(incident_id, plans=plans, revert_plan=plan_to_meta(plan))
 
 

@@ -14,6 +14,7 @@ from bot.flow import progress_step
 from bot.flow.act_step import recover_stalled
 from bot.flow.context import FlowContext
 from bot.flow.decide_step import wake_snoozed
+from bot.flow.reboot_step import poll_reboots
 
 
 def poll_progress(ctx: FlowContext, _firing: Any = None) -> None:
@@ -21,11 +22,12 @@ def poll_progress(ctx: FlowContext, _firing: Any = None) -> None:
 
 
 def expire_approvals(desk: ApprovalDesk, ctx: FlowContext, _firing: Any = None) -> None:
-    """Expire overdue approvals (the desk tells the flow), wake ended snoozes, and fail
-    actions a dead replica left running."""
+    """Expire overdue approvals (the desk tells the flow), wake ended snoozes, fail
+    actions a dead replica left running, and settle reboots whose host is back."""
     desk.expire_due()
     wake_snoozed(ctx)
     recover_stalled(ctx)
+    poll_reboots(ctx)
 
 
 def digest_now(ctx: FlowContext) -> None:

@@ -1,4 +1,5 @@
-"""What to offer after an action: Revert, and resuming an interrupted extraction.
+"""What to offer after an action: Revert, resuming an interrupted extraction, what a
+refusal proposed instead, the ladder's next rung, and the lasting fix (the drop-in).
 
 The chat message shows these as buttons; the CLI prints them as commands. With
 ``chain_resume`` set, a GPU-freeing success resumes the host's interrupted jobs at
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.core import strings
 from bot.domain.findings import ProposedAction
 from bot.remediation.catalog import CATALOG
 from bot.remediation.execute import AuditSink, execute
@@ -18,7 +20,8 @@ from bot.remediation.rollback import revert_kind
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.base import action_id
 
-GPU_FREEING = ("systemd.stop_disable", "systemd.mask", "process.terminate")
+GPU_FREEING = tuple(k for k, spec in CATALOG.items() if spec.frees_gpus)  # then: resume
+LASTING_AFTER = ("systemd.stop_disable",)  # the unit stays installed: its policy still matters
 
 
 def revert_action(result: ActionResult) -> ProposedAction | None:
@@ -44,6 +47,24 @@ def alternatives(result: ActionResult) -> list[ProposedAction]:
             for p in wanted]
 
 
+def lasting_fixes(result: ActionResult) -> list[ProposedAction]:
+    """After a verified stop/disable of a unit systemd restarts by itself: the drop-in
+    (Restart=on-failure, a start guard) so its next crash or re-enable does not take the
+    GPUs again. Its own approval; nothing is proposed for a unit with Restart=no."""
+    from bot.remediation.preflight import proposal
+
+    if result.kind not in LASTING_AFTER or not result.ok or result.captured is None:
+        return []
+    unit = result.captured.unit(result.params.get("unit", ""))
+    if unit is None or not unit.restarts:
+        return []
+    p = proposal("systemd.dropin", {"unit": unit.name},
+                 strings.REM_LASTING_DROPIN.format(unit=unit.name, restart=unit.restart))
+    return [] if p is None else [ProposedAction(
+        id=action_id(result.host, p["kind"], p["params"]), kind=p["kind"],
+        params=dict(p["params"]), reason=p["reason"], risk=p["risk"])]
+
+
 def resume_actions(result: ActionResult, interrupted_jobs: Sequence[str]) -> list[ProposedAction]:
     """After GPUs were freed on a host with interrupted extractions: resume each."""
     if result.kind not in GPU_FREEING or not result.ok or result.outcome is Outcome.DRY_RUN:
@@ -59,7 +80,7 @@ def offers(result: ActionResult, interrupted_jobs: Sequence[str] = ()) -> list[P
     """Everything the result message should offer, Revert first."""
     revert = revert_action(result)
     return (([revert] if revert else []) + resume_actions(result, interrupted_jobs)
-            + alternatives(result))
+            + alternatives(result) + lasting_fixes(result))
 
 
 def chain_resumes(runner: SSHRunner, target: SSHTarget, result: ActionResult,

@@ -101,7 +101,27 @@ def _gpu_checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
     if pids:
         return Refusal(strings.REM_GPU_IN_USE.format(gpu=index,
                                                      pids=", ".join(map(str, pids))))
-    return None
+    return _nvswitch_check(ctx, index)
+
+
+def _nvswitch_check(ctx: ActionRun, index: int) -> Refusal | None:
+    """No single-GPU reset on an NVSwitch host. NVIDIA's Fabric Manager user guide
+    (docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide, "GPU reset" under bare
+    metal mode) has the GPUs and NVSwitches of a baseboard reset together, with
+    nvidia-fabricmanager stopped before and started after; NVIDIA's own tooling does it
+    that way (NVIDIA/gpu-driver-container#909 runs ``nvidia-smi -r`` for all GPUs after
+    starting FM; NVIDIA/ai-cloud-validation#603: stop Fabric Manager, then
+    ``nvidia-smi -r``), and a fabric left half-reset needs another reset or a reboot
+    (NVIDIA/nccl#1488). The catalog has no whole-baseboard reset yet: a reboot does it."""
+    from bot.remediation.probes import fabric_states
+
+    states = fabric_states(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
+    if not states:
+        return None
+    host = ctx.target.name
+    return Refusal(strings.REM_GPU_NVSWITCH.format(host=host, gpu=index, state=states[0]),
+                   _some(proposal("host.reboot", {},
+                                  strings.REM_PROPOSE_REBOOT_NVSWITCH.format(host=host))))
 
 
 def sudo_check(ctx: ActionRun, steps: tuple[RemoteStep, ...]) -> Refusal | None:

@@ -173,6 +173,19 @@ def read_disk_avail(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> d
     return parse_df_avail(_ok(_run(runner, target, "df", DF_AVAIL, timeout_s)).stdout)
 
 
+def fabric_states(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> list[str]:
+    """Each GPU's NVLink fabric state from ``nvidia-smi -q -x`` (``Completed``, ``In
+    Progress``...); empty on a host without NVSwitches (the field reads N/A) or when the
+    document cannot be read."""
+    from playbooks.commands import QUERY_XML_COMMAND
+    from playbooks.parsers.nvidia_xml import parse_query_xml
+
+    probe = _run(runner, target, "fabric", QUERY_XML_COMMAND, timeout_s)
+    if not probe.ok:
+        return []
+    return [g.fabric_state for g in parse_query_xml(probe.stdout).gpus if g.fabric_state]
+
+
 def regular_files(runner: SSHRunner, target: SSHTarget, paths: list[str],
                   timeout_s: float) -> set[str]:
     """Which of ``paths`` are regular files now (a symlink or a directory is not)."""

@@ -125,6 +125,9 @@ def main(args: list[str]) -> int:
     root = setup(workdir)
     state = json.loads((workdir / "state.json").read_text())
     materialize(root, state.get("files") or [], time.time())
+    from bot.sim.reboot import write_boot_id
+
+    write_boot_id(root, str(state["boot"]["id"]))
     (workdir / MARKER).write_text(json.dumps({"root": str(root)}))
     os.execv(args[2], args[2:])
     return 127  # pragma: no cover - execv does not return

@@ -127,3 +127,16 @@ def test_dropin_guard_keeps_the_unit_down_while_a_reservation_marker_exists(
     assert unit(host, SEED_UNIT)["active_state"] == "failed"
     assert max(gpu_used(host)) == 0
     assert not Path(marker).exists()
+
+
+def test_a_single_gpu_reset_on_an_nvswitch_host_is_refused_with_a_reboot_proposed(
+    sim_factory: SimFactory, rem_pool: ParamikoPool, audit_log: AuditLog
+) -> None:
+    host = sim_factory("ladder", overrides={"nvidia": {"fabric": True}})
+    result = act(rem_pool, host, {"kind": "gpu.reset", "params": {"gpu": 2}}, "U1", audit_log)
+    assert result.outcome is Outcome.REFUSED, result.summary
+    assert "NVSwitch host (fabric state Completed)" in result.summary
+    assert "nvidia-fabricmanager stopped first" in result.summary
+    assert tool_calls(host, "nvidia-smi", "--gpu-reset") == []
+    assert gpu_used(host)[2] == 30000
+    assert [(p["kind"], p["params"]) for p in result.proposals] == [("host.reboot", {})]

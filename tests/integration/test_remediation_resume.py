@@ -66,7 +66,10 @@ def test_freeing_the_gpus_offers_the_resume_and_chains_it_when_configured(
                     evidence_hash=None, audit=audit_log, options=options, incident_id="INC-5")
     assert freed.outcome is Outcome.SUCCEEDED
     offered = [(a.kind, a.params) for a in offers(freed, [paused_job])]
-    assert offered[1:] == [("extraction.resume", {"job": paused_job})]
+    assert offered[1:] == [("extraction.resume", {"job": paused_job}),  # then the lasting fix
+                           ("systemd.dropin", {"unit": "vllm-kimi-k25-int4.service",
+                                               "timeout_stop_s": "30",
+                                               "marker": "/run/incident-bot/gpu-reservation"})]
     chained = chain_resumes(rem_pool, target, freed, [paused_job], options=options,
                             audit=audit_log)
     assert [r.outcome for r in chained] == [Outcome.SUCCEEDED]

@@ -156,3 +156,27 @@ SILENCE_NOT_FOUND = "no silence on {host}/{kind}"
 SILENCES_NONE = "No active silences."
 AGENT_NO_TOKEN = "INCIDENT_BOT_ALERT_TOKEN is not set: the agent needs it to post alerts"
 AGENT_BAD_URL = "--url must be an http(s) URL, got {url!r}"
+
+# --- remediation that holds, in the flow (issue 17) --------------------------------------
+REM_LASTING_DROPIN = ("lasting fix for {unit} (Restart={restart}): a drop-in with "
+                      "Restart=on-failure and a start guard, so its next crash does not put it "
+                      "back on the GPUs")
+FLOW_REVERT_RISK = "restarts what was stopped"
+FLOW_CLEANUP_REASON = ("delete {n} cache, checkpoint and core-dump item(s), {size} "
+                       "({need} needed to get under the full mark):\n{preview}")
+FLOW_REBOOT_REQUESTED = (":arrows_counterclockwise: Reboot of {host} requested (approved by "
+                         "<@{who}>; boot {boot}): every process on it stops and the units "
+                         "enabled at boot start again. The bot re-diagnoses when {host} answers "
+                         "with a new boot id (waiting up to {mins} min).")
+FLOW_REBOOT_OTHER = ("{host} is rebooting (incident {id}, approved by <@{who}>): what this "
+                     "incident found may change when it is back.")
+FLOW_REBOOT_BACK_OK = "{host} is back (new boot {boot}); re-diagnosed: the problem is gone."
+FLOW_REBOOT_BACK_STILL = "{host} is back (new boot {boot}), but the problem is still there: {still}"
+FLOW_REBOOT_NOT_BACK = ("{host} did not answer with a new boot id within {mins} min of the "
+                        "reboot request: check its console.")
+REM_GPU_NVSWITCH = ("{host} is an NVSwitch host (fabric state {state}): a reset there takes "
+                    "every GPU and NVSwitch of the baseboard together, with nvidia-fabricmanager "
+                    "stopped first and started after, so GPU {gpu} alone is not reset")
+REM_PROPOSE_REBOOT_NVSWITCH = ("reboot {host}: on an NVSwitch host that resets every GPU and the "
+                               "fabric together (by hand instead: stop nvidia-fabricmanager, "
+                               "`nvidia-smi -r` with every GPU idle, start it again)")

@@ -20,6 +20,8 @@ def act(ctx: SimCall, verb: str, args: list[str], opts: dict[str, Any]) -> int:
         from bot.sim.tools.dropins import daemon_reload
 
         return daemon_reload(ctx)
+    if verb == "reboot":
+        return _reboot(ctx)
     if verb == "reset-failed" and not args:
         return _reset_failed(ctx, [])
     handler = HANDLERS.get(verb)
@@ -174,6 +176,17 @@ def _reset_failed(ctx: SimCall, names: list[str], opts: dict[str, Any] | None = 
         for unit in state["units"].values():
             if (not names or unit["name"] in names) and unit["active_state"] == "failed":
                 unit.update(active_state="inactive", sub_state="dead")
+    return 0
+
+
+def _reboot(ctx: SimCall) -> int:
+    """The host reboots at once (``bot.sim.reboot``); in the sandbox its boot id file too."""
+    from bot.sim import reboot, sandbox
+
+    with ctx.mutate() as state:
+        boot_id = reboot.reboot(state, ctx.now())
+    if sandbox.root_of(ctx.workdir) is not None:  # this session runs chrooted in it
+        reboot.write_boot_id("/", boot_id)
     return 0
 
 

@@ -1,0 +1,137 @@
+"""``host.reboot`` follow-through: announced, the host's other incidents marked, and the
+incident re-diagnosed once the host answers with a new boot id.
+
+A reboot cannot be verified when it is sent (the SSH session may die with it), so the
+act step hands the result here: the incident stays ``remediating`` with ``meta.reboot``
+(the boot id read just before, the deadline). ``poll_reboots`` (on the scheduler's
+expiry tick) reads ``/proc/sys/kernel/random/boot_id``: a new id re-runs the playbook
+(``verified`` when the finding is gone, else ``action_failed`` naming what is still
+there); past the deadline without a new id, ``action_failed``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from bot.core import strings
+from bot.domain.findings import Diagnosis, Severity
+from bot.domain.incident import Incident
+from bot.domain.lifecycle import IncidentState
+from bot.flow.context import FlowContext
+from bot.flow.hosts import diagnose, target_for
+from bot.flow.message import publish
+from bot.flow.thread import post_in_thread
+from bot.remediation.result import ActionResult, Outcome
+from bot.ssh.base import Command, SSHError, SSHTarget
+
+log = logging.getLogger(__name__)
+BOOT_ID_CMD = "cat /proc/sys/kernel/random/boot_id"
+BACK_WITHIN_S = 900.0  # a GPU host with 8 GPUs and a slow BIOS can take ten minutes
+_BOOT_ID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}")
+_NOT_SENT = frozenset({Outcome.REFUSED, Outcome.DRY_RUN, Outcome.UNREACHABLE})
+
+
+def boot_id(ctx: FlowContext, target: SSHTarget) -> str | None:
+    """The host's current boot id, or None when it does not answer (or answers oddly)."""
+    try:
+        probe = ctx.runner.run(target, Command("boot_id", BOOT_ID_CMD,
+                                               ctx.remediation.probe_timeout_s))
+    except SSHError:
+        return None
+    text = probe.stdout.strip().lower()
+    return text if probe.ok and _BOOT_ID.fullmatch(text) else None
+
+
+def requested(result: ActionResult) -> bool:
+    """The reboot command went out: it exited 0, or the host dropped the session on it."""
+    if result.kind != "host.reboot" or result.outcome in _NOT_SENT:
+        return False
+    sent = [c for c in result.commands if c.ran]
+    return bool(sent) and all(c.exit_status in (0, None, 255) or c.timed_out for c in sent)
+
+
+def on_requested(ctx: FlowContext, incident_id: str, result: ActionResult,
+                 before: str | None) -> None:
+    """Store the pending reboot, announce it in the thread, mark the host's other incidents."""
+    incident = ctx.incidents.require(incident_id)
+    now = ctx.clock()
+    text = strings.FLOW_REBOOT_REQUESTED.format(host=incident.host, who=result.approver,
+                                                boot=before or "unknown",
+                                                mins=int(BACK_WITHIN_S // 60))
+    results = [*incident.meta.get("results", []), {"ok": True, "text": text}]
+    reboot = {"boot_id": before, "requested_at": now, "deadline": now + BACK_WITHIN_S,
+              "by": result.approver}
+    ctx.incidents.set_meta(incident_id, reboot=reboot, result=result.to_dict(), results=results)
+    ctx.audit.append(incident_id, result.approver, "host.reboot_requested",
+                     {"host": incident.host, "boot_id": before})
+    post_in_thread(ctx, incident, text)
+    mark_others(ctx, incident, result.approver)
+
+
+def mark_others(ctx: FlowContext, incident: Incident, who: str) -> list[str]:
+    """A note and ``meta.host_reboot`` on every other open incident of the host."""
+    marked = []
+    for other in ctx.incidents.list(open_only=True):
+        if other.host != incident.host or other.id == incident.id:
+            continue
+        ctx.incidents.set_meta(other.id, host_reboot={"by": incident.id, "who": who,
+                                                      "at": ctx.clock()})
+        post_in_thread(ctx, other, strings.FLOW_REBOOT_OTHER.format(
+            host=incident.host, id=incident.id, who=who))
+        publish(ctx, other.id)
+        marked.append(str(other.id))
+    return marked
+
+
+def poll_reboots(ctx: FlowContext) -> list[str]:
+    """Settle every pending reboot whose host is back (or whose deadline passed)."""
+    settled = []
+    for incident in ctx.incidents.list(open_only=True):
+        pending = incident.meta.get("reboot") or {}
+        if not pending or pending.get("done") or incident.state is not IncidentState.REMEDIATING:
+            continue
+        target = target_for(ctx, incident.host)
+        now_id = boot_id(ctx, target) if target is not None else None
+        if now_id is not None and now_id != pending.get("boot_id"):
+            _back(ctx, incident, target, pending, now_id)  # type: ignore[arg-type]
+        elif ctx.clock() > float(pending["deadline"]):
+            _settle(ctx, incident, pending, None, False, strings.FLOW_REBOOT_NOT_BACK.format(
+                host=incident.host, mins=int(BACK_WITHIN_S // 60)))
+        else:
+            continue
+        settled.append(str(incident.id))
+    return settled
+
+
+def still_there(before: dict[str, Any], fresh: Diagnosis) -> list[str]:
+    """Titles of the fresh findings whose code was a problem before the reboot (pure)."""
+    codes = {f["code"] for f in before.get("findings", []) if f.get("severity") != "info"}
+    return [f.title for f in fresh.findings
+            if f.code in codes and f.severity is not Severity.INFO]
+
+
+def _back(ctx: FlowContext, incident: Incident, target: SSHTarget, pending: dict[str, Any],
+          now_id: str) -> None:
+    fresh, _ = diagnose(ctx, incident, target)
+    still = still_there(incident.meta.get("diagnosis") or {}, fresh)
+    if still:
+        text = strings.FLOW_REBOOT_BACK_STILL.format(host=incident.host, boot=now_id,
+                                                     still="; ".join(still)[:500])
+    else:
+        text = strings.FLOW_REBOOT_BACK_OK.format(host=incident.host, boot=now_id)
+    _settle(ctx, incident, pending, now_id, not still, text)
+
+
+def _settle(ctx: FlowContext, incident: Incident, pending: dict[str, Any],
+            now_id: str | None, ok: bool, text: str) -> None:
+    results = [*incident.meta.get("results", []), {"ok": ok, "text": text}]
+    ctx.incidents.set_meta(incident.id, results=results,
+                           reboot={**pending, "done": True, "boot_id_after": now_id})
+    goal = IncidentState.VERIFIED if ok else IncidentState.ACTION_FAILED
+    ctx.incidents.transition(incident.id, goal, ctx.bot_user, text[:200])
+    ctx.audit.append(incident.id, ctx.bot_user, "host.reboot_settled",
+                     {"boot_id_after": now_id, "ok": ok, "text": text[:500]})
+    post_in_thread(ctx, incident, text)
+    publish(ctx, incident.id)

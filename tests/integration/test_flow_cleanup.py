@@ -1,0 +1,123 @@
+"""ML-aware disk cleanup through the assembled bot: a ``disk_full`` incident on a sim host
+whose /data holds caches, old checkpoints, core dumps and a paused extraction's output.
+The diagnosis proposes one ``disk.cleanup``; the act step runs it with the output dirs of
+the host's unfinished jobs protected (read at act time), and verifies the bytes freed.
+
+Real: redis-server, the sim host over OpenSSH sshd (files in its sandbox root, real
+``find``/``rm``), the extraction queue, our service on uvicorn. Stand-in: Slack's Web API.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from redis import Redis
+
+from bot.config.settings import Settings
+from bot.domain.findings import ProposedAction
+from bot.domain.lifecycle import IncidentState
+from bot.extract import queue
+from bot.flow.hosts import target_for
+from bot.flow.message import publish
+from bot.flow.plans import offer
+from bot.sim import sandbox
+from bot.sim.sshd import SimHost
+from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
+    ONCALL,
+    Loop,
+    loop,
+    loop_settings,
+    wait_until,
+)
+from tests.fixtures.extract import make_spec
+from tests.fixtures.need import need
+
+S = IncidentState
+G = 1024 ** 3
+PAUSED = "/data/jobs/job-paused"
+PAUSED_FILES = [f"{PAUSED}/out/checkpoints/run-p/step-{i}.pt" for i in (1, 2, 3)]
+OPEN = "/data/cache/huggingface/hub/models--moonshotai--Kimi-K2.5/blobs/0a0b0c"
+OUTSIDE = "/shared/models/huggingface/hub/models--x--y/blobs/ffee"
+
+
+def exists(sim: SimHost, path: str) -> bool:
+    out = subprocess.run(sim.ssh_argv(f"test -f {path} && echo yes || echo no"),
+                         capture_output=True, text=True, timeout=30)
+    return out.stdout.strip() == "yes"
+
+
+@pytest.fixture
+def full(sim_factory: Callable[..., SimHost]) -> SimHost:
+    need(sandbox.available(), "sim sandbox needs root and unshare")
+    return sim_factory("disk_full_ml")
+
+
+def settings(redis_url: str, sim: SimHost, lp: Loop) -> Settings:
+    s = loop_settings(redis_url, sim, lp.standin, {"remediation": {"settle_s": 0.3}})
+    s.hosts["gpu-01"].allowed_path_prefixes = ["/data", "/var"]
+    return s
+
+
+def paused_job(conn: Redis, tmp_path: Path) -> str:
+    spec = make_spec(tmp_path, n=8, output_dir=PAUSED)
+    job_id = queue.submit(conn, spec, host="gpu-01")
+    assert queue.pause(conn, job_id).state.value == "paused"
+    return job_id
+
+
+def approve(lp: Loop, incident_id: str, approval_id: str) -> None:
+    shown = lp.wait_text(incident_id, approval_id)
+    lp.click(ONCALL, shown, lambda el: el.get("value") == approval_id
+             and str(el["action_id"]).startswith("approve"))
+
+
+def test_cleanup_frees_the_bytes_and_never_touches_a_paused_jobs_output(
+        loop: Loop, redis_url: str, redis_bytes: Redis, full: SimHost,  # noqa: F811
+        tmp_path: Path) -> None:
+    paused_job(redis_bytes, tmp_path)
+    loop.start(settings(redis_url, full, loop))
+    incident_id = loop.open("disk_full")
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    plans = loop.ctx.incidents.require(incident_id).meta["plans"]
+    cleanup = next(p for p in plans if p["action"]["kind"] == "disk.cleanup")
+    paths = cleanup["action"]["params"]["paths"].split("|")
+    assert "/data/checkpoints/run-a/step-1000.pt" in paths
+    assert not {OPEN, OUTSIDE, *PAUSED_FILES} & set(paths)
+    assert int(cleanup["action"]["params"]["need_bytes"]) >= 800 * G
+
+    approve(loop, incident_id, cleanup["approval_id"])
+    loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
+    result = loop.ctx.incidents.require(incident_id).meta["result"]
+    assert result["outcome"] == "succeeded", result["summary"]
+    freed = result["verification"]["evidence"]["freed_bytes"]
+    assert freed >= int(cleanup["action"]["params"]["need_bytes"])
+    assert not any(exists(full, p) for p in paths)
+    assert all(exists(full, p) for p in (OPEN, OUTSIDE, *PAUSED_FILES))
+    loop.wait_text(incident_id, "freed")
+
+
+def test_a_cleanup_offered_before_the_job_paused_is_refused_at_act_time(
+        loop: Loop, redis_url: str, redis_bytes: Redis, full: SimHost,  # noqa: F811
+        tmp_path: Path) -> None:
+    loop.start(settings(redis_url, full, loop))
+    incident_id = loop.open("disk_full")
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    params = {"paths": f"{PAUSED_FILES[0]}|/data/checkpoints/run-a/step-1000.pt",
+              "need_bytes": "0"}
+    plan = offer(loop.ctx, incident_id, ProposedAction("stale-cleanup", "disk.cleanup", params,
+                                                       "an older preview", "-"),
+                 target_for(loop.ctx, "gpu-01"))
+    publish(loop.ctx, incident_id)
+    paused_job(redis_bytes, tmp_path)  # paused after the offer: act time must see it
+
+    approve(loop, incident_id, plan.approval_id)
+    loop.wait_state(incident_id, S.ACTION_FAILED, timeout_s=60)
+    result = loop.ctx.incidents.require(incident_id).meta["result"]
+    assert result["outcome"] == "refused"
+    assert f"{PAUSED_FILES[0]} is in {PAUSED}" in result["summary"]
+    assert all(exists(full, p) for p in PAUSED_FILES)
+    assert exists(full, "/data/checkpoints/run-a/step-1000.pt")  # nothing was deleted
+    loop.wait_text(incident_id, "the output of a paused or queued job")

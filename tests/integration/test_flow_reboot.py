@@ -1,0 +1,138 @@
+"""``host.reboot`` through the assembled bot on a sim host that can reboot (new boot id,
+processes gone, units enabled at boot started again): announced in the thread, the host's
+other incidents marked, and the incident re-diagnosed once the host answers with a new
+boot id: verified when the finding is gone, action_failed naming what is still there.
+
+Real: redis-server, the sim host over OpenSSH sshd (its sandbox holds the boot id file),
+our service on uvicorn. Stand-in: Slack's Web API. The scheduler is off in these bots, so
+the test calls the poll the expiry tick runs (``timers.expire_approvals``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from bot.domain.findings import ProposedAction
+from bot.domain.lifecycle import IncidentState
+from bot.flow import reboot_step
+from bot.flow.hosts import target_for
+from bot.flow.message import publish
+from bot.flow.plans import offer
+from bot.sim import sandbox
+from bot.sim.sshd import SimHost
+from storage.audit import AuditLog
+from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
+    ONCALL,
+    UNIT,
+    Loop,
+    loop,
+    loop_settings,
+    wait_until,
+)
+from tests.fixtures.need import need
+from tests.fixtures.remediation import gpu_used, tool_calls
+
+S = IncidentState
+SimFactory = Callable[..., SimHost]
+
+
+@pytest.fixture
+def sims(sim_factory: SimFactory) -> SimFactory:
+    need(sandbox.available(), "the sim's boot id file lives in its sandbox (root and unshare)")
+    return sim_factory
+
+
+def boot_file(sim: SimHost) -> str:
+    return subprocess.run(sim.ssh_argv("cat /proc/sys/kernel/random/boot_id"),
+                          capture_output=True, text=True, timeout=30).stdout.strip()
+
+
+def reboot_approved(lp: Loop, incident_id: str) -> None:
+    plan = offer(lp.ctx, incident_id, ProposedAction("reboot", "host.reboot", {},
+                                                     "asked for in the thread", "-"),
+                 target_for(lp.ctx, "gpu-01"))
+    publish(lp.ctx, incident_id)
+    shown = lp.wait_text(incident_id, plan.approval_id)
+    lp.click(ONCALL, shown, lambda el: el.get("value") == plan.approval_id
+             and str(el["action_id"]).startswith("approve"))
+    wait_until(lambda: (lp.ctx.incidents.require(incident_id).meta.get("reboot")
+                        and not lp.ctx.incidents.require(incident_id).meta.get("running")),
+               60, "the reboot request")
+
+
+def test_a_reboot_is_announced_marks_the_hosts_incidents_and_sees_the_unit_come_back(
+        loop: Loop, redis_url: str, sims: SimFactory) -> None:  # noqa: F811
+    sim = sims("seed")
+    before = boot_file(sim)
+    assert str(uuid.UUID(before)) == before
+    loop.start(loop_settings(redis_url, sim, loop.standin))
+    incident_id = loop.open()
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    other_id = loop.open("vm_restart")
+    loop.wait_state(other_id, S.NO_ACTION, S.AWAITING_APPROVAL)
+    loop.message(other_id)  # posted: it has a thread for the note
+    reboot_approved(loop, incident_id)
+
+    meta = loop.ctx.incidents.require(incident_id).meta
+    assert meta["reboot"]["boot_id"] == before and not meta["reboot"].get("done")
+    assert loop.state(incident_id) is S.REMEDIATING  # not verified until the host is back
+    assert tool_calls(sim, "systemctl", "reboot") == [["reboot"]]
+    after = boot_file(sim)
+    assert after != before
+    posts = json.dumps([c.params for c in loop.standin.calls_of("chat.postMessage")])
+    assert "Reboot of gpu-01 requested" in posts
+    assert loop.ctx.incidents.require(other_id).meta["host_reboot"]["by"] == incident_id
+    assert f"incident {incident_id}, approved by" in posts
+
+    assert reboot_step.poll_reboots(loop.ctx) == [incident_id]
+    assert loop.state(incident_id) is S.ACTION_FAILED  # the enabled unit took the GPUs again
+    result = loop.ctx.incidents.require(incident_id).meta["results"][-1]
+    assert result["ok"] is False and f"new boot {after}" in result["text"]
+    assert "still there" in result["text"] and UNIT in result["text"]
+    assert min(gpu_used(sim)) >= 77_000
+    assert reboot_step.poll_reboots(loop.ctx) == []  # settled once
+    loop.wait_text(incident_id, "still there")
+    actions = [e.action for e in AuditLog(loop.ctx.redis).timeline(incident_id)]
+    assert "host.reboot_requested" in actions and actions[-1] == "host.reboot_settled"
+
+
+def test_a_reboot_that_clears_a_wedged_host_is_verified(
+        loop: Loop, redis_url: str, sims: SimFactory) -> None:  # noqa: F811
+    sim = sims("ladder", overrides={"units": {"trainer.service": {"unit_file_state": "disabled"}}})
+    before = boot_file(sim)
+    loop.start(loop_settings(redis_url, sim, loop.standin))
+    incident_id = loop.open()
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    assert max(gpu_used(sim)) >= 30_000
+    reboot_approved(loop, incident_id)
+    assert reboot_step.poll_reboots(loop.ctx) == [incident_id]
+    assert loop.state(incident_id) is S.VERIFIED
+    meta = loop.ctx.incidents.require(incident_id).meta
+    assert meta["reboot"]["boot_id_after"] not in (None, before)
+    assert "the problem is gone" in meta["results"][-1]["text"]
+    assert max(gpu_used(sim)) == 0
+
+
+def test_a_host_that_does_not_come_back_fails_after_the_deadline(
+        loop: Loop, redis_url: str, sims: SimFactory) -> None:  # noqa: F811
+    sim = sims("seed")
+    loop.start(loop_settings(redis_url, sim, loop.standin))
+    incident_id = loop.open()
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    reboot_approved(loop, incident_id)
+    pending = loop.ctx.incidents.require(incident_id).meta["reboot"]
+    # the same boot id as before the request: the host has not rebooted (yet)
+    loop.ctx.incidents.set_meta(incident_id, reboot={**pending, "boot_id": boot_file(sim)})
+    assert reboot_step.poll_reboots(loop.ctx) == []
+    assert loop.state(incident_id) is S.REMEDIATING
+    real = loop.ctx.clock
+    loop.ctx.clock = lambda: real() + reboot_step.BACK_WITHIN_S + 1
+    assert reboot_step.poll_reboots(loop.ctx) == [incident_id]
+    assert loop.state(incident_id) is S.ACTION_FAILED
+    assert "did not answer with a new boot id" in \
+        loop.ctx.incidents.require(incident_id).meta["results"][-1]["text"]
