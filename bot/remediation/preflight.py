@@ -16,9 +16,9 @@ from typing import Any
 from bot.core import strings
 from bot.remediation import catalog
 from bot.remediation.catalog import RemoteStep
+from bot.remediation.polling import ActionRun
 from bot.remediation.probes import plain
 from bot.remediation.state import CapturedState, UnitState
-from bot.remediation.verify import ActionRun
 from bot.ssh.base import Command
 
 GPU_LADDER = ("process.terminate", "process.sigterm", "process.sigkill")

@@ -12,10 +12,10 @@ from dataclasses import replace
 
 from bot.remediation import catalog
 from bot.remediation.catalog import ActionSpec
+from bot.remediation.polling import ActionRun
 from bot.remediation.probes import read_unit
 from bot.remediation.result import CommandRecord
 from bot.remediation.state import CapturedState
-from bot.remediation.verify import ActionRun
 
 
 def revert_params(spec: ActionSpec, captured: CapturedState | None) -> dict[str, str] | None:

@@ -8,15 +8,13 @@ under a new PID (a respawn) or another unit.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from bot.core import strings
 from bot.remediation.capture import subject_pids
-from bot.remediation.catalog import ActionSpec
-from bot.remediation.options import RemediationOptions
+from bot.remediation.polling import ActionRun, Look, poll
 from bot.remediation.probes import (
     read_gpu_memory,
     read_gpus,
@@ -25,27 +23,14 @@ from bot.remediation.probes import (
 )
 from bot.remediation.result import Verification
 from bot.remediation.state import CapturedState, GpuHolder, GpuState, UnitState
-from bot.ssh.base import SSHRunner, SSHTarget
-
-
-@dataclass(frozen=True)
-class ActionRun:
-    """One action run: where, what, and how patient to be."""
-
-    runner: SSHRunner
-    target: SSHTarget
-    spec: ActionSpec
-    params: dict[str, str]
-    options: RemediationOptions
-
-
-@dataclass(frozen=True)
-class _Look:
-    """One observation: is the goal met, did the subject come back, the evidence."""
-
-    done: bool
-    respawn: str | None
-    evidence: dict[str, Any]
+from bot.remediation.verify_more import (
+    verify_cleanup,
+    verify_dropin,
+    verify_gpu_reset,
+    verify_journal,
+    verify_reboot,
+    with_gpu_report,
+)
 
 
 def gpu_range(indexes: list[int] | tuple[int, ...]) -> str:
@@ -93,34 +78,6 @@ def restart_window(ctx: ActionRun, unit: UnitState | None) -> float:
     return min(unit.restart_s, 600.0) + ctx.options.restart_margin_s
 
 
-def _poll(ctx: ActionRun, look: Callable[[], _Look], patient: bool, window_s: float = 0.0,
-          wait_s: float | None = None) -> tuple[_Look, float]:
-    """Look until done twice ``settle_s`` apart and past ``window_s``, a respawn, or the
-    deadline (``wait_s``, default ``verify_timeout_s``, counted after the window)."""
-    o = ctx.options
-    start = time.monotonic()
-    patience = o.verify_timeout_s if wait_s is None else max(wait_s, o.verify_timeout_s)
-    deadline = start + (window_s + patience if patient else 0.0)
-    first_done: float | None = None
-    while True:
-        seen = look()
-        now = time.monotonic()
-        if seen.respawn:
-            return seen, now - start
-        if seen.done:
-            first_done = first_done if first_done is not None else now
-            if not patient:
-                return seen, first_done - start
-            if now - first_done >= o.settle_s and now - start >= window_s:
-                return seen, (now - start) if window_s else (first_done - start)
-            time.sleep(min(o.settle_s, o.poll_interval_s if window_s else o.settle_s) + 0.01)
-            continue
-        first_done = None
-        if now >= deadline:
-            return seen, now - start
-        time.sleep(o.poll_interval_s)
-
-
 def _holders_on(ctx: ActionRun, held: list[int]) -> tuple[list[GpuHolder], dict[str, int]]:
     """Who holds the still-held GPUs (uuid → index for the report)."""
     gpus, holders = read_gpus(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
@@ -144,7 +101,7 @@ def verify_unit(ctx: ActionRun, captured: CapturedState, patient: bool = True) -
     show_gpus = ctx.spec.frees_gpus and bool(captured.gpus)  # evidence even when none affected
     t = ctx.options.probe_timeout_s
 
-    def look() -> _Look:
+    def look() -> Look:
         unit = read_unit(ctx.runner, ctx.target, before.name, t)
         gpus = read_gpu_memory(ctx.runner, ctx.target, t) if show_gpus else []
         held = _held(gpus, affected, free)
@@ -153,15 +110,15 @@ def verify_unit(ctx: ActionRun, captured: CapturedState, patient: bool = True) -
         respawn = (strings.REM_RESPAWN_UNIT.format(unit=unit.name, pid=unit.main_pid,
                                                    was=before.main_pid or "-")
                    if new_pid and ctx.spec.frees_gpus else None)
-        return _Look(goal(unit) and not held, respawn, ev)
+        return Look(goal(unit) and not held, respawn, ev)
 
     window = restart_window(ctx, before)
-    seen, elapsed = _poll(ctx, look, patient, window)
+    seen, elapsed = poll(ctx, look, patient, window)
     seen = _with_window(seen, elapsed, window, before.name)
     return _conclude(ctx, seen, elapsed, affected, before.name, subject_pids(captured), before.name)
 
 
-def _with_window(seen: _Look, elapsed: float, window: float, unit: str | None) -> _Look:
+def _with_window(seen: Look, elapsed: float, window: float, unit: str | None) -> Look:
     if not window:
         return seen
     ev = {**seen.evidence, "restart_window_s": round(window, 3), "checked_after_s":
@@ -176,7 +133,7 @@ def verify_process(ctx: ActionRun, captured: CapturedState, patient: bool = True
     affected = captured.affected_gpus({before.pid}, free)
     t = ctx.options.probe_timeout_s
 
-    def look() -> _Look:
+    def look() -> Look:
         proc = read_process(ctx.runner, ctx.target, str(before.pid), t)
         gpus = read_gpu_memory(ctx.runner, ctx.target, t) if captured.gpus else []
         held = _held(gpus, affected, free)
@@ -189,12 +146,12 @@ def verify_process(ctx: ActionRun, captured: CapturedState, patient: bool = True
             if again:
                 respawn = strings.REM_RESPAWN_UNIT.format(unit=before.unit, pid=again[0].pid,
                                                           was=before.pid)
-        return _Look(not proc.alive and not held, respawn, ev)
+        return Look(not proc.alive and not held, respawn, ev)
 
     owner = captured.owner(before.unit)
     window = restart_window(ctx, owner)
     wait = _term_wait(ctx, owner)
-    seen, elapsed = _poll(ctx, look, patient, window, wait)
+    seen, elapsed = poll(ctx, look, patient, window, wait)
     seen = _with_window(seen, elapsed, window, before.unit)
     return _conclude(ctx, seen, elapsed, affected, f"PID {before.pid}", {before.pid}, before.unit)
 
@@ -208,7 +165,7 @@ def _term_wait(ctx: ActionRun, owner: UnitState | None) -> float | None:
     return ctx.options.term_grace_s
 
 
-def _conclude(ctx: ActionRun, seen: _Look, elapsed: float, affected: tuple[int, ...],
+def _conclude(ctx: ActionRun, seen: Look, elapsed: float, affected: tuple[int, ...],
               subject: str, own: set[int], own_unit: str | None) -> Verification:
     ev = dict(seen.evidence)
     gpus = [GpuState(g["index"], "", g["used_mib"], 0.0) for g in ev.get("gpus", [])]
@@ -269,15 +226,7 @@ def _unit_evidence(unit: UnitState) -> dict[str, Any]:
 
 
 def verify(ctx: ActionRun, captured: CapturedState, patient: bool = True) -> Verification:
-    from bot.remediation.verify_more import (
-        verify_cleanup,
-        verify_dropin,
-        verify_gpu_reset,
-        verify_journal,
-        verify_reboot,
-        with_gpu_report,
-    )
-
+    """The verification each kind of action needs, after it ran."""
     kind = ctx.spec.kind
     if kind == "systemd.revert":
         return with_gpu_report(ctx, verify_unit(ctx, captured, patient))

@@ -12,19 +12,21 @@ from dataclasses import replace
 from typing import Any
 
 from bot.core import strings
-from bot.remediation.catalog import dropin_path
+from bot.remediation.catalog import PATH_SEP, dropin_path
+from bot.remediation.polling import ActionRun, Look, poll
 from bot.remediation.probes import (
     ProbeFailed,
     _ok,
     _run,
     parse_size,
     parse_timespan,
+    read_disk_avail,
     read_gpu_memory,
     read_journal_bytes,
+    regular_files,
 )
 from bot.remediation.result import Verification
 from bot.remediation.state import CapturedState
-from bot.remediation.verify import ActionRun, _Look, _poll
 from playbooks.parsers.systemd import parse_show
 
 DROPIN_PROPS = "Restart,TimeoutStopUSec,DropInPaths,ExecStartPre"
@@ -59,14 +61,14 @@ def verify_gpu_reset(ctx: ActionRun, captured: CapturedState, patient: bool) -> 
     index = int(ctx.params["gpu"])
     free = ctx.options.gpu_free_mib
 
-    def look() -> _Look:
+    def look() -> Look:
         gpus = read_gpu_memory(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
         used = next((g.memory_used_mib for g in gpus if g.index == index), None)
         ev = {"gpu": index, "used_mib": used,
               "gpus": [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]}
-        return _Look(used is not None and used < free, None, ev)
+        return Look(used is not None and used < free, None, ev)
 
-    seen, elapsed = _poll(ctx, look, patient)
+    seen, elapsed = poll(ctx, look, patient)
     used = seen.evidence.get("used_mib")
     detail = strings.REM_GPU_RESET.format(gpu=index, used=f"{used:.0f}" if used is not None
                                           else "?")
@@ -75,8 +77,6 @@ def verify_gpu_reset(ctx: ActionRun, captured: CapturedState, patient: bool) -> 
 
 def verify_cleanup(ctx: ActionRun, captured: CapturedState) -> Verification:
     """Every file gone, and ``df`` shows at least ``need_bytes`` more available."""
-    from bot.remediation.catalog import PATH_SEP
-    from bot.remediation.probes import read_disk_avail, regular_files
     start = time.monotonic()
     t = ctx.options.probe_timeout_s
     paths = ctx.params["paths"].split(PATH_SEP)

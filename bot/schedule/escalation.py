@@ -31,23 +31,24 @@ from storage.incidents import IncidentStore
 
 log = logging.getLogger(__name__)
 
-S = IncidentState
 # per state: does a critical incident left in it need a person paged? (why)
 ESCALATES: dict[IncidentState, bool] = {
-    S.OPEN: True,  # nobody has seen it; the bot has not even started
-    S.DIAGNOSING: True,  # a diagnosis this old is stuck; the bot cannot finish alone
-    S.DIAGNOSIS_FAILED: True,  # the bot could not reach the host: only a person goes further
-    S.NO_ACTION: True,  # findings the catalog cannot fix: only a person can act
-    S.AWAITING_APPROVAL: True,  # the fix is ready and waits for an approver
-    S.APPROVED: False,  # a person approved; the bot is about to act
-    S.DENIED: False,  # a person decided, knowingly, not to act
-    S.EXPIRED: True,  # the approval lapsed unanswered: nobody is looking
-    S.REMEDIATING: False,  # the bot is acting on a person's approval
-    S.VERIFIED: False,  # the fix worked and was proven; what remains is routine
-    S.ACTION_FAILED: True,  # the approved fix failed: the host is still broken, a person decides
-    S.RESUMED: False,  # fixed, and the workload runs again
-    S.SNOOZED: False,  # a person acknowledged it and asked for quiet until a time
-    S.RESOLVED: False,  # closed
+    IncidentState.OPEN: True,  # nobody has seen it; the bot has not even started
+    IncidentState.DIAGNOSING: True,  # a diagnosis this old is stuck; the bot cannot finish alone
+    # the bot could not reach the host: only a person goes further
+    IncidentState.DIAGNOSIS_FAILED: True,
+    IncidentState.NO_ACTION: True,  # findings the catalog cannot fix: only a person can act
+    IncidentState.AWAITING_APPROVAL: True,  # the fix is ready and waits for an approver
+    IncidentState.APPROVED: False,  # a person approved; the bot is about to act
+    IncidentState.DENIED: False,  # a person decided, knowingly, not to act
+    IncidentState.EXPIRED: True,  # the approval lapsed unanswered: nobody is looking
+    IncidentState.REMEDIATING: False,  # the bot is acting on a person's approval
+    IncidentState.VERIFIED: False,  # the fix worked and was proven; what remains is routine
+    # the approved fix failed: the host is still broken, a person decides
+    IncidentState.ACTION_FAILED: True,
+    IncidentState.RESUMED: False,  # fixed, and the workload runs again
+    IncidentState.SNOOZED: False,  # a person acknowledged it and asked for quiet until a time
+    IncidentState.RESOLVED: False,  # closed
 }
 WAITING_STATES = frozenset(state for state, pages in ESCALATES.items() if pages)
 CLAIM_TTL_S = 30 * 86400  # longer than any incident stays open unanswered
