@@ -16,13 +16,12 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import paramiko
-
 from bot.config.settings import SSHSettings
 from bot.domain.findings import ProbeResult
 from bot.ssh.base import Command, HostUnreachable, SSHTarget
 from bot.ssh.channel import execute
 from bot.ssh.connect import open_transport
+from bot.ssh.lib import paramiko
 
 log = logging.getLogger(__name__)
 # Refused channels are retried and failures reported as results; paramiko would log them
