@@ -168,6 +168,13 @@ def _extract(r: R) -> list[Row]:
          f"{a['overhead_ratio']:.3f} wall, {a['cpu_ratio']:.3f} CPU", "≤ 1.05",
          _ok(a["overhead_ratio"] <= 1.05)),
     ]
+    if "one_thread" in a:  # the job's own cost, without intra-op threads contending
+        one = a["one_thread"]
+        rows.append(("extraction job vs bare loop, torch on one thread",
+                     f"{_s(one['job']['s'])} (CPU {_s(one['job']['cpu_s'])})",
+                     f"bare loop {_s(one['bare']['s'])} (CPU {_s(one['bare']['cpu_s'])})",
+                     f"{one['overhead_ratio']:.3f} wall, {one['cpu_ratio']:.3f} CPU", "≤ 1.05",
+                     _ok(one["overhead_ratio"] <= 1.05)))
     if "production" in d:
         p = d["production"]
         rows.append(("worker SIGKILL → job running again, production settings",
