@@ -94,12 +94,15 @@ def _diagnose(r: R) -> list[Row]:
         base = fleet[0]
         for row in fleet[1:]:
             n = int(row["hosts"])
-            floor = row["sim_cpu_s"] / int(os.cpu_count() or 1)
+            # what the cores allow for the CPU both sides used (older runs: the hosts' only)
+            floor = row.get("cpu_floor_s", row["sim_cpu_s"] / int(os.cpu_count() or 1))
+            best = max(floor, base["wall_s"]) / base["wall_s"]
             rows.append((f"fleet: {n} hosts at once vs 1 (fresh pool, connects included)",
                          f"{_s(row['wall_s'])} wall; bot {row['bot_cpu_per_host_s']:.3f} "
                          "CPU-s/host", f"1 host {_s(base['wall_s'])}; bot "
                          f"{base['bot_cpu_per_host_s']:.3f} CPU-s/host; sims used "
-                         f"{row['sim_cpu_s']:.1f} CPU-s (wall floor {_s(floor)} on these cores)",
+                         f"{row['sim_cpu_s']:.1f} CPU-s; bot + sims need {_s(floor)} wall on "
+                         f"these cores ({best:.2f}x one host at best)",
                          f"{row['wall_s'] / base['wall_s']:.2f}x wall, "
                          f"{row['bot_cpu_per_host_s'] / base['bot_cpu_per_host_s']:.2f}x CPU/host",
                          "≤ 3x wall at 32; bot CPU/host flat",
