@@ -63,7 +63,9 @@ def _startup(r: R) -> list[Row]:
          f"{r['help'] / r['interpreter']:.2f}x", "≤ 0.3 s", _ok(r["help"] <= 0.3)),
         (f"`incident-bot diagnose` on a sim host, whole process ({int(r['commands'])} commands)",
          f"{_s(r['diagnose'])} (CPU {_s(cpu['diagnose'])}; imports alone "
-         f"{_s(r['diagnose_imports'])}, CPU {_s(cpu['diagnose_imports'])})",
+         f"{_s(r['diagnose_imports'])}, CPU {_s(cpu['diagnose_imports'])}"
+         + (f"; the playbook {_s(r['playbook_s'])}, its GPU sampler {_s(r['sampler_s'])}"
+            if "sampler_s" in r else "") + ")",
          f"fresh ssh each {_s(r['fresh_ssh'])}; ControlMaster setup + "
          f"parallel {_s(r['controlmaster_parallel'])}",
          f"{r['fresh_ssh'] / r['diagnose']:.2f}x / "
