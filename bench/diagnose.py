@@ -202,7 +202,13 @@ def fleet_run(hosts: list[SimHost], playbook: str) -> dict[str, float]:
     n = len(hosts)
     return {"hosts": n, "wall_s": wall, "ok": sum(d.status is DiagnosisStatus.OK for d in done),
             "bot_cpu_s": bot, "bot_cpu_per_host_s": bot / n, "sim_cpu_s": sims,
-            "sim_cpu_per_host_s": sims / n}
+            "sim_cpu_per_host_s": sims / n, "cpu_floor_s": cpu_floor(bot, sims)}
+
+
+def cpu_floor(bot_cpu_s: float, sim_cpu_s: float) -> float:
+    """The least wall time these cores allow for the CPU both sides used (other load on
+    the machine not counted): no fan-out code can finish a fleet faster than this."""
+    return (bot_cpu_s + sim_cpu_s) / (os.cpu_count() or 1)
 
 
 def bench_fleet(sizes: list[int], playbook: str, replay: bool) -> list[dict[str, float]]:
@@ -258,6 +264,10 @@ def report_fleet_row(row: dict[str, float], first: dict[str, float]) -> None:
           f"{row['bot_cpu_per_host_s']:.3f} CPU-s/host ({row['bot_cpu_s']:.1f} total); "
           f"sim hosts {row['sim_cpu_per_host_s']:.3f} CPU-s/host ({row['sim_cpu_s']:.1f} total)",
           flush=True)
+    floor = max(row["cpu_floor_s"], first["wall_s"])
+    print(f"        CPU floor {row['cpu_floor_s']:.2f} s (bot + hosts over {os.cpu_count()} "
+          f"cores): at best {floor / first['wall_s']:.2f}x one host here; measured "
+          f"{row['wall_s'] / floor:.2f}x that floor", flush=True)
 
 
 def main() -> None:

@@ -63,7 +63,9 @@ def _startup(r: R) -> list[Row]:
          f"{r['help'] / r['interpreter']:.2f}x", "≤ 0.3 s", _ok(r["help"] <= 0.3)),
         (f"`incident-bot diagnose` on a sim host, whole process ({int(r['commands'])} commands)",
          f"{_s(r['diagnose'])} (CPU {_s(cpu['diagnose'])}; imports alone "
-         f"{_s(r['diagnose_imports'])}, CPU {_s(cpu['diagnose_imports'])})",
+         f"{_s(r['diagnose_imports'])}, CPU {_s(cpu['diagnose_imports'])}"
+         + (f"; the playbook {_s(r['playbook_s'])}, its GPU sampler {_s(r['sampler_s'])}"
+            if "sampler_s" in r else "") + ")",
          f"fresh ssh each {_s(r['fresh_ssh'])}; ControlMaster setup + "
          f"parallel {_s(r['controlmaster_parallel'])}",
          f"{r['fresh_ssh'] / r['diagnose']:.2f}x / "
@@ -94,12 +96,15 @@ def _diagnose(r: R) -> list[Row]:
         base = fleet[0]
         for row in fleet[1:]:
             n = int(row["hosts"])
-            floor = row["sim_cpu_s"] / int(os.cpu_count() or 1)
+            # what the cores allow for the CPU both sides used (older runs: the hosts' only)
+            floor = row.get("cpu_floor_s", row["sim_cpu_s"] / int(os.cpu_count() or 1))
+            best = max(floor, base["wall_s"]) / base["wall_s"]
             rows.append((f"fleet: {n} hosts at once vs 1 (fresh pool, connects included)",
                          f"{_s(row['wall_s'])} wall; bot {row['bot_cpu_per_host_s']:.3f} "
                          "CPU-s/host", f"1 host {_s(base['wall_s'])}; bot "
                          f"{base['bot_cpu_per_host_s']:.3f} CPU-s/host; sims used "
-                         f"{row['sim_cpu_s']:.1f} CPU-s (wall floor {_s(floor)} on these cores)",
+                         f"{row['sim_cpu_s']:.1f} CPU-s; bot + sims need {_s(floor)} wall on "
+                         f"these cores ({best:.2f}x one host at best)",
                          f"{row['wall_s'] / base['wall_s']:.2f}x wall, "
                          f"{row['bot_cpu_per_host_s'] / base['bot_cpu_per_host_s']:.2f}x CPU/host",
                          "≤ 3x wall at 32; bot CPU/host flat",
@@ -168,6 +173,13 @@ def _extract(r: R) -> list[Row]:
          f"{a['overhead_ratio']:.3f} wall, {a['cpu_ratio']:.3f} CPU", "≤ 1.05",
          _ok(a["overhead_ratio"] <= 1.05)),
     ]
+    if "one_thread" in a:  # the job's own cost, without intra-op threads contending
+        one = a["one_thread"]
+        rows.append(("extraction job vs bare loop, torch on one thread",
+                     f"{_s(one['job']['s'])} (CPU {_s(one['job']['cpu_s'])})",
+                     f"bare loop {_s(one['bare']['s'])} (CPU {_s(one['bare']['cpu_s'])})",
+                     f"{one['overhead_ratio']:.3f} wall, {one['cpu_ratio']:.3f} CPU", "≤ 1.05",
+                     _ok(one["overhead_ratio"] <= 1.05)))
     if "production" in d:
         p = d["production"]
         rows.append(("worker SIGKILL → job running again, production settings",

@@ -83,10 +83,15 @@ def diagnose_argv(host: SimHost, playbook: str) -> list[str]:
             "--known-hosts", str(host.known_hosts_path), "--json"]
 
 
-def probe_commands(host: SimHost, playbook: str) -> list[str]:
-    out = subprocess.run(diagnose_argv(host, playbook), env=ENV, cwd=ROOT, capture_output=True,
-                         text=True, timeout=120, check=True).stdout
-    return [p["command"] for p in json.loads(out)["probes"]]
+def probe_commands(host: SimHost, playbook: str) -> tuple[list[str], dict[str, float]]:
+    """The diagnosis's commands, and its own timing: the playbook's ``duration_s`` and
+    its GPU sampler's (the sampler's window is the floor of a diagnosis)."""
+    out = json.loads(subprocess.run(diagnose_argv(host, playbook), env=ENV, cwd=ROOT,
+                                    capture_output=True, text=True, timeout=120,
+                                    check=True).stdout)
+    sampler = max((p["duration_s"] for p in out["probes"] if p["name"] == "gpus"), default=0.0)
+    return [p["command"] for p in out["probes"]], {"playbook_s": float(out["duration_s"]),
+                                                   "sampler_s": float(sampler)}
 
 
 def controlmaster_run(host: SimHost, commands: list[str]) -> None:
@@ -100,10 +105,12 @@ def controlmaster_run(host: SimHost, commands: list[str]) -> None:
 
 def measure(host: SimHost, playbook: str, repeat: int) -> dict[str, float]:
     py = sys.executable
-    commands = probe_commands(host, playbook)
-    imports = "import bot.commands.diagnose, playbooks.runner, bot.ssh.pool, bot.config.settings"
+    commands, timing = probe_commands(host, playbook)
+    module = "" if playbook == "auto" else f", playbooks.{playbook}"  # imported when it runs
+    imports = ("import bot.commands.diagnose, playbooks.runner, bot.ssh.pool, "
+               f"bot.config.settings{module}")
     return {
-        "commands": float(len(commands)),
+        "commands": float(len(commands)), **timing,
         "interpreter": median_cpu("interpreter", process([py, "-c", "pass"]), repeat),
         "help": median_cpu("help", process([py, "-m", "bot.cli", "--help"]), repeat),
         "diagnose_imports": median_cpu("diagnose_imports", process([py, "-c", imports]), repeat),
@@ -124,6 +131,9 @@ def report(r: dict[str, Any]) -> None:
     print(f"  diagnose {r['diagnose']:.3f} s (aim <= 1.0 s): imports "
           f"{r['diagnose_imports'] - r['interpreter']:.3f} s over the interpreter, the rest "
           f"{r['diagnose'] - r['diagnose_imports']:.3f} s is connect + probes")
+    print(f"  one diagnosis's own figures: the playbook {r['playbook_s']:.3f} s, its GPU sampler "
+          f"{r['sampler_s']:.3f} s (interpreter + imports + sampler is this host's floor: "
+          f"{r['diagnose_imports'] + r['sampler_s']:.3f} s)")
     print(f"  fresh ssh / diagnose {r['fresh_ssh'] / r['diagnose']:.2f}x; "
           f"ControlMaster (setup + parallel) / diagnose "
           f"{r['controlmaster_parallel'] / r['diagnose']:.2f}x")

@@ -3,17 +3,21 @@
 ``auto`` runs three cheap probes (df, one GPU sample, boot time) and then the chosen
 playbook in the same session, so its evidence includes why it chose. An nvidia-smi that
 errs or hangs picks ``gpu_health`` first: no other playbook can read those GPUs.
+
+Each playbook's module is imported when it is first asked for: a person's
+``incident-bot diagnose`` pays for the playbook it runs, not for all of them.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from bot.core import strings as S
 from bot.domain.findings import ProbeResult, Severity
-from playbooks import disk_full, gpu_health, probes, triage, vm_restart, vram_idle
+from playbooks import probes
 from playbooks.base import Probe, Report, Session
 from playbooks.gpu import QUERY_GPU_COMMAND
 from playbooks.parsers import host
@@ -36,10 +40,9 @@ class UnknownPlaybook(ValueError):
         self.name = name
 
 
-PLAYBOOKS: dict[str, Playbook] = {
-    m.NAME: Playbook(m.NAME, m.DESCRIPTION, m.run)
-    for m in (vram_idle, vm_restart, disk_full, triage, gpu_health)
-}
+# name -> the module that defines it (its NAME, DESCRIPTION and run)
+PLAYBOOKS: dict[str, str] = {name: f"playbooks.{name}" for name in
+                             ("vram_idle", "vm_restart", "disk_full", "triage", "gpu_health")}
 
 
 def names() -> list[str]:
@@ -49,10 +52,10 @@ def names() -> list[str]:
 def get(name: str) -> Playbook:
     if name == AUTO:
         return Playbook(AUTO, "pick a playbook from the host's state", run_auto)
-    try:
-        return PLAYBOOKS[name]
-    except KeyError:
-        raise UnknownPlaybook(name) from None
+    if name not in PLAYBOOKS:
+        raise UnknownPlaybook(name)
+    module = importlib.import_module(PLAYBOOKS[name])
+    return Playbook(module.NAME, module.DESCRIPTION, module.run)
 
 
 def run_auto(session: Session, context: Mapping[str, Any]) -> Report:
@@ -61,9 +64,9 @@ def run_auto(session: Session, context: Mapping[str, Any]) -> Report:
     got = session.parsed(futures)
     clock = host.parse_clock("\n".join(got["clock"]))
     trouble = gpu_trouble(futures["gpus"].result()[0])
-    name, why = (gpu_health.NAME, trouble) if trouble else \
+    name, why = ("gpu_health", trouble) if trouble else \
         choose(got["df"], got["gpus"], clock, session)
-    report = PLAYBOOKS[name].run(session, context)
+    report = get(name).run(session, context)
     report.findings.insert(0, _auto_finding(name, why))
     report.playbook = name
     return report
@@ -84,17 +87,19 @@ def gpu_trouble(glance: ProbeResult) -> str:
 def choose(space: list[Any], gpus: list[GpuSample], clock: tuple[float, float] | None,
            session: Session) -> tuple[str, str]:
     """Pure choice: full disk, then a recent boot, then idle held GPUs, else triage."""
+    from playbooks import disk_full  # its rule says what full is
+
     opts = session.options
     full = disk_full.full(space, opts)
     if full:
         return disk_full.NAME, f"{full[0].mount} is {full[0].used_pct or 0:.0f}% full"
     if clock and clock[0] - clock[1] <= opts.recent_boot_s:
-        return vm_restart.NAME, f"booted {clock[0] - clock[1]:.0f} s ago"
+        return "vm_restart", f"booted {clock[0] - clock[1]:.0f} s ago"
     held = [g for g in gpus if (g.memory_used_mib or 0) > opts.held_mib
             and (g.utilization_pct or 0) <= opts.idle_util_pct]
     if held:
-        return vram_idle.NAME, f"{len(held)} GPU(s) hold memory at low utilization"
-    return triage.NAME, "no full disk, recent boot or idle GPU memory"
+        return "vram_idle", f"{len(held)} GPU(s) hold memory at low utilization"
+    return "triage", "no full disk, recent boot or idle GPU memory"
 
 
 def _auto_finding(name: str, why: str) -> Any:

@@ -13,6 +13,7 @@ append-only-file fsync, and far less client time than packing each command.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Sequence
 from typing import cast
@@ -171,16 +172,29 @@ def write_plan(pipe: Pipeline, plan: Plan, view: View, now: float) -> None:
 def _incidents(w: Writes, plan: Plan, view: View) -> None:
     for incident in plan.incidents.values():
         before = view.incidents.get(incident.id)
-        fields = incident.to_hash()
-        if before is not None:
-            old = before.to_hash()
-            fields = {k: v for k, v in fields.items() if old.get(k) != v}
+        fields = incident.to_hash() if before is None else _changed(before, incident)
         if fields:
             w.op("HSET", keys.incident(incident.id), *(x for kv in fields.items() for x in kv))
         if before is None or before.is_open != incident.is_open:
             w.op("SADD" if incident.is_open else "SREM", keys.incidents_open(), incident.id)
     for incident_id in plan.created:
         w.op("ZADD", keys.incidents_all(), plan.incidents[incident_id].first_seen, incident_id)
+
+
+def _changed(before: Incident, after: Incident) -> dict[str, str]:
+    """The hash fields that differ, compared as values and only those serialised: a fold
+    changes a count and two times, and serialising every label and detail of both sides
+    to find that out was a fifth of a storm write's time. Same result as diffing
+    ``to_hash()`` of both (tests/unit/test_ingest_changed.py)."""
+    old, new = before.to_dict(), after.to_dict()
+    return {k: _flat(v) for k, v in new.items() if old.get(k) != v}
+
+
+def _flat(value: object) -> str:
+    """One field as ``Incident.to_hash`` writes it."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return "" if value is None else str(value)
 
 
 def _indexes(w: Writes, plan: Plan, now: float) -> None:

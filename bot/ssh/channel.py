@@ -13,10 +13,9 @@ import shlex
 import time
 from dataclasses import dataclass, field
 
-import paramiko
-
 from bot.domain.findings import ProbeResult
 from bot.ssh.base import Command
+from bot.ssh.lib import paramiko
 
 KILL_GRACE_S = 2  # `timeout -k`: SIGKILL this long after SIGTERM
 LOCAL_SLACK_S = 1.5  # we wait this much past the remote kill before giving up locally

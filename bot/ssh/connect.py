@@ -11,9 +11,8 @@ import os
 import socket
 import time
 
-import paramiko
-
 from bot.ssh.base import AuthFailed, HostKeyMismatch, HostUnreachable, SSHTarget
+from bot.ssh.lib import paramiko
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 # known_hosts key type -> host key algorithms that prove it (RSA keys sign with SHA-2 too).

@@ -16,12 +16,11 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import paramiko
-
 from bot.domain.findings import ProbeResult
 from bot.ssh.base import Command, HostUnreachable, SSHTarget
 from bot.ssh.channel import execute
 from bot.ssh.connect import open_transport
+from bot.ssh.lib import paramiko
 from bot.ssh.settings import SSHSettings
 
 log = logging.getLogger(__name__)

@@ -10,12 +10,12 @@ import pytest
 from redis import Redis
 
 from bot.chat.terminal import TerminalBackend
-from bot.config.settings import SSHSettings
 from bot.digest.runner import DigestRunner, StoreIncidents, incident_record
 from bot.domain.incident import Alert, Severity
 from bot.domain.lifecycle import IncidentState
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
+from bot.ssh.settings import SSHSettings
 from playbooks import run_playbook
 from storage.incidents import IncidentStore
 from storage.samples import SampleStore

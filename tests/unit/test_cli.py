@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -35,3 +36,30 @@ def test_unknown_option_is_a_usage_error_not_a_crash() -> None:
     assert proc.returncode == 2
     assert "No such option" in proc.stderr
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+
+
+def loaded_after(argv: list[str]) -> set[str]:
+    """Top-level packages (``bot.*`` and ``playbooks.*`` in full) imported by one CLI run."""
+    code = ("import json, sys; from bot.cli import main; main(json.loads(sys.argv[1])); "
+            "print(json.dumps(sorted({m if m.startswith(('bot.', 'playbooks.')) "
+            "else m.split('.')[0] for m in sys.modules})))")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(argv)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_help_imports_no_redis_prometheus_or_httpx() -> None:
+    loaded = loaded_after(["--help"])
+    assert "typer" in loaded  # the probe sees what was imported
+    assert not {"redis", "prometheus_client", "httpx", "pydantic_settings", "paramiko",
+                "playbooks"} & loaded, sorted(loaded)
+
+
+def test_diagnose_imports_ssh_settings_and_only_its_playbook() -> None:
+    # nothing listens on port 1: the run ends unreachable, after loading what it needs
+    loaded = loaded_after(["diagnose", "nobody@127.0.0.1:1", "--playbook", "vm_restart",
+                           "--json"])
+    assert {"paramiko", "bot.config.settings", "playbooks.vm_restart"} <= loaded
+    unused = {"redis", "prometheus_client", "httpx", "rich", "invoke", "storage", "rq",
+              "playbooks.gpu_health", "playbooks.triage", "bot.flow", "bot.chat"}
+    assert not unused & loaded, sorted(unused & loaded)
