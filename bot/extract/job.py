@@ -212,40 +212,28 @@ def _finish(
         records.event(conn, job_id, "completed", **snap, peak_rss_mb=f"{peak_mb:.1f}")
         return JobState.COMPLETED.value
     if outcome.reason == "disk_full":
-        return _disk_full(conn, job_id, spec, outcome, snap, on_disk_full)
+        return _disk_full(conn, job_id, spec, outcome.detail, snap, on_disk_full)
     return _stopped(conn, job_id, outcome.reason)
 
 
-def _disk_full(
-    conn: Redis,
-    job_id: str,
-    spec: ExtractionSpec,
-    outcome: RunOutcome,
-    snap: dict[str, Any],
-    on_disk_full: alerts.DiskFullHook,
-) -> str:
-    message = strings.EXTRACT_DISK_FULL.format(path=outcome.detail)
-    records.write(
-        conn,
-        job_id,
-        state=JobState.PAUSED.value,
-        last_error=message,
-        updated_at=f"{time.time():.3f}",
-    )
-    records.event(conn, job_id, "disk_full", path=outcome.detail, message=message)
-    info = {
-        "job_id": job_id,
-        "host": spec.host,
-        "path": str(spec.output_dir),
-        "file": outcome.detail,
-        "done": snap["done"],
-        "total": snap["total"],
-        "summary": strings.EXTRACT_DISK_FULL_ALERT.format(
-            job=job_id, host=spec.host, path=spec.output_dir
-        ),
-    }
+def _disk_full(conn: Redis, job_id: str, spec: ExtractionSpec, path: str,
+               snap: dict[str, Any], on_disk_full: alerts.DiskFullHook) -> str:
+    """Pause on ENOSPC (nothing is lost: the partial file is repaired on resume) and tell
+    the bot, whose disk_full playbook can propose a cleanup."""
+    message = strings.EXTRACT_DISK_FULL.format(path=path)
+    records.write(conn, job_id, state=JobState.PAUSED.value, last_error=message,
+                  updated_at=f"{time.time():.3f}")
+    records.event(conn, job_id, "disk_full", path=path, message=message)
     try:
-        on_disk_full(info)
+        on_disk_full(_disk_full_alert(job_id, spec, path, snap))
     except Exception:
         log.warning("disk_full hook for %s failed", job_id, exc_info=True)
     return JobState.PAUSED.value
+
+
+def _disk_full_alert(job_id: str, spec: ExtractionSpec, path: str,
+                     snap: dict[str, Any]) -> dict[str, Any]:
+    return {"job_id": job_id, "host": spec.host, "path": str(spec.output_dir), "file": path,
+            "done": snap["done"], "total": snap["total"],
+            "summary": strings.EXTRACT_DISK_FULL_ALERT.format(job=job_id, host=spec.host,
+                                                               path=spec.output_dir)}
