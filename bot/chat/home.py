@@ -29,6 +29,7 @@ class HostGpus:
     held_idle: int = 0
     free: int = 0
     broken: int = 0  # expected but missing from the samples, or reporting nothing usable
+    unsampled: int = 0  # the inventory expects them and no sample of this host exists yet
 
     @property
     def total(self) -> int:
@@ -66,7 +67,8 @@ def classify_gpus(host: str, latest: Mapping[str, float], expected: int = 0,
     """Latest ``gpuN.mem_used_mib``/``gpuN.util_pct`` per GPU → the four counts.
 
     Busy: utilisation above the idle threshold. Held idle: memory held at or below it.
-    Free: neither. Broken: a GPU the inventory expects that reported nothing usable.
+    Free: neither. Broken: a GPU the inventory expects that reported nothing usable while
+    others on the host did. A host with no sample at all is not broken but unknown.
     """
     gpus: dict[int, dict[str, float]] = {}
     for name, value in latest.items():
@@ -83,6 +85,8 @@ def classify_gpus(host: str, latest: Mapping[str, float], expected: int = 0,
             counts["held_idle"] += 1
         else:
             counts["free"] += 1
+    if not gpus:
+        return HostGpus(host, unsampled=expected)
     counts["broken"] += max(0, expected - len(gpus))
     return HostGpus(host, **counts)
 
@@ -97,6 +101,8 @@ def _header(text: str) -> dict[str, Any]:
 
 def host_line(h: HostGpus) -> str:
     """``*gpu-01* · 8 GPUs: 0 busy · 8 held idle · 0 free · 0 broken``."""
+    if h.unsampled and not h.total:
+        return strings.HOME_HOST_UNSAMPLED.format(host=escape(h.host), n=h.unsampled)
     badge = ":red_circle: " if h.held_idle or h.broken else ""
     return strings.HOME_HOST.format(badge=badge, host=escape(h.host), n=h.total,
                                     busy=h.busy, idle=h.held_idle, free=h.free, broken=h.broken)

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from bot.chat.home import Fleet, HostGpus, IncidentRow, JobRow, classify_gpus, render_home
+from bot.chat.home import (
+    Fleet,
+    HostGpus,
+    IncidentRow,
+    JobRow,
+    classify_gpus,
+    host_line,
+    render_home,
+)
 
 NOW = 1_764_590_400.0  # 12:00 UTC
 
@@ -15,6 +23,9 @@ def test_classify_gpus_from_latest_samples() -> None:
               "disk:/data.used_bytes": 1e12}
     assert classify_gpus("gpu-01", latest, expected=6) == HostGpus("gpu-01", 1, 1, 1, 3)
     assert classify_gpus("gpu-02", {}, expected=0) == HostGpus("gpu-02")
+    unknown = classify_gpus("gpu-03", {}, expected=8)  # no sample yet: unknown, not broken
+    assert unknown == HostGpus("gpu-03", unsampled=8)
+    assert host_line(unknown) == "*gpu-03* · 8 GPUs expected: no sample yet"
 
 
 def test_render_home_lists_the_fleet_incidents_and_jobs() -> None:
