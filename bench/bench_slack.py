@@ -2,9 +2,10 @@
 
 1. ack latency of /slack/events for signed block_actions (Slack wants < 3 s);
 2. approval claims under contention, 20 threads racing on each approval, all exactly-once:
-   a one-round-trip Lua claim vs a WATCH/MULTI optimistic claim with the same checks
-   (the fair pair), and the store's own ``ApprovalStore.claim`` (policy read + script:
-   two round trips, returns the whole record) shown apart;
+   the store's own ``ApprovalStore.claim`` (one round trip: the user's rights go in, the
+   script checks them against the approval's kind and requester, applies the claim and
+   returns the whole record) vs a WATCH/MULTI optimistic claim with the same state checks,
+   and a bare one-script claim with those checks as the floor;
 3. chat.update coalescing: edits submitted vs Web API calls sent.
 
 Run: python bench/bench_slack.py [--approvals 100]
@@ -165,7 +166,7 @@ def bench_claims(url: str, redis: Redis, n: int) -> None:
         f"WATCH time / Lua time {watch_t / lua_t:.2f}x"
     )
     print(
-        f"  ApprovalStore.claim (HMGET for the policy, then the script: two round trips) "
+        f"  ApprovalStore.claim (one round trip, rights checked in the script, record back) "
         f"{store_t:.2f} s ({clicks / store_t:.0f} clicks/s, winners {store_wins}/{n}); "
         f"WATCH time / store time {watch_t / store_t:.2f}x"
     )

@@ -12,10 +12,26 @@ local function snap(outcome, changed)
 end
 """
 
+# ``bot.domain.approval.Authority`` for the clicking user: ARGV[4] user ok, ARGV[6] self
+# approval allowed, ARGV[7] {kind: may} for kinds with their own list, ARGV[8] any other
+_AUTHORISED = """
+local function authorised()
+  if ARGV[4] ~= '1' then return false end
+  if ARGV[6] ~= '1' and redis.call('HGET', KEYS[1], 'requested_by') == ARGV[2] then
+    return false
+  end
+  local action = redis.call('HGET', KEYS[1], 'action')
+  local kind = action and cjson.decode(action)['kind'] or ''
+  local may = cjson.decode(ARGV[7])[tostring(kind)]
+  if may ~= nil then return may end
+  return ARGV[8] == '1'
+end
+"""
+
 _GUARDS = """
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {'not_found', '0'} end
-if ARGV[4] ~= '1' then return snap('unauthorised', '0') end
+if not authorised() then return snap('unauthorised', '0') end
 if st == 'cancelled' then return snap('cancelled', '0') end
 """
 
@@ -29,6 +45,7 @@ end
 
 CLAIM_LUA = (
     _SNAP
+    + _AUTHORISED
     + _GUARDS
     + """
 if st == 'approved' then return snap('already_done', '0') end
@@ -57,6 +74,7 @@ return snap('need_second_approver', '1')
 
 DENY_LUA = (
     _SNAP
+    + _AUTHORISED
     + _GUARDS
     + """
 if st == 'approved' or st == 'denied' then return snap('already_done', '0') end

@@ -18,7 +18,13 @@ from typing import Any, cast
 
 from redis import Redis
 
-from bot.domain.approval import Approval, ApprovalPolicy, ApprovalStatus, ClaimOutcome, may_decide
+from bot.domain.approval import (
+    Approval,
+    ApprovalPolicy,
+    ApprovalStatus,
+    ClaimOutcome,
+    authority,
+)
 from storage import keys
 from storage.approval_scripts import CANCEL_LUA, CLAIM_LUA, DENY_LUA, EXPIRE_LUA
 
@@ -120,19 +126,13 @@ class ApprovalStore:
     ) -> ClaimResult:
         if not _valid_id(approval_id):
             return ClaimResult(ClaimOutcome.NOT_FOUND, None)
-        # kind and requester never change after create, so reading them outside the script
-        # is safe; the script re-checks existence and applies everything else atomically
-        fields = cast(
-            list[Any], self.redis.hmget(keys.approval(approval_id), ["action", "requested_by"])
-        )
-        action_json, requested_by = (_s(f) if f is not None else None for f in fields)
-        if action_json is None:
-            return ClaimResult(ClaimOutcome.NOT_FOUND, None)
-        kind = str(json.loads(action_json).get("kind", ""))
-        ok = "," not in user and may_decide(policy, kind, user, groups, requested_by or "")
+        # one round trip: the user's rights over every kind go in, the script reads the
+        # approval's kind and requester and checks and applies everything atomically
+        who = authority(policy, user, groups)
         raw = script(
             keys=[keys.approval(approval_id), keys.approvals_pending()],
-            args=[approval_id, user, repr(now), "1" if ok else "0", reason],
+            args=[approval_id, user, repr(now), _flag(who.user_ok), reason,
+                  _flag(who.allow_self), json.dumps(dict(who.per_kind)), _flag(who.default)],
         )
         items = [_s(x) for x in raw]
         outcome, changed, flat = ClaimOutcome(items[0]), items[1] == "1", items[2:]
@@ -228,3 +228,7 @@ def _from_hash(d: Mapping[str, str]) -> Approval:
         channel=d.get("channel", ""),
         message_ts=d.get("message_ts", ""),
     )
+
+
+def _flag(value: bool) -> str:
+    return "1" if value else "0"

@@ -107,6 +107,36 @@ def may_decide(
     return any(g in allowed for g in user_groups)
 
 
+@dataclass(frozen=True)
+class Authority:
+    """``may_decide`` for one user over every kind at once, bar what needs the approval
+    itself (its kind and requester): the store checks those inside its one atomic script,
+    so a click is one round trip and the rule is still decided here."""
+
+    user_ok: bool  # a user id at all (and no separator in it)
+    allow_self: bool
+    per_kind: Mapping[str, bool]  # kinds with their own approver list → may this user
+    default: bool  # every other kind
+
+    def permits(self, kind: str, requested_by: str, user: str) -> bool:
+        """What the script computes (tests hold it equal to ``may_decide``)."""
+        if not self.user_ok or (user == requested_by and not self.allow_self):
+            return False
+        return self.per_kind.get(kind, self.default)
+
+
+def authority(policy: ApprovalPolicy, user: str, user_groups: Iterable[str]) -> Authority:
+    groups = tuple(user_groups)
+
+    def allowed(entries: frozenset[str]) -> bool:
+        return ANYONE in entries or user in entries or any(g in entries for g in groups)
+
+    return Authority(user_ok=bool(user) and "," not in user,
+                     allow_self=policy.allow_self_approval,
+                     per_kind={k: allowed(v) for k, v in policy.per_kind.items()},
+                     default=allowed(policy.approvers))
+
+
 def refusal_is_self(policy: ApprovalPolicy, user: str, requested_by: str) -> bool:
     """Whether a refusal is due to the self-approval rule (for a precise message)."""
     return user == requested_by and not policy.allow_self_approval

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 from redis import Redis
 from redis.exceptions import ConnectionError
 
-from bot.domain.approval import Approval, ApprovalPolicy, ApprovalStatus, ClaimOutcome
+from bot.domain.approval import (
+    Approval,
+    ApprovalPolicy,
+    ApprovalStatus,
+    ClaimOutcome,
+    may_decide,
+)
 from bot.rig.localredis import LocalRedis
 from storage import keys
 from storage.approvals import ApprovalStore
@@ -186,3 +193,31 @@ def test_pending_approval_survives_redis_restart(redis_server: LocalRedis, redis
             continue
     else:
         raise AssertionError("old client never reconnected")
+
+
+def test_the_script_decides_exactly_as_the_domain_rule(redis: Redis) -> None:
+    """The one-round-trip claim checks rights inside Lua: over a grid of policies, kinds,
+    users, groups and requesters it answers UNAUTHORISED exactly when ``may_decide`` says no."""
+    store = ApprovalStore(redis)
+    policies = [
+        POLICY,
+        ApprovalPolicy(approvers=frozenset({"UALICE", "S0ONCALL"}), allow_self_approval=False,
+                       per_kind={"process.kill": frozenset({"UROOT"})}),
+        ApprovalPolicy(approvers=frozenset({"*"}), allow_self_approval=True),
+        ApprovalPolicy(),  # nobody
+    ]
+    kinds = ["systemd.stop_disable", "process.kill"]
+    users = ["UALICE", "UBOB", "UROOT", "U,ALICE"]
+    groups = [(), ("S0ONCALL",)]
+    requesters = ["alertmanager", "UALICE"]
+    seen = set()
+    for policy, kind, user, group, requester in itertools.product(
+            policies, kinds, users, groups, requesters):
+        a = store.create("42", {**ACTION, "kind": kind}, evidence_hash="e" * 64,
+                         requested_by=requester, now=T0, policy=policy)
+        got = store.claim(a.id, user, T0 + 1, policy, group).outcome
+        allowed = "," not in user and may_decide(policy, kind, user, group, requester)
+        assert (got is not ClaimOutcome.UNAUTHORISED) is allowed, (policy, kind, user, group,
+                                                                   requester, got)
+        seen.add(allowed)
+    assert seen == {True, False}
