@@ -2,10 +2,10 @@
 
 1. ack latency of /slack/events for signed block_actions (Slack wants < 3 s);
 2. approval claims under contention, 20 threads racing on each approval, all exactly-once:
-   the store's own ``ApprovalStore.claim`` (one round trip: the user's rights go in, the
-   script checks them against the approval's kind and requester, applies the claim and
-   returns the whole record) vs a WATCH/MULTI optimistic claim with the same state checks,
-   and a bare one-script claim with those checks as the floor;
+   a one-script Lua claim vs a WATCH/MULTI optimistic claim with the same checks (the
+   fair pair), and the store's own ``ApprovalStore.claim`` shown apart: also one round
+   trip, it checks more (the user's rights against the approval's kind and requester,
+   the two-person rule) and returns the whole record;
 3. chat.update coalescing: edits submitted vs Web API calls sent.
 
 Run: python bench/bench_slack.py [--approvals 100]
