@@ -54,9 +54,18 @@ class SimCall:
         return self.clock()
 
     def read(self) -> State:
-        """Current state, with due events (respawns, delayed stops) applied first."""
-        with self.mutate() as state:
-            return state
+        """Current state, with due events (respawns, delayed stops) applied first.
+
+        Without a due event it is a plain load, no lock: writers replace the file by
+        rename, so a reader sees the state before or after a change, never half of one.
+        """
+        with open(os.path.join(self.workdir, STATE_FILE), encoding="utf-8") as fh:
+            state: State = json.loads(fh.read())
+        pending = state["pending"]
+        if pending and pending[0]["at"] <= self.now():
+            with self.mutate() as fresh:
+                return fresh
+        return state
 
     @contextlib.contextmanager
     def mutate(self) -> Iterator[State]:
