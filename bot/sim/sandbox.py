@@ -14,7 +14,6 @@ Stdlib only: it runs on every sim start.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shutil
 import subprocess
@@ -24,7 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-MARKER = "sandbox.json"
+from bot.sim.run import SANDBOX_MARKER as MARKER
+from bot.sim.state import load_state
+
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 
@@ -60,11 +61,10 @@ def wrap(argv: list[str], workdir: Path) -> list[str]:
 def root_of(workdir: str | os.PathLike[str]) -> str | None:
     """The chroot a session must enter, or None when this host has no sandbox."""
     try:
-        meta = json.loads(Path(workdir, MARKER).read_text())
-    except (OSError, ValueError):
+        root = Path(workdir, MARKER).read_text().rstrip("\n")
+    except OSError:
         return None
-    root = meta.get("root")
-    return str(root) if root else None
+    return root or None
 
 
 def _mount(*args: str) -> None:
@@ -123,12 +123,12 @@ def main(args: list[str]) -> int:
         return 2
     workdir = Path(args[0])
     root = setup(workdir)
-    state = json.loads((workdir / "state.json").read_text())
+    state = load_state(workdir)
     materialize(root, state.get("files") or [], time.time())
     from bot.sim.reboot import write_boot_id
 
     write_boot_id(root, str(state["boot"]["id"]))
-    (workdir / MARKER).write_text(json.dumps({"root": str(root)}))
+    (workdir / MARKER).write_text(f"{root}\n")
     os.execv(args[2], args[2:])
     return 127  # pragma: no cover - execv does not return
 

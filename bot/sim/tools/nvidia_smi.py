@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
-from typing import Any
 
 from bot.sim.engine import gpu_processes, gpu_used_mib
-from bot.sim.state import SimCall, State
 
-Gpu = dict[str, Any]
-# field -> (unit or "", value(state, gpu, now))
-Getter = Callable[[State, Gpu, float], Any]
+TYPE_CHECKING = False  # typing costs every sim command ~5 ms (bot.sim.state)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from bot.sim.state import SimCall, State
+
+    Gpu = dict[str, Any]
+    Getter = Callable[[State, Gpu, float], Any]  # value(state, gpu, now)
 
 EXIT_INVALID_ARG = 2
 EXIT_NO_DEVICE = 6
@@ -36,7 +39,7 @@ def _mem(key: str) -> Getter:
     return get
 
 
-GPU_FIELDS: dict[str, tuple[str, Getter]] = {
+GPU_FIELDS: dict[str, tuple[str, Getter]] = {  # field -> (unit or "", getter)
     "timestamp": ("", lambda s, g, now: _ts(now)),
     "driver_version": ("", lambda s, g, now: s["nvidia"]["driver_version"]),
     "count": ("", lambda s, g, now: len(s["gpus"])),
