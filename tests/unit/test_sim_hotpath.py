@@ -36,6 +36,7 @@ READ_ONLY = [
     ["uptime", "-s"], ["crontab", "-l"], ["df", "-h"], ["du", "-sh", "/data"], ["free", "-m"],
     ["lsof", "-n", "/dev/nvidia0"], ["fuser", "-v", "/dev/nvidia0"], ["who", "-b"],
     ["journalctl", "--list-boots", "--no-pager"], ["dmesg"], ["hostname"],
+    ["docker", "ps", "-aq", "--no-trunc"],
 ]
 
 
@@ -63,7 +64,8 @@ def test_read_only_command_imports_nothing_heavy(host: Path, argv: list[str]) ->
     )
     r = run_isolated(code)
     assert r.stderr.strip().endswith("HEAVY []"), r.stderr
-    expected = 1 if argv[0] == "crontab" else 0  # seed: root has no crontab
+    # seed: root has no crontab, and no containers, so no docker
+    expected = {"crontab": 1, "docker": 127}.get(argv[0], 0)
     assert f"EXIT {expected} " in r.stderr, r.stderr
     printed = r.stdout + r.stderr.rsplit("EXIT", 1)[0]  # fuser -v and crontab use stderr
     assert printed.strip(), "a read-only command that printed nothing"
