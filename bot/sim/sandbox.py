@@ -1,6 +1,6 @@
 """A private root for a simulated host, so its commands can never write to this machine.
 
-sshd is started as ``unshare -m -- python -m bot.sim.sandbox WORKDIR -- sshd ...``: in a
+sshd is started as ``unshare -m -- python ... bot.sim.sandbox WORKDIR -- sshd ...``: in a
 mount namespace of its own, ``/`` is overlaid (lower: this machine's ``/``, upper: a
 tmpfs that dies with the namespace), ``/dev`` holds only the harmless devices, and the
 host's workdir is bound through so its state file stays shared with the test. Each
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.sim.run import SANDBOX_MARKER as MARKER
+from bot.sim.run import python_entry
 from bot.sim.state import load_state
 
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
@@ -54,8 +55,8 @@ def wrap(argv: list[str], workdir: Path) -> list[str]:
     """The sshd command line run inside a fresh mount namespace with the overlay."""
     if not available():
         return argv
-    return ["unshare", "-m", "--propagation", "private", "--", sys.executable, "-S", "-m",
-            "bot.sim.sandbox", str(workdir), "--", *argv]
+    return ["unshare", "-m", "--propagation", "private", "--",
+            *python_entry("bot.sim.sandbox"), str(workdir), "--", *argv]
 
 
 def root_of(workdir: str | os.PathLike[str]) -> str | None:

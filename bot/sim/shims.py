@@ -6,11 +6,9 @@ bash's builtin ``kill`` so the shim answers: a sim must never signal a real PID.
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
-import bot
-from bot.sim.run import SESSION, TOOLS
+from bot.sim.run import SESSION, TOOLS, python_entry
 
 # `sh -c CMD` (the SSH pool's wrapper) must not reach dash, whose builtin ``kill`` would
 # signal real PIDs on this machine: on a sim host ``sh`` is bash, which reads ``simrc``.
@@ -22,14 +20,9 @@ enable -n kill
 
 
 def _shim(workdir: Path, tool: str) -> str:
-    """``python -I -S -X utf8 -c``: no site, no ``runpy`` (``-m`` costs ~10 ms a command),
-    no environment variables and no current directory on ``sys.path`` (``-I``)."""
-    root = Path(bot.__file__).resolve().parent.parent
-    q = shlex.quote
-    code = (f"import sys; sys.path.insert(0, {str(root)!r}); from bot.sim.run import main; "
-            "sys.exit(main(sys.argv[1:]))")
-    return (f"#!/bin/sh\nexec {q(sys.executable)} -I -S -X utf8 -c {q(code)} "
-            f"{q(str(workdir))} {tool} \"$@\"\n")
+    """One bare interpreter per command (``bot.sim.run.python_entry``)."""
+    argv = [*python_entry("bot.sim.run"), str(workdir), tool]
+    return f"#!/bin/sh\nexec {shlex.join(argv)} \"$@\"\n"
 
 
 def write_shims(workdir: Path) -> Path:

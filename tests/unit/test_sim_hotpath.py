@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,3 +144,19 @@ def test_a_writing_tool_still_changes_the_state(host: Path) -> None:
     assert systemctl.main(["stop", "vllm-kimi-k25-int4.service"], ctx) == 0
     unit = load_state(host)["units"]["vllm-kimi-k25-int4.service"]
     assert unit["active_state"] == "inactive"
+
+
+def test_sim_started_from_another_checkout_runs_this_one(
+        sim_factory: Any, tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """sshd's sandbox wrapper and the tools ignore the current directory (``-m`` put it
+    first on ``sys.path``: started from another checkout, its code ran)."""
+    other = tmp_path_factory.mktemp("other-checkout")
+    (other / "bot").mkdir()
+    (other / "bot" / "__init__.py").write_text("raise SystemExit('wrong bot imported')\n")
+    monkeypatch.chdir(other)
+    host = sim_factory("seed")
+    r = subprocess.run(host.ssh_argv("nvidia-smi -L"), capture_output=True, text=True,
+                       timeout=30, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("GPU 0: ")
