@@ -5,14 +5,16 @@ side by side in one run.
 
 Prints: seconds per host started one after another and 32 at once (threads); an
 OpenSSH client round trip with the sim's key exchange vs the sntrup761 default it
-disables; one paramiko connection running commands over channels; the tool shim's
-interpreter start with ``-S`` vs without.
+disables; one paramiko connection running commands over channels; what one sim tool
+command costs in CPU (its shim run directly, no SSH) next to the bare interpreter it
+starts, so a reader can tell the simulator's share of a probe from the bot's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -81,9 +83,28 @@ def paramiko_channels(host: SimHost) -> tuple[float, float, float]:
     return connect, shell, smi
 
 
-def interpreter_start(flag: list[str]) -> float:
-    argv = [sys.executable, *flag, "-c", "import json"]
-    return timed(lambda: subprocess.run(argv, check=True), 7)
+def cpu_per_call(argv: list[str], n: int = 20) -> float:
+    """Mean CPU-seconds (user + sys, children) of one ``argv`` process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(n):
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) / n
+
+
+def tool_costs(host: SimHost) -> dict[str, float]:
+    """CPU of sim tool commands as the diagnosis sends them, and the interpreter floor."""
+    bindir = host.workdir / "bin"
+    query = ["--query-gpu=index,memory.used,memory.total,utilization.gpu",
+             "--format=csv,noheader,nounits"]
+    return {
+        "interpreter_cpu_s": cpu_per_call([sys.executable, "-I", "-S", "-c", "pass"]),
+        "nvidia_smi_query_cpu_s": cpu_per_call([str(bindir / "nvidia-smi"), *query]),
+        "nvidia_smi_xml_cpu_s": cpu_per_call([str(bindir / "nvidia-smi"), "-q", "-x"]),
+        "ps_cpu_s": cpu_per_call([str(bindir / "ps"), "-ww", "-eo", "pid,ppid,user,args"]),
+        "systemctl_show_cpu_s": cpu_per_call([str(bindir / "systemctl"), "show", "-p",
+                                              "Id,ActiveState", "vllm-kimi-k25-int4.service"]),
+    }
 
 
 def main() -> None:
@@ -113,11 +134,11 @@ def main() -> None:
             connect, shell, smi = paramiko_channels(hosts[1])
             print(f"paramiko: connect {connect * 1000:.0f} ms; per channel `true` "
                   f"{shell * 1000:.0f} ms, nvidia-smi query {smi * 1000:.0f} ms")
-            with_s, without_s = interpreter_start(["-S"]), interpreter_start([])
+            costs = tool_costs(hosts[1])
             results |= {"paramiko_connect_s": connect, "channel_true_s": shell,
-                        "interp_S_s": with_s, "interp_s": without_s}
-            print(f"tool interpreter start: {with_s * 1000:.0f} ms with -S vs "
-                  f"{without_s * 1000:.0f} ms without -> x{without_s / with_s:.2f}")
+                        "channel_smi_s": smi, **costs}
+            print("sim tool CPU per command (shim run directly, mean of 20): " + ", ".join(
+                f"{k.removesuffix('_cpu_s')} {v * 1000:.1f} ms" for k, v in costs.items()))
         finally:
             for h in hosts:
                 h.stop()

@@ -7,7 +7,9 @@ One loopback sim host (seed scenario), the same commands each way:
   ControlMaster    one OpenSSH master; the commands multiplexed over it, one after
                    another and all at once (threads), master setup timed apart
 and the pool's critical path: the GPU sampler's duration against the end of the last
-other probe (the second round included), from a timeline of every command.
+other probe (the second round included), from a timeline of every command. The warm
+runs' CPU is reported apart for the bot (this process) and the sim host (its sshd tree:
+sessions and tool processes), since every way above pays the simulator the same.
 
 Then the fleet: 1, 32 and 128 hosts diagnosed at once through one pool, each with its
 connect; wall time, the bot's own CPU-seconds per host (this process: the pool and the
@@ -44,8 +46,8 @@ from bot.ssh.pool import ParamikoPool
 from bot.ssh.settings import SSHSettings
 from playbooks import PlaybookOptions, run_playbook
 
-# The fleet run overloads a small machine (many sshds, a Python process per sim tool
-# call): generous deadlines there, so it measures time rather than how deadlines fail.
+# The fleet run overloads a small machine (many sshds, a Python process per SSH command and
+# per sim tool call): generous deadlines there, so it measures time, not how deadlines fail.
 FLEET_SSH = SSHSettings.model_validate({"connect_timeout_s": 120})
 FLEET_OPTIONS = PlaybookOptions(command_timeout_s=120)
 SAMPLER = "gpus"
@@ -150,7 +152,9 @@ def critical_path(pool: ParamikoPool, host: SimHost, playbook: str) -> dict[str,
 def bench_one(host: SimHost, playbook: str, repeat: int) -> dict[str, float]:
     with ParamikoPool(SSHSettings.model_validate({})) as pool:
         commands = [p.command for p in diagnose(pool, host, playbook).probes]
+        sim0, bot0 = tree_cpu(host.pid), time.process_time()
         warm = median_time(lambda: diagnose(pool, host, playbook), repeat)
+        sim_cpu, bot_cpu = tree_cpu(host.pid) - sim0, time.process_time() - bot0
         path = critical_path(pool, host, playbook)
     cm = ControlMaster(host)
     cm_setup = median_time(cm.start, 1)
@@ -164,7 +168,8 @@ def bench_one(host: SimHost, playbook: str, repeat: int) -> dict[str, float]:
             "pool_cold": median_time(lambda: cold(host, playbook), repeat),
             "ssh_sequential": median_time(lambda: ssh_commands(host, commands), repeat),
             "controlmaster_setup": cm_setup, "controlmaster_sequential": cm_seq,
-            "controlmaster_parallel": cm_par, **{f"path_{k}": v for k, v in path.items()}}
+            "controlmaster_parallel": cm_par, "warm_sim_cpu_s": sim_cpu / repeat,
+            "warm_bot_cpu_s": bot_cpu / repeat, **{f"path_{k}": v for k, v in path.items()}}
 
 
 def tree_cpu(root: int) -> float:
@@ -252,6 +257,10 @@ def report_one(one: dict[str, float]) -> None:
           f"{one['controlmaster_parallel'] / one['pool_warm']:6.2f}x   aim >= 1x")
     print(f"  ControlMaster sequential / pool (warm) "
           f"{one['controlmaster_sequential'] / one['pool_warm']:5.2f}x")
+    n = one["commands"]
+    print(f"  CPU per warm run: bot {one['warm_bot_cpu_s']:.3f} s; sim host (sshd, its "
+          f"sessions and tools: the simulator's cost, not the bot's) {one['warm_sim_cpu_s']:.3f}"
+          f" s, {one['warm_sim_cpu_s'] / n * 1000:.0f} ms a command")
     print(f"  critical path (one warm run, {int(one['path_probes'])} commands): total "
           f"{one['path_total']:.3f} s; GPU sampler {one['path_sampler']:.3f} s from the start; "
           f"last other probe (second round included) ends at {one['path_others_end']:.3f} s",

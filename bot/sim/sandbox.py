@@ -1,6 +1,6 @@
 """A private root for a simulated host, so its commands can never write to this machine.
 
-sshd is started as ``unshare -m -- python -m bot.sim.sandbox WORKDIR -- sshd ...``: in a
+sshd is started as ``unshare -m -- python ... bot.sim.sandbox WORKDIR -- sshd ...``: in a
 mount namespace of its own, ``/`` is overlaid (lower: this machine's ``/``, upper: a
 tmpfs that dies with the namespace), ``/dev`` holds only the harmless devices, and the
 host's workdir is bound through so its state file stays shared with the test. Each
@@ -14,7 +14,6 @@ Stdlib only: it runs on every sim start.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shutil
 import subprocess
@@ -24,7 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-MARKER = "sandbox.json"
+from bot.sim.run import SANDBOX_MARKER as MARKER
+from bot.sim.run import python_entry
+from bot.sim.state import load_state
+
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 
@@ -53,18 +55,17 @@ def wrap(argv: list[str], workdir: Path) -> list[str]:
     """The sshd command line run inside a fresh mount namespace with the overlay."""
     if not available():
         return argv
-    return ["unshare", "-m", "--propagation", "private", "--", sys.executable, "-S", "-m",
-            "bot.sim.sandbox", str(workdir), "--", *argv]
+    return ["unshare", "-m", "--propagation", "private", "--",
+            *python_entry("bot.sim.sandbox"), str(workdir), "--", *argv]
 
 
 def root_of(workdir: str | os.PathLike[str]) -> str | None:
     """The chroot a session must enter, or None when this host has no sandbox."""
     try:
-        meta = json.loads(Path(workdir, MARKER).read_text())
-    except (OSError, ValueError):
+        root = Path(workdir, MARKER).read_text().rstrip("\n")
+    except OSError:
         return None
-    root = meta.get("root")
-    return str(root) if root else None
+    return root or None
 
 
 def _mount(*args: str) -> None:
@@ -123,12 +124,12 @@ def main(args: list[str]) -> int:
         return 2
     workdir = Path(args[0])
     root = setup(workdir)
-    state = json.loads((workdir / "state.json").read_text())
+    state = load_state(workdir)
     materialize(root, state.get("files") or [], time.time())
     from bot.sim.reboot import write_boot_id
 
     write_boot_id(root, str(state["boot"]["id"]))
-    (workdir / MARKER).write_text(json.dumps({"root": str(root)}))
+    (workdir / MARKER).write_text(f"{root}\n")
     os.execv(args[2], args[2:])
     return 127  # pragma: no cover - execv does not return
 

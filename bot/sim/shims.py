@@ -6,11 +6,9 @@ bash's builtin ``kill`` so the shim answers: a sim must never signal a real PID.
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
-import bot
-from bot.sim.run import SESSION, TOOLS
+from bot.sim.run import SESSION, TOOLS, python_entry
 
 # `sh -c CMD` (the SSH pool's wrapper) must not reach dash, whose builtin ``kill`` would
 # signal real PIDs on this machine: on a sim host ``sh`` is bash, which reads ``simrc``.
@@ -22,10 +20,9 @@ enable -n kill
 
 
 def _shim(workdir: Path, tool: str) -> str:
-    root = Path(bot.__file__).resolve().parent.parent
-    q = shlex.quote
-    return (f"#!/bin/sh\nPYTHONPATH={q(str(root))} PYTHONUTF8=1 exec {q(sys.executable)} -S "
-            f"-m bot.sim.run {q(str(workdir))} {tool} \"$@\"\n")
+    """One bare interpreter per command (``bot.sim.run.python_entry``)."""
+    argv = [*python_entry("bot.sim.run"), str(workdir), tool]
+    return f"#!/bin/sh\nexec {shlex.join(argv)} \"$@\"\n"
 
 
 def write_shims(workdir: Path) -> Path:

@@ -5,16 +5,27 @@ containers in its scenario has no docker at all.
 
 from __future__ import annotations
 
-import json
-import re
 import time
-from typing import Any
 
 from bot.sim import engine
-from bot.sim.state import SimCall, State
 from bot.sim.tools.systemd_fmt import ago
 
-TEMPLATE = re.compile(r"\{\{\s*(json\s+)?\.([A-Za-z0-9_.]*)\s*\}\}")
+TYPE_CHECKING = False  # typing costs every sim command ~5 ms (bot.sim.state)
+if TYPE_CHECKING:
+    import re
+    from typing import Any
+
+    from bot.sim.state import SimCall, State
+
+TEMPLATE = r"\{\{\s*(json\s+)?\.([A-Za-z0-9_.]*)\s*\}\}"
+
+
+def _template() -> re.Pattern[str]:
+    """``re`` and ``json`` are imported by the calls that need them (~20 ms a command):
+    ``docker ps -aq`` on a host without containers needs neither."""
+    import re
+
+    return re.compile(TEMPLATE)  # re keeps compiled patterns cached
 PS_HEAD = {"ID": "CONTAINER ID", "Image": "IMAGE", "Command": "COMMAND", "RunningFor": "CREATED",
            "Status": "STATUS", "Ports": "PORTS", "Names": "NAMES", "CreatedAt": "CREATED AT",
            "State": "STATE"}
@@ -23,6 +34,8 @@ DEFAULT_PS = ("table {{.ID}}\t{{.Image}}\t{{.Command}}\t{{.RunningFor}}\t{{.Stat
 
 
 def ps_fields(box: dict[str, Any], now: float, trunc: bool) -> dict[str, Any]:
+    import json
+
     cmd = json.dumps(box["command"]) if not trunc or len(box["command"]) <= 20 else \
         json.dumps(box["command"][:19] + "…", ensure_ascii=False)
     status = (f"Up {ago(now - box['started']).removesuffix(' ago')}" if box["running"]
@@ -46,6 +59,8 @@ def inspect_obj(box: dict[str, Any]) -> dict[str, Any]:
 
 def render(template: str, obj: dict[str, Any]) -> str:
     """The Go-template subset the bot needs: ``{{.A.B}}`` and ``{{json .A}}``."""
+    import json
+
     def sub(m: re.Match[str]) -> str:
         value: Any = obj
         for part in filter(None, m[2].split(".")):
@@ -57,12 +72,12 @@ def render(template: str, obj: dict[str, Any]) -> str:
         if isinstance(value, bool):
             return str(value).lower()
         return json.dumps(value) if isinstance(value, dict | list) else str(value)
-    return TEMPLATE.sub(sub, template.replace("\\t", "\t").replace("\\n", "\n"))
+    return _template().sub(sub, template.replace("\\t", "\t").replace("\\n", "\n"))
 
 
 def _table(template: str, rows: list[dict[str, Any]]) -> str:
     body = template.removeprefix("table").strip()
-    header = TEMPLATE.sub(lambda m: PS_HEAD.get(m[2], m[2].upper()), body.replace("\\t", "\t"))
+    header = _template().sub(lambda m: PS_HEAD.get(m[2], m[2].upper()), body.replace("\\t", "\t"))
     cells = [header.split("\t")] + [render(body, r).split("\t") for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
     return "".join("   ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() +
@@ -112,6 +127,8 @@ def _inspect(ctx: SimCall, state: State, args: list[str]) -> int:
             ctx.error(f"template parsing error: map has no entry for key {exc}")
             return 1
     elif found or not code:
+        import json
+
         ctx.out.write(json.dumps(found, indent=4) + "\n")
     return code
 

@@ -7,7 +7,10 @@ otherwise its memory left behind by dead processes (``memory_reserved_mib``) is 
 from __future__ import annotations
 
 from bot.sim import engine
-from bot.sim.state import SimCall
+
+TYPE_CHECKING = False  # typing costs every sim command ~5 ms (bot.sim.state)
+if TYPE_CHECKING:
+    from bot.sim.state import SimCall
 
 IN_USE = ("\n1 device is currently being used by one or more other processes (e.g., Fabric "
           "Manager, CUDA application, graphics application such as an X server, or a "

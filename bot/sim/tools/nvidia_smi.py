@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
-from typing import Any
 
 from bot.sim.engine import gpu_processes, gpu_used_mib
-from bot.sim.state import SimCall, State
 
-Gpu = dict[str, Any]
-# field -> (unit or "", value(state, gpu, now))
-Getter = Callable[[State, Gpu, float], Any]
+TYPE_CHECKING = False  # typing costs every sim command ~5 ms (bot.sim.state)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from bot.sim.state import SimCall, State
+
+    Gpu = dict[str, Any]
+    Getter = Callable[[State, Gpu, float], Any]  # value(state, gpu, now)
 
 EXIT_INVALID_ARG = 2
 EXIT_NO_DEVICE = 6
@@ -36,7 +39,7 @@ def _mem(key: str) -> Getter:
     return get
 
 
-GPU_FIELDS: dict[str, tuple[str, Getter]] = {
+GPU_FIELDS: dict[str, tuple[str, Getter]] = {  # field -> (unit or "", getter)
     "timestamp": ("", lambda s, g, now: _ts(now)),
     "driver_version": ("", lambda s, g, now: s["nvidia"]["driver_version"]),
     "count": ("", lambda s, g, now: len(s["gpus"])),
@@ -187,19 +190,18 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
 
 
 def render_once(state: State, opts: dict[str, Any], now: float) -> str:
-    from bot.sim.tools.nvidia_table import table
-    from bot.sim.tools.nvidia_xml import xml_report
-
     chosen = select_gpus(state, opts.get("id"))
     gpus = [g for g in chosen if not g.get("lost")]
     lost = "".join(f"Unable to determine the device handle for GPU {g['bus_id'][4:]}: "
                    "Unknown Error\n" for g in chosen if g.get("lost"))
-    return lost + _render(state, opts, gpus, now, table, xml_report)
+    return lost + _render(state, opts, gpus, now)
 
 
-def _render(state: State, opts: dict[str, Any], gpus: list[Gpu], now: float,
-            table: Callable[..., str], xml_report: Callable[..., str]) -> str:
+def _render(state: State, opts: dict[str, Any], gpus: list[Gpu], now: float) -> str:
+    """One report; the table and XML formatters are imported only by the calls that print them."""
     if opts.get("query") and opts.get("xml"):
+        from bot.sim.tools.nvidia_xml import xml_report
+
         return xml_report(state, gpus, now)
     fmt = {p.strip() for p in opts.get("format", "").split(",") if p.strip()}
     if ("query_gpu" in opts or "query_apps" in opts) and "csv" not in fmt:
@@ -211,6 +213,8 @@ def _render(state: State, opts: dict[str, Any], gpus: list[Gpu], now: float,
         return query_apps(state, gpus, _fields(opts["query_apps"]), fmt, now)
     if opts.get("list"):
         return list_gpus(gpus)
+    from bot.sim.tools.nvidia_table import table
+
     return table(state, gpus, now)
 
 
@@ -231,27 +235,27 @@ def main(argv: list[str], ctx: SimCall) -> int:
         return gpu_reset.main(argv, ctx)
     try:
         opts = parse_args(argv)
+        state = ctx.read()  # once: each read is a file load and due events applied
         if opts.get("help"):
             ctx.print("NVIDIA System Management Interface -- v" +
-                      ctx.read()["nvidia"]["driver_version"])
+                      state["nvidia"]["driver_version"])
             return 0
-        failed = _failure(ctx)
+        failed = _failure(ctx, state["nvidia"])
         if failed is not None:
             return failed
         interval = _interval(opts)
         if interval is None:
-            ctx.out.write(render_once(ctx.read(), opts, ctx.now()))
+            ctx.out.write(render_once(state, opts, ctx.now()))
             return EXIT_GPU_LOST if any(g.get("lost") for g in select_gpus(
-                ctx.read(), opts.get("id"))) else 0
+                state, opts.get("id"))) else 0
         return _loop(ctx, opts, interval)
     except SmiUsageError as exc:
         ctx.out.write(str(exc))
         return exc.code
 
 
-def _failure(ctx: SimCall) -> int | None:
+def _failure(ctx: SimCall, nv: dict[str, Any]) -> int | None:
     """Failure modes of the whole tool: a hang, then a driver/library mismatch."""
-    nv = ctx.read()["nvidia"]
     if nv.get("hang_s"):
         ctx.sleep(float(nv["hang_s"]))
     lib = nv.get("library_version")

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import os
 
-from bot.sim.state import SimCall
+TYPE_CHECKING = False  # typing costs every sim command ~5 ms (bot.sim.state)
+if TYPE_CHECKING:
+    from bot.sim.state import SimCall
+
 
 NO_ARG = {"-n", "--non-interactive", "-E", "--preserve-env", "-H", "--set-home", "-S"}
 LIST = {"-l", "--list"}
