@@ -162,6 +162,7 @@ def action_phrase(action: ProposedAction, diagnosis: Diagnosis | None = None) ->
         "process.terminate": strings.MSG_ACTION_TERMINATE,
         "extraction.resume": strings.MSG_ACTION_RESUME,
         "journal.vacuum": strings.MSG_ACTION_JOURNAL,
+        "disk.journal_vacuum": strings.MSG_ACTION_JOURNAL,  # the catalog's name for it
     }
     template = templates.get(action.kind)
     try:

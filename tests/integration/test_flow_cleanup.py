@@ -166,6 +166,7 @@ def test_the_thread_shows_the_preview_and_the_message_offers_each_part(
     items = loop.ctx.incidents.require(incident_id).meta["diagnosis"]["findings"][-1]
     n = len(items["evidence"]["items"])
     assert f"Delete {n} cache, checkpoint and core-dump item(s), freeing" in shown, shown
+    assert "Vacuum the systemd journal down to 500M" in shown  # a phrase, not "run KIND on"
     labels = buttons(message)
     assert any(b.startswith("HF cache · ") for b in labels), labels
     assert any(b.startswith("checkpoint · ") for b in labels), labels
