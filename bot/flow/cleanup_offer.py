@@ -113,3 +113,12 @@ def preview_finding(chosen: Sequence[cl.CleanupCandidate], need: int, now: float
     return Finding(CANDIDATES_CODE, Severity.INFO,
                    strings.FLOW_CLEANUP_FOUND.format(n=len(chosen), size=human(total)),
                    evidence={"items": items, "total_bytes": total, "need_bytes": need})
+
+
+def rest(diagnosis: Diagnosis, done_paths: str) -> list[ProposedAction]:
+    """The parts of the stored proposal that a cleanup which deleted ``done_paths`` left
+    (pure): offered again after one part, so a person can go on part by part."""
+    done = set(done_paths.split(cl.SEP))
+    return [a for a in diagnosis.actions
+            if a.kind == "disk.cleanup" and a.id.startswith(PART_PREFIX)
+            and not done & set(a.params.get("paths", "").split(cl.SEP))]

@@ -201,3 +201,22 @@ def test_approving_only_the_hf_cache_deletes_only_that_and_says_what_it_freed(
     assert not any(exists(full, p) for p in hf_paths)
     assert all(exists(full, p) for p in (*others, OPEN, OUTSIDE, *PAUSED_FILES))
     loop.wait_text(incident_id, "freed")
+
+    # the parts it left are offered again, each its own approval: now only the checkpoints
+    offered = wait_until(lambda: [
+        p for p in loop.ctx.incidents.require(incident_id).meta["plans"]
+        if p["action"]["id"].startswith("cleanup-part-") and "/checkpoints/" in
+        p["action"]["params"]["paths"] and p["approval_id"] not in {c["approval_id"]
+                                                                     for c in cleanups}],
+        30, "the checkpoints offered again")
+    ckpt = offered[0]["action"]["params"]["paths"].split("|")
+    shown = loop.wait_text(incident_id, offered[0]["approval_id"])
+    loop.click(ONCALL, shown, lambda el: el.get("value") == offered[0]["approval_id"])
+    wait_until(lambda: loop.ctx.incidents.require(incident_id).meta["result"]["params"]
+               ["paths"] == offered[0]["action"]["params"]["paths"], 90, "the second part")
+    loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
+    second = loop.ctx.incidents.require(incident_id).meta["result"]
+    assert second["outcome"] == "succeeded", second["summary"]
+    assert not any(exists(full, p) for p in ckpt)
+    left = sorted(set(others) - set(ckpt))
+    assert left and all(exists(full, p) for p in left)  # the core dump, pip, torch hub parts

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
-from bot.flow.cleanup_offer import PART_PREFIX, groups, need_bytes, parts, preview_finding, proposal
+from bot.flow.cleanup_offer import (
+    PART_PREFIX,
+    groups,
+    need_bytes,
+    parts,
+    preview_finding,
+    proposal,
+    rest,
+)
 from bot.remediation.cleanup import CleanupCandidate
 
 T = 1024 ** 4
@@ -62,3 +70,14 @@ def test_the_preview_finding_keeps_what_the_thread_table_needs() -> None:
     assert found.evidence["items"] == [{"label": "/data/c/r/s", "category": "checkpoint",
                                         "size": 3 * T, "age_s": 86400, "owner": "root",
                                         "paths": ["/data/c/r/s"]}]
+
+
+def test_the_rest_is_the_parts_that_share_no_file_with_what_was_deleted() -> None:
+    hf, ck, core = (_item("hf_cache", "/data/hf/hub/a", 10), _item("checkpoint", "/data/c/r/s", 30),
+                    _item("core_dump", "/var/core.1", 5))
+    whole = proposal("gpu-01", [ck, hf, core], 40, now=0.0)
+    diag = Diagnosis("gpu-01", "disk_full", DiagnosisStatus.OK, 0.1, (),
+                     (whole, *parts("gpu-01", [ck, hf, core], 40)))
+    assert [a.params["paths"] for a in rest(diag, "/data/hf/hub/a")] == [
+        "/data/c/r/s", "/var/core.1"]
+    assert rest(diag, whole.params["paths"]) == []  # all of it went: nothing left to offer
