@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.chat import summary
+from bot.chat import cleanup_view, summary
 from bot.chat.base import Button, ButtonStyle, ChatMessage, Section
 from bot.chat.incident_view import (
     EVIDENCE_STATES,
@@ -82,8 +82,7 @@ def render_incident(
     sections += [Section(line) for line in status_lines(meta)]
     sections += state_sections(state, meta, [f.title for f in diagnosis.findings])
     sections += _also_found(state, diagnosis)
-    sections += [_plan_section(incident.host, p, diagnosis, approvals.get(p.approval_id),
-                               clickable) for p in plans]
+    sections += _plan_sections(incident.host, plans, diagnosis, approvals, clickable)
     if results:
         sections.append(_results_section(results))
     if revert is not None:
@@ -130,14 +129,47 @@ def _also_found(state: str, diagnosis: Diagnosis) -> list[Section]:
 
 
 def thread_evidence(diagnosis: Diagnosis) -> tuple[Section, ...]:
-    """The thread's evidence, posted once: the per-GPU table and any GPU health grid."""
-    table = summary.evidence_table(diagnosis)
-    sections = [table] if table is not None else []
+    """The thread's evidence, posted once: the per-GPU table, any GPU health grid, and
+    the disk cleanup's preview."""
+    tables = (summary.evidence_table(diagnosis), cleanup_view.table(diagnosis))
+    sections = [t for t in tables if t is not None]
     for f in diagnosis.findings:
         grid = f.evidence.get("grid")
         if isinstance(grid, str) and grid:
             sections.append(Section(text=f"*{summary.plain_title(f)}*", code=code_safe(grid)))
     return tuple(sections)
+
+
+def _plan_sections(host: str, plans: Sequence[ActionPlan], diagnosis: Diagnosis,
+                   approvals: Mapping[str, Approval], clickable: bool) -> list[Section]:
+    """One section per plan; a cleanup's per-part plans share one section (one row of
+    buttons), where the first of them would be."""
+    parts = [p for p in plans if cleanup_view.is_part(p.action)]
+    out: list[Section] = []
+    for p in plans:
+        if parts and p is parts[0]:
+            out += _parts_section(host, parts, diagnosis, approvals, clickable)
+        elif not cleanup_view.is_part(p.action):
+            out.append(_plan_section(host, p, diagnosis, approvals.get(p.approval_id),
+                                     clickable))
+    return out
+
+
+def _parts_section(host: str, parts: Sequence[ActionPlan], diagnosis: Diagnosis,
+                   approvals: Mapping[str, Approval], clickable: bool) -> list[Section]:
+    """Approve buttons for the parts still pending; a line for each one decided (a part
+    withdrawn because another was chosen says nothing)."""
+    pending, decided = [], []
+    for p in parts:
+        approval = approvals.get(p.approval_id)
+        if approval is None or approval.status is ApprovalStatus.PENDING:
+            pending.append((p.action, p.approval_id, _buttons(host, p)[0].confirm))
+        elif approval.status is not ApprovalStatus.CANCELLED:
+            name = cleanup_view.part_name(cleanup_view.covered(p.action, diagnosis))
+            decided.append(f"{escape(name)}: {decision_line(approval)}")
+    if not (pending and clickable) and not decided:
+        return []
+    return [cleanup_view.parts_section(pending if clickable else [], diagnosis, decided)]
 
 
 def _plan_section(host: str, plan: ActionPlan, diagnosis: Diagnosis,

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from bot.chat import cleanup_view
 from bot.chat.base import Section
 from bot.chat.text import clip, code_safe, escape
 from bot.core import fmt, strings
@@ -150,8 +151,10 @@ def state_line(incident: IncidentLike, now: float) -> str:
         id=escape(incident.id), age=fmt.age(now, since))
 
 
-def action_phrase(action: ProposedAction) -> str:
+def action_phrase(action: ProposedAction, diagnosis: Diagnosis | None = None) -> str:
     """The catalog action as a plain verb phrase (never ``kind key=value``)."""
+    if action.kind == "disk.cleanup" and diagnosis is not None and cleanup_view.items(diagnosis):
+        return cleanup_view.phrase(action, diagnosis)
     p = {k: escape(v) for k, v in action.params.items()}
     templates = {
         "systemd.stop_disable": strings.MSG_ACTION_STOP_DISABLE,
@@ -159,6 +162,7 @@ def action_phrase(action: ProposedAction) -> str:
         "process.terminate": strings.MSG_ACTION_TERMINATE,
         "extraction.resume": strings.MSG_ACTION_RESUME,
         "journal.vacuum": strings.MSG_ACTION_JOURNAL,
+        "disk.journal_vacuum": strings.MSG_ACTION_JOURNAL,  # the catalog's name for it
     }
     template = templates.get(action.kind)
     try:
@@ -174,7 +178,7 @@ def _generic(action: ProposedAction, p: Mapping[str, str]) -> str:
 
 def action_sentence(action: ProposedAction, diagnosis: Diagnosis) -> str:
     """``*Proposed:* stop X and keep it from starting at boot (frees 606.2 GiB). *Risk:* …``."""
-    phrase = action_phrase(action)
+    phrase = action_phrase(action, diagnosis)
     finding = primary_finding(diagnosis)
     gpus = _gpus(finding)
     if gpus and action.kind in ("systemd.stop_disable", "systemd.mask", "process.terminate"):
@@ -209,7 +213,8 @@ def notification_text(incident: IncidentLike, diagnosis: Diagnosis,
         cause = plain_title(finding) if finding else strings.FLOW_NO_FINDINGS
     state = _val(incident.state)
     if diagnosis.actions and state == "awaiting_approval":
-        ask = strings.MSG_ASK_APPROVE.format(sentence=action_phrase(diagnosis.actions[0]))
+        first = action_phrase(diagnosis.actions[0], diagnosis)
+        ask = strings.MSG_ASK_APPROVE.format(sentence=first)
     else:
         ask = strings.MSG_ASK_STATE.format(state=state.replace("_", " "))
     return strings.MSG_NOTIFY.format(mention=mention, host=escape(incident.host),

@@ -21,6 +21,7 @@ from bot.config.settings import Settings, env_redis_url, load_settings
 from bot.core import strings
 from bot.core.errors import UserError
 from bot.remediation import catalog
+from bot.remediation.cleanup import unfinished_output_dirs
 from bot.remediation.execute import AuditSink, audit_refusal, cli_incident_id, execute
 from bot.remediation.followup import chain_resumes, offers
 from bot.remediation.options import RemediationOptions, options_from_extra
@@ -104,13 +105,18 @@ def _label(kind: str, reason: str) -> str:
     return reason
 
 
-def _host_options(settings: Settings, target: SSHTarget,
-                  options: RemediationOptions) -> RemediationOptions:
-    """The inventory's ``allowed_path_prefixes`` bound disk.cleanup on that host."""
+def _host_options(settings: Settings, target: SSHTarget, options: RemediationOptions,
+                  queue_conn: Any) -> RemediationOptions:
+    """What bounds disk.cleanup on that host, as in the flow (``hosts.act_options``): the
+    inventory's ``allowed_path_prefixes`` and the output dirs of the host's unfinished
+    jobs, read now (a job paused a second ago counts)."""
     host = settings.hosts.get(target.name)
-    if host is None:
+    if host is not None:
+        options = replace(options, allowed_prefixes=tuple(host.allowed_path_prefixes))
+    if queue_conn is None:  # --dry-run without Redis: nothing runs
         return options
-    return replace(options, allowed_prefixes=tuple(host.allowed_path_prefixes))
+    jobs = unfinished_output_dirs(queue_conn, target.name)
+    return replace(options, protected_dirs=tuple(sorted({*options.protected_dirs, *jobs})))
 
 
 def _confirm(n: int, target: SSHTarget, actor: str) -> bool:
@@ -147,8 +153,8 @@ def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes
         raise UserError(strings.REM_ABORTED, 130)
     from bot.ssh.pool import ParamikoPool
 
-    options = _host_options(settings, target, options_from_extra(settings.extra,
-                                                                 redis=queue_conn))
+    options = _host_options(settings, target,
+                            options_from_extra(settings.extra, redis=queue_conn), queue_conn)
     pool = ParamikoPool(settings.ssh_defaults)
     try:
         result = execute(pool, target, kind, params, approver=actor, evidence_hash=None,

@@ -22,6 +22,7 @@ from bot.flow import followups, reboot_step
 from bot.flow.context import FlowContext
 from bot.flow.hosts import act_options, diagnose, interrupted_job_ids, target_for
 from bot.flow.message import publish
+from bot.flow.plans import offer
 from bot.flow.thread import post_in_thread
 from bot.remediation import followup
 from bot.remediation.execute import execute
@@ -188,6 +189,8 @@ def _follow_up(ctx: FlowContext, incident_id: str, result: ActionResult, target:
     if result.ok and followups.is_resume(result.kind):
         _mark_resumed(ctx, incident_id, result.params["job"])
         return None
+    if result.ok and result.kind == "disk.cleanup":
+        _offer_other_parts(ctx, incident_id, result, target)
     freed = result.ok and result.kind in GPU_FREEING
     jobs = interrupted_job_ids(ctx, ctx.incidents.require(incident_id).host) if freed else []
     resumes = followups.offer_followups(ctx, incident_id, result, target, jobs[:1])
@@ -199,6 +202,17 @@ def _follow_up(ctx: FlowContext, incident_id: str, result: ActionResult, target:
     incident = ctx.incidents.require(incident_id)
     return _gated_resume(ctx, incident_id, target, resumes[0], user,
                          incident.meta.get("evidence_hash"), None)
+
+
+def _offer_other_parts(ctx: FlowContext, incident_id: str, result: ActionResult,
+                       target: SSHTarget) -> None:
+    """After one part of a disk cleanup, the parts it left, each its own approval again
+    (the act step's preflight re-checks every file when one is clicked)."""
+    from bot.flow.cleanup_offer import rest
+
+    stored = ctx.incidents.require(incident_id).meta.get("diagnosis")
+    for action in rest(Diagnosis.from_dict(stored), result.params["paths"]) if stored else []:
+        offer(ctx, incident_id, action, target)
 
 
 def _mark_resumed(ctx: FlowContext, incident_id: str, job_id: str) -> None:

@@ -36,11 +36,9 @@ def interrupted_job_ids(ctx: FlowContext, host: str) -> list[str]:
 def protected_dirs(ctx: FlowContext, host: str) -> tuple[str, ...]:
     """Output directories of the host's unfinished jobs (queued, running, paused,
     interrupted, failed): a disk cleanup must never delete what a resume will read."""
-    from bot.extract.queue import list_jobs
-    from bot.extract.states import UNFINISHED
+    from bot.remediation.cleanup import unfinished_output_dirs
 
-    return tuple(sorted({j.output_dir.rstrip("/") for j in list_jobs(ctx.redis_bytes, host)
-                         if j.state in UNFINISHED and j.output_dir.startswith("/")}))
+    return unfinished_output_dirs(ctx.redis_bytes, host)
 
 
 def act_options(ctx: FlowContext, host: str) -> RemediationOptions:

@@ -6,7 +6,8 @@ act step hands the result here: the incident stays ``remediating`` with ``meta.r
 (the boot id read just before, the deadline). ``poll_reboots`` (on the scheduler's
 expiry tick) reads ``/proc/sys/kernel/random/boot_id``: a new id re-runs the playbook
 (``verified`` when the finding is gone, else ``action_failed`` naming what is still
-there); past the deadline without a new id, ``action_failed``.
+there); past the deadline without a new id, ``action_failed``. Once back, the host's
+other incidents marked ``meta.host_reboot`` are re-diagnosed too (``follow_others``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from bot.core import strings
 from bot.domain.findings import Diagnosis, Severity
 from bot.domain.incident import Incident
-from bot.domain.lifecycle import IncidentState
+from bot.domain.lifecycle import IncidentState, can_transition
 from bot.flow.context import FlowContext
 from bot.flow.hosts import diagnose, target_for
 from bot.flow.message import publish
@@ -122,6 +123,56 @@ def _back(ctx: FlowContext, incident: Incident, target: SSHTarget, pending: dict
     else:
         text = strings.FLOW_REBOOT_BACK_OK.format(host=incident.host, boot=now_id)
     _settle(ctx, incident, pending, now_id, not still, text)
+    follow_others(ctx, incident, target, now_id)
+
+
+def follow_others(ctx: FlowContext, incident: Incident, target: SSHTarget,
+                  now_id: str) -> list[str]:
+    """The host's other incidents marked for this reboot, re-diagnosed now that it is
+    back: resolved when their problems are gone, else diagnosed afresh (new plans, the
+    state the fresh diagnosis calls for). One with an action running is left alone."""
+    followed = []
+    for other in ctx.incidents.list(open_only=True):
+        mark = other.meta.get("host_reboot") or {}
+        if (mark.get("by") != incident.id or mark.get("settled") or other.meta.get("running")
+                or other.state in (IncidentState.APPROVED, IncidentState.REMEDIATING)):
+            continue
+        fresh, _ = diagnose(ctx, other, target)
+        still = still_there(other.meta.get("diagnosis") or {}, fresh)
+        ctx.incidents.set_meta(other.id, host_reboot={**mark, "settled": True,
+                                                      "boot_id_after": now_id})
+        _moved(ctx, other, fresh, still, now_id)
+        followed.append(str(other.id))
+    return followed
+
+
+def _moved(ctx: FlowContext, other: Incident, fresh: Diagnosis, still: list[str],
+           now_id: str) -> None:
+    """Resolve ``other`` (its problems are gone) or diagnose it again from the start."""
+    from bot.flow.approve_step import withdraw_pending  # it imports the act step, and that us
+    from bot.flow.diagnose_step import on_incident_opened
+
+    problems = [f.title for f in fresh.findings if f.severity is not Severity.INFO]
+    gone = not problems  # the old finding gone, and nothing new in its place
+    after = "gone" if gone else "still there"
+    ctx.audit.append(other.id, ctx.bot_user, "host.reboot_followed",
+                     {"boot_id_after": now_id, "after": after, "still": still[:10]})
+    if gone:
+        if not can_transition(other.state, IncidentState.RESOLVED):
+            return
+        withdraw_pending(ctx, other, ctx.bot_user, reason="gone after the host's reboot")
+        text = strings.FLOW_REBOOT_OTHER_GONE.format(host=other.host, boot=now_id)
+        ctx.incidents.set_meta(other.id, diagnosis=fresh.to_dict(),
+                               results=[*other.meta.get("results", []), {"ok": True, "text": text}])
+        ctx.incidents.transition(other.id, IncidentState.RESOLVED, ctx.bot_user, text[:200])
+        post_in_thread(ctx, other, text)
+        publish(ctx, other.id)
+        return
+    post_in_thread(ctx, other, strings.FLOW_REBOOT_OTHER_AGAIN.format(
+        host=other.host, boot=now_id, still="; ".join(still or problems)[:500]))
+    if can_transition(other.state, IncidentState.DIAGNOSING):
+        withdraw_pending(ctx, other, ctx.bot_user, reason="diagnosing again after the reboot")
+        on_incident_opened(ctx, other.id)
 
 
 def _settle(ctx: FlowContext, incident: Incident, pending: dict[str, Any],

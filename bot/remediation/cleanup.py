@@ -16,6 +16,7 @@ import shlex
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bot.domain import validate
 from bot.remediation.probes import plain
@@ -168,6 +169,17 @@ def candidates(runner: SSHRunner, target: SSHTarget, *, allowed: Sequence[str],
     busy = open_files(runner, target, [f.path for f in files], timeout_s)
     return plan_candidates(files, allowed=allowed, protected=protected, open_paths=busy,
                            keep_checkpoints=keep_checkpoints)
+
+
+def unfinished_output_dirs(conn: Any, host: str) -> tuple[str, ...]:
+    """Output directories of ``host``'s unfinished jobs (queued, running, paused,
+    interrupted, failed): what a cleanup must never delete, for the flow and the CLI alike.
+    ``conn`` is the bytes Redis client the extraction queue reads."""
+    from bot.extract.queue import list_jobs  # torch-free; kept lazy like the flow's
+    from bot.extract.states import UNFINISHED
+
+    return tuple(sorted({j.output_dir.rstrip("/") for j in list_jobs(conn, host)
+                         if j.state in UNFINISHED and j.output_dir.startswith("/")}))
 
 
 def paths_param(chosen: Sequence[CleanupCandidate]) -> str:

@@ -9,9 +9,11 @@ Real: redis-server, the sim host over OpenSSH sshd (files in its sandbox root, r
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis import Redis
@@ -28,6 +30,7 @@ from bot.sim.sshd import SimHost
 from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
     ONCALL,
     Loop,
+    buttons,
     loop,
     loop_settings,
     wait_until,
@@ -121,3 +124,99 @@ def test_a_cleanup_offered_before_the_job_paused_is_refused_at_act_time(
     assert all(exists(full, p) for p in PAUSED_FILES)
     assert exists(full, "/data/checkpoints/run-a/step-1000.pt")  # nothing was deleted
     loop.wait_text(incident_id, "the output of a paused or queued job")
+
+
+def visible_lines(message: dict[str, Any]) -> list[str]:
+    """What Slack shows: every text line of every block; an actions row counts as one."""
+    lines: list[str] = []
+    for block in message.get("blocks") or []:
+        if block["type"] == "actions":
+            lines.append(" ".join(e["text"]["text"] for e in block["elements"]))
+        elif block["type"] == "context":
+            lines += [e["text"] for e in block["elements"]]
+        elif "text" in block:
+            lines += block["text"]["text"].splitlines()
+    return lines
+
+
+def preview_posts(lp: Loop) -> list[str]:
+    return [json.dumps(c.params) for c in lp.standin.calls_of("chat.postMessage")
+            if c.params.get("thread_ts") and "Cleanup preview" in json.dumps(c.params)]
+
+
+def test_the_thread_shows_the_preview_and_the_message_offers_each_part(
+        loop: Loop, redis_url: str, redis_bytes: Redis, full: SimHost,  # noqa: F811
+        tmp_path: Path) -> None:
+    paused_job(redis_bytes, tmp_path)
+    loop.start(settings(redis_url, full, loop))
+    incident_id = loop.open("disk_full")
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    message = loop.wait_text(incident_id, "freeing")
+    posts = wait_until(lambda: preview_posts(loop), 30, "the cleanup preview in the thread")
+    assert len(posts) == 1
+    preview = posts[0]
+    assert "300.0 GiB" in preview and "140.0 GiB" in preview and "needed" in preview
+    assert "/data/checkpoints/run-a/step-1000.pt" in preview and "checkpoint" in preview
+    for canary in (OPEN, OUTSIDE, *PAUSED_FILES, "/data/jobs/job-paused"):
+        assert canary not in preview, canary
+
+    lines = visible_lines(message)
+    assert len(lines) <= 12, lines
+    shown = "\n".join(lines)
+    items = loop.ctx.incidents.require(incident_id).meta["diagnosis"]["findings"][-1]
+    n = len(items["evidence"]["items"])
+    assert f"Delete {n} cache, checkpoint and core-dump item(s), freeing" in shown, shown
+    assert "Vacuum the systemd journal down to 500M" in shown  # a phrase, not "run KIND on"
+    labels = buttons(message)
+    assert any(b.startswith("HF cache · ") for b in labels), labels
+    assert any(b.startswith("checkpoint · ") for b in labels), labels
+    assert loop.ctx.incidents.require(incident_id).meta["results"] == []  # nothing ran
+
+
+def test_approving_only_the_hf_cache_deletes_only_that_and_says_what_it_freed(
+        loop: Loop, redis_url: str, redis_bytes: Redis, full: SimHost,  # noqa: F811
+        tmp_path: Path) -> None:
+    paused_job(redis_bytes, tmp_path)
+    loop.start(settings(redis_url, full, loop))
+    incident_id = loop.open("disk_full")
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    plans = loop.ctx.incidents.require(incident_id).meta["plans"]
+    cleanups = [p for p in plans if p["action"]["kind"] == "disk.cleanup"]
+    whole = set(cleanups[0]["action"]["params"]["paths"].split("|"))
+    hf = [p for p in cleanups if p["action"]["id"].startswith("cleanup-part-")
+          and "/huggingface/" in p["action"]["params"]["paths"]]
+    assert len(hf) == 1
+    hf_paths = hf[0]["action"]["params"]["paths"].split("|")
+    others = sorted(whole - set(hf_paths))
+    assert others and all("/huggingface/" in p for p in hf_paths)
+
+    shown = loop.wait_text(incident_id, hf[0]["approval_id"])
+    loop.click(ONCALL, shown, lambda el: str(el["text"]["text"]).startswith("HF cache · "))
+    loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
+    result = loop.ctx.incidents.require(incident_id).meta["result"]
+    assert result["outcome"] == "succeeded", result["summary"]
+    assert result["params"]["paths"] == hf[0]["action"]["params"]["paths"]
+    freed = result["verification"]["evidence"]["freed_bytes"]
+    assert freed >= int(hf[0]["action"]["params"]["need_bytes"]) > 100 * G
+    assert not any(exists(full, p) for p in hf_paths)
+    assert all(exists(full, p) for p in (*others, OPEN, OUTSIDE, *PAUSED_FILES))
+    loop.wait_text(incident_id, "freed")
+
+    # the parts it left are offered again, each its own approval: now only the checkpoints
+    offered = wait_until(lambda: [
+        p for p in loop.ctx.incidents.require(incident_id).meta["plans"]
+        if p["action"]["id"].startswith("cleanup-part-") and "/checkpoints/" in
+        p["action"]["params"]["paths"] and p["approval_id"] not in {c["approval_id"]
+                                                                     for c in cleanups}],
+        30, "the checkpoints offered again")
+    ckpt = offered[0]["action"]["params"]["paths"].split("|")
+    shown = loop.wait_text(incident_id, offered[0]["approval_id"])
+    loop.click(ONCALL, shown, lambda el: el.get("value") == offered[0]["approval_id"])
+    wait_until(lambda: loop.ctx.incidents.require(incident_id).meta["result"]["params"]
+               ["paths"] == offered[0]["action"]["params"]["paths"], 90, "the second part")
+    loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
+    second = loop.ctx.incidents.require(incident_id).meta["result"]
+    assert second["outcome"] == "succeeded", second["summary"]
+    assert not any(exists(full, p) for p in ckpt)
+    left = sorted(set(others) - set(ckpt))
+    assert left and all(exists(full, p) for p in left)  # the core dump, pip, torch hub parts

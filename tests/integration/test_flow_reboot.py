@@ -52,6 +52,12 @@ def boot_file(sim: SimHost) -> str:
                           capture_output=True, text=True, timeout=30).stdout.strip()
 
 
+def is_open(lp: Loop, approval_id: str) -> bool:
+    approval = lp.ctx.approvals.get(approval_id)
+    assert approval is not None
+    return bool(approval.is_open)
+
+
 def reboot_approved(lp: Loop, incident_id: str) -> None:
     plan = offer(lp.ctx, incident_id, ProposedAction("reboot", "host.reboot", {},
                                                      "asked for in the thread", "-"),
@@ -76,6 +82,7 @@ def test_a_reboot_is_announced_marks_the_hosts_incidents_and_sees_the_unit_come_
     other_id = loop.open("vm_restart")
     loop.wait_state(other_id, S.NO_ACTION, S.AWAITING_APPROVAL)
     loop.message(other_id)  # posted: it has a thread for the note
+    old_plans = loop.ctx.incidents.require(other_id).meta["plans"]
     reboot_approved(loop, incident_id)
 
     meta = loop.ctx.incidents.require(incident_id).meta
@@ -99,6 +106,20 @@ def test_a_reboot_is_announced_marks_the_hosts_incidents_and_sees_the_unit_come_
     loop.wait_text(incident_id, "still there")
     actions = [e.action for e in AuditLog(loop.ctx.redis).timeline(incident_id)]
     assert "host.reboot_requested" in actions and actions[-1] == "host.reboot_settled"
+
+    # the other incident: re-diagnosed once, its problem (the unit back on the GPUs) still there
+    other = loop.ctx.incidents.require(other_id)
+    mark = other.meta["host_reboot"]
+    assert mark["settled"] and mark["boot_id_after"] == after
+    assert [e.action for e in AuditLog(loop.ctx.redis).timeline(other_id)].count(
+        "host.reboot_followed") == 1
+    assert other.state is S.AWAITING_APPROVAL
+    fresh = {p["approval_id"] for p in other.meta["plans"]}
+    for old in old_plans:  # the old buttons are withdrawn, new ones offered
+        assert old["approval_id"] not in fresh
+        assert not is_open(loop, old["approval_id"])
+    assert "this problem is not gone" in json.dumps(
+        [c.params for c in loop.standin.calls_of("chat.postMessage")])
 
 
 def test_a_reboot_that_clears_a_wedged_host_is_verified(
@@ -136,3 +157,30 @@ def test_a_host_that_does_not_come_back_fails_after_the_deadline(
     assert loop.state(incident_id) is S.ACTION_FAILED
     assert "did not answer with a new boot id" in \
         loop.ctx.incidents.require(incident_id).meta["results"][-1]["text"]
+
+
+def test_after_the_reboot_the_hosts_other_incident_whose_problem_is_gone_is_resolved(
+        loop: Loop, redis_url: str, sims: SimFactory) -> None:  # noqa: F811
+    sim = sims("ladder", overrides={"units": {"trainer.service": {"unit_file_state": "disabled"}}})
+    loop.start(loop_settings(redis_url, sim, loop.standin))
+    incident_id = loop.open()
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    other_id = loop.open("vm_restart")
+    loop.wait_state(other_id, S.AWAITING_APPROVAL)
+    loop.message(other_id)
+    pending = [p["approval_id"] for p in loop.ctx.incidents.require(other_id).meta["plans"]]
+    assert pending
+    reboot_approved(loop, incident_id)
+    assert loop.state(other_id) is S.AWAITING_APPROVAL  # marked, not moved until it is back
+    assert loop.ctx.incidents.require(other_id).meta["host_reboot"]["by"] == incident_id
+
+    assert reboot_step.poll_reboots(loop.ctx) == [incident_id]
+    assert loop.state(incident_id) is S.VERIFIED
+    assert loop.state(other_id) is S.RESOLVED
+    other = loop.ctx.incidents.require(other_id)
+    assert other.meta["results"][-1]["text"].endswith("this problem is gone.")
+    assert not any(is_open(loop, a) for a in pending)
+    codes = [f["code"] for f in other.meta["diagnosis"]["findings"]]
+    assert "gpu.idle_vram_held" not in codes and "gpu.free" in codes
+    assert "this problem is gone" in json.dumps(
+        [c.params for c in loop.standin.calls_of("chat.postMessage")])

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
-from bot.flow.cleanup_offer import need_bytes, proposal
+from bot.flow.cleanup_offer import (
+    PART_PREFIX,
+    groups,
+    need_bytes,
+    parts,
+    preview_finding,
+    proposal,
+    rest,
+)
 from bot.remediation.cleanup import CleanupCandidate
 
 T = 1024 ** 4
@@ -32,3 +40,44 @@ def test_the_proposal_needs_no_more_than_its_items_hold() -> None:
     assert action.params == {"paths": "/data/c/run/a/x.pt|/var/core.1", "need_bytes": "350"}
     assert "/data/c/run/a" in action.reason and "2 cache" in action.reason
     assert proposal("gpu-01", items, 100, now=0.0).params["need_bytes"] == "100"
+
+
+def _item(cat: str, path: str, size: int) -> CleanupCandidate:
+    return CleanupCandidate(cat, path, (path,), size, 0.0, "root")
+
+
+def test_parts_are_one_per_category_largest_first_or_one_per_item_when_few() -> None:
+    hf, ck, core = (_item("hf_cache", "/data/hf/hub/a", 10), _item("checkpoint", "/data/c/r/s", 30),
+                    _item("core_dump", "/var/core.1", 5))
+    hf2 = _item("hf_cache", "/data/hf/hub/b", 25)
+    assert [[c.label for c in g] for g in groups([hf, ck, core, hf2])] == [
+        ["/data/hf/hub/a", "/data/hf/hub/b"], ["/data/c/r/s"], ["/var/core.1"]]
+    assert groups([hf, hf2]) == [[hf], [hf2]]  # one kind, few items: one part each
+    assert groups([hf]) == []  # the one part would be the whole proposal
+    assert groups([_item("hf_cache", f"/data/hf/hub/{i}", 1) for i in range(4)]) == []
+    made = parts("gpu-01", [hf, ck, hf2], need=20)
+    assert [p.params for p in made] == [
+        {"paths": "/data/hf/hub/a|/data/hf/hub/b", "need_bytes": "20"},
+        {"paths": "/data/c/r/s", "need_bytes": "20"}]
+    assert all(p.id.startswith(PART_PREFIX) for p in made)
+    assert [p.params["need_bytes"] for p in parts("gpu-01", [hf, ck], need=100)] == ["30", "10"]
+
+
+def test_the_preview_finding_keeps_what_the_thread_table_needs() -> None:
+    found = preview_finding([_item("checkpoint", "/data/c/r/s", 3 * T)], need=T, now=86400.0)
+    assert found.code == "disk.cleanup_candidates" and found.severity is Severity.INFO
+    assert found.evidence["total_bytes"] == 3 * T and found.evidence["need_bytes"] == T
+    assert found.evidence["items"] == [{"label": "/data/c/r/s", "category": "checkpoint",
+                                        "size": 3 * T, "age_s": 86400, "owner": "root",
+                                        "paths": ["/data/c/r/s"]}]
+
+
+def test_the_rest_is_the_parts_that_share_no_file_with_what_was_deleted() -> None:
+    hf, ck, core = (_item("hf_cache", "/data/hf/hub/a", 10), _item("checkpoint", "/data/c/r/s", 30),
+                    _item("core_dump", "/var/core.1", 5))
+    whole = proposal("gpu-01", [ck, hf, core], 40, now=0.0)
+    diag = Diagnosis("gpu-01", "disk_full", DiagnosisStatus.OK, 0.1, (),
+                     (whole, *parts("gpu-01", [ck, hf, core], 40)))
+    assert [a.params["paths"] for a in rest(diag, "/data/hf/hub/a")] == [
+        "/data/c/r/s", "/var/core.1"]
+    assert rest(diag, whole.params["paths"]) == []  # all of it went: nothing left to offer

@@ -94,3 +94,13 @@ MSG_APPROVAL_EXPIRES = "Approval expires {when} UTC"
 MSG_EVIDENCE_POSTED = "Raw evidence of {id} posted in its thread."
 MSG_EVIDENCE_NOT_YET = "Incident {id} has no diagnosis yet: nothing to show."
 MSG_EVIDENCE_NO_THREAD = "Incident {id} has no message yet to reply under."
+
+
+# --- disk cleanup: preview, sentences, per-part buttons (issue 17) --------------------
+MSG_ACTION_CLEANUP = "delete {n} cache, checkpoint and core-dump item(s), freeing {size} ({need} needed)"
+MSG_ACTION_CLEANUP_PART = "delete only {what}: {n} item(s), {size}"
+MSG_CLEANUP_MIXED = "mixed items"
+MSG_CLEANUP_TITLE = "*Cleanup preview:* {n} item(s), {total} in all; {need} needed"
+MSG_CLEANUP_MORE = "… {n} more item(s), {size}"
+MSG_CLEANUP_PARTS = "*Or delete only one part* (Deny above declines them all):"
+MSG_CLEANUP_PART_BUTTON = "{what} · {size}"

@@ -180,3 +180,8 @@ REM_GPU_NVSWITCH = ("{host} is an NVSwitch host (fabric state {state}): a reset 
 REM_PROPOSE_REBOOT_NVSWITCH = ("reboot {host}: on an NVSwitch host that resets every GPU and the "
                                "fabric together (by hand instead: stop nvidia-fabricmanager, "
                                "`nvidia-smi -r` with every GPU idle, start it again)")
+FLOW_CLEANUP_PART_REASON = "delete only {what}: {n} item(s), {size}"
+FLOW_CLEANUP_FOUND = "{n} cleanup candidate(s) holding {size}"
+FLOW_REBOOT_OTHER_GONE = "{host} is back (new boot {boot}); re-diagnosed: this problem is gone."
+FLOW_REBOOT_OTHER_AGAIN = ("{host} is back (new boot {boot}), but this problem is not gone: "
+                           "{still}. Diagnosing this incident again.")

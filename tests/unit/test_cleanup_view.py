@@ -1,0 +1,64 @@
+"""The disk cleanup in chat words: the thread's preview table and each proposal's
+sentence, rendered from the stored diagnosis alone (pure)."""
+
+from __future__ import annotations
+
+from bot.chat import cleanup_view
+from bot.chat.render import ActionPlan, IncidentHeader, render_incident
+from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
+from bot.flow.cleanup_offer import parts, preview_finding, proposal
+from bot.remediation.cleanup import CleanupCandidate
+
+G = 1024 ** 3
+DAY = 86400.0
+ITEMS = [CleanupCandidate("checkpoint", "/data/checkpoints/run-a/step-1000",
+                          ("/data/checkpoints/run-a/step-1000/model.pt",
+                           "/data/checkpoints/run-a/step-1000/optim.pt"), 300 * G, 0.0, "ml"),
+         CleanupCandidate("hf_cache", "/data/cache/huggingface/hub/m/blobs/5f", (
+             "/data/cache/huggingface/hub/m/blobs/5f",), 140 * G, 50 * DAY, "root"),
+         CleanupCandidate("core_dump", "/var/lib/systemd/coredump/core.x", (
+             "/var/lib/systemd/coredump/core.x",), 50 * G, 57 * DAY, "root")]
+
+
+def diagnosis() -> Diagnosis:
+    full = Finding("disk.full", Severity.CRITICAL, "/data is full")
+    actions = (proposal("gpu-01", ITEMS, 400 * G, 60 * DAY), *parts("gpu-01", ITEMS, 400 * G))
+    return Diagnosis("gpu-01", "disk_full", DiagnosisStatus.OK, 0.1,
+                     (full, preview_finding(ITEMS, 400 * G, 60 * DAY)), actions)
+
+
+def test_the_table_ranks_items_with_size_age_owner_and_says_the_total_and_need() -> None:
+    table = cleanup_view.table(diagnosis())
+    assert table is not None and table.code is not None
+    assert table.text == "*Cleanup preview:* 3 item(s), 490.0 GiB in all; 400.0 GiB needed"
+    rows = table.code.splitlines()
+    assert rows[0].split() == ["SIZE", "AGE", "OWNER", "CATEGORY", "PATH"]
+    assert rows[1].split()[:4] == ["300.0", "GiB", "60", "d"]
+    assert rows[1].endswith("/data/checkpoints/run-a/step-1000")
+    assert "HF cache" in rows[2] and "10 d" in rows[2] and "core dump" in rows[3]
+
+
+def test_sentences_say_how_many_items_and_how_much() -> None:
+    diag = diagnosis()
+    whole, *each = diag.actions
+    assert cleanup_view.phrase(whole, diag) == (
+        "delete 3 cache, checkpoint and core-dump item(s), freeing 490.0 GiB (400.0 GiB needed)")
+    assert [cleanup_view.phrase(a, diag) for a in each] == [
+        "delete only checkpoint step-1000: 1 item(s), 300.0 GiB",
+        "delete only HF cache 5f: 1 item(s), 140.0 GiB",
+        "delete only core dump core.x: 1 item(s), 50.0 GiB"]
+
+
+def test_the_parts_share_one_row_of_approve_buttons() -> None:
+    diag = diagnosis()
+    plans = [ActionPlan(a, ("rm -f -- x",), f"ap-{i}") for i, a in enumerate(diag.actions)]
+    header = IncidentHeader("INC-1", "gpu-01", "disk_full", "critical", "awaiting_approval",
+                            first_seen=60 * DAY)
+    message = render_incident(header, diag, plans, now=61 * DAY)
+    rows = [s for s in message.sections if s.buttons]
+    assert [b.label for b in rows[0].buttons] == ["Approve", "Deny"]
+    assert [(b.label, b.value) for b in rows[1].buttons] == [
+        ("checkpoint step-1000 · 300.0 GiB", "ap-1"), ("HF cache 5f · 140.0 GiB", "ap-2"),
+        ("core dump core.x · 50.0 GiB", "ap-3")]
+    assert all(b.action_id == "approve" and b.confirm for b in rows[1].buttons)
+    assert len(rows) == 2
