@@ -17,6 +17,7 @@ from bot.domain.lifecycle import IllegalTransition, IncidentState
 from bot.flow.act_step import run_approved
 from bot.flow.context import FlowContext
 from bot.flow.message import publish
+from bot.flow.plans import withdraw_pending
 from bot.flow.thread import post_in_thread
 
 log = logging.getLogger(__name__)
@@ -46,21 +47,6 @@ def on_approved(ctx: FlowContext, approval: Approval, user: str) -> None:
                                                  "approval_id": approval.id})
     publish(ctx, incident.id)
     ctx.run_off_thread(run_approved, ctx, approval, user)
-
-
-def withdraw_pending(ctx: FlowContext, incident: Incident, actor: str, keep: str = "",
-                     reason: str = strings.WITHDRAWN_REASON) -> list[str]:
-    """Cancel every other still-pending approval of the incident, each audited."""
-    cancelled = []
-    for approval in ctx.approvals.for_incident(incident.id):
-        if approval.id == keep or not approval.is_open:
-            continue
-        if ctx.approvals.cancel(approval.id, actor, reason, ctx.clock()):
-            ctx.audit.append(incident.id, actor, "approval.cancelled",
-                             {"approval_id": approval.id, "kind": approval.kind,
-                              "reason": reason, "because": keep})
-            cancelled.append(approval.id)
-    return cancelled
 
 
 def _skip(ctx: FlowContext, incident: Incident, user: str, text: str) -> None:

@@ -13,10 +13,10 @@ from enum import StrEnum
 from bot.core import strings
 from bot.domain.incident import Incident
 from bot.domain.lifecycle import SNOOZABLE, IncidentState, can_transition
-from bot.flow.approve_step import withdraw_pending
 from bot.flow.context import FlowContext
 from bot.flow.diagnose_step import on_incident_opened
 from bot.flow.message import publish
+from bot.flow.plans import withdraw_pending
 from bot.flow.thread import post_in_thread
 from storage.events import IncidentEvents
 

@@ -108,3 +108,18 @@ def stored_plans(incident: Incident) -> tuple[list[ActionPlan], ActionPlan | Non
     plans = plans_from_meta(meta.get("plans", []))
     revert = plans_from_meta([meta["revert_plan"]])[0] if meta.get("revert_plan") else None
     return plans, revert
+
+
+def withdraw_pending(ctx: FlowContext, incident: Incident, actor: str, keep: str = "",
+                     reason: str = strings.WITHDRAWN_REASON) -> list[str]:
+    """Cancel every other still-pending approval of the incident, each audited."""
+    cancelled = []
+    for approval in ctx.approvals.for_incident(incident.id):
+        if approval.id == keep or not approval.is_open:
+            continue
+        if ctx.approvals.cancel(approval.id, actor, reason, ctx.clock()):
+            ctx.audit.append(incident.id, actor, "approval.cancelled",
+                             {"approval_id": approval.id, "kind": approval.kind,
+                              "reason": reason, "because": keep})
+            cancelled.append(approval.id)
+    return cancelled

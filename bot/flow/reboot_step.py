@@ -21,8 +21,10 @@ from bot.domain.findings import Diagnosis, Severity
 from bot.domain.incident import Incident
 from bot.domain.lifecycle import IncidentState, can_transition
 from bot.flow.context import FlowContext
+from bot.flow.diagnose_step import on_incident_opened
 from bot.flow.hosts import diagnose, target_for
 from bot.flow.message import publish
+from bot.flow.plans import withdraw_pending
 from bot.flow.thread import post_in_thread
 from bot.remediation.result import ActionResult, Outcome
 from bot.ssh.base import Command, SSHError, SSHTarget
@@ -149,9 +151,6 @@ def follow_others(ctx: FlowContext, incident: Incident, target: SSHTarget,
 def _moved(ctx: FlowContext, other: Incident, fresh: Diagnosis, still: list[str],
            now_id: str) -> None:
     """Resolve ``other`` (its problems are gone) or diagnose it again from the start."""
-    from bot.flow.approve_step import withdraw_pending  # it imports the act step, and that us
-    from bot.flow.diagnose_step import on_incident_opened
-
     problems = [f.title for f in fresh.findings if f.severity is not Severity.INFO]
     gone = not problems  # the old finding gone, and nothing new in its place
     after = "gone" if gone else "still there"
