@@ -135,8 +135,9 @@ def run_story(stage: Stage, console: Console, *, yes: bool,
         with timed(stage, "diagnosis over SSH and findings posted"):
             events = IncidentEvents(ctx.redis)
             events.ensure_group(GROUP)
+            consumer = consumer_name()
             while ctx.incidents.require(incident_id).state is not IncidentState.AWAITING_APPROVAL:
-                run_once(ctx, events, consumer_name(), block_ms=500)
+                run_once(ctx, events, consumer, block_ms=500)
         with timed(stage, "approval → stop/disable → GPUs verified free → resume queued"):
             approve(ctx, backend, make_desk(ctx), incident_id, yes, ask)
         with timed(stage, "extraction resumed and finished (RQ worker)"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import threading
 
@@ -23,7 +24,9 @@ STALE_MS = 120_000
 
 
 def consumer_name() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
+    """Unique per consumer loop, not per process: two replicas in one process (tests, an
+    embedded demo) must not read each other's pending entries as their own."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 def handle(ctx: FlowContext, event: dict[str, str]) -> None:
