@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from bot.service import Service, build_service
 from bot.sim.sshd import SimHost
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
+from tests.fixtures.bots import wait_until
 from tests.fixtures.slack_payloads import block_actions, find_button, form
 
 SECRET, TOKEN, ALERT_TOKEN = "e2e-signing-secret", "xoxb-e2e", "e2e-alert-token"
@@ -54,16 +54,6 @@ def settings_for(redis_url: str, sim: SimHost, standin: SlackStandIn) -> Setting
         "slack_signing_secret": SECRET, "slack_bot_token": TOKEN,
         "incident_bot_alert_token": ALERT_TOKEN,
     })
-
-
-def wait_until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def click_stop_disable(world: dict[str, Any], user: str, message: dict[str, Any]) -> httpx.Response:
