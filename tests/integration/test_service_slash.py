@@ -9,35 +9,17 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from bot.config.settings import Settings
-from bot.rig.serving import ServedApp
-from bot.rig.signed import SignedSender
 from bot.rig.slack_standin import SlackStandIn
-from bot.service import build_service
 from bot.sim.sshd import SimHost
+from tests.fixtures.slack import served_bot
 
 SECRET, TOKEN, CHANNEL, USER = "slash-secret", "xoxb-slash", "C0INCIDENT", "UALICE"
 
 
 @pytest.fixture
 def bot(redis: Redis, redis_url: str, sim_factory: Callable[..., SimHost]) -> Iterator[Any]:
-    sim = sim_factory("seed")
-    standin = SlackStandIn(token=TOKEN).start()
-    settings = Settings.model_validate({
-        "redis_url": redis_url,
-        "hosts": {"gpu-01": {"ssh": sim.target, "key": str(sim.key_path),
-                             "known_hosts": str(sim.known_hosts_path)}},
-        "slack": {"channel": CHANNEL, "approvers": [USER], "api_url": standin.api_url},
-        "extra": {"scheduler": {"enabled": False}},
-        "slack_signing_secret": SECRET, "slack_bot_token": TOKEN})
-    service = build_service(settings, with_scheduler=False)
-    served = ServedApp(service.app).start()
-    sender = SignedSender(f"{served.url}/slack/events", SECRET, standin.base)
-    yield service, standin, sender
-    sender.close()
-    served.stop()
-    service.close()
-    standin.stop()
+    with served_bot(redis_url, sim_factory("seed"), SECRET, TOKEN, CHANNEL, USER) as served:
+        yield served
 
 
 def replies(standin: SlackStandIn, n: int) -> list[str]:
