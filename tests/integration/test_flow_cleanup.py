@@ -77,13 +77,21 @@ def approve(lp: Loop, incident_id: str, approval_id: str) -> None:
              and str(el["action_id"]).startswith("approve"))
 
 
+def open_with_a_paused_job(lp: Loop, redis_url: str, redis_bytes: Redis, full: SimHost,
+                           tmp_path: Path) -> str:
+    """A paused job's output on the full disk, the bot up, the disk_full incident awaiting
+    approval: the start of every cleanup story here."""
+    paused_job(redis_bytes, tmp_path)
+    lp.start(settings(redis_url, full, lp))
+    incident_id = lp.open("disk_full")
+    lp.wait_state(incident_id, S.AWAITING_APPROVAL)
+    return incident_id
+
+
 def test_cleanup_frees_the_bytes_and_never_touches_a_paused_jobs_output(
         loop: Loop, redis_url: str, redis_bytes: Redis, full: SimHost,  # noqa: F811
         tmp_path: Path) -> None:
-    paused_job(redis_bytes, tmp_path)
-    loop.start(settings(redis_url, full, loop))
-    incident_id = loop.open("disk_full")
-    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    incident_id = open_with_a_paused_job(loop, redis_url, redis_bytes, full, tmp_path)
     plans = loop.ctx.incidents.require(incident_id).meta["plans"]
     cleanup = next(p for p in plans if p["action"]["kind"] == "disk.cleanup")
     paths = cleanup["action"]["params"]["paths"].split("|")
@@ -147,10 +155,7 @@ def preview_posts(lp: Loop) -> list[str]:
 def test_the_thread_shows_the_preview_and_the_message_offers_each_part(
         loop: Loop, redis_url: str, redis_bytes: Redis, full: SimHost,  # noqa: F811
         tmp_path: Path) -> None:
-    paused_job(redis_bytes, tmp_path)
-    loop.start(settings(redis_url, full, loop))
-    incident_id = loop.open("disk_full")
-    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    incident_id = open_with_a_paused_job(loop, redis_url, redis_bytes, full, tmp_path)
     message = loop.wait_text(incident_id, "freeing")
     posts = wait_until(lambda: preview_posts(loop), 30, "the cleanup preview in the thread")
     assert len(posts) == 1
@@ -176,10 +181,7 @@ def test_the_thread_shows_the_preview_and_the_message_offers_each_part(
 def test_approving_only_the_hf_cache_deletes_only_that_and_says_what_it_freed(
         loop: Loop, redis_url: str, redis_bytes: Redis, full: SimHost,  # noqa: F811
         tmp_path: Path) -> None:
-    paused_job(redis_bytes, tmp_path)
-    loop.start(settings(redis_url, full, loop))
-    incident_id = loop.open("disk_full")
-    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    incident_id = open_with_a_paused_job(loop, redis_url, redis_bytes, full, tmp_path)
     plans = loop.ctx.incidents.require(incident_id).meta["plans"]
     cleanups = [p for p in plans if p["action"]["kind"] == "disk.cleanup"]
     whole = set(cleanups[0]["action"]["params"]["paths"].split("|"))
