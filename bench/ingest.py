@@ -6,27 +6,30 @@ notification repeating some alerts already sent (Alertmanager resends a group's 
 and sent twice (the HA pair), then 20% of the alerts resolved (also twice).
 
 Runs, side by side, against a real ``incident-bot serve`` process and a private
-``redis-server`` (AOF, appendfsync always):
+``redis-server`` (AOF, appendfsync always). First paced at ``--rate`` alerts/s from 4
+senders (the goal: p99 under 50 ms while sustaining 2,000/s; latency counted from each
+notification's due time, see ``ingest_load.py``):
   1. incident-bot            dedup, fold, group; concurrent requests share a write
-  2. a write per request     the same with ``http.group_commit: false`` (the tail's cause)
+  2. a write per request     the same with ``http.group_commit: false``
   3. naive baseline          one incident per alert delivery: numbering, hash and event in
                              one script call per alert, all of a notification pipelined
-  4. incident-bot + SIGKILL  redis-server killed and restarted mid-run; the senders retry
+then with the senders as fast as they can (the most each server takes):
+  4. incident-bot, 5. naive baseline,
+  6. incident-bot + SIGKILL  redis-server killed and restarted mid-run; the senders retry
                              503s as Alertmanager does; acknowledged-and-lost must be 0
-  5. one sender              the same workload, no concurrency
-  6. the full service        flow, scheduler and Slack (a local stand-in): top-level chat
+  7. one sender              the same workload, no concurrency
+  8. the full service        flow, scheduler and Slack (a local stand-in): top-level chat
                              messages counted where Slack would receive them; RSS after it
 and the agent's resident memory (``python -m bot.agent --once`` and the CLI path).
 
 Usage: python bench/ingest.py [--hosts 500] [--per-host 20] [--batch 50] [--senders 4]
-       [--json FILE]
+       [--rate 2000] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import http.client
 import json
 import os
 import random
@@ -34,25 +37,23 @@ import resource
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.rig.localredis import LocalRedis, start_local_redis  # noqa: E402
+from bot.rig.localredis import start_local_redis  # noqa: E402
 from bot.rig.slack_standin import SlackStandIn  # noqa: E402
 from storage import keys  # noqa: E402
 from storage.connection import connect  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
+from ingest_load import Stats, send_all  # noqa: E402
 from ingest_servers import (  # noqa: E402
     GROUP_WAIT_S,
     SLACK_TOKEN,
-    TOKEN,
     _cpu_s,
     _redis_cpu_s,
     agent_rss,
@@ -116,81 +117,10 @@ def identity_keys(body: bytes) -> list[str]:
     return out
 
 
-# --- senders --------------------------------------------------------------------------
-@dataclass
-class Stats:
-    latencies: list[float] = field(default_factory=list)
-    acked: list[bytes] = field(default_factory=list)
-    refused: int = 0  # 503 / no answer, retried
-    errors: list[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def sender(port: int, path: str, work: list[bytes], stats: Stats) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
-    for body in work:
-        give_up = time.monotonic() + 60  # Alertmanager would keep retrying; a bench must end
-        while True:
-            start = time.perf_counter()
-            try:
-                conn.request("POST", path, body=body, headers=headers)
-                response = conn.getresponse()
-                response.read()
-                status = response.status
-            except (OSError, http.client.HTTPException):
-                conn.close()
-                status = 0
-            elapsed = time.perf_counter() - start
-            with stats.lock:
-                if 200 <= status < 300:
-                    stats.latencies.append(elapsed)
-                    stats.acked.append(body)
-                elif status in (0, 503):
-                    stats.refused += 1
-                else:
-                    stats.errors.append(f"HTTP {status}")
-            if 200 <= status < 300 or status not in (0, 503):
-                break
-            if time.monotonic() > give_up:
-                with stats.lock:
-                    stats.errors.append(f"gave up after 60 s (last: HTTP {status})")
-                break
-            time.sleep(0.2)  # Alertmanager backs off and retries
-    conn.close()
-
-
-def send_all(port: int, path: str, bodies: list[bytes], senders: int,
-             chaos: LocalRedis | None = None) -> tuple[Stats, float]:
-    """Each notification twice (the HA pair) from different senders at about the same time."""
-    deliveries = [b for body in bodies for b in (body, body)]
-    shares = [deliveries[i::senders] for i in range(senders)]
-    stats = Stats()
-    threads = [threading.Thread(target=sender, args=(port, path, s, stats)) for s in shares]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    if chaos is not None:
-        _kill_midway(chaos, stats, len(deliveries))
-    for t in threads:
-        t.join()
-    return stats, time.perf_counter() - start
-
-
-def _kill_midway(server: LocalRedis, stats: Stats, total: int) -> None:
-    while len(stats.acked) < total // 2:
-        time.sleep(0.01)
-    server.kill()
-    print(f"    redis-server SIGKILLed after {len(stats.acked)} acknowledged notifications")
-    time.sleep(1.0)
-    server.start()
-    print("    redis-server restarted (AOF replayed)")
-
-
-# --- servers --------------------------------------------------------------------------
 # --- runs -----------------------------------------------------------------------------
-def run(name: str, bodies: list[bytes], senders: int, *, naive: bool = False,
-        chaos: bool = False, group_commit: bool = True, full: bool = False) -> dict[str, Any]:
+def run(name: str, bodies: list[bytes], senders: int, *, rate: float | None = None,
+        naive: bool = False, chaos: bool = False, group_commit: bool = True,
+        full: bool = False) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="ib-bench-"))
     (workdir / "redis").mkdir()
     redis_server = start_local_redis(workdir / "redis")
@@ -203,16 +133,17 @@ def run(name: str, bodies: list[bytes], senders: int, *, naive: bool = False,
     redis = connect(redis_server.url)
     cpu_ready = _cpu_s(proc.pid)  # start-up's CPU is not ingest's
     try:
-        print(f"  {name}: sending with {senders} sender(s) ...", flush=True)
-        stats, wall = send_all(port, "/alerts/alertmanager", bodies, senders,
-                               redis_server if chaos else None)
+        pace = f" paced at {rate:.0f} alerts/s" if rate else " as fast as they can"
+        print(f"  {name}: sending with {senders} sender(s){pace} ...", flush=True)
+        stats, wall = send_all(port, "/alerts/alertmanager", bodies, senders, rate=rate,
+                               chaos=redis_server if chaos else None)
         execs = _exec_calls(redis)
         bot_cpu, redis_cpu = _cpu_s(proc.pid) - cpu_ready, _redis_cpu_s(redis)
         chat = _chat_messages(standin, redis) if standin else None
         rss_now, rss_peak = rss_mib(proc.pid)
         out = _report(name, stats, wall, redis, rss_now, rss_peak, check_lost=not naive)
         out |= {"exec_per_request": execs / max(1, len(stats.latencies)) if not naive else None,
-                "chat_top_level": chat, "senders": senders,
+                "chat_top_level": chat, "senders": senders, "rate": rate,
                 "server_cpu_ms_per_100": 1e5 * bot_cpu / max(1, out["deliveries"]),
                 "redis_cpu_ms_per_100": 1e5 * redis_cpu / max(1, out["deliveries"])}
         return out
@@ -297,6 +228,7 @@ def main() -> None:
     p.add_argument("--per-host", type=int, default=20)
     p.add_argument("--batch", type=int, default=50)
     p.add_argument("--senders", type=int, default=4)
+    p.add_argument("--rate", type=float, default=2000.0, help="paced runs' alerts per second")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = p.parse_args()
@@ -305,9 +237,11 @@ def main() -> None:
     bodies = notifications(alerts, args.batch, rng)
     print(f"{len(alerts)} alerts from {args.hosts} hosts, {len(bodies)} notifications, "
           f"each sent twice, {args.senders} senders, cpus={os.cpu_count()}")
-    n = args.senders
-    results = [run("incident-bot", bodies, n),
-               run("bot, write per request", bodies, n, group_commit=False),
+    n, rate = args.senders, args.rate
+    results = [run("incident-bot paced", bodies, n, rate=rate),
+               run("write per request paced", bodies, n, rate=rate, group_commit=False),
+               run("naive paced", bodies, n, rate=rate, naive=True),
+               run("incident-bot", bodies, n),
                run("naive", bodies, n, naive=True),
                run("incident-bot+SIGKILL", bodies, n, chaos=True),
                run("incident-bot 1 sender", bodies, 1),
@@ -327,7 +261,13 @@ def _print(results: list[dict[str, Any]], agent: dict[str, float], client_rss: f
     for r in results:
         print(f"{r['name']:<24}" + "".join(
             f"{r[c]:>14.1f}" if isinstance(r[c], float) else f"{r[c]!s:>14}" for c in cols))
-    ours, per_request, naive, full = results[0], results[1], results[2], results[-1]
+    runs = {r["name"]: r for r in results}
+    paced, per_request = runs["incident-bot paced"], runs["write per request paced"]
+    ours, naive, full = runs["incident-bot"], runs["naive"], results[-1]
+    print(f"\npaced at {paced['rate']:.0f} alerts/s, {paced['senders']} senders (latency from "
+          f"each due time): incident-bot p50 {paced['p50_ms']:.1f} ms, p99 "
+          f"{paced['p99_ms']:.1f} ms; a write per request p99 {per_request['p99_ms']:.1f} ms; "
+          f"naive p99 {runs['naive paced']['p99_ms']:.1f} ms")
     print(f"\nopened_events = incident.opened stream entries: the flow posts one top-level chat "
           f"message for each (naive: one per delivery). Measured at the Slack stand-in with "
           f"the full service: {full['chat_top_level']} top-level chat messages for "
@@ -339,11 +279,11 @@ def _print(results: list[dict[str, Any]], agent: dict[str, float], client_rss: f
           f"{naive['opened_events'] / max(1, ours['opened_events']):.0f}x fewer, incidents "
           f"{naive['incidents'] / max(1, ours['incidents']):.1f}x fewer, throughput "
           f"{ours['alerts_per_s'] / naive['alerts_per_s']:.2f}x")
-    print(f"group commit vs a write per request, {ours['senders']} senders: p99 "
-          f"{ours['p99_ms']:.1f} vs {per_request['p99_ms']:.1f} ms, EXEC per request "
-          f"{ours['exec_per_request']:.2f} vs {per_request['exec_per_request']:.2f}, server CPU "
-          f"{ours['server_cpu_ms_per_100']:.1f} vs {per_request['server_cpu_ms_per_100']:.1f} ms "
-          f"per 100 alerts, redis-server CPU {ours['redis_cpu_ms_per_100']:.1f} vs "
+    print(f"group commit vs a write per request, paced: p99 "
+          f"{paced['p99_ms']:.1f} vs {per_request['p99_ms']:.1f} ms, EXEC per request "
+          f"{paced['exec_per_request']:.2f} vs {per_request['exec_per_request']:.2f}, server CPU "
+          f"{paced['server_cpu_ms_per_100']:.1f} vs {per_request['server_cpu_ms_per_100']:.1f} "
+          f"ms per 100 alerts, redis-server CPU {paced['redis_cpu_ms_per_100']:.1f} vs "
           f"{per_request['redis_cpu_ms_per_100']:.1f}")
     print(f"bot peak RSS (alerts only) {ours['rss_peak_mib']:.1f} MiB; full serve after "
           f"{full['deliveries']} alert deliveries and {full['incidents']} incidents: "

@@ -120,20 +120,40 @@ def _fleet_verdict(row: R, base: R, n: int) -> str:
 
 def _ingest(r: R) -> list[Row]:
     runs = {x["name"]: x for x in r["runs"]}
-    ours, per_req, naive = runs["incident-bot"], runs["bot, write per request"], runs["naive"]
-    chaos, full = runs["incident-bot+SIGKILL"], runs["full serve + Slack"]
-    met = ours["alerts_per_s"] >= 2000 and ours["p99_ms"] < 50
+    return [*_ingest_latency(r, runs), *_ingest_rest(runs, r["agent"])]
+
+
+def _ingest_latency(r: R, runs: dict[str, R]) -> list[Row]:
+    """The goal row (paced at the rate, latency from each due time) and the most each
+    server takes (senders as fast as they can: latency there is queueing by design)."""
+    paced, per_req = runs["incident-bot paced"], runs["write per request paced"]
+    naive_paced, ours, naive = runs["naive paced"], runs["incident-bot"], runs["naive"]
+    sustained = paced["rate"] >= 2000 and paced["alerts_per_s"] >= 0.98 * paced["rate"]
+    met = sustained and paced["p99_ms"] < 50
     return [
-        (f"ingest, {ours['senders']} senders, {r['alerts']} alerts ×2 (HA pair)",
+        (f"ingest, {paced['senders']} senders paced at {paced['rate']:.0f} alerts/s, "
+         f"{r['alerts']} alerts ×2 (HA pair), latency from each due time",
+         f"{paced['alerts_per_s']:.0f} alerts/s, p50 {paced['p50_ms']:.1f} ms, p99 "
+         f"{paced['p99_ms']:.1f} ms; server CPU {paced['server_cpu_ms_per_100']:.0f} ms/100 "
+         "alerts",
+         f"a write per request: p99 {per_req['p99_ms']:.1f} ms, EXEC/request "
+         f"{per_req['exec_per_request']:.2f} (ours {paced['exec_per_request']:.2f}); naive "
+         f"(pipelined): p99 {naive_paced['p99_ms']:.1f} ms",
+         f"p99 {per_req['p99_ms'] / paced['p99_ms']:.2f}x lower", "≥ 2,000/s with p99 < 50 ms",
+         _ok(met)),
+        (f"ingest, {ours['senders']} senders as fast as they can (always {ours['senders']} in "
+         "flight, so latency is queueing)",
          f"{ours['alerts_per_s']:.0f} alerts/s, p50 {ours['p50_ms']:.1f} ms, p99 "
-         f"{ours['p99_ms']:.1f} ms; EXEC/request {ours['exec_per_request']:.2f}; server CPU "
-         f"{ours['server_cpu_ms_per_100']:.0f} ms/100 alerts",
-         f"a write per request: {per_req['alerts_per_s']:.0f}/s, p99 {per_req['p99_ms']:.1f} ms,"
-         f" EXEC/request {per_req['exec_per_request']:.2f}, server CPU "
-         f"{per_req['server_cpu_ms_per_100']:.0f} ms/100 alerts; naive (pipelined): "
-         f"{naive['alerts_per_s']:.0f}/s, p99 {naive['p99_ms']:.1f} ms",
-         f"p99 {per_req['p99_ms'] / ours['p99_ms']:.2f}x lower",
-         "≥ 2,000/s with p99 < 50 ms", _ok(met)),
+         f"{ours['p99_ms']:.1f} ms; EXEC/request {ours['exec_per_request']:.2f}",
+         f"naive (pipelined) {naive['alerts_per_s']:.0f}/s, p99 {naive['p99_ms']:.1f} ms",
+         f"{ours['alerts_per_s'] / naive['alerts_per_s']:.2f}x the rate", "-", "-"),
+    ]
+
+
+def _ingest_rest(runs: dict[str, R], agent: R) -> list[Row]:
+    ours, naive = runs["incident-bot"], runs["naive"]
+    chaos, full = runs["incident-bot+SIGKILL"], runs["full serve + Slack"]
+    return [
         ("top-level chat messages for the storm (full serve, Slack stand-in)",
          f"{full['chat_top_level']} messages ({full['opened_events']} incident.opened)",
          f"naive: {naive['opened_events']} incidents opened, one message each",
@@ -145,9 +165,9 @@ def _ingest(r: R) -> list[Row]:
          f"{full['rss_mib']:.0f} MiB (peak {full['rss_peak_mib']:.0f})",
          f"`serve --alerts-only` {ours['rss_mib']:.0f} MiB", "-", "< 200 MB",
          _ok(full["rss_peak_mib"] * 1.048576 < 200)),
-        ("agent RSS, one pass from its entry point", f"{r['agent']['python -m bot.agent']:.0f} MiB",
-         f"through `incident-bot agent` {r['agent']['incident-bot agent']:.0f} MiB", "-",
-         "< 60 MB", _ok(r["agent"]["python -m bot.agent"] * 1.048576 < 60)),
+        ("agent RSS, one pass from its entry point", f"{agent['python -m bot.agent']:.0f} MiB",
+         f"through `incident-bot agent` {agent['incident-bot agent']:.0f} MiB", "-",
+         "< 60 MB", _ok(agent["python -m bot.agent"] * 1.048576 < 60)),
     ]
 
 
