@@ -15,7 +15,8 @@ Then the fleet: 1, 32 and 128 hosts diagnosed at once through one pool, each wit
 connect; wall time, the bot's own CPU-seconds per host (this process: the pool and the
 playbooks) and the hosts' CPU (their sshd process trees) reported apart. Fleet hosts are
 real sshds replaying one sim host's recorded answers (``bench/fleet_replay.py``), or
-full sim hosts with ``--real-sims``.
+full sim hosts with ``--real-sims``. Each replayed size runs once more with every command
+answered ``exit 0``: the hosts' sshds alone, the floor under any fan-out on these cores.
 
 Usage: python bench/diagnose.py [--fleet 1,32,128] [--repeat 3] [--playbook vm_restart]
        [--json FILE]
@@ -37,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from fleet_replay import recorded, replay_on, start_recording
+from fleet_replay import null_on, recorded, replay_on, start_recording
 
 from bot.domain.findings import Diagnosis, DiagnosisStatus, ProbeResult
 from bot.sim.sshd import SimHost, start_sim
@@ -216,6 +217,18 @@ def cpu_floor(bot_cpu_s: float, sim_cpu_s: float) -> float:
     return (bot_cpu_s + sim_cpu_s) / (os.cpu_count() or 1)
 
 
+def sshd_only(hosts: list[SimHost], playbook: str, rec: Path) -> dict[str, float]:
+    """The same fan-out with every command answered ``exit 0`` at once (``null_on``):
+    what the hosts' sshds alone cost, with connects and sessions but no command."""
+    for host in hosts:
+        null_on(host)
+    try:
+        return fleet_run(hosts, playbook)
+    finally:
+        for host in hosts:
+            replay_on(host, rec)
+
+
 def bench_fleet(sizes: list[int], playbook: str, replay: bool) -> list[dict[str, float]]:
     """With ``replay``, one real sim host answers once, recorded; every fleet host then
     replays those answers (``fleet_replay``): real sshd and SSH, no simulator CPU."""
@@ -238,6 +251,10 @@ def bench_fleet(sizes: list[int], playbook: str, replay: bool) -> list[dict[str,
                     replay_on(hosts[-1], rec)
             print(f"  {n} hosts up ({time.perf_counter() - started:.1f} s to start)", flush=True)
             out.append(fleet_run(hosts[:n], playbook))
+            if rec is not None:
+                null = sshd_only(hosts[:n], playbook, rec)
+                out[-1] |= {"sshd_only_cpu_s": null["sim_cpu_s"],
+                            "sshd_only_cpu_per_host_s": null["sim_cpu_per_host_s"]}
             report_fleet_row(out[-1], out[0])
     finally:
         for host in hosts:
@@ -277,6 +294,12 @@ def report_fleet_row(row: dict[str, float], first: dict[str, float]) -> None:
     print(f"        CPU floor {row['cpu_floor_s']:.2f} s (bot + hosts over {os.cpu_count()} "
           f"cores): at best {floor / first['wall_s']:.2f}x one host here; measured "
           f"{row['wall_s'] / floor:.2f}x that floor", flush=True)
+    if "sshd_only_cpu_s" in row:
+        least = cpu_floor(row["bot_cpu_s"], row["sshd_only_cpu_s"])
+        print(f"        sshd alone (every command answered exit 0): hosts "
+              f"{row['sshd_only_cpu_per_host_s']:.3f} CPU-s/host; with the bot's CPU these cores "
+              f"need {least:.2f} s = {least / first['wall_s']:.2f}x one host before any command "
+              "runs", flush=True)
 
 
 def main() -> None:

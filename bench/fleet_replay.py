@@ -20,6 +20,7 @@ from bot.sim.sshd import SimHost
 
 RECORD = """#!/bin/sh
 d={rec}; k=$(printf %s "$SSH_ORIGINAL_COMMAND" | md5sum | cut -c1-32)
+printf %s "$SSH_ORIGINAL_COMMAND" > "$d/$k.cmd"
 t0=$(date +%s%N)
 {real} "$@" > "$d/$k.out" 2> "$d/$k.err"; rc=$?
 t1=$(date +%s%N)
@@ -27,34 +28,60 @@ echo "$(( (t1 - t0) / 1000000 ))" | awk '{{printf "%.3f", $1 / 1000}}' > "$d/$k.
 echo "$rc" > "$d/$k.rc"; cat "$d/$k.out"; cat "$d/$k.err" >&2; exit "$rc"
 """
 
-REPLAY = """#!/bin/sh
-d={rec}; k=$(printf %s "$SSH_ORIGINAL_COMMAND" | md5sum | cut -c1-32)
-if [ -f "$d/$k.rc" ]; then
-  sleep "$(cat "$d/$k.dur")"; cat "$d/$k.out"; cat "$d/$k.err" >&2; exit "$(cat "$d/$k.rc")"
-fi
-exec {real} "$@"
+NULL = """#!/bin/sh
+exit 0
 """
 
 
-def _wrap(host: SimHost, template: str, rec: Path) -> None:
+def _install(host: SimHost, script: str) -> Path:
+    """``script`` becomes the host's ForceCommand; returns the real session it wraps."""
     session = host.workdir / "bin" / "sim-session"
     real = session.with_name("sim-session.real")
     if not real.exists():
         session.rename(real)
-    session.write_text(template.format(rec=shlex.quote(str(rec)), real=shlex.quote(str(real))))
+    session.write_text(script)
     session.chmod(0o755)
+    return real
+
+
+def _arm(rec: Path, key: str) -> str | None:
+    """One ``case`` arm answering a recorded command; None when its bytes cannot be a
+    shell literal (a NUL, or not UTF-8)."""
+    try:
+        command = (rec / f"{key}.cmd").read_text()
+        out, err = (rec / f"{key}.out").read_text(), (rec / f"{key}.err").read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if "\0" in out + err + command:
+        return None
+    dur, rc = (rec / f"{key}.dur").read_text().strip(), int((rec / f"{key}.rc").read_text())
+    return (f"{shlex.quote(command)}) sleep {dur}; printf %s {shlex.quote(out)}; "
+            f"printf %s {shlex.quote(err)} >&2; exit {rc};;")
+
+
+def replay_script(rec: Path, real: str) -> str:
+    arms = [a for k in sorted(p.stem for p in rec.glob("*.rc")) if (a := _arm(rec, k))]
+    return "\n".join(["#!/bin/sh", 'case "$SSH_ORIGINAL_COMMAND" in', *arms,
+                      f'*) exec {shlex.quote(real)} "$@";;', "esac", ""])
 
 
 def start_recording(host: SimHost) -> Path:
     """From now on ``host`` records every session it answers; returns where."""
     rec = Path(tempfile.mkdtemp(prefix="ib-fleet-rec-"))
-    _wrap(host, RECORD, rec)
+    real = host.workdir / "bin" / "sim-session.real"
+    _install(host, RECORD.format(rec=shlex.quote(str(rec)), real=shlex.quote(str(real))))
     return rec
 
 
 def replay_on(host: SimHost, rec: Path) -> None:
     """``host`` answers recorded commands from ``rec`` (others through its real session)."""
-    _wrap(host, REPLAY, rec)
+    real = host.workdir / "bin" / "sim-session.real"
+    _install(host, replay_script(rec, str(real)))
+
+
+def null_on(host: SimHost) -> None:
+    """``host`` answers every command with nothing and exit status 0, at once."""
+    _install(host, NULL)
 
 
 def recorded(rec: Path) -> int:

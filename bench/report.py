@@ -102,14 +102,24 @@ def _diagnose(r: R) -> list[Row]:
             rows.append((f"fleet: {n} hosts at once vs 1 (fresh pool, connects included)",
                          f"{_s(row['wall_s'])} wall; bot {row['bot_cpu_per_host_s']:.3f} "
                          "CPU-s/host", f"1 host {_s(base['wall_s'])}; bot "
-                         f"{base['bot_cpu_per_host_s']:.3f} CPU-s/host; sims used "
-                         f"{row['sim_cpu_s']:.1f} CPU-s; bot + sims need {_s(floor)} wall on "
-                         f"these cores ({best:.2f}x one host at best)",
+                         f"{base['bot_cpu_per_host_s']:.3f} CPU-s/host; hosts' sshds used "
+                         f"{row['sim_cpu_s']:.1f} CPU-s; bot + hosts need {_s(floor)} wall on "
+                         f"these cores ({best:.2f}x one host at best){_sshd_floor(row, base)}",
                          f"{row['wall_s'] / base['wall_s']:.2f}x wall, "
                          f"{row['bot_cpu_per_host_s'] / base['bot_cpu_per_host_s']:.2f}x CPU/host",
                          "≤ 3x wall at 32; bot CPU/host flat",
                          _fleet_verdict(row, base, n)))
     return rows
+
+
+def _sshd_floor(row: R, base: R) -> str:
+    """What the hosts' sshds cost with every command answered ``exit 0``: the part of the
+    floor no change to the bot or the replayed commands can remove."""
+    if "sshd_only_cpu_s" not in row:
+        return ""
+    least = (row["bot_cpu_s"] + row["sshd_only_cpu_s"]) / int(os.cpu_count() or 1)
+    return (f"; sshd alone {row['sshd_only_cpu_per_host_s']:.3f} CPU-s/host, so "
+            f"{least / base['wall_s']:.2f}x one host before any command")
 
 
 def _fleet_verdict(row: R, base: R, n: int) -> str:
