@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import http.client
 import json
 import os
 import random
@@ -138,12 +139,13 @@ def run(name: str, bodies: list[bytes], senders: int, *, rate: float | None = No
         stats, wall = send_all(port, "/alerts/alertmanager", bodies, senders, rate=rate,
                                chaos=redis_server if chaos else None)
         execs = _exec_calls(redis)
+        writer = {} if naive else _writer_busy(port, wall)
         bot_cpu, redis_cpu = _cpu_s(proc.pid) - cpu_ready, _redis_cpu_s(redis)
         chat = _chat_messages(standin, redis) if standin else None
         rss_now, rss_peak = rss_mib(proc.pid)
         out = _report(name, stats, wall, redis, rss_now, rss_peak, check_lost=not naive)
         out |= {"exec_per_request": execs / max(1, len(stats.latencies)) if not naive else None,
-                "chat_top_level": chat, "senders": senders, "rate": rate,
+                "chat_top_level": chat, "senders": senders, "rate": rate, **writer,
                 "server_cpu_ms_per_100": 1e5 * bot_cpu / max(1, out["deliveries"]),
                 "redis_cpu_ms_per_100": 1e5 * redis_cpu / max(1, out["deliveries"])}
         return out
@@ -152,6 +154,23 @@ def run(name: str, bodies: list[bytes], senders: int, *, rate: float | None = No
         if standin is not None:
             standin.stop()
         redis_server.stop()
+
+
+def _writer_busy(port: int, wall: float) -> dict[str, float]:
+    """From the server's own histogram: store writes, their mean wall time, and the share
+    of the run a write was in flight (the writer is one at a time per process)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    got = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
+           if s.name.startswith("incident_bot_ingest_write_duration_seconds_")}
+    count = got.get("incident_bot_ingest_write_duration_seconds_count", 0.0)
+    total = got.get("incident_bot_ingest_write_duration_seconds_sum", 0.0)
+    return {"writes": count, "write_mean_ms": 1000 * total / max(count, 1.0),
+            "writer_busy": total / wall}
 
 
 def _exec_calls(redis: Any) -> int:
@@ -268,6 +287,9 @@ def _print(results: list[dict[str, Any]], agent: dict[str, float], client_rss: f
           f"each due time): incident-bot p50 {paced['p50_ms']:.1f} ms, p99 "
           f"{paced['p99_ms']:.1f} ms; a write per request p99 {per_request['p99_ms']:.1f} ms; "
           f"naive p99 {runs['naive paced']['p99_ms']:.1f} ms")
+    print(f"the writer, paced: {paced['writes']:.0f} store writes for {paced['requests']} "
+          f"requests, {paced['write_mean_ms']:.1f} ms each on average, one in flight "
+          f"{100 * paced['writer_busy']:.0f}% of the run")
     print(f"\nopened_events = incident.opened stream entries: the flow posts one top-level chat "
           f"message for each (naive: one per delivery). Measured at the Slack stand-in with "
           f"the full service: {full['chat_top_level']} top-level chat messages for "

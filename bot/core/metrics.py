@@ -51,6 +51,12 @@ ALERTS_DEDUPLICATED = _counter("alerts_deduplicated", ("source",),
 ALERTS_REJECTED = _counter("alerts_rejected", ("reason",),
                            "Alert requests refused (auth, size, schema), by reason.")
 INCIDENTS_BY_STATE = _gauge("incidents", ("state",), "Incidents currently in each state.")
+INGEST_WRITE = Histogram(
+    "ingest_write_duration_seconds",
+    "Wall time of one store write of alerts (a group commit's, or one request's): "
+    "read, plan and the fsynced EXEC. Its sum over time is how busy the writer is.",
+    namespace=NS, registry=REGISTRY,
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5))
 
 # --- diagnosis, SSH, actions ------------------------------------------------------------
 DIAGNOSIS_DURATION = Histogram(

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 from starlette.concurrency import run_in_threadpool
 
+from bot.core import metrics
 from bot.domain.incident import Alert
 from bot.domain.planner import PlanOutcome
 from storage.incidents import IngestResult
@@ -33,6 +34,14 @@ from storage.incidents import IngestResult
 Ingest = Callable[[Sequence[Alert]], IngestResult]
 Outcome = tuple[PlanOutcome, str | None]
 _Waiting = tuple[list[Alert], "asyncio.Future[IngestResult]"]
+
+
+def observed(ingest: Ingest) -> Ingest:
+    """``ingest`` with each call's wall time in ``incident_bot_ingest_write_duration_seconds``."""
+    def write(alerts: Sequence[Alert]) -> IngestResult:
+        with metrics.INGEST_WRITE.time():
+            return ingest(alerts)
+    return write
 
 
 class RecentWrites:

@@ -33,7 +33,7 @@ from bot.domain.incident import Alert
 from bot.domain.planner import PlanOutcome
 from bot.extract.status import refresh_job_metrics
 from bot.ingest import alertmanager, webhook
-from bot.ingest.group_commit import GroupCommit
+from bot.ingest.group_commit import GroupCommit, observed
 from bot.ingest.mapping import Mapper
 from bot.ingest.schema import PayloadError
 from storage.connection import Redis
@@ -89,8 +89,8 @@ class AlertEndpoints:
     """The two webhooks; one instance per app."""
 
     def __init__(self, settings: Settings, store: IncidentStore, mapper: Mapper) -> None:
-        self.store = store
-        self.writer = GroupCommit(store.ingest) if settings.http.group_commit else None
+        self.ingest = observed(store.ingest)
+        self.writer = GroupCommit(self.ingest) if settings.http.group_commit else None
         self.mapper = mapper
         self.limit = settings.http.max_body_bytes
         token = secret(settings.incident_bot_alert_token)
@@ -118,7 +118,7 @@ class AlertEndpoints:
             return _error(400, str(exc), route)
         try:
             result = await (self.writer.submit(alerts) if self.writer is not None
-                            else run_in_threadpool(self.store.ingest, alerts))
+                            else run_in_threadpool(self.ingest, alerts))
         except (RedisError, Contention) as exc:
             if redis_unavailable(exc):
                 log.warning("alert ingest refused, store unavailable: %s", exc)

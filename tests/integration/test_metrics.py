@@ -28,6 +28,7 @@ REQUIRED = {
     "incident_bot_alerts_received": "counter",
     "incident_bot_alerts_deduplicated": "counter",
     "incident_bot_incidents": "gauge",
+    "incident_bot_ingest_write_duration_seconds": "histogram",
     "incident_bot_diagnosis_duration_seconds": "histogram",
     "incident_bot_ssh_errors": "counter",
     "incident_bot_actions": "counter",
@@ -81,7 +82,9 @@ def test_metrics_endpoint_has_every_family_and_passes_promtool(served: ServedApp
 
 
 def test_an_alert_shows_up_as_counters_and_incident_gauge(served: ServedApp) -> None:
-    before = value(scrape(served), "incident_bot_alerts_received_total", source="webhook") or 0.0
+    first = scrape(served)
+    before = value(first, "incident_bot_alerts_received_total", source="webhook") or 0.0
+    writes = value(first, "incident_bot_ingest_write_duration_seconds_count") or 0.0
     body = {"host": "gpu-01", "kind": "vram_idle", "severity": "critical", "id": "evt-1"}
     headers = {"Authorization": f"Bearer {TOKEN}"}
     for _ in range(2):  # the same delivery twice: once received, once deduplicated
@@ -90,6 +93,8 @@ def test_an_alert_shows_up_as_counters_and_incident_gauge(served: ServedApp) -> 
     assert value(text, "incident_bot_alerts_received_total", source="webhook") == before + 1
     assert (value(text, "incident_bot_alerts_deduplicated_total", source="webhook") or 0) >= 1
     assert value(text, "incident_bot_incidents", state="open") == 1.0
+    # the first delivery was written; its copy was known from that write and needed none
+    assert value(text, "incident_bot_ingest_write_duration_seconds_count") == writes + 1
     for state in IncidentState:  # every state is exported, absent ones as 0, never stale
         assert value(text, "incident_bot_incidents", state=state.value) is not None
 
