@@ -14,6 +14,7 @@ the rate shows as a growing latency, never as a quietly lower rate.
 
 from __future__ import annotations
 
+import gc
 import http.client
 import json
 import threading
@@ -97,6 +98,8 @@ def send_all(port: int, path: str, bodies: list[bytes], senders: int, *,
     work = deliveries(bodies, rate)
     shares = [work[i::senders] for i in range(senders)]
     stats = Stats()
+    gc.collect()
+    gc.freeze()  # the senders' own collector pauses are not the server's latency
     t0 = time.perf_counter() + 0.05
     threads = [threading.Thread(target=sender, args=(port, path, s, stats, t0)) for s in shares]
     for t in threads:
