@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from report_misses import misses_section
+
 Row = tuple[str, str, str, str, str, str]  # name, ours, alternative, ratio, goal, verdict
 R = dict[str, Any]
 
@@ -274,13 +276,16 @@ def render(results: dict[str, R], facts: dict[str, str]) -> str:
              f"torch {facts['torch']}; {facts['os']}", "",
              "| benchmark | ours | alternative (same run) | ratio | goal | result |",
              "|---|---|---|---|---|---|"]
+    missed: dict[str, list[str]] = {}
     for name, result in results.items():
         for row in rows_for(name, result):
             lines.append("| " + " | ".join(cell.replace("|", "/") for cell in row) + " |")
+            if "missed" in row[5]:
+                missed.setdefault(name, []).append(row[0])
     lines += ["", "How each is measured: see the docstring at the top of each script in "
               "`bench/` (`startup.py`, `diagnose.py`, `ingest.py`, `bench_slack.py`, "
               "`extract.py`, `digest_bench.py`, `bench_sim.py`). Ratios are the alternative's "
               "time over ours (higher is better for us), except the extraction row (job time / "
               "bare time, lower is better). Wall times on a shared machine include waiting for a "
-              "core; CPU-seconds do not.", ""]
+              "core; CPU-seconds do not.", "", *misses_section(results, missed)]
     return "\n".join(lines)
