@@ -103,7 +103,9 @@ def _diagnose(r: R) -> list[Row]:
             best = max(floor, base["wall_s"]) / base["wall_s"]
             rows.append((f"fleet: {n} hosts at once vs 1 (fresh pool, connects included)",
                          f"{_s(row['wall_s'])} wall; bot {row['bot_cpu_per_host_s']:.3f} "
-                         "CPU-s/host", f"1 host {_s(base['wall_s'])}; bot "
+                         "CPU-s/host" + (f"; the pool idle after it {row['idle_cpu_ms_per_s']:.0f}"
+                                         " ms CPU/s" if "idle_cpu_ms_per_s" in row else ""),
+                         f"1 host {_s(base['wall_s'])}; bot "
                          f"{base['bot_cpu_per_host_s']:.3f} CPU-s/host; hosts' sshds used "
                          f"{row['sim_cpu_s']:.1f} CPU-s; bot + hosts need {_s(floor)} wall on "
                          f"these cores ({best:.2f}x one host at best){_sshd_floor(row, base)}",

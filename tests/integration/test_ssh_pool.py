@@ -271,3 +271,15 @@ def test_thread_safe_under_concurrent_callers(pool: ParamikoPool, host: SimHost)
 def test_endless_output_stops_at_the_deadline(pool: ParamikoPool, host: SimHost) -> None:
     r = pool.run(host.ssh_target(), cmd("yes", timeout=1.0))  # without a deadline: forever
     assert r.timed_out and r.truncated
+
+
+def test_pooled_transport_thread_ends_soon_after_close(host: SimHost) -> None:
+    """The transport thread checks for close once a second (not paramiko's ten times:
+    idle pools paid for it); a closed pool still leaves no thread behind for long."""
+    pool = ParamikoPool(SSHSettings(connect_timeout_s=2.0))
+    assert pool.run(host.ssh_target(), cmd("true")).ok
+    (conn,) = pool._conns.values()
+    assert conn.transport.sock.gettimeout() == 1.0
+    pool.close()
+    conn.transport.join(3.0)
+    assert not conn.transport.is_alive()
