@@ -11,6 +11,9 @@ other probe (the second round included), from a timeline of every command. The w
 runs' CPU is reported apart for the bot (this process) and the sim host (its sshd tree:
 sessions and tool processes), since every way above pays the simulator the same.
 
+The bot's CPU per warm diagnosis with the AES-GCM cipher it asks for and with paramiko's
+own first choice (``cipher_ab.py``, alternated in the same run).
+
 Then the fleet: 1, 32 and 128 hosts diagnosed at once through one pool, each with its
 connect; wall time, the bot's own CPU-seconds per host (this process: the pool and the
 playbooks) and the hosts' CPU (their sshd process trees) reported apart. Fleet hosts are
@@ -38,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from cipher_ab import cipher_ab
 from fleet_replay import null_on, recorded, replay_on, start_recording
 
 from bot.domain.findings import Diagnosis, DiagnosisStatus, ProbeResult
@@ -172,7 +176,8 @@ def bench_one(host: SimHost, playbook: str, repeat: int) -> dict[str, float]:
             "ssh_sequential": median_time(lambda: ssh_commands(host, commands), repeat),
             "controlmaster_setup": cm_setup, "controlmaster_sequential": cm_seq,
             "controlmaster_parallel": cm_par, "warm_sim_cpu_s": sim_cpu / repeat,
-            "warm_bot_cpu_s": bot_cpu / repeat, **{f"path_{k}": v for k, v in path.items()}}
+            "warm_bot_cpu_s": bot_cpu / repeat, **{f"path_{k}": v for k, v in path.items()},
+            **cipher_ab(host, playbook)}
 
 
 def tree_cpu(root: int) -> float:
@@ -290,6 +295,9 @@ def report_one(one: dict[str, float]) -> None:
     print(f"  CPU per warm run: bot {one['warm_bot_cpu_s']:.3f} s; sim host (sshd, its "
           f"sessions and tools: the simulator's cost, not the bot's) {one['warm_sim_cpu_s']:.3f}"
           f" s, {one['warm_sim_cpu_s'] / n * 1000:.0f} ms a command")
+    print(f"  bot CPU per warm diagnosis: AES-GCM (ours) {1000 * one['cpu_aead_s']:.1f} ms, "
+          f"paramiko's aes128-ctr + hmac-sha2-256 {1000 * one['cpu_ctr_hmac_s']:.1f} ms "
+          f"({one['cpu_ctr_hmac_s'] / one['cpu_aead_s']:.2f}x)")
     print(f"  critical path (one warm run, {int(one['path_probes'])} commands): total "
           f"{one['path_total']:.3f} s; GPU sampler {one['path_sampler']:.3f} s from the start; "
           f"last other probe (second round included) ends at {one['path_others_end']:.3f} s",

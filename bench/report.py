@@ -88,6 +88,10 @@ def _diagnose(r: R) -> list[Row]:
          f"{_s(one['controlmaster_sequential'])}, setup {_s(one['controlmaster_setup'])})",
          f"{one['controlmaster_parallel'] / one['pool_warm']:.2f}x", "≥ 1x",
          _ok(one["controlmaster_parallel"] >= one["pool_warm"])),
+        ("bot CPU per warm diagnosis, cipher the bot asks for", f"AES-GCM "
+         f"{1000 * one['cpu_aead_s']:.1f} ms", f"paramiko's first choice aes128-ctr + "
+         f"hmac-sha2-256 (MAC compared in Python) {1000 * one['cpu_ctr_hmac_s']:.1f} ms",
+         f"{one['cpu_ctr_hmac_s'] / one['cpu_aead_s']:.2f}x", "-", "-"),
         ("diagnosis critical path (one warm run)", f"total {_s(one['path_total'])}",
          f"GPU sampler {_s(one['path_sampler'])}; other probes end at "
          f"{_s(one['path_others_end'])}", "-", "others inside the sampler window",

@@ -50,12 +50,21 @@ def load_key(target: SSHTarget) -> paramiko.PKey:
         raise AuthFailed(f"cannot load SSH key {path}: {exc}") from None
 
 
+# AEAD first: with AES-GCM the cipher's own tag (checked in C by ``cryptography``) is the
+# integrity check. With paramiko's default aes-ctr + hmac-sha2-256, every packet's MAC is
+# compared byte by byte in Python (``util.constant_time_bytes_eq``): a quarter of the
+# bot's CPU in a diagnosis (bench/diagnose.py).
+AEAD_FIRST: tuple[str, ...] = ("aes256-gcm@openssh.com", "aes128-gcm@openssh.com")
+
+
 def _prefer_known_types(transport: paramiko.Transport, known: dict[str, paramiko.PKey]) -> None:
-    """Ask for the host key types we can check first, as OpenSSH does."""
+    """Ask for the host key types we can check first, as OpenSSH does, and AEAD ciphers."""
     opts = transport.get_security_options()
     wanted = [a for t in known for a in _ALGOS.get(t, (t,)) if a in opts.key_types]
     if wanted:
         opts.key_types = tuple(wanted) + tuple(a for a in opts.key_types if a not in wanted)
+    aead = tuple(c for c in AEAD_FIRST if c in opts.ciphers)
+    opts.ciphers = aead + tuple(c for c in opts.ciphers if c not in aead)
 
 
 def check_host_key(target: SSHTarget, offered: paramiko.PKey,

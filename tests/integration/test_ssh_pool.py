@@ -283,3 +283,10 @@ def test_pooled_transport_thread_ends_soon_after_close(host: SimHost) -> None:
     pool.close()
     conn.transport.join(3.0)
     assert not conn.transport.is_alive()
+
+
+def test_an_aead_cipher_is_negotiated(pool: ParamikoPool, host: SimHost) -> None:
+    """AES-GCM: integrity from the cipher's tag, not a MAC paramiko compares in Python."""
+    assert pool.run(host.ssh_target(), cmd("true")).ok
+    (conn,) = pool._conns.values()
+    assert conn.transport.local_cipher == conn.transport.remote_cipher == "aes256-gcm@openssh.com"
