@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from common import median_time  # noqa: E402
 from diagnose import ControlMaster, ssh_commands  # noqa: E402
 
 from bot.sim.sshd import SimHost, start_sim  # noqa: E402
@@ -41,14 +42,6 @@ from bot.sim.sshd import SimHost, start_sim  # noqa: E402
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
     [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
-
-def median_time(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 CPU: dict[str, float] = {}  # median user+sys CPU-seconds of each measured child process
