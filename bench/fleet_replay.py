@@ -39,8 +39,10 @@ def _install(host: SimHost, script: str) -> Path:
     real = session.with_name("sim-session.real")
     if not real.exists():
         session.rename(real)
-    session.write_text(script)
-    session.chmod(0o755)
+    staged = session.with_name("sim-session.new")
+    staged.write_text(script)
+    staged.chmod(0o755)
+    staged.replace(session)  # a session starting now runs the old script or the new one
     return real
 
 
