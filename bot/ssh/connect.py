@@ -52,8 +52,8 @@ def load_key(target: SSHTarget) -> paramiko.PKey:
 
 # AEAD first: with AES-GCM the cipher's own tag (checked in C by ``cryptography``) is the
 # integrity check. With paramiko's default aes-ctr + hmac-sha2-256, every packet's MAC is
-# compared byte by byte in Python (``util.constant_time_bytes_eq``): a quarter of the
-# bot's CPU in a diagnosis (bench/diagnose.py).
+# compared byte by byte in Python (``util.constant_time_bytes_eq``): the bot spent 1.25x
+# the CPU per diagnosis with it, measured side by side (bench/cipher_ab.py).
 AEAD_FIRST: tuple[str, ...] = ("aes256-gcm@openssh.com", "aes128-gcm@openssh.com")
 
 
@@ -101,10 +101,10 @@ def _tcp(target: SSHTarget, deadline: float) -> socket.socket:
 
 class PooledTransport(paramiko.Transport):
     """paramiko's transport thread wakes every 0.1 s only to see whether it was closed:
-    ~0.6 ms of CPU a second per idle connection, 73 ms/s for a pool of 128 (measured in
-    bench/diagnose.py). Data still wakes it at once, ``close()`` closes the socket itself
-    and keepalives are checked on each wake, so once a second is enough; the thread
-    lingers up to 1 s after a close."""
+    ~0.6 ms of CPU a second per idle connection, 73 ms/s for a pool of 128 (bench/fleet.py
+    measures the idle pool). Data still wakes it at once, ``close()`` closes the socket
+    itself and keepalives are checked on each wake, so once a second is enough; the
+    thread lingers up to 1 s after a close."""
 
     _active_check_timeout = 1.0
 
