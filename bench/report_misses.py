@@ -22,8 +22,9 @@ def _diagnose_whole(r: R) -> str | None:
             f"sampler alone then takes {r.get('sampler_s', 0.0):.3f} s (three samples 0.25 s "
             "apart, plus `nvidia-smi`'s own run), and every other probe runs inside its window. "
             f"Start-up plus the sampler is {floor:.3f} s, over the goal before anything else "
-            "is done. Reaching 1.0 s needs a process that imports none of these. A CLI that "
-            "asks a running bot, whose pool is already connected, would do it. It is not built.")
+            "is done. Reaching 1.0 s needs a process that imports none of these, for instance "
+            "a client that asks a running bot whose SSH pool is already connected. That is not "
+            "built.")
 
 
 def _fleet(r: R) -> str | None:
