@@ -52,8 +52,8 @@ def load_key(target: SSHTarget) -> paramiko.PKey:
 
 # AEAD first: with AES-GCM the cipher's own tag (checked in C by ``cryptography``) is the
 # integrity check. With paramiko's default aes-ctr + hmac-sha2-256, every packet's MAC is
-# compared byte by byte in Python (``util.constant_time_bytes_eq``): the bot spent 1.25x
-# the CPU per diagnosis with it, measured side by side (bench/cipher_ab.py).
+# compared byte by byte in Python (``util.constant_time_bytes_eq``): the bot spent 13-25%
+# more CPU per diagnosis with it, measured side by side (bench/cipher_ab.py).
 AEAD_FIRST: tuple[str, ...] = ("aes256-gcm@openssh.com", "aes128-gcm@openssh.com")
 
 
