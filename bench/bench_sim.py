@@ -20,21 +20,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from common import median_time
+
 from bot.sim.sshd import SimHost, start_sim
-
-
-def timed(fn: Callable[[], object], n: int) -> float:
-    """Median seconds of ``n`` calls."""
-    samples = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t)
-    return statistics.median(samples)
 
 
 def bench_start(n_hosts: int, root: Path) -> tuple[float, float, list[SimHost]]:
@@ -58,7 +49,7 @@ def bench_start(n_hosts: int, root: Path) -> tuple[float, float, list[SimHost]]:
 def ssh_round_trip(host: SimHost, extra: list[str]) -> float:
     argv = host.ssh_argv("true")
     argv[1:1] = extra
-    return timed(lambda: subprocess.run(argv, capture_output=True, check=True), 5)
+    return median_time(lambda: subprocess.run(argv, capture_output=True, check=True), 5)
 
 
 def paramiko_channels(host: SimHost) -> tuple[float, float, float]:
@@ -77,8 +68,8 @@ def paramiko_channels(host: SimHost) -> tuple[float, float, float]:
         out.read()
         out.channel.recv_exit_status()
 
-    shell = timed(lambda: run("true"), 7)
-    smi = timed(lambda: run("nvidia-smi --query-gpu=index,memory.used --format=csv"), 7)
+    shell = median_time(lambda: run("true"), 7)
+    smi = median_time(lambda: run("nvidia-smi --query-gpu=index,memory.used --format=csv"), 7)
     client.close()
     return connect, shell, smi
 

@@ -16,12 +16,14 @@ from playbooks import PlaybookOptions, run_playbook
 
 
 def median_time(fn: Callable[[], object], repeat: int) -> float:
+    """Median wall seconds of ``repeat`` calls."""
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
 
 def diagnose(runner: SSHRunner, host: SimHost, playbook: str,
              options: PlaybookOptions | None = None) -> Diagnosis:
@@ -34,6 +36,7 @@ def diagnose(runner: SSHRunner, host: SimHost, playbook: str,
             print(f"  note: {host.name}:{host.port} probe {p.name} "
                   f"{'timed out' if p.timed_out else p.error} after {p.duration_s:.1f} s")
     return d
+
 
 def tree_cpu(root: int) -> float:
     """CPU-seconds of ``root`` and its live descendants (reaped children included)."""
