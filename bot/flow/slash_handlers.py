@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 
 from bot.chat.slash import SlashReply
+from bot.core.errors import log_internal
 from bot.domain.incident import Alert
 from bot.flow.context import FlowContext
 from bot.flow.diagnose_step import on_incident_opened
@@ -47,7 +48,13 @@ class FlowSlashHandlers:
         return SlashReply(f"Diagnosis of {host} {verb} {incident.id}.", in_channel=created)
 
     def _post(self, incident_id: str) -> None:
-        on_incident_opened(self.ctx, incident_id)
+        """The diagnosis ``/ir diag`` asked for, off the request thread. A failure (Slack
+        or Redis down) is logged with an id, not left to kill the thread with a traceback;
+        the incident keeps the state it reached, and Retry or the next alert goes on."""
+        try:
+            on_incident_opened(self.ctx, incident_id)
+        except Exception as exc:  # a background thread: log, never raise
+            log_internal(exc, f"/ir diag {incident_id}")
 
     def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
         """``/ir ack|resolve|snooze ID``: the same decision as the message's buttons."""
