@@ -22,6 +22,7 @@ from bot.core.procs import free_port
 from bot.sim.sshd import SimHost
 from storage.audit import AuditLog
 from tests.fixtures.remediation import tool_calls
+from tests.fixtures.sim import one_host_config
 
 UNIT = "vllm-kimi-k25-int4.service"
 ActHere = Callable[..., tuple[int, str, str]]
@@ -66,13 +67,7 @@ def _direct(host: SimHost) -> list[str]:
 
 @pytest.fixture
 def config(tmp_path: Path, seed_sim: SimHost) -> Path:
-    path = tmp_path / "bot.yaml"
-    path.write_text(
-        f"hosts:\n  gpu-01:\n    ssh: {seed_sim.target}\n    key: {seed_sim.key_path}\n"
-        f"    known_hosts: {seed_sim.known_hosts_path}\n"
-        "extra:\n  remediation: {verify_timeout_s: 5, settle_s: 0.3, poll_interval_s: 0.1}\n"
-    )
-    return path
+    return one_host_config(tmp_path / "bot.yaml", seed_sim)
 
 
 def test_act_stops_and_disables_verifies_audits_and_offers_revert(

@@ -22,6 +22,7 @@ from bot.sim import sandbox
 from bot.sim.sshd import SimHost
 from tests.fixtures.extract import make_spec
 from tests.fixtures.need import need
+from tests.fixtures.sim import one_host_config
 
 PAUSED = "/data/jobs/job-paused"
 PAUSED_FILE = f"{PAUSED}/out/checkpoints/run-p/step-1.pt"
@@ -36,12 +37,8 @@ def full(sim_factory: Callable[..., SimHost]) -> SimHost:
 
 @pytest.fixture
 def config(tmp_path: Path, full: SimHost) -> Path:
-    path = tmp_path / "bot.yaml"
-    path.write_text(
-        f"hosts:\n  gpu-01:\n    ssh: {full.target}\n    key: {full.key_path}\n"
-        f"    known_hosts: {full.known_hosts_path}\n    allowed_path_prefixes: [/data, /var]\n"
-        "extra:\n  remediation: {verify_timeout_s: 5, settle_s: 0.3, poll_interval_s: 0.1}\n")
-    return path
+    return one_host_config(tmp_path / "bot.yaml", full,
+                           allowed_path_prefixes=["/data", "/var"])
 
 
 def act(config: Path, redis_url: str, *params: str) -> subprocess.CompletedProcess[str]:
