@@ -20,12 +20,12 @@ from bot.config.inventory import resolve
 from bot.config.settings import Settings, env_redis_url, load_settings
 from bot.core import strings
 from bot.core.errors import UserError
+from bot.domain.action_result import ActionResult
 from bot.remediation import catalog
 from bot.remediation.cleanup import unfinished_output_dirs
 from bot.remediation.execute import AuditSink, audit_refusal, cli_incident_id, execute
 from bot.remediation.followup import chain_resumes, offers
 from bot.remediation.options import RemediationOptions, options_from_extra
-from bot.remediation.result import ActionResult
 from bot.ssh.base import SSHTarget
 
 

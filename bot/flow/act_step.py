@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.core import strings
 from bot.core.errors import log_internal
+from bot.domain.action_result import ActionResult
 from bot.domain.approval import Approval
 from bot.domain.findings import Diagnosis
 from bot.domain.incident import Incident
@@ -26,7 +27,6 @@ from bot.flow.plans import offer
 from bot.flow.thread import post_in_thread
 from bot.remediation import followup
 from bot.remediation.execute import execute
-from bot.remediation.result import ActionResult
 from bot.ssh.base import SSHTarget
 from playbooks.health_gate import gated
 from storage.jobs import JobLinks

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from bot.config import inventory
 from bot.core import strings
+from bot.domain.action_result import ActionResult, Outcome
 from bot.domain.findings import ProposedAction
 from bot.flow.context import FlowContext
 from bot.flow.plans import OVERRIDE, offer, override_policy, plan_to_meta
 from bot.flow.thread import post_in_thread
 from bot.remediation import followup
-from bot.remediation.result import ActionResult, Outcome
 from bot.ssh.base import SSHTarget
 from playbooks.health_gate import GateResult, run_gate
 

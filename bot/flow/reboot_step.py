@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from bot.core import strings
+from bot.domain.action_result import ActionResult, Outcome
 from bot.domain.findings import Diagnosis, Severity
 from bot.domain.incident import Incident
 from bot.domain.lifecycle import IncidentState, can_transition
@@ -26,7 +27,6 @@ from bot.flow.hosts import diagnose, target_for
 from bot.flow.message import publish
 from bot.flow.plans import withdraw_pending
 from bot.flow.thread import post_in_thread
-from bot.remediation.result import ActionResult, Outcome
 from bot.ssh.base import Command, SSHError, SSHTarget
 
 log = logging.getLogger(__name__)

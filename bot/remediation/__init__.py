@@ -8,13 +8,13 @@ Public API (the Slack flow, the CLI and the demo call these):
 
 from __future__ import annotations
 
+from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Verification
+from bot.domain.host_state import CapturedState
 from bot.remediation.catalog import CATALOG, ActionRefused, plan
 from bot.remediation.execute import AuditSink, cli_incident_id, execute
 from bot.remediation.followup import chain_resumes, offers
 from bot.remediation.options import RemediationOptions, options_from_extra
-from bot.remediation.result import ActionResult, CommandRecord, Outcome, Verification
 from bot.remediation.revert import revert, revert_result
-from bot.remediation.state import CapturedState
 
 __all__ = [
     "CATALOG", "ActionRefused", "ActionResult", "AuditSink", "CapturedState", "CommandRecord",

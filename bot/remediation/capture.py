@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 
 from bot.domain import validate
+from bot.domain.host_state import CapturedState, GpuHolder, GpuState, UnitState
 from bot.remediation.catalog import ActionSpec
 from bot.remediation.options import RemediationOptions
 from bot.remediation.probes import (
@@ -23,7 +24,6 @@ from bot.remediation.probes import (
     read_process,
     read_unit,
 )
-from bot.remediation.state import CapturedState, GpuHolder, GpuState, UnitState
 from bot.ssh.base import SSHRunner, SSHTarget
 
 

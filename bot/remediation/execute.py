@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.core import metrics, strings
+from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Verification
+from bot.domain.host_state import CapturedState
 from bot.remediation import catalog
 from bot.remediation.capture import capture
 from bot.remediation.catalog import ActionRefused, ActionSpec, RemoteStep
@@ -21,10 +23,8 @@ from bot.remediation.outcome import decide, summarize
 from bot.remediation.polling import ActionRun
 from bot.remediation.preflight import Refusal, check, restarting_owner
 from bot.remediation.probes import ProbeFailed
-from bot.remediation.result import ActionResult, CommandRecord, Outcome, Verification
 from bot.remediation.resume import preflight, resume_extraction
 from bot.remediation.rollback import describe, revert_params, roll_back
-from bot.remediation.state import CapturedState
 from bot.remediation.steps import all_skipped, hard_failure, precheck, run_steps
 from bot.remediation.verify import verify
 from bot.ssh.base import SSHError, SSHRunner, SSHTarget

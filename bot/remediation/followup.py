@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.core import strings
+from bot.domain.action_result import ActionResult, Outcome
 from bot.domain.findings import ProposedAction
 from bot.remediation.catalog import CATALOG
 from bot.remediation.execute import AuditSink, execute
 from bot.remediation.options import RemediationOptions
-from bot.remediation.result import ActionResult, Outcome
 from bot.remediation.rollback import revert_kind
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.base import action_id

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.core import strings
+from bot.domain.action_result import ActionResult, Outcome
 from bot.remediation.catalog import CATALOG
-from bot.remediation.result import ActionResult, Outcome
 
 TERMS = ("process.sigterm", "process.terminate")
 PROCESS_KINDS = (*TERMS, "process.sigkill")

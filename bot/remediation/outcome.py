@@ -8,8 +8,8 @@ happened to the host, not what the bot intended: "stopped and disabled X; 8/8 GP
 from __future__ import annotations
 
 from bot.core import strings
+from bot.domain.action_result import CommandRecord, Outcome, Verification
 from bot.remediation.catalog import ActionSpec
-from bot.remediation.result import CommandRecord, Outcome, Verification
 from bot.remediation.steps import hard_failure
 
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core import strings
+from bot.domain.host_state import CapturedState, UnitState
 from bot.remediation import catalog
 from bot.remediation.catalog import RemoteStep
 from bot.remediation.polling import ActionRun
 from bot.remediation.probes import plain
-from bot.remediation.state import CapturedState, UnitState
 from bot.ssh.base import Command
 
 GPU_LADDER = ("process.terminate", "process.sigterm", "process.sigkill")

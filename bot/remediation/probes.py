@@ -13,7 +13,7 @@ import shlex
 from dataclasses import replace
 
 from bot.domain.findings import ProbeResult
-from bot.remediation.state import GpuHolder, GpuState, ProcState, UnitState
+from bot.domain.host_state import GpuHolder, GpuState, ProcState, UnitState
 from bot.ssh.base import Command, SSHRunner, SSHTarget
 from playbooks.commands import QUERY_APPS_COMMAND as APPS_QUERY
 from playbooks.commands import QUERY_GPU_COMMAND as GPU_QUERY

@@ -12,8 +12,8 @@ from typing import Any
 
 from bot.core import strings
 from bot.core.errors import UserError
+from bot.domain.action_result import Outcome
 from bot.remediation.options import RemediationOptions
-from bot.remediation.result import Outcome
 
 ResumeFn = Callable[[Any, str], Any]
 StatusFn = Callable[[Any, str], Any]

@@ -8,12 +8,12 @@ works after the bot restarts. Reverting is itself a catalog action
 from __future__ import annotations
 
 from bot.core.errors import UserError
+from bot.domain.action_result import ActionResult
+from bot.domain.host_state import CapturedState
 from bot.remediation import catalog
 from bot.remediation.execute import AuditSink, execute
 from bot.remediation.options import RemediationOptions
-from bot.remediation.result import ActionResult
 from bot.remediation.rollback import revert_kind, revert_params
-from bot.remediation.state import CapturedState
 from bot.ssh.base import SSHRunner, SSHTarget
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from bot.domain.action_result import CommandRecord
+from bot.domain.host_state import CapturedState
 from bot.remediation import catalog
 from bot.remediation.catalog import ActionSpec
 from bot.remediation.polling import ActionRun
 from bot.remediation.probes import read_unit
-from bot.remediation.result import CommandRecord
-from bot.remediation.state import CapturedState
 
 
 def revert_params(spec: ActionSpec, captured: CapturedState | None) -> dict[str, str] | None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from bot.domain.action_result import CommandRecord
+from bot.domain.host_state import CapturedState, ProcState, UnitState
 from bot.remediation.catalog import RemoteStep
 from bot.remediation.polling import ActionRun
 from bot.remediation.probes import parse_size, plain, read_journal_bytes, read_process, read_unit
-from bot.remediation.result import CommandRecord
-from bot.remediation.state import CapturedState, ProcState, UnitState
 from bot.ssh.base import Command
 
 _SYSTEMD = frozenset({"stop", "start", "disable", "enable", "mask", "unmask"})

@@ -13,6 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 from bot.core import strings
+from bot.domain.action_result import Verification
+from bot.domain.host_state import CapturedState, GpuHolder, GpuState, UnitState
 from bot.remediation.capture import subject_pids
 from bot.remediation.polling import ActionRun, Look, poll
 from bot.remediation.probes import (
@@ -21,8 +23,6 @@ from bot.remediation.probes import (
     read_process,
     read_unit,
 )
-from bot.remediation.result import Verification
-from bot.remediation.state import CapturedState, GpuHolder, GpuState, UnitState
 from bot.remediation.verify_more import (
     verify_cleanup,
     verify_dropin,

@@ -12,6 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 from bot.core import strings
+from bot.domain.action_result import Verification
+from bot.domain.host_state import CapturedState
 from bot.remediation.catalog import PATH_SEP, dropin_path
 from bot.remediation.polling import ActionRun, Look, poll
 from bot.remediation.probes import (
@@ -25,8 +27,6 @@ from bot.remediation.probes import (
     read_journal_bytes,
     regular_files,
 )
-from bot.remediation.result import Verification
-from bot.remediation.state import CapturedState
 from playbooks.parsers.systemd import parse_show
 
 DROPIN_PROPS = "Restart,TimeoutStopUSec,DropInPaths,ExecStartPre"

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from bot.domain.action_result import ActionResult, Outcome, Verification
+from bot.domain.host_state import CapturedState, ProcState
 from bot.remediation import cleanup as cl
 from bot.remediation.catalog import dropin_diff
 from bot.remediation.ladder import next_step
 from bot.remediation.probes import parse_df_avail, parse_timespan
-from bot.remediation.result import ActionResult, Outcome, Verification
-from bot.remediation.state import CapturedState, ProcState
 from bot.sim.tools.dropins import parse_dropin
 from bot.sim.tools.systemd_fmt import _usec
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from bot.domain.action_result import ActionResult, Outcome
+from bot.domain.host_state import CapturedState, UnitState
 from bot.remediation.followup import lasting_fixes, offers
-from bot.remediation.result import ActionResult, Outcome
-from bot.remediation.state import CapturedState, UnitState
 
 UNIT = "vllm-kimi-k25-int4.service"
 ALWAYS = UnitState(UNIT, "loaded", "active", "running", "enabled", 440, "always", "", (440,))

@@ -7,14 +7,14 @@ import json
 import pytest
 
 from bot.core.errors import ConfigError
+from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Verification
+from bot.domain.host_state import CapturedState, GpuHolder, GpuState, ProcState, UnitState
 from bot.remediation import catalog
 from bot.remediation.catalog import RemoteStep
 from bot.remediation.followup import offers
 from bot.remediation.options import options_from_extra
 from bot.remediation.outcome import decide, summarize
 from bot.remediation.probes import gpu_states, parse_cgroups, parse_size
-from bot.remediation.result import ActionResult, CommandRecord, Outcome, Verification
-from bot.remediation.state import CapturedState, GpuHolder, GpuState, ProcState, UnitState
 from bot.remediation.steps import hard_failure, skip_reason
 from bot.remediation.verify import gpu_range
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.core import strings
+from bot.domain.action_result import ActionResult, Outcome
 from bot.remediation.followup import offers
 from bot.remediation.preflight import proposal
-from bot.remediation.result import ActionResult, Outcome
 from playbooks.parsers.nvidia_xml import parse_query_xml
 
 REAL = Path(__file__).parents[1] / "fixtures" / "real"

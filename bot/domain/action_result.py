@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.domain.findings import ProbeResult
-from bot.remediation.state import CapturedState
+from bot.domain.host_state import CapturedState
 
 EXCERPT_CHARS = 2000
 
