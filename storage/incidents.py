@@ -6,13 +6,12 @@ incident hashes they point to, read those, plan (pure), then MULTI/EXEC every wr
 incident hashes, the (host, kind) and fingerprint indexes, the group window, the dedup
 markers, the audit entries and the events. If another replica touched any watched key,
 EXEC fails and the batch is planned again from fresh data, so two ``serve`` replicas
-behave as one. Transitions and ``set_meta`` WATCH the incident hash the same way.
+behave as one. Transitions and ``update`` WATCH the incident hash the same way.
 """
 
 from __future__ import annotations
 
 import builtins
-import json
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -209,18 +208,18 @@ class IncidentStore:
         values = cast(list[str | None], pipe.mget(names))
         return [n for n, v in zip(names, values, strict=True) if v == incident.id]
 
-    def set_meta(self, incident_id: str, **values: Any) -> Incident:
-        """Merge keys into the incident's free ``meta`` (diagnosis, approvals, chat refs)."""
+    def update(self, incident_id: str, change: Callable[[Incident], Incident]) -> Incident:
+        """Apply ``change`` (pure: the record in, the record out) to the stored incident
+        atomically: WATCH the hash, read it, apply, HSET only the fields that changed;
+        another writer in between makes it read and apply again."""
         def once(pipe: Pipeline) -> Incident:
             current = self._watch_incident(pipe, incident_id)
-            meta = {**current.meta, **values}
-            updated = self.clock()
+            new = replace(change(current), updated=self.clock())
+            before = current.to_hash()
+            fields = {k: v for k, v in new.to_hash().items() if before.get(k) != v}
             pipe.multi()
-            text = json.dumps(meta, separators=(",", ":"), sort_keys=True, default=str)
-            pipe.hset(keys.incident(incident_id),
-                      mapping={"meta": text, "updated": str(updated)})
+            pipe.hset(keys.incident(incident_id), mapping=fields)
             pipe.execute()
-            return replace(current, meta=json.loads(text), updated=updated)
+            return new
 
         return self._retrying(once)
-

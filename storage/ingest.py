@@ -13,7 +13,6 @@ append-only-file fsync, and far less client time than packing each command.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator, Sequence
 from typing import cast
@@ -27,6 +26,7 @@ from bot.domain.incident import (
     GroupWindow,
     Incident,
     SilenceRule,
+    flat,
     silence_candidates,
 )
 from bot.domain.planner import Plan, View
@@ -36,9 +36,9 @@ from storage.events import MAXLEN as EVENTS_MAXLEN
 from storage.events import event_fields
 
 SEEN_TTL_S = 7 * 86400  # how long a delivery stays "already applied"
-# What ingest decisions read. Labels, details, meta and summary are never read on the
+# What ingest decisions read. Labels, details, and summary are never read on the
 # hot path (a fold overwrites or keeps them), and only changed fields are written, so
-# the flow's meta is never clobbered.
+# the flow's parts are never clobbered.
 CORE_FIELDS = ("id", "host", "kind", "state", "severity", "count", "first_seen", "last_seen",
                "updated", "resolved_at", "cleared_at", "source", "parent_id", "hosts",
                "fingerprints")
@@ -187,14 +187,7 @@ def _changed(before: Incident, after: Incident) -> dict[str, str]:
     to find that out was a fifth of a storm write's time. Same result as diffing
     ``to_hash()`` of both (tests/unit/test_ingest_changed.py)."""
     old, new = before.to_dict(), after.to_dict()
-    return {k: _flat(v) for k, v in new.items() if old.get(k) != v}
-
-
-def _flat(value: object) -> str:
-    """One field as ``Incident.to_hash`` writes it."""
-    if isinstance(value, dict | list):
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
-    return "" if value is None else str(value)
+    return {k: flat(v) for k, v in new.items() if old.get(k) != v}
 
 
 def _indexes(w: Writes, plan: Plan, now: float) -> None:

@@ -3,14 +3,14 @@ one thread reply per probe with its command, how it ended and its output, clippe
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from bot.chat.base import Section
 from bot.chat.text import clip, code_safe, escape
 from bot.core import fmt, strings
 from bot.domain.findings import Diagnosis, ProbeResult
+from bot.domain.incident_record import ProbeOutput
 
 MAX_PROBES = 20  # a message holds 50 blocks: two per probe, room to spare
 OUTPUT_CHARS = 2500
@@ -39,21 +39,20 @@ def raw_evidence(diagnosis: Diagnosis) -> tuple[Section, ...]:
     return tuple(sections)
 
 
-def outputs_to_meta(diagnosis: Diagnosis) -> list[dict[str, str]]:
+def kept_outputs(diagnosis: Diagnosis) -> tuple[ProbeOutput, ...]:
     """The probes' outputs, clipped, kept beside the stored diagnosis (whose JSON contract
     leaves outputs out) so the raw evidence can still be shown on demand later."""
-    return [{"name": p.name, "stdout": clip(p.stdout, OUTPUT_CHARS, marker="\n…"),
-             "stderr": clip(p.stderr, 500, marker="\n…"), "error": p.error or ""}
-            for p in diagnosis.probes[:MAX_PROBES]]
+    return tuple(ProbeOutput(p.name, clip(p.stdout, OUTPUT_CHARS, marker="\n…"),
+                             clip(p.stderr, 500, marker="\n…"), p.error or "")
+                 for p in diagnosis.probes[:MAX_PROBES])
 
 
-def with_outputs(diagnosis: Diagnosis, stored: Sequence[Mapping[str, Any]]) -> Diagnosis:
+def with_outputs(diagnosis: Diagnosis, stored: Sequence[ProbeOutput]) -> Diagnosis:
     """The stored diagnosis with its probes' kept outputs put back, matched by position
     and name (a mismatch keeps the probe as it was)."""
     probes = list(diagnosis.probes)
-    for i, raw in enumerate(stored[:len(probes)]):
-        if isinstance(raw, Mapping) and raw.get("name") == probes[i].name:
-            probes[i] = replace(probes[i], stdout=str(raw.get("stdout") or ""),
-                                stderr=str(raw.get("stderr") or ""),
-                                error=str(raw.get("error") or "") or probes[i].error)
+    for i, kept in enumerate(stored[:len(probes)]):
+        if kept.name == probes[i].name:
+            probes[i] = replace(probes[i], stdout=kept.stdout, stderr=kept.stderr,
+                                error=kept.error or probes[i].error)
     return replace(diagnosis, probes=tuple(probes))

@@ -7,12 +7,13 @@ bot can still do. Incident-level buttons carry the incident id; Snooze also its 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
 from bot.chat.base import Button, ButtonStyle, Section
 from bot.chat.text import escape, mention
 from bot.core import strings
+from bot.domain.action_result import ActionResult
+from bot.domain.incident_record import LastOutcome, Running, Snooze
 
 SNOOZES = (("30 min", 1800), ("2 h", 7200), ("1 d", 86400))
 # states whose pending approvals (first plans or follow-ups) keep their buttons
@@ -35,11 +36,29 @@ EVIDENCE_STATES = frozenset({"awaiting_approval", "diagnosis_failed", "no_action
 _LABEL = {"ack": "Ack", "resolve": "Resolve", "retry": "Retry", "escalate": "Escalate"}
 
 
-def incident_buttons(state: str, incident_id: str, meta: Mapping[str, Any]) -> tuple[Button, ...]:
+@dataclass(frozen=True)
+class Marks:
+    """What people and the running action put on the incident: shown as small lines."""
+
+    running: Running | None = None
+    acked_by: str = ""
+    escalated_by: str = ""
+    resolved_by: str = ""
+    snooze: Snooze | None = None
+
+    @classmethod
+    def of(cls, incident: object) -> Marks:
+        """The marks of a stored ``Incident`` (a bare header has none)."""
+        return cls(getattr(incident, "running", None), getattr(incident, "acked_by", ""),
+                   getattr(incident, "escalated_by", ""), getattr(incident, "resolved_by", ""),
+                   getattr(incident, "snooze", None))
+
+
+def incident_buttons(state: str, incident_id: str, acked: bool) -> tuple[Button, ...]:
     """The incident-level buttons for ``state`` (none on resolved or while acting)."""
     out: list[Button] = []
     for verb in _BUTTONS.get(state, ()):
-        if verb == "ack" and meta.get("acked"):
+        if verb == "ack" and acked:
             continue
         if verb == "snooze":
             out += [Button(f"Snooze {label}", "incident_snooze", f"{incident_id}|{secs}")
@@ -50,7 +69,7 @@ def incident_buttons(state: str, incident_id: str, meta: Mapping[str, Any]) -> t
     return tuple(out)
 
 
-def state_sections(state: str, meta: Mapping[str, Any], findings: list[str]) -> list[Section]:
+def state_sections(state: str, last: LastOutcome | None, findings: list[str]) -> list[Section]:
     """The state's own note: why the diagnosis failed, what nothing-to-do found, what failed."""
     if state == "diagnosis_failed":
         return [Section(strings.VIEW_DIAGNOSIS_FAILED.format(
@@ -59,42 +78,42 @@ def state_sections(state: str, meta: Mapping[str, Any], findings: list[str]) -> 
         return [Section(strings.VIEW_NO_ACTION.format(
             found=escape("; ".join(findings) or "no findings")))]
     if state == "action_failed":
-        result = meta.get("result") or {}
+        summary = last.summary if last is not None else ""
+        result = last.result if last is not None else None
         return [Section(strings.VIEW_ACTION_FAILED.format(
-            what=escape(str(result.get("summary") or "the last action"))),
+            what=escape(summary or "the last action")),
             code=failure_evidence(result) or None)]
     return []
 
 
-def failure_evidence(result: Mapping[str, Any]) -> str:
+def failure_evidence(result: ActionResult | None) -> str:
     """The failed action's commands and verification, as captured (host text: code block)."""
+    if result is None:
+        return ""
     lines = []
-    for c in result.get("commands") or []:
-        timed = " (timed out)" if c.get("timed_out") else ""
-        lines.append(f"$ {c.get('command', '?')}  → exit {c.get('exit_status')}{timed}")
-        err = str(c.get("stderr") or c.get("error") or "").strip()
+    for c in result.commands:
+        timed = " (timed out)" if c.timed_out else ""
+        lines.append(f"$ {c.command or '?'}  → exit {c.exit_status}{timed}")
+        err = str(c.stderr or c.error or "").strip()
         if err:
             lines.append(f"  {err[:300]}")
-    verification = result.get("verification") or {}
-    if verification.get("detail"):
-        lines.append(f"verify: {verification['detail']}")
+    if result.verification is not None and result.verification.detail:
+        lines.append(f"verify: {result.verification.detail}")
     return "\n".join(lines)
 
 
-def status_lines(meta: Mapping[str, Any]) -> tuple[str, ...]:
+def status_lines(marks: Marks) -> tuple[str, ...]:
     """Small lines: running, acknowledged, snoozed, escalated, resolved by a person."""
     lines = []
-    running = meta.get("running")
-    if running:
-        lines.append(strings.VIEW_RUNNING.format(who=mention(str(running.get("by", ""))),
-                                                 kind=escape(str(running.get("kind", "")))))
-    for key, text in (("acked", strings.VIEW_ACKED), ("escalated", strings.VIEW_ESCALATED),
-                      ("resolved_by", strings.VIEW_RESOLVED_BY)):
-        if meta.get(key):
-            lines.append(text.format(who=mention(str(meta[key]))))
-    snooze = meta.get("snoozed")
-    if snooze:
-        until = time.strftime("%Y-%m-%d %H:%M", time.gmtime(float(snooze.get("until", 0))))
-        lines.append(strings.VIEW_SNOOZED.format(who=mention(str(snooze.get("by", ""))),
-                                                 until=until))
+    if marks.running is not None:
+        lines.append(strings.VIEW_RUNNING.format(who=mention(marks.running.by),
+                                                 kind=escape(marks.running.kind)))
+    for who, text in ((marks.acked_by, strings.VIEW_ACKED),
+                      (marks.escalated_by, strings.VIEW_ESCALATED),
+                      (marks.resolved_by, strings.VIEW_RESOLVED_BY)):
+        if who:
+            lines.append(text.format(who=mention(who)))
+    if marks.snooze is not None:
+        until = time.strftime("%Y-%m-%d %H:%M", time.gmtime(marks.snooze.until))
+        lines.append(strings.VIEW_SNOOZED.format(who=mention(marks.snooze.by), until=until))
     return tuple(lines)

@@ -20,6 +20,7 @@ from bot.chat.base import Button, ButtonStyle, ChatMessage, Section
 from bot.chat.incident_view import (
     EVIDENCE_STATES,
     PLAN_BUTTON_STATES,
+    Marks,
     incident_buttons,
     state_sections,
     status_lines,
@@ -28,7 +29,8 @@ from bot.chat.summary import IncidentLike
 from bot.chat.text import clip, code_safe, escape, mentions
 from bot.core import strings
 from bot.domain.approval import Approval, ApprovalStatus
-from bot.domain.findings import Diagnosis, ProposedAction
+from bot.domain.findings import Diagnosis
+from bot.domain.incident_record import ActionPlan, StepResult
 
 MAX_GROUP_HOSTS = 20
 
@@ -41,22 +43,6 @@ class IncidentHeader:
     severity: str
     state: str
     first_seen: float = 0.0
-
-
-@dataclass(frozen=True)
-class ActionPlan:
-    """A proposed action, the exact commands it will run, and its approval's id."""
-
-    action: ProposedAction
-    commands: tuple[str, ...]
-    approval_id: str
-    destructive: bool = True  # destructive actions get a confirm dialog
-
-
-@dataclass(frozen=True)
-class StepResult:
-    ok: bool
-    text: str  # "GPUs free: 8 × 0 MiB held", "unit disabled", ...
 
 
 def render_incident(
@@ -75,12 +61,13 @@ def render_incident(
     action, buttons from the state. The evidence lives in the thread (``thread_evidence``)."""
     approvals = approvals or {}
     now = time.time() if now is None else now
-    state, meta = _val(incident.state), dict(getattr(incident, "meta", None) or {})
+    state, marks = _val(incident.state), Marks.of(incident)
     clickable = state in PLAN_BUTTON_STATES
     sections = [_headline(incident, diagnosis, now, oncall),
                 Section(summary.state_line(incident, now))]
-    sections += [Section(line) for line in status_lines(meta)]
-    sections += state_sections(state, meta, [f.title for f in diagnosis.findings])
+    sections += [Section(line) for line in status_lines(marks)]
+    sections += state_sections(state, getattr(incident, "last_outcome", None),
+                               [f.title for f in diagnosis.findings])
     sections += _also_found(state, diagnosis)
     sections += _plan_sections(incident.host, plans, diagnosis, approvals, clickable)
     if results:
@@ -88,7 +75,7 @@ def render_incident(
     if revert is not None:
         sections.append(_revert_section(incident.host, revert, diagnosis,
                                         approvals.get(revert.approval_id), clickable))
-    buttons = incident_buttons(state, str(incident.id), meta)
+    buttons = incident_buttons(state, str(incident.id), bool(marks.acked_by))
     if diagnosis.probes and state in EVIDENCE_STATES:  # raw output on demand, in the thread
         buttons += (Button(strings.MSG_EVIDENCE_BUTTON, "evidence", str(incident.id)),)
     return ChatMessage(

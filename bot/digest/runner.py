@@ -135,7 +135,7 @@ def incident_record(i: Any) -> IncidentRecord:
         severity=str(getattr(i.severity, "value", i.severity)),
         state=str(getattr(i.state, "value", i.state)), opened_at=float(i.first_seen),
         resolved_at=float(resolved) if resolved is not None else None,
-        unit=holder_unit(dict(getattr(i, "meta", None) or {})))
+        unit=holder_unit(getattr(i, "diagnosis", None)))
 
 
 class AuditActions:

@@ -19,6 +19,7 @@ from bot.digest.model import (
     idle_spans,
     split_metrics,
 )
+from bot.domain.findings import Diagnosis
 
 
 def _overlap(span: Point, window: Point) -> float:
@@ -62,12 +63,10 @@ def waste(series_by_host: SeriesByHost, incidents: Sequence[IncidentRecord],
     return Waste(by_host, by_unit, cfg.idle_util_pct)
 
 
-def holder_unit(meta: Mapping[str, object]) -> str:
+def holder_unit(diagnosis: Diagnosis | None) -> str:
     """The unit an incident's stored diagnosis found holding idle VRAM ("" if none)."""
-    diagnosis = meta.get("diagnosis")
-    findings = diagnosis.get("findings", ()) if isinstance(diagnosis, Mapping) else ()
-    for f in findings if isinstance(findings, list) else ():
-        restarter = f.get("evidence", {}).get("restarter") if isinstance(f, Mapping) else None
-        if f.get("code") == "gpu.idle_vram_held" and isinstance(restarter, Mapping):
+    for f in diagnosis.findings if diagnosis is not None else ():
+        restarter = f.evidence.get("restarter")
+        if f.code == "gpu.idle_vram_held" and isinstance(restarter, Mapping):
             return str(restarter.get("name") or "")
     return ""

@@ -15,13 +15,27 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from bot.domain.findings import Severity
+from bot.domain.findings import Diagnosis, Severity
+from bot.domain.incident_record import (
+    ActionPlan,
+    ChatRefs,
+    GateRecord,
+    HostRebootMark,
+    LastOutcome,
+    ProbeOutput,
+    ProgressTracker,
+    RebootPending,
+    Running,
+    Snooze,
+    StepResult,
+)
 from bot.domain.lifecycle import IllegalTransition, IncidentState, is_terminal, transition
 from bot.domain.validate import valid_host
 
 __all__ = [
-    "EVENT_KINDS", "WILDCARD", "Alert", "AlertStatus", "GroupWindow", "IllegalTransition",
-    "Incident", "IncidentState", "SilenceRule", "apply_transition", "default_fingerprint", "fold",
+    "EVENT_KINDS", "SCHEMA_VERSION", "WILDCARD", "Alert", "AlertStatus", "GroupWindow",
+    "IllegalTransition", "Incident", "IncidentSchemaError", "IncidentState", "SilenceRule",
+    "apply_transition", "default_fingerprint", "flat", "fold",
     "join_group", "max_severity", "parse_severity", "silence_candidates", "valid_host",
     "valid_kind", "window_admits",
 ]
@@ -32,6 +46,12 @@ WILDCARD = "*"
 EVENT_KINDS = frozenset({"vm_restart"})
 KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
+# 1: the flow's state in one free-form ``meta`` JSON field; 2: one typed field per part
+SCHEMA_VERSION = 2
+
+
+class IncidentSchemaError(ValueError):
+    """A stored incident this bot cannot read (written by a newer one, or damaged)."""
 
 
 class AlertStatus(StrEnum):
@@ -95,7 +115,8 @@ class Alert:
 
 @dataclass(frozen=True)
 class Incident:
-    """One incident; persisted as a Redis hash (JSON for the structured fields)."""
+    """One incident: the alert facts, its state, and the flow's typed parts
+    (``bot/domain/incident_record.py``). Persisted as one Redis hash, a field per part."""
 
     id: str
     host: str
@@ -115,7 +136,25 @@ class Incident:
     fingerprints: tuple[str, ...] = ()  # alerts still firing into this incident
     labels: dict[str, str] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
-    meta: dict[str, Any] = field(default_factory=dict)  # the flow's: diagnosis, approvals, chat
+    # --- the flow's parts: what it found, offered, ran, and where it is posted ---
+    diagnosis: Diagnosis | None = None
+    probe_output: tuple[ProbeOutput, ...] = ()
+    evidence_hash: str = ""
+    plans: tuple[ActionPlan, ...] = ()
+    revert_plan: ActionPlan | None = None
+    results: tuple[StepResult, ...] = ()
+    last_outcome: LastOutcome | None = None
+    running: Running | None = None
+    chat: ChatRefs | None = None
+    progress: ProgressTracker | None = None
+    job_id: str | None = None
+    reboot: RebootPending | None = None
+    host_reboot: HostRebootMark | None = None
+    acked_by: str = ""
+    resolved_by: str = ""
+    escalated_by: str = ""
+    snooze: Snooze | None = None
+    gate: GateRecord | None = None
 
     @property
     def is_open(self) -> bool:
@@ -125,6 +164,10 @@ class Incident:
     def is_parent(self) -> bool:
         return len(self.hosts) > 1
 
+    def with_result(self, result: StepResult) -> Incident:
+        """One more line in the results."""
+        return replace(self, results=(*self.results, result))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "host": self.host, "kind": self.kind, "state": self.state.value,
@@ -133,25 +176,58 @@ class Incident:
             "resolved_at": self.resolved_at, "cleared_at": self.cleared_at,
             "source": self.source, "parent_id": self.parent_id,
             "hosts": list(self.hosts), "fingerprints": list(self.fingerprints),
-            "labels": self.labels, "details": self.details, "meta": self.meta,
+            "labels": self.labels, "details": self.details, **self.parts_to_dict(),
+        }
+
+    def parts_to_dict(self) -> dict[str, Any]:
+        """The flow's parts as JSON values, keyed by their hash field."""
+        def js(part: Any) -> Any:
+            return None if part is None else part.to_json()
+
+        return {
+            "schema": SCHEMA_VERSION,
+            "diagnosis": self.diagnosis.to_dict() if self.diagnosis is not None else None,
+            "probe_output": [p.to_json() for p in self.probe_output],
+            "evidence_hash": self.evidence_hash,
+            "plans": [p.to_json() for p in self.plans], "revert_plan": js(self.revert_plan),
+            "results": [r.to_json() for r in self.results],
+            "last_outcome": js(self.last_outcome), "running": js(self.running),
+            "chat": js(self.chat), "progress": js(self.progress), "job": self.job_id,
+            "reboot": js(self.reboot), "host_reboot": js(self.host_reboot),
+            "acked_by": self.acked_by, "resolved_by": self.resolved_by,
+            "escalated_by": self.escalated_by, "snooze": js(self.snooze), "gate": js(self.gate),
         }
 
     def to_hash(self) -> dict[str, str]:
-        """Flat string mapping for HSET (None becomes the empty string)."""
-        out: dict[str, str] = {}
-        for key, value in self.to_dict().items():
-            if isinstance(value, dict | list):
-                out[key] = json.dumps(value, separators=(",", ":"), sort_keys=True)
-            else:
-                out[key] = "" if value is None else str(value)
-        return out
+        """Flat string mapping for HSET (None becomes the empty string, so HSET clears it)."""
+        return {key: flat(value) for key, value in self.to_dict().items()}
 
     @classmethod
     def from_hash(cls, raw: dict[str, str]) -> Incident:
+        """Read a stored incident; a version-1 record's ``meta`` JSON is read as its parts.
+        Raises ``IncidentSchemaError`` for a record it cannot read."""
+        try:
+            return cls._from_hash(raw)
+        except IncidentSchemaError:
+            raise
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            raise IncidentSchemaError(
+                f"incident {raw.get('id', '?')!r} cannot be read: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    @classmethod
+    def _from_hash(cls, raw: dict[str, str]) -> Incident:
         def js(name: str, default: Any) -> Any:
             text = raw.get(name) or ""
             return json.loads(text) if text else default
 
+        version = int(raw.get("schema") or 1)
+        if version > SCHEMA_VERSION:
+            raise IncidentSchemaError(
+                f"incident {raw.get('id', '?')!r} has schema {version}; this bot reads up to "
+                f"{SCHEMA_VERSION}: upgrade it")
+        parts = js("meta", {}) if version == 1 else {
+            key: js(key, None) for key in _PART_FIELDS}
         return cls(
             id=raw["id"], host=raw["host"], kind=raw["kind"], state=IncidentState(raw["state"]),
             summary=raw.get("summary", ""), severity=parse_severity(raw.get("severity")),
@@ -161,7 +237,8 @@ class Incident:
             cleared_at=float(raw["cleared_at"]) if raw.get("cleared_at") else None,
             source=raw.get("source", ""), parent_id=raw.get("parent_id") or None,
             hosts=tuple(js("hosts", [])), fingerprints=tuple(js("fingerprints", [])),
-            labels=js("labels", {}), details=js("details", {}), meta=js("meta", {}),
+            labels=js("labels", {}), details=js("details", {}),
+            **(_parts_from_v1(parts) if version == 1 else _parts_from(parts, raw)),
         )
 
     @classmethod
@@ -173,6 +250,62 @@ class Incident:
             source=alert.source, parent_id=parent_id, hosts=(alert.host,),
             fingerprints=(alert.fp,), labels=dict(alert.labels), details=dict(alert.details),
         )
+
+
+_PART_FIELDS = ("diagnosis", "probe_output", "plans", "revert_plan", "results", "last_outcome",
+                "running", "chat", "progress", "reboot", "host_reboot", "snooze", "gate")
+
+
+def flat(value: object) -> str:
+    """One hash field as ``Incident.to_hash`` writes it: JSON for structures, "" for None."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return "" if value is None else str(value)
+
+
+def _opt(raw: Any, reader: Any) -> Any:
+    return reader(raw) if isinstance(raw, dict) else None
+
+
+def _parts_from(parts: dict[str, Any], raw: dict[str, str]) -> dict[str, Any]:
+    """The typed parts of a version-2 record (JSON fields plus three plain strings)."""
+    return {
+        **_structured(parts),
+        "evidence_hash": raw.get("evidence_hash", ""), "job_id": raw.get("job") or None,
+        "acked_by": raw.get("acked_by", ""), "resolved_by": raw.get("resolved_by", ""),
+        "escalated_by": raw.get("escalated_by", ""),
+    }
+
+
+def _parts_from_v1(meta: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 record's ``meta``: the same parts under their old names."""
+    renamed = {**meta, "last_outcome": meta.get("result"), "snooze": meta.get("snoozed")}
+    return {
+        **_structured(renamed),
+        "evidence_hash": str(meta.get("evidence_hash") or ""),
+        "job_id": str(meta["job"]) if meta.get("job") else None,
+        "acked_by": str(meta.get("acked") or ""), "resolved_by": str(meta.get("resolved_by") or ""),
+        "escalated_by": str(meta.get("escalated") or ""),
+    }
+
+
+def _structured(parts: dict[str, Any]) -> dict[str, Any]:
+    diagnosis = parts.get("diagnosis")
+    return {
+        "diagnosis": Diagnosis.from_dict(diagnosis) if isinstance(diagnosis, dict) else None,
+        "probe_output": tuple(ProbeOutput.from_json(p) for p in parts.get("probe_output") or ()),
+        "plans": tuple(ActionPlan.from_json(p) for p in parts.get("plans") or ()),
+        "revert_plan": _opt(parts.get("revert_plan"), ActionPlan.from_json),
+        "results": tuple(StepResult.from_json(r) for r in parts.get("results") or ()),
+        "last_outcome": _opt(parts.get("last_outcome"), LastOutcome.from_json),
+        "running": _opt(parts.get("running"), Running.from_json),
+        "chat": _opt(parts.get("chat"), ChatRefs.from_json),
+        "progress": _opt(parts.get("progress"), ProgressTracker.from_json),
+        "reboot": _opt(parts.get("reboot"), RebootPending.from_json),
+        "host_reboot": _opt(parts.get("host_reboot"), HostRebootMark.from_json),
+        "snooze": _opt(parts.get("snooze"), Snooze.from_json),
+        "gate": _opt(parts.get("gate"), GateRecord.from_json),
+    }
 
 
 def fold(incident: Incident, alert: Alert, now: float) -> Incident:

@@ -10,6 +10,7 @@ first (``bot.flow.followups``); a failed gate blocks it and offers an override.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from bot.core import strings
@@ -18,6 +19,7 @@ from bot.domain.action_result import ActionResult
 from bot.domain.approval import Approval
 from bot.domain.findings import Diagnosis
 from bot.domain.incident import Incident
+from bot.domain.incident_record import LastOutcome, StepResult
 from bot.domain.lifecycle import IncidentState
 from bot.flow import followups, reboot_step
 from bot.flow.context import FlowContext
@@ -51,7 +53,7 @@ def run_approved(ctx: FlowContext, approval: Approval, user: str) -> None:
         error_id = log_internal(exc, f"action {approval.kind} for incident {incident_id}")
         fail(ctx, incident_id, f"{approval.kind}: internal error {error_id}")
     finally:
-        ctx.incidents.set_meta(incident_id, running=None)
+        ctx.incidents.update(incident_id, lambda i: replace(i, running=None))
         publish(ctx, incident_id)
 
 
@@ -60,11 +62,11 @@ def recover_stalled(ctx: FlowContext, max_age_s: float = STALLED_S) -> list[str]
     become ``action_failed`` with Retry, instead of showing "running" forever."""
     stalled = []
     for incident in ctx.incidents.list(open_only=True):
-        running = incident.meta.get("running") or {}
-        if not running or ctx.clock() - float(running.get("at", 0)) < max_age_s:
+        running = incident.running
+        if running is None or ctx.clock() - running.at < max_age_s:
             continue
-        fail(ctx, incident.id, strings.FLOW_INTERRUPTED.format(kind=running.get("kind", "?")))
-        ctx.incidents.set_meta(incident.id, running=None)
+        fail(ctx, incident.id, strings.FLOW_INTERRUPTED.format(kind=running.kind or "?"))
+        ctx.incidents.update(incident.id, lambda i: replace(i, running=None))
         publish(ctx, incident.id)
         stalled.append(incident.id)
     return stalled
@@ -72,9 +74,8 @@ def recover_stalled(ctx: FlowContext, max_age_s: float = STALLED_S) -> list[str]
 
 def fail(ctx: FlowContext, incident_id: str, text: str) -> None:
     """Record a failure that happened before (or instead of) an action result."""
-    incident = ctx.incidents.require(incident_id)
-    results = [*incident.meta.get("results", []), {"ok": False, "text": text}]
-    ctx.incidents.set_meta(incident_id, results=results, result={"summary": text})
+    incident = ctx.incidents.update(incident_id, lambda i: replace(
+        i.with_result(StepResult(False, text)), last_outcome=LastOutcome(text)))
     if incident.state in (IncidentState.APPROVED, IncidentState.REMEDIATING):
         ctx.incidents.transition(incident_id, IncidentState.ACTION_FAILED, ctx.bot_user, text[:200])
 
@@ -154,7 +155,7 @@ def _not_needed(ctx: FlowContext, incident: Incident, approval: Approval, user: 
     text = strings.FLOW_NOT_ACTING.format(kind=approval.action["kind"], now=now)
     ctx.audit.append(incident.id, user, "action.skipped", {"reason": "finding no longer holds",
                                                           "now": now[:500]})
-    ctx.incidents.set_meta(incident.id, results=[{"ok": True, "text": text}])
+    ctx.incidents.update(incident.id, lambda i: replace(i, results=(StepResult(True, text),)))
     if ctx.incidents.require(incident.id).state is IncidentState.APPROVED:
         ctx.incidents.transition(incident.id, IncidentState.RESOLVED, user,
                                  "finding no longer holds")
@@ -163,9 +164,9 @@ def _not_needed(ctx: FlowContext, incident: Incident, approval: Approval, user: 
 
 def _record(ctx: FlowContext, incident_id: str, result: ActionResult) -> None:
     """Store one result, move remediating → verified | action_failed, tell the thread."""
-    incident = ctx.incidents.require(incident_id)
-    results = [*incident.meta.get("results", []), {"ok": result.ok, "text": result.summary}]
-    ctx.incidents.set_meta(incident_id, result=result.to_dict(), results=results)
+    incident = ctx.incidents.update(incident_id, lambda i: replace(
+        i.with_result(StepResult(result.ok, result.summary)),
+        last_outcome=LastOutcome.of(result)))
     ctx.notes.append(f"{result.kind}: {result.outcome.value} in {result.duration_s:.2f}s")
     if incident.state is IncidentState.REMEDIATING:
         goal = IncidentState.VERIFIED if result.ok else IncidentState.ACTION_FAILED
@@ -201,7 +202,7 @@ def _follow_up(ctx: FlowContext, incident_id: str, result: ActionResult, target:
         return None
     incident = ctx.incidents.require(incident_id)
     return _gated_resume(ctx, incident_id, target, resumes[0], user,
-                         incident.meta.get("evidence_hash"), None)
+                         incident.evidence_hash or None, None)
 
 
 def _offer_other_parts(ctx: FlowContext, incident_id: str, result: ActionResult,
@@ -210,14 +211,14 @@ def _offer_other_parts(ctx: FlowContext, incident_id: str, result: ActionResult,
     (the act step's preflight re-checks every file when one is clicked)."""
     from bot.flow.cleanup_offer import rest
 
-    stored = ctx.incidents.require(incident_id).meta.get("diagnosis")
-    for action in rest(Diagnosis.from_dict(stored), result.params["paths"]) if stored else []:
+    stored = ctx.incidents.require(incident_id).diagnosis
+    for action in rest(stored, result.params["paths"]) if stored is not None else []:
         offer(ctx, incident_id, action, target)
 
 
 def _mark_resumed(ctx: FlowContext, incident_id: str, job_id: str) -> None:
     JobLinks(ctx.redis_bytes).link(job_id, incident_id)
-    ctx.incidents.set_meta(incident_id, job=job_id)
+    ctx.incidents.update(incident_id, lambda i: replace(i, job_id=job_id))
     if ctx.incidents.require(incident_id).state is IncidentState.VERIFIED:
         ctx.incidents.transition(incident_id, IncidentState.RESUMED, ctx.bot_user,
                                  f"extraction {job_id} resumed")

@@ -9,10 +9,12 @@ is quick (a transition, withdrawing the alternatives, one re-render that says
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from bot.core import strings
 from bot.domain.approval import Approval
 from bot.domain.incident import Incident
+from bot.domain.incident_record import Running
 from bot.domain.lifecycle import IllegalTransition, IncidentState
 from bot.flow.act_step import run_approved
 from bot.flow.context import FlowContext
@@ -30,7 +32,7 @@ def on_approved(ctx: FlowContext, approval: Approval, user: str) -> None:
     """Accept the claimed approval (message says running), then act off this thread."""
     incident = ctx.incidents.require(approval.incident_id)
     kind = approval.action["kind"]
-    if incident.state not in ACTABLE or incident.meta.get("running"):
+    if incident.state not in ACTABLE or incident.running is not None:
         _skip(ctx, incident, user, strings.FLOW_NOT_ACTABLE.format(
             kind=kind, id=incident.id, state=incident.state.value))
         return
@@ -43,8 +45,8 @@ def on_approved(ctx: FlowContext, approval: Approval, user: str) -> None:
                 kind=kind, id=incident.id, state=IncidentState.APPROVED.value))
             return
         withdraw_pending(ctx, incident, user, keep=approval.id)
-    ctx.incidents.set_meta(incident.id, running={"kind": kind, "by": user, "at": ctx.clock(),
-                                                 "approval_id": approval.id})
+    running = Running(kind, user, ctx.clock(), approval.id)
+    ctx.incidents.update(incident.id, lambda i: replace(i, running=running))
     publish(ctx, incident.id)
     ctx.run_off_thread(run_approved, ctx, approval, user)
 

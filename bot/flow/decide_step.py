@@ -8,10 +8,12 @@ others listen (``incident.ack`` stops escalation) and re-renders the message.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from enum import StrEnum
 
 from bot.core import strings
 from bot.domain.incident import Incident
+from bot.domain.incident_record import Snooze
 from bot.domain.lifecycle import SNOOZABLE, IncidentState, can_transition
 from bot.flow.context import FlowContext
 from bot.flow.diagnose_step import on_incident_opened
@@ -61,8 +63,8 @@ def _record(ctx: FlowContext, incident: Incident, user: str, event: str, **detai
 def _ack(ctx: FlowContext, incident: Incident, user: str, _d: int) -> str | None:
     if not incident.is_open:
         return None
-    if not incident.meta.get("acked"):
-        ctx.incidents.set_meta(incident.id, acked=user)
+    if not incident.acked_by:
+        ctx.incidents.update(incident.id, lambda i: replace(i, acked_by=user))
         _record(ctx, incident, user, "incident.ack")
         publish(ctx, incident.id)
     return strings.INCIDENT_ACKED.format(id=incident.id)
@@ -71,7 +73,7 @@ def _ack(ctx: FlowContext, incident: Incident, user: str, _d: int) -> str | None
 def _resolve(ctx: FlowContext, incident: Incident, user: str, _d: int) -> str | None:
     if not can_transition(incident.state, IncidentState.RESOLVED):
         return None
-    ctx.incidents.set_meta(incident.id, resolved_by=user, snoozed=None)
+    ctx.incidents.update(incident.id, lambda i: replace(i, resolved_by=user, snooze=None))
     withdraw_pending(ctx, incident, user, reason="incident resolved")
     ctx.incidents.transition(incident.id, IncidentState.RESOLVED, user, "resolved by a person")
     _record(ctx, incident, user, "incident.resolve")
@@ -83,8 +85,8 @@ def _snooze(ctx: FlowContext, incident: Incident, user: str, duration_s: int) ->
     if incident.state not in SNOOZABLE or not 0 < duration_s <= MAX_SNOOZE_S:
         return None
     until = ctx.clock() + duration_s
-    ctx.incidents.set_meta(incident.id, snoozed={"by": user, "until": until,
-                                                 "from": incident.state.value})
+    snooze = Snooze(user, until, incident.state.value)
+    ctx.incidents.update(incident.id, lambda i: replace(i, snooze=snooze))
     ctx.incidents.transition(incident.id, IncidentState.SNOOZED, user, f"snoozed for {duration_s}s")
     _record(ctx, incident, user, "incident.snoozed", until=until, duration_s=duration_s)
     publish(ctx, incident.id)
@@ -103,7 +105,7 @@ def _retry(ctx: FlowContext, incident: Incident, user: str, _d: int) -> str | No
 def _escalate(ctx: FlowContext, incident: Incident, user: str, _d: int) -> str | None:
     if not incident.is_open:
         return None
-    ctx.incidents.set_meta(incident.id, escalated=user)
+    ctx.incidents.update(incident.id, lambda i: replace(i, escalated_by=user))
     _record(ctx, incident, user, "incident.escalate")
     post_in_thread(ctx, incident, strings.VIEW_ESCALATED.format(who=f"<@{user}>"))
     publish(ctx, incident.id)
@@ -114,12 +116,13 @@ def wake_snoozed(ctx: FlowContext) -> list[str]:
     """Snoozes that ran out go back to the state they were snoozed from (scheduler job)."""
     woken = []
     for incident in ctx.incidents.list(open_only=True):
-        snooze = incident.meta.get("snoozed") or {}
-        if (incident.state is not IncidentState.SNOOZED
-                or float(snooze.get("until", 0)) > ctx.clock()):
+        snooze = incident.snooze
+        if incident.state is not IncidentState.SNOOZED or (
+                snooze is not None and snooze.until > ctx.clock()):
             continue
-        back = IncidentState(snooze.get("from") or IncidentState.AWAITING_APPROVAL.value)
-        ctx.incidents.set_meta(incident.id, snoozed=None)
+        back = IncidentState(snooze.from_state if snooze is not None
+                             else IncidentState.AWAITING_APPROVAL.value)
+        ctx.incidents.update(incident.id, lambda i: replace(i, snooze=None))
         ctx.incidents.transition(incident.id, back, ctx.bot_user, "snooze ended")
         publish(ctx, incident.id)
         woken.append(incident.id)

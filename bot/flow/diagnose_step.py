@@ -9,8 +9,9 @@ was stored (``bot.flow.message``).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
-from bot.chat.evidence import outputs_to_meta
+from bot.chat.evidence import kept_outputs
 from bot.chat.render import evidence_hash
 from bot.domain.findings import Diagnosis, DiagnosisStatus
 from bot.domain.incident import Incident
@@ -18,7 +19,7 @@ from bot.domain.lifecycle import IncidentState
 from bot.flow.context import FlowContext
 from bot.flow.hosts import diagnose, target_for
 from bot.flow.message import publish
-from bot.flow.plans import make_plans, plans_to_meta
+from bot.flow.plans import make_plans
 
 
 def outcome_state(diagnosis: Diagnosis, n_plans: int) -> IncidentState:
@@ -40,10 +41,10 @@ def on_incident_opened(ctx: FlowContext, incident_id: str) -> Incident:
     plans = (make_plans(ctx, incident, diagnosis, target)
              if target is not None and diagnosis.status is not DiagnosisStatus.UNREACHABLE else [])
     ev_hash = evidence_hash(diagnosis)
-    ctx.incidents.set_meta(incident_id, diagnosis=diagnosis.to_dict(),
-                           plans=plans_to_meta(plans), evidence_hash=ev_hash,
-                           results=[], result=None, revert_plan=None, running=None,
-                           probe_output=outputs_to_meta(diagnosis))
+    ctx.incidents.update(incident_id, lambda i: replace(
+        i, diagnosis=diagnosis, plans=tuple(plans), evidence_hash=ev_hash, results=(),
+        last_outcome=None, revert_plan=None, running=None,
+        probe_output=kept_outputs(diagnosis)))
     reason = f"{len(diagnosis.findings)} findings, {len(plans)} proposed actions"
     incident = ctx.incidents.transition(incident_id, outcome_state(diagnosis, len(plans)),
                                         ctx.bot_user, reason, ev_hash)

@@ -11,12 +11,16 @@ needs its own (two-person) approval.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bot.config import inventory
 from bot.core import strings
 from bot.domain.action_result import ActionResult, Outcome
 from bot.domain.findings import ProposedAction
+from bot.domain.incident import Incident
+from bot.domain.incident_record import GateRecord
 from bot.flow.context import FlowContext
-from bot.flow.plans import OVERRIDE, offer, override_policy, plan_to_meta
+from bot.flow.plans import OVERRIDE, offer, override_policy
 from bot.flow.thread import post_in_thread
 from bot.remediation import followup
 from bot.ssh.base import SSHTarget
@@ -56,14 +60,18 @@ def _offer_revert(ctx: FlowContext, incident_id: str, action: ProposedAction,
     risk = strings.FLOW_REVERT_RISK if action.kind == "systemd.revert" else action.risk
     revert = ProposedAction(action.id, action.kind, action.params, strings.FLOW_REVERT_REASON,
                             risk)
-    before = ctx.incidents.require(incident_id).meta.get("revert_plan")
+    before = ctx.incidents.require(incident_id).revert_plan
     plan = offer(ctx, incident_id, revert, target)
-    incident = ctx.incidents.require(incident_id)
-    plans = [p for p in incident.meta.get("plans", []) if p["approval_id"] != plan.approval_id]
-    earlier = ctx.approvals.get(before["approval_id"]) if before else None
-    if before and earlier is not None and earlier.is_open:
-        plans.append(before)
-    ctx.incidents.set_meta(incident_id, plans=plans, revert_plan=plan_to_meta(plan))
+    earlier = ctx.approvals.get(before.approval_id) if before is not None else None
+    keep_earlier = before is not None and earlier is not None and earlier.is_open
+
+    def as_revert(incident: Incident) -> Incident:
+        plans = [p for p in incident.plans if p.approval_id != plan.approval_id]
+        if keep_earlier and before is not None:
+            plans.append(before)
+        return replace(incident, plans=tuple(plans), revert_plan=plan)
+
+    ctx.incidents.update(incident_id, as_revert)
 
 
 def offer_resume(ctx: FlowContext, incident_id: str, job: str) -> None:
@@ -78,11 +86,11 @@ def gate(ctx: FlowContext, incident_id: str, target: SSHTarget, job: str) -> Gat
     options = inventory.options_for(ctx.settings, target)
     result = run_gate(ctx.runner, target, need_mib=ctx.remediation.gate_need_mib,
                       options=options)
-    detail = {"job": job, "host": target.name, "passed": result.passed,
-              "reasons": result.reasons, "checks": result.checks}
+    record = GateRecord(job, target.name, result.passed, tuple(result.reasons),
+                        dict(result.checks))
     ctx.audit.append(incident_id, ctx.bot_user, "gate.passed" if result.passed
-                     else "gate.failed", detail)
-    incident = ctx.incidents.set_meta(incident_id, gate=detail)
+                     else "gate.failed", record.to_json())
+    incident = ctx.incidents.update(incident_id, lambda i: replace(i, gate=record))
     post_in_thread(ctx, incident, result.message)
     ctx.notes.append(f"health gate on {target.name}: {'passed' if result.passed else 'failed'}")
     return result

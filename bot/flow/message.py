@@ -8,31 +8,30 @@ from a click's payload.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bot.chat.base import ChatMessage, MessageRef
 from bot.chat.evidence import raw_evidence, with_outputs
-from bot.chat.render import StepResult, render_incident, thread_evidence
+from bot.chat.render import render_incident, thread_evidence
 from bot.core import strings
-from bot.domain.findings import Diagnosis
 from bot.domain.incident import Incident
+from bot.domain.incident_record import ChatRefs
 from bot.flow.context import FlowContext
-from bot.flow.plans import stored_plans
 from bot.flow.thread import message_ref, thread_ref, where_to_post
 
 
 def render_stored(ctx: FlowContext, incident: Incident, seq: int = 0) -> ChatMessage | None:
     """The incident's message as its stored state says (None before its diagnosis)."""
-    meta = incident.meta
-    if "diagnosis" not in meta:
+    if incident.diagnosis is None:
         return None
-    plans, revert = stored_plans(incident)
+    plans, revert = list(incident.plans), incident.revert_plan
     ids = [p.approval_id for p in plans] + ([revert.approval_id] if revert else [])
     approvals = {i: a for i in ids if (a := ctx.approvals.get(i)) is not None}
-    results = [StepResult(bool(r["ok"]), r["text"]) for r in meta.get("results", [])]
     # ages are as of the stored state's last change, never the render's clock: the same
     # state renders the same message on every replica and at every retry
     as_of = incident.updated or ctx.clock()
-    return render_incident(incident, Diagnosis.from_dict(meta["diagnosis"]), plans, approvals,
-                           results, revert, seq=seq, now=as_of,
+    return render_incident(incident, incident.diagnosis, plans, approvals,
+                           incident.results, revert, seq=seq, now=as_of,
                            oncall=ctx.settings.slack.oncall)
 
 
@@ -53,19 +52,19 @@ def publish(ctx: FlowContext, incident_id: str) -> MessageRef | None:
 def _first_post(ctx: FlowContext, incident: Incident, message: ChatMessage) -> MessageRef:
     channel, parent_ref = where_to_post(ctx, incident)
     ref = ctx.chat.post(channel, message, thread=parent_ref)
-    plans, _ = stored_plans(incident)
-    for plan in plans:
+    for plan in incident.plans:
         ctx.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
-    chat = {"channel": ref.channel, "ts": ref.ts,
-            "thread_ts": parent_ref.ts if parent_ref is not None else ref.ts}
-    ctx.incidents.set_meta(incident.id, chat=chat)
-    _post_evidence(ctx, incident, MessageRef(ref.channel, chat["thread_ts"]))
+    chat = ChatRefs(ref.channel, ref.ts, parent_ref.ts if parent_ref is not None else ref.ts)
+    incident = ctx.incidents.update(incident.id, lambda i: replace(i, chat=chat))
+    _post_evidence(ctx, incident, MessageRef(ref.channel, chat.thread_ts))
     return ref
 
 
 def _post_evidence(ctx: FlowContext, incident: Incident, thread: MessageRef) -> None:
     """The per-GPU evidence table, once, as the first reply under the new message."""
-    sections = thread_evidence(Diagnosis.from_dict(incident.meta["diagnosis"]))
+    if incident.diagnosis is None:
+        return
+    sections = thread_evidence(incident.diagnosis)
     if sections:
         ctx.chat.post(thread.channel, ChatMessage(text=sections[0].text, sections=sections),
                       thread=thread)
@@ -77,13 +76,12 @@ def post_raw_evidence(ctx: FlowContext, incident_id: str) -> str:
     incident = ctx.incidents.get(incident_id)
     if incident is None:
         return strings.INCIDENT_UNKNOWN.format(id=incident_id)
-    if "diagnosis" not in incident.meta:
+    if incident.diagnosis is None:
         return strings.MSG_EVIDENCE_NOT_YET.format(id=incident_id)
     ref = thread_ref(incident)
     if ref is None:
         return strings.MSG_EVIDENCE_NO_THREAD.format(id=incident_id)
-    diagnosis = with_outputs(Diagnosis.from_dict(incident.meta["diagnosis"]),
-                             incident.meta.get("probe_output") or [])
+    diagnosis = with_outputs(incident.diagnosis, incident.probe_output)
     sections = raw_evidence(diagnosis)
     text = sections[0].text if sections else strings.MSG_PROBE_NO_OUTPUT
     ctx.chat.post(ref.channel, ChatMessage(text=text, sections=sections, incident_id=incident_id),

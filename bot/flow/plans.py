@@ -1,4 +1,4 @@
-"""Proposed actions as stored plans: one pending approval each, kept in the incident's meta.
+"""Proposed actions as stored plans: one pending approval each, kept in ``Incident.plans``.
 
 The diagnose step creates the first plans (and a Resume for each interrupted job when
 nothing proposed would free GPUs first); the act step offers follow-ups (Revert, Resume,
@@ -10,14 +10,14 @@ propose it again. Buttons carry only the approval's opaque id.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
-from bot.chat.render import ActionPlan, evidence_hash
+from bot.chat.render import evidence_hash
 from bot.core import strings
 from bot.domain import validate
 from bot.domain.approval import ApprovalPolicy
 from bot.domain.findings import Diagnosis, ProposedAction
 from bot.domain.incident import Incident
+from bot.domain.incident_record import ActionPlan
 from bot.flow.context import FlowContext
 from bot.flow.thread import message_ref
 from bot.remediation import catalog
@@ -68,10 +68,9 @@ def offer(ctx: FlowContext, incident_id: str, action: ProposedAction, target: SS
     """A follow-up approval appended to the incident's plans, on its message's buttons."""
     commands = tuple(catalog.plan(action.kind, action.params, target))
     incident = ctx.incidents.require(incident_id)
-    plan = new_plan(ctx, incident_id, action, commands, incident.meta.get("evidence_hash", ""),
+    plan = new_plan(ctx, incident_id, action, commands, incident.evidence_hash,
                     offered=True, policy=policy)
-    incident = ctx.incidents.set_meta(incident_id, plans=[*incident.meta.get("plans", []),
-                                                          plan_to_meta(plan)])
+    incident = ctx.incidents.update(incident_id, lambda i: replace(i, plans=(*i.plans, plan)))
     ref = message_ref(incident)
     if ref is not None:
         ctx.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
@@ -81,33 +80,6 @@ def offer(ctx: FlowContext, incident_id: str, action: ProposedAction, target: SS
 def override_policy(ctx: FlowContext) -> ApprovalPolicy:
     """The gate override always needs two distinct approvers (the two-person rule)."""
     return replace(ctx.policy, two_person=ctx.policy.two_person | {OVERRIDE})
-
-
-def plan_to_meta(p: ActionPlan) -> dict[str, Any]:
-    return {"action": p.action.to_dict(), "commands": list(p.commands),
-            "approval_id": p.approval_id}
-
-
-def plans_to_meta(plans: list[ActionPlan]) -> list[dict[str, Any]]:
-    return [plan_to_meta(p) for p in plans]
-
-
-def plans_from_meta(raw: list[dict[str, Any]]) -> list[ActionPlan]:
-    out = []
-    for p in raw:
-        a = p["action"]
-        action = ProposedAction(a["id"], a["kind"], dict(a["params"]), a.get("reason", ""),
-                                a.get("risk", ""))
-        out.append(ActionPlan(action, tuple(p["commands"]), p["approval_id"]))
-    return out
-
-
-def stored_plans(incident: Incident) -> tuple[list[ActionPlan], ActionPlan | None]:
-    """(the plans offered so far, the revert plan if one is offered)."""
-    meta = incident.meta
-    plans = plans_from_meta(meta.get("plans", []))
-    revert = plans_from_meta([meta["revert_plan"]])[0] if meta.get("revert_plan") else None
-    return plans, revert
 
 
 def withdraw_pending(ctx: FlowContext, incident: Incident, actor: str, keep: str = "",

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
 
 from bot.chat.base import MessageRef
 from bot.core import strings
 from bot.domain.incident import Incident
+from bot.domain.incident_record import ProgressTracker
 from bot.domain.lifecycle import IncidentState
 from bot.extract import queue
 from bot.extract.progress import RateWindow, RunTotals, finished_line, progress_line
@@ -48,11 +49,6 @@ def progress_text(status: JobStatus, now: float | None = None,
     return f"*{job_label(status)}* {status.state.value}: {line}{extra}{error}"
 
 
-def _tracker(incident: Incident) -> dict[str, Any]:
-    stored = incident.meta.get("progress")
-    return dict(stored) if isinstance(stored, dict) else {}
-
-
 StatusReader = Callable[[Redis, str], JobStatus]
 
 
@@ -60,49 +56,50 @@ def poll_incident(ctx: FlowContext, incident_id: str,
                   read_status: StatusReader = queue.status) -> JobStatus | None:
     """One poll of one resumed incident; returns the job status it saw."""
     incident = ctx.incidents.require(incident_id)
-    job_id = incident.meta.get("job")
+    job_id = incident.job_id
     if not job_id or incident.state is not IncidentState.RESUMED:
         return None
     status, now = read_status(ctx.redis_bytes, job_id), ctx.clock()
-    tracker = _tracker(incident)
-    window = RateWindow.from_list(tracker.get("samples")).add(now, status.done)
-    tracker.update(samples=window.to_list())
-    tracker.setdefault("started_at", now)
-    tracker.setdefault("started_done", status.done)
+    before = incident.progress or ProgressTracker()
+    window = RateWindow(before.samples).add(now, status.done)
+    tracker = replace(before, samples=window.samples,
+                      started_at=now if before.started_at is None else before.started_at,
+                      started_done=status.done if before.started_done is None
+                      else before.started_done)
     text = progress_text(status, now, window)
-    _show(ctx, incident, tracker, text, now, force=status.state in DONE)
-    ctx.incidents.set_meta(incident.id, progress=tracker)
+    tracker = _show(ctx, incident, tracker, text, now, force=status.state in DONE)
+    ctx.incidents.update(incident.id, lambda i: replace(i, progress=tracker))
     if status.state in DONE:
         _finish(ctx, incident, status, tracker, now)
     return status
 
 
-def _show(ctx: FlowContext, incident: Incident, tracker: dict[str, Any], text: str,
-          now: float, force: bool = False) -> None:
+def _show(ctx: FlowContext, incident: Incident, tracker: ProgressTracker, text: str,
+          now: float, force: bool = False) -> ProgressTracker:
     """Post the one progress message once; later, edit it only when its text changed and
-    at most once per ``progress_interval_s``."""
-    if "ts" not in tracker:
+    at most once per ``progress_interval_s``. Returns the tracker as now shown."""
+    if not tracker.ts:
         ref = post_in_thread(ctx, incident, text)
-        if ref is not None:
-            tracker.update(channel=ref.channel, ts=ref.ts, shown=text, shown_at=now)
-        return
-    if text == tracker.get("shown"):
-        return
-    if not force and now - float(tracker.get("shown_at") or 0.0) < ctx.progress_interval_s:
-        return
-    ctx.chat.update(MessageRef(tracker["channel"], tracker["ts"]), note(text))
-    tracker.update(shown=text, shown_at=now)
+        if ref is None:
+            return tracker
+        return replace(tracker, channel=ref.channel, ts=ref.ts, shown=text, shown_at=now)
+    if text == tracker.shown:
+        return tracker
+    if not force and now - tracker.shown_at < ctx.progress_interval_s:
+        return tracker
+    ctx.chat.update(MessageRef(tracker.channel, tracker.ts), note(text))
+    return replace(tracker, shown=text, shown_at=now)
 
 
 def _finish(ctx: FlowContext, incident: Incident, status: JobStatus,
-            tracker: dict[str, Any], now: float) -> None:
+            tracker: ProgressTracker, now: float) -> None:
     fresh = not status.resumed_from and status.first_started_at  # else: since the resume
-    started = status.first_started_at if fresh else tracker.get("started_at")
+    started = status.first_started_at if fresh else tracker.started_at
     totals = RunTotals(
         label=job_label(status), state=status.state.value, done=status.done,
         total=status.total, resumed_from=status.resumed_from, skipped=status.skipped,
         repaired=sum(status.repaired.values()),
-        counted_from=0 if fresh else int(tracker.get("started_done") or status.resumed_from),
+        counted_from=0 if fresh else int(tracker.started_done or status.resumed_from),
         started_at=float(started or now),
         finished_at=status.finished_at or status.updated_at or now,
         repair_note=_repairs(status))

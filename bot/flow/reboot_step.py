@@ -2,24 +2,26 @@
 incident re-diagnosed once the host answers with a new boot id.
 
 A reboot cannot be verified when it is sent (the SSH session may die with it), so the
-act step hands the result here: the incident stays ``remediating`` with ``meta.reboot``
+act step hands the result here: the incident stays ``remediating`` with ``Incident.reboot``
 (the boot id read just before, the deadline). ``poll_reboots`` (on the scheduler's
 expiry tick) reads ``/proc/sys/kernel/random/boot_id``: a new id re-runs the playbook
 (``verified`` when the finding is gone, else ``action_failed`` naming what is still
 there); past the deadline without a new id, ``action_failed``. Once back, the host's
-other incidents marked ``meta.host_reboot`` are re-diagnosed too (``follow_others``).
+other incidents marked ``Incident.host_reboot`` are re-diagnosed too (``follow_others``).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from collections.abc import Callable
+from dataclasses import replace
 
 from bot.core import strings
 from bot.domain.action_result import ActionResult, Outcome
 from bot.domain.findings import Diagnosis, Severity
 from bot.domain.incident import Incident
+from bot.domain.incident_record import HostRebootMark, LastOutcome, RebootPending, StepResult
 from bot.domain.lifecycle import IncidentState, can_transition
 from bot.flow.context import FlowContext
 from bot.flow.diagnose_step import on_incident_opened
@@ -63,10 +65,9 @@ def on_requested(ctx: FlowContext, incident_id: str, result: ActionResult,
     text = strings.FLOW_REBOOT_REQUESTED.format(host=incident.host, who=result.approver,
                                                 boot=before or "unknown",
                                                 mins=int(BACK_WITHIN_S // 60))
-    results = [*incident.meta.get("results", []), {"ok": True, "text": text}]
-    reboot = {"boot_id": before, "requested_at": now, "deadline": now + BACK_WITHIN_S,
-              "by": result.approver}
-    ctx.incidents.set_meta(incident_id, reboot=reboot, result=result.to_dict(), results=results)
+    reboot = RebootPending(before, now, now + BACK_WITHIN_S, result.approver)
+    ctx.incidents.update(incident_id, lambda i: replace(
+        i.with_result(StepResult(True, text)), reboot=reboot, last_outcome=LastOutcome.of(result)))
     ctx.audit.append(incident_id, result.approver, "host.reboot_requested",
                      {"host": incident.host, "boot_id": before})
     post_in_thread(ctx, incident, text)
@@ -74,13 +75,12 @@ def on_requested(ctx: FlowContext, incident_id: str, result: ActionResult,
 
 
 def mark_others(ctx: FlowContext, incident: Incident, who: str) -> list[str]:
-    """A note and ``meta.host_reboot`` on every other open incident of the host."""
+    """A note and ``Incident.host_reboot`` on every other open incident of the host."""
     marked = []
     for other in ctx.incidents.list(open_only=True):
         if other.host != incident.host or other.id == incident.id:
             continue
-        ctx.incidents.set_meta(other.id, host_reboot={"by": incident.id, "who": who,
-                                                      "at": ctx.clock()})
+        ctx.incidents.update(other.id, _marked(HostRebootMark(incident.id, who, ctx.clock())))
         post_in_thread(ctx, other, strings.FLOW_REBOOT_OTHER.format(
             host=incident.host, id=incident.id, who=who))
         publish(ctx, other.id)
@@ -88,18 +88,22 @@ def mark_others(ctx: FlowContext, incident: Incident, who: str) -> list[str]:
     return marked
 
 
+def _marked(mark: HostRebootMark) -> Callable[[Incident], Incident]:
+    return lambda incident: replace(incident, host_reboot=mark)
+
+
 def poll_reboots(ctx: FlowContext) -> list[str]:
     """Settle every pending reboot whose host is back (or whose deadline passed)."""
     settled = []
     for incident in ctx.incidents.list(open_only=True):
-        pending = incident.meta.get("reboot") or {}
-        if not pending or pending.get("done") or incident.state is not IncidentState.REMEDIATING:
+        pending = incident.reboot
+        if pending is None or pending.done or incident.state is not IncidentState.REMEDIATING:
             continue
         target = target_for(ctx, incident.host)
         now_id = boot_id(ctx, target) if target is not None else None
-        if now_id is not None and now_id != pending.get("boot_id"):
-            _back(ctx, incident, target, pending, now_id)  # type: ignore[arg-type]
-        elif ctx.clock() > float(pending["deadline"]):
+        if target is not None and now_id is not None and now_id != pending.boot_id:
+            _back(ctx, incident, target, pending, now_id)
+        elif ctx.clock() > pending.deadline:
             _settle(ctx, incident, pending, None, False, strings.FLOW_REBOOT_NOT_BACK.format(
                 host=incident.host, mins=int(BACK_WITHIN_S // 60)))
         else:
@@ -108,17 +112,18 @@ def poll_reboots(ctx: FlowContext) -> list[str]:
     return settled
 
 
-def still_there(before: dict[str, Any], fresh: Diagnosis) -> list[str]:
+def still_there(before: Diagnosis | None, fresh: Diagnosis) -> list[str]:
     """Titles of the fresh findings whose code was a problem before the reboot (pure)."""
-    codes = {f["code"] for f in before.get("findings", []) if f.get("severity") != "info"}
+    codes = {f.code for f in (before.findings if before is not None else ())
+             if f.severity is not Severity.INFO}
     return [f.title for f in fresh.findings
             if f.code in codes and f.severity is not Severity.INFO]
 
 
-def _back(ctx: FlowContext, incident: Incident, target: SSHTarget, pending: dict[str, Any],
+def _back(ctx: FlowContext, incident: Incident, target: SSHTarget, pending: RebootPending,
           now_id: str) -> None:
     fresh, _ = diagnose(ctx, incident, target)
-    still = still_there(incident.meta.get("diagnosis") or {}, fresh)
+    still = still_there(incident.diagnosis, fresh)
     if still:
         text = strings.FLOW_REBOOT_BACK_STILL.format(host=incident.host, boot=now_id,
                                                      still="; ".join(still)[:500])
@@ -135,14 +140,14 @@ def follow_others(ctx: FlowContext, incident: Incident, target: SSHTarget,
     state the fresh diagnosis calls for). One with an action running is left alone."""
     followed = []
     for other in ctx.incidents.list(open_only=True):
-        mark = other.meta.get("host_reboot") or {}
-        if (mark.get("by") != incident.id or mark.get("settled") or other.meta.get("running")
+        mark = other.host_reboot
+        if (mark is None or mark.by != incident.id or mark.settled
+                or other.running is not None
                 or other.state in (IncidentState.APPROVED, IncidentState.REMEDIATING)):
             continue
         fresh, _ = diagnose(ctx, other, target)
-        still = still_there(other.meta.get("diagnosis") or {}, fresh)
-        ctx.incidents.set_meta(other.id, host_reboot={**mark, "settled": True,
-                                                      "boot_id_after": now_id})
+        still = still_there(other.diagnosis, fresh)
+        ctx.incidents.update(other.id, _marked(replace(mark, settled=True, boot_id_after=now_id)))
         _moved(ctx, other, fresh, still, now_id)
         followed.append(str(other.id))
     return followed
@@ -161,8 +166,8 @@ def _moved(ctx: FlowContext, other: Incident, fresh: Diagnosis, still: list[str]
             return
         withdraw_pending(ctx, other, ctx.bot_user, reason="gone after the host's reboot")
         text = strings.FLOW_REBOOT_OTHER_GONE.format(host=other.host, boot=now_id)
-        ctx.incidents.set_meta(other.id, diagnosis=fresh.to_dict(),
-                               results=[*other.meta.get("results", []), {"ok": True, "text": text}])
+        ctx.incidents.update(other.id, lambda i: replace(
+            i.with_result(StepResult(True, text)), diagnosis=fresh))
         ctx.incidents.transition(other.id, IncidentState.RESOLVED, ctx.bot_user, text[:200])
         post_in_thread(ctx, other, text)
         publish(ctx, other.id)
@@ -174,11 +179,11 @@ def _moved(ctx: FlowContext, other: Incident, fresh: Diagnosis, still: list[str]
         on_incident_opened(ctx, other.id)
 
 
-def _settle(ctx: FlowContext, incident: Incident, pending: dict[str, Any],
+def _settle(ctx: FlowContext, incident: Incident, pending: RebootPending,
             now_id: str | None, ok: bool, text: str) -> None:
-    results = [*incident.meta.get("results", []), {"ok": ok, "text": text}]
-    ctx.incidents.set_meta(incident.id, results=results,
-                           reboot={**pending, "done": True, "boot_id_after": now_id})
+    done = replace(pending, done=True, boot_id_after=now_id)
+    ctx.incidents.update(incident.id, lambda i: replace(
+        i.with_result(StepResult(ok, text)), reboot=done))
     goal = IncidentState.VERIFIED if ok else IncidentState.ACTION_FAILED
     ctx.incidents.transition(incident.id, goal, ctx.bot_user, text[:200])
     ctx.audit.append(incident.id, ctx.bot_user, "host.reboot_settled",

@@ -15,14 +15,14 @@ from bot.flow.context import FlowContext
 
 def message_ref(incident: Incident) -> MessageRef | None:
     """The incident's own message (edited in place)."""
-    chat = incident.meta.get("chat")
-    return MessageRef(chat["channel"], chat["ts"]) if chat else None
+    chat = incident.chat
+    return MessageRef(chat.channel, chat.ts) if chat is not None else None
 
 
 def thread_ref(incident: Incident) -> MessageRef | None:
     """Where its replies go: its own thread, or its group parent's for a grouped host."""
-    chat = incident.meta.get("chat")
-    return MessageRef(chat["channel"], chat.get("thread_ts") or chat["ts"]) if chat else None
+    chat = incident.chat
+    return MessageRef(chat.channel, chat.thread_ts) if chat is not None else None
 
 
 def note(text: str, code: str | None = None) -> ChatMessage:

@@ -30,16 +30,13 @@ log = logging.getLogger(__name__)
 DEFAULT_OUT = Path(tempfile.gettempdir()) / "incident-bot-digests"  # charts are uploaded
 
 
-def message_ref_from_meta(store: IncidentStore) -> Callable[[str], MessageRef | None]:
-    """Where the incident's chat message is, if the flow recorded it in ``meta``."""
+def message_ref_of(store: IncidentStore) -> Callable[[str], MessageRef | None]:
+    """Where the incident's chat message is, once the flow has posted it."""
 
     def lookup(incident_id: str) -> MessageRef | None:
         incident = store.get(incident_id)
-        meta: dict[str, Any] = dict(incident.meta) if incident is not None else {}
-        where = meta.get("message") or meta.get("chat") or {}
-        if isinstance(where, dict) and where.get("channel") and where.get("ts"):
-            return MessageRef(str(where["channel"]), str(where["ts"]))
-        return None
+        chat = incident.chat if incident is not None else None
+        return MessageRef(chat.channel, chat.ts) if chat is not None else None
 
     return lookup
 
@@ -63,7 +60,7 @@ def build_leader(settings: Settings, redis: Redis, chat: ChatBackend, *,
     incidents = IncidentStore(redis)
     samples = SampleStore(redis)
     jobs: dict[str, JobFunc] = dict(extra_jobs or {})
-    escalator = build_escalator(settings, esc_cfg, redis, chat, message_ref_from_meta(incidents))
+    escalator = build_escalator(settings, esc_cfg, redis, chat, message_ref_of(incidents))
     if escalator is not None:
         jobs["escalation"] = lambda _firing: _discard(escalator.run())
     if runner is not None and settings.hosts:

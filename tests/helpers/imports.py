@@ -17,7 +17,6 @@ PACKAGES = ("bot", "playbooks", "storage")
 # demo and test infrastructure: may use the rig; not part of what the bot runs
 RIG_USERS = ("bot.rig", "bot.demo", "bot.commands.demo")
 PURE_THIRD_PARTY = frozenset({"pydantic"})  # data validation, no I/O: allowed in the domain
-MAX_LINES = 300
 
 
 @dataclass(frozen=True)
@@ -121,12 +120,3 @@ def cross_imports(root: Path) -> list[str]:
     return sorted(set(out))
 
 
-def long_modules(root: Path, dirs: Iterable[str], limit: int = MAX_LINES) -> dict[str, int]:
-    """Source files over ``limit`` lines, relative path -> line count."""
-    found: dict[str, int] = {}
-    for d in dirs:
-        for path in sorted((root / d).rglob("*.py")):
-            n = len(path.read_text().splitlines())
-            if n > limit:
-                found[path.relative_to(root).as_posix()] = n
-    return found

@@ -12,10 +12,12 @@ import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bot.chat.blockkit import to_payload
+from bot.domain.incident_record import Running
 from bot.domain.lifecycle import IncidentState
 from bot.flow import act_step, timers
 from bot.flow.message import render_stored
@@ -247,8 +249,9 @@ def test_a_snooze_that_ran_out_wakes_where_it_was(
     assert loop.state(incident_id) is S.SNOOZED
     timers.expire_approvals(desk, loop.ctx)  # not due yet: stays snoozed
     assert loop.state(incident_id) is S.SNOOZED
-    wait_until(lambda: time.time() > loop.ctx.incidents.require(incident_id).meta["snoozed"][
-        "until"], 5, "the snooze to run out")
+    snooze = loop.ctx.incidents.require(incident_id).snooze
+    assert snooze is not None
+    wait_until(lambda: time.time() > snooze.until, 5, "the snooze to run out")
     timers.expire_approvals(desk, loop.ctx)
     assert loop.state(incident_id) is S.AWAITING_APPROVAL
     woken = loop.wait_text(incident_id, "Snooze 30 min")
@@ -265,8 +268,8 @@ def test_an_action_left_running_by_a_dead_replica_becomes_action_failed(
     loop.wait_state(incident_id, S.AWAITING_APPROVAL)
     ctx = loop.ctx  # what a replica that died right after accepting leaves behind
     ctx.incidents.transition(incident_id, S.APPROVED, ONCALL, "approved systemd.stop_disable")
-    ctx.incidents.set_meta(incident_id, running={"kind": "systemd.stop_disable", "by": ONCALL,
-                                                 "at": time.time() - 3600})
+    running = Running("systemd.stop_disable", ONCALL, time.time() - 3600)
+    ctx.incidents.update(incident_id, lambda i: replace(i, running=running))
     assert act_step.recover_stalled(ctx) == [incident_id]
     assert loop.state(incident_id) is S.ACTION_FAILED
     shown = loop.wait_text(incident_id, "interrupted (the bot stopped while it ran)")

@@ -4,6 +4,7 @@ GPU-hours per unit, read back from Redis the way the scheduled digest reads it."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ def test_per_unit_waste_comes_from_each_incidents_diagnosis(
     store = IncidentStore(redis, clock=lambda: now[0])
     seen, _ = store.open_or_fold(Alert(source="test", host="gpu-01", kind="vram_idle",
                                        severity=Severity.CRITICAL))
-    store.set_meta(seen.id, diagnosis=diagnosis.to_dict())
+    store.update(seen.id, lambda i: replace(i, diagnosis=diagnosis))
     undiagnosed, _ = store.open_or_fold(Alert(source="test", host="gpu-02", kind="vram_idle"))
     now[0] = T0 + 2400
     store.transition(seen.id, IncidentState.RESOLVED, "UALICE", "fixed")

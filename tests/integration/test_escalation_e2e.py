@@ -16,7 +16,7 @@ from bot.flow.diagnose_step import on_incident_opened
 from bot.rig.slack_standin import SlackStandIn
 from bot.schedule.escalation import build_escalator
 from bot.schedule.jobs import load_sections
-from bot.schedule.wiring import message_ref_from_meta
+from bot.schedule.wiring import message_ref_of
 from bot.service import Service, build_service
 from bot.sim.sshd import SimHost
 
@@ -61,7 +61,7 @@ def escalate(service: Service) -> list[str]:
     settings = service.ctx.settings
     _, _, cfg = load_sections(settings.extra)
     escalator = build_escalator(settings, cfg, service.ctx.redis, service.ctx.chat,
-                                message_ref_from_meta(service.ctx.incidents))
+                                message_ref_of(service.ctx.incidents))
     assert escalator is not None
     return escalator.run(now=service.ctx.clock() + cfg.after_minutes * 60 + 1)
 
@@ -92,7 +92,7 @@ def test_without_a_next_group_escalation_mentions_oncall_in_the_thread(
     assert escalate(service) == [incident_id]
     (escalation,) = [c for c in standin.calls_of("chat.postMessage")
                      if "Critical incident" in str(c.params.get("text"))]
-    thread = service.ctx.incidents.require(incident_id).meta["chat"]["ts"]
+    thread = service.ctx.incidents.require(incident_id).parts_to_dict()["chat"]["ts"]
     assert escalation.params["channel"] == CHANNEL and escalation.params["thread_ts"] == thread
     assert str(escalation.params["text"]).startswith("<!subteam^S0ONCALL> ")
 

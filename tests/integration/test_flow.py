@@ -51,7 +51,7 @@ def open_incident(ctx: FlowContext) -> str:
 
 
 def stop_approval(ctx: FlowContext, incident_id: str) -> str:
-    plans = ctx.incidents.require(incident_id).meta["plans"]
+    plans = ctx.incidents.require(incident_id).parts_to_dict()["plans"]
     return next(p["approval_id"] for p in plans if p["action"]["kind"] == "systemd.stop_disable")
 
 
@@ -95,8 +95,8 @@ def test_approve_twice_acts_once_and_offers_revert(flow: Any) -> None:
     assert stops(sim) == 1
     incident = ctx.incidents.require(incident_id)
     assert incident.state is IncidentState.VERIFIED
-    assert incident.meta["result"]["outcome"] == "succeeded"
-    assert incident.meta["revert_plan"]["action"]["kind"] == "systemd.revert"
+    assert incident.parts_to_dict()["last_outcome"]["outcome"] == "succeeded"
+    assert incident.parts_to_dict()["revert_plan"]["action"]["kind"] == "systemd.revert"
 
 
 def test_revert_button_restores_the_unit_after_verification(flow: Any) -> None:
@@ -104,7 +104,7 @@ def test_revert_button_restores_the_unit_after_verification(flow: Any) -> None:
     incident_id = open_incident(ctx)
     desk = make_desk(ctx)
     assert desk.approve(stop_approval(ctx, incident_id), ONCALL).acted
-    revert_id = ctx.incidents.require(incident_id).meta["revert_plan"]["approval_id"]
+    revert_id = ctx.incidents.require(incident_id).parts_to_dict()["revert_plan"]["approval_id"]
     assert desk.approve(revert_id, ONCALL).acted
     unit = sim.state()["units"][UNIT]
     assert (unit["unit_file_state"], unit["active_state"]) == ("enabled", "active")
@@ -112,8 +112,8 @@ def test_revert_button_restores_the_unit_after_verification(flow: Any) -> None:
     assert incident.state is IncidentState.VERIFIED
     timeline = [(e.action, e.detail.get("to")) for e in AuditLog(ctx.redis).timeline(incident_id)]
     assert ("transition", "remediating") in timeline[timeline.index(("transition", "verified")):]
-    assert incident.meta["result"]["kind"] == "systemd.revert"
-    assert incident.meta["result"]["outcome"] == "succeeded"
+    assert incident.parts_to_dict()["last_outcome"]["kind"] == "systemd.revert"
+    assert incident.parts_to_dict()["last_outcome"]["outcome"] == "succeeded"
 
 
 def test_resume_is_offered_as_a_button_when_not_chained(flow: Any, tmp_path: Any,
@@ -127,14 +127,14 @@ def test_resume_is_offered_as_a_button_when_not_chained(flow: Any, tmp_path: Any
     incident_id = open_incident(ctx)
     desk = make_desk(ctx)
     assert desk.approve(stop_approval(ctx, incident_id), ONCALL).acted
-    plans = ctx.incidents.require(incident_id).meta["plans"]
+    plans = ctx.incidents.require(incident_id).parts_to_dict()["plans"]
     resume = next(p for p in plans if p["action"]["kind"] == "extraction.resume")
     assert resume["action"]["params"] == {"job": job_id}
     assert queue.status(ctx.redis_bytes, job_id).state.value == "interrupted"  # not yet
     assert desk.approve(resume["approval_id"], ONCALL).acted
     assert queue.status(ctx.redis_bytes, job_id).state.value == "queued"
     incident = ctx.incidents.require(incident_id)
-    assert incident.state is IncidentState.RESUMED and incident.meta["job"] == job_id
+    assert incident.state is IncidentState.RESUMED and incident.parts_to_dict()["job"] == job_id
 
 
 def test_a_click_on_a_resolved_incident_runs_nothing(flow: Any) -> None:

@@ -71,7 +71,7 @@ def open_incident(ctx: FlowContext, host: str, kind: str) -> str:
 
 
 def plan_of(ctx: FlowContext, incident_id: str, kind: str) -> dict[str, Any]:
-    plans = ctx.incidents.require(incident_id).meta["plans"]
+    plans = ctx.incidents.require(incident_id).parts_to_dict()["plans"]
     return next(p for p in plans if p["action"]["kind"] == kind)
 
 
@@ -96,7 +96,8 @@ def test_broken_gpu_blocks_the_resume_until_two_people_override(
     assert queue.status(ctx.redis_bytes, job).state.value == "interrupted"  # blocked
     said = out.getvalue()
     assert "Health gate failed on gpu-04" in said and "The resume is blocked" in said
-    assert "critical Xid since boot on 0000:5d:00" in incident.meta["result"]["summary"]
+    assert incident.last_outcome is not None
+    assert "critical Xid since boot on 0000:5d:00" in incident.last_outcome.summary
     steps = audit(ctx, incident_id)
     assert [a for _, a, _ in steps if a.startswith("action.")] == []  # nothing ran
     assert any(a == "gate.failed" and not d["passed"] for _, a, d in steps)
@@ -111,7 +112,7 @@ def test_broken_gpu_blocks_the_resume_until_two_people_override(
 
     assert queue.status(ctx.redis_bytes, job).state.value == "queued"
     incident = ctx.incidents.require(incident_id)
-    assert incident.state is S.RESUMED and incident.meta["job"] == job
+    assert incident.state is S.RESUMED and incident.parts_to_dict()["job"] == job
     steps = audit(ctx, incident_id)
     forced = next(d for _, a, d in steps if a == "gate.override")
     assert forced["job"] == job and "critical Xid since boot on 0000:5d:00" in forced["reasons"]
@@ -130,9 +131,10 @@ def test_seed_story_gate_passes_after_the_stop_and_the_chained_resume_runs(
     assert make_desk(ctx).approve(stop["approval_id"], ONCALL).acted
 
     incident = ctx.incidents.require(incident_id)
-    assert incident.state is S.RESUMED, incident.meta.get("results")
+    assert incident.state is S.RESUMED, incident.parts_to_dict().get("results")
     assert queue.status(ctx.redis_bytes, job).state.value == "queued"
-    assert incident.meta["gate"]["passed"] and incident.meta["gate"]["checks"]["free memory"]
+    assert incident.gate is not None
+    assert incident.gate.passed and incident.gate.checks["free memory"]
     assert "Health gate passed on gpu-01: gpu count, nvidia-smi" in out.getvalue()
     order = [a for _, a, _ in audit(ctx, incident_id)
              if a in ("action.succeeded", "gate.passed", "action.started")]

@@ -69,7 +69,7 @@ def test_second_host_is_diagnosed_in_the_parents_thread(
             pass
         check_posts(chat, ctx)
         child = next(i for i in ctx.incidents.list(open_only=True) if i.host == "gpu-02")
-        approval = next(p["approval_id"] for p in child.meta["plans"]
+        approval = next(p["approval_id"] for p in child.parts_to_dict()["plans"]
                         if p["action"]["kind"] == "systemd.stop_disable")
         assert make_desk(ctx).approve(approval, "UONCALL").acted
         assert stopped(sims["gpu-02"]) and not stopped(sims["gpu-01"])

@@ -67,8 +67,8 @@ def offered(lp: Loop, incident_id: str, kind: str) -> Approval:
 def result_of(lp: Loop, incident_id: str, kind: str, timeout_s: float = 60) -> dict[str, Any]:
     """The stored result of ``kind`` once the action has finished (not running any more)."""
     def done() -> dict[str, Any] | None:
-        meta = lp.ctx.incidents.require(incident_id).meta
-        result = meta.get("result") or {}
+        meta = lp.ctx.incidents.require(incident_id).parts_to_dict()
+        result = meta.get("last_outcome") or {}
         return result if result.get("kind") == kind and not meta.get("running") else None
     return wait_until(done, timeout_s, f"the result of {kind}")  # type: ignore[no-any-return]
 
@@ -103,17 +103,17 @@ def test_a_refused_terminate_offers_stop_disable_which_holds_then_the_dropin(
     dropin = offered(loop, incident_id, "systemd.dropin")
     assert dropin.action["params"]["unit"] == UNIT
     assert "Restart=always" in dropin.action["reason"]
-    assert loop.ctx.incidents.require(incident_id).meta["revert_plan"]["action"]["kind"] \
-        == "systemd.revert"
+    revert_plan = loop.ctx.incidents.require(incident_id).revert_plan
+    assert revert_plan is not None and revert_plan.action.kind == "systemd.revert"
     assert [k for _, k in started(loop, incident_id)] == ["process.terminate",
                                                          "systemd.stop_disable"]
     if not sandbox.available():  # the drop-in is a real file in the sim's sandbox root
         return
-    first_revert = loop.ctx.incidents.require(incident_id).meta["revert_plan"]["approval_id"]
+    first_revert = revert_plan.approval_id
     approve(loop, incident_id, dropin.id)
     applied = result_of(loop, incident_id, "systemd.dropin")
     assert applied["outcome"] == "succeeded", applied["summary"]
-    meta = loop.ctx.incidents.require(incident_id).meta
+    meta = loop.ctx.incidents.require(incident_id).parts_to_dict()
     assert meta["revert_plan"]["action"]["kind"] == "systemd.dropin_revert"
     assert first_revert in [p["approval_id"] for p in meta["plans"]]  # still offered
     loop.wait_text(incident_id, first_revert)

@@ -14,6 +14,7 @@ import json
 import subprocess
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -66,8 +67,8 @@ def reboot_approved(lp: Loop, incident_id: str) -> None:
     shown = lp.wait_text(incident_id, plan.approval_id)
     lp.click(ONCALL, shown, lambda el: el.get("value") == plan.approval_id
              and str(el["action_id"]).startswith("approve"))
-    wait_until(lambda: (lp.ctx.incidents.require(incident_id).meta.get("reboot")
-                        and not lp.ctx.incidents.require(incident_id).meta.get("running")),
+    wait_until(lambda: (lp.ctx.incidents.require(incident_id).reboot is not None
+                        and lp.ctx.incidents.require(incident_id).running is None),
                60, "the reboot request")
 
 
@@ -82,10 +83,10 @@ def test_a_reboot_is_announced_marks_the_hosts_incidents_and_sees_the_unit_come_
     other_id = loop.open("vm_restart")
     loop.wait_state(other_id, S.NO_ACTION, S.AWAITING_APPROVAL)
     loop.message(other_id)  # posted: it has a thread for the note
-    old_plans = loop.ctx.incidents.require(other_id).meta["plans"]
+    old_plans = loop.ctx.incidents.require(other_id).parts_to_dict()["plans"]
     reboot_approved(loop, incident_id)
 
-    meta = loop.ctx.incidents.require(incident_id).meta
+    meta = loop.ctx.incidents.require(incident_id).parts_to_dict()
     assert meta["reboot"]["boot_id"] == before and not meta["reboot"].get("done")
     assert loop.state(incident_id) is S.REMEDIATING  # not verified until the host is back
     assert tool_calls(sim, "systemctl", "reboot") == [["reboot"]]
@@ -93,12 +94,12 @@ def test_a_reboot_is_announced_marks_the_hosts_incidents_and_sees_the_unit_come_
     assert after != before
     posts = json.dumps([c.params for c in loop.standin.calls_of("chat.postMessage")])
     assert "Reboot of gpu-01 requested" in posts
-    assert loop.ctx.incidents.require(other_id).meta["host_reboot"]["by"] == incident_id
+    assert loop.ctx.incidents.require(other_id).parts_to_dict()["host_reboot"]["by"] == incident_id
     assert f"incident {incident_id}, approved by" in posts
 
     assert reboot_step.poll_reboots(loop.ctx) == [incident_id]
     assert loop.state(incident_id) is S.ACTION_FAILED  # the enabled unit took the GPUs again
-    result = loop.ctx.incidents.require(incident_id).meta["results"][-1]
+    result = loop.ctx.incidents.require(incident_id).parts_to_dict()["results"][-1]
     assert result["ok"] is False and f"new boot {after}" in result["text"]
     assert "still there" in result["text"] and UNIT in result["text"]
     assert min(gpu_used(sim)) >= 77_000
@@ -109,12 +110,12 @@ def test_a_reboot_is_announced_marks_the_hosts_incidents_and_sees_the_unit_come_
 
     # the other incident: re-diagnosed once, its problem (the unit back on the GPUs) still there
     other = loop.ctx.incidents.require(other_id)
-    mark = other.meta["host_reboot"]
+    mark = other.parts_to_dict()["host_reboot"]
     assert mark["settled"] and mark["boot_id_after"] == after
     assert [e.action for e in AuditLog(loop.ctx.redis).timeline(other_id)].count(
         "host.reboot_followed") == 1
     assert other.state is S.AWAITING_APPROVAL
-    fresh = {p["approval_id"] for p in other.meta["plans"]}
+    fresh = {p["approval_id"] for p in other.parts_to_dict()["plans"]}
     for old in old_plans:  # the old buttons are withdrawn, new ones offered
         assert old["approval_id"] not in fresh
         assert not is_open(loop, old["approval_id"])
@@ -133,7 +134,7 @@ def test_a_reboot_that_clears_a_wedged_host_is_verified(
     reboot_approved(loop, incident_id)
     assert reboot_step.poll_reboots(loop.ctx) == [incident_id]
     assert loop.state(incident_id) is S.VERIFIED
-    meta = loop.ctx.incidents.require(incident_id).meta
+    meta = loop.ctx.incidents.require(incident_id).parts_to_dict()
     assert meta["reboot"]["boot_id_after"] not in (None, before)
     assert "the problem is gone" in meta["results"][-1]["text"]
     assert max(gpu_used(sim)) == 0
@@ -146,9 +147,10 @@ def test_a_host_that_does_not_come_back_fails_after_the_deadline(
     incident_id = loop.open()
     loop.wait_state(incident_id, S.AWAITING_APPROVAL)
     reboot_approved(loop, incident_id)
-    pending = loop.ctx.incidents.require(incident_id).meta["reboot"]
     # the same boot id as before the request: the host has not rebooted (yet)
-    loop.ctx.incidents.set_meta(incident_id, reboot={**pending, "boot_id": boot_file(sim)})
+    same = boot_file(sim)
+    loop.ctx.incidents.update(incident_id, lambda i: replace(
+        i, reboot=replace(i.reboot, boot_id=same) if i.reboot else None))
     assert reboot_step.poll_reboots(loop.ctx) == []
     assert loop.state(incident_id) is S.REMEDIATING
     real = loop.ctx.clock
@@ -156,7 +158,7 @@ def test_a_host_that_does_not_come_back_fails_after_the_deadline(
     assert reboot_step.poll_reboots(loop.ctx) == [incident_id]
     assert loop.state(incident_id) is S.ACTION_FAILED
     assert "did not answer with a new boot id" in \
-        loop.ctx.incidents.require(incident_id).meta["results"][-1]["text"]
+        loop.ctx.incidents.require(incident_id).parts_to_dict()["results"][-1]["text"]
 
 
 def test_after_the_reboot_the_hosts_other_incident_whose_problem_is_gone_is_resolved(
@@ -168,19 +170,19 @@ def test_after_the_reboot_the_hosts_other_incident_whose_problem_is_gone_is_reso
     other_id = loop.open("vm_restart")
     loop.wait_state(other_id, S.AWAITING_APPROVAL)
     loop.message(other_id)
-    pending = [p["approval_id"] for p in loop.ctx.incidents.require(other_id).meta["plans"]]
+    pending = [p.approval_id for p in loop.ctx.incidents.require(other_id).plans]
     assert pending
     reboot_approved(loop, incident_id)
     assert loop.state(other_id) is S.AWAITING_APPROVAL  # marked, not moved until it is back
-    assert loop.ctx.incidents.require(other_id).meta["host_reboot"]["by"] == incident_id
+    assert loop.ctx.incidents.require(other_id).parts_to_dict()["host_reboot"]["by"] == incident_id
 
     assert reboot_step.poll_reboots(loop.ctx) == [incident_id]
     assert loop.state(incident_id) is S.VERIFIED
     assert loop.state(other_id) is S.RESOLVED
     other = loop.ctx.incidents.require(other_id)
-    assert other.meta["results"][-1]["text"].endswith("this problem is gone.")
+    assert other.parts_to_dict()["results"][-1]["text"].endswith("this problem is gone.")
     assert not any(is_open(loop, a) for a in pending)
-    codes = [f["code"] for f in other.meta["diagnosis"]["findings"]]
+    codes = [f["code"] for f in other.parts_to_dict()["diagnosis"]["findings"]]
     assert "gpu.idle_vram_held" not in codes and "gpu.free" in codes
     assert "this problem is gone" in json.dumps(
         [c.params for c in loop.standin.calls_of("chat.postMessage")])

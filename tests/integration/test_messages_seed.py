@@ -20,11 +20,12 @@ from rich.console import Console
 from bot.chat import blockkit as bk
 from bot.chat.base import ChatMessage
 from bot.chat.evidence import raw_evidence
-from bot.chat.render import ActionPlan, render_incident, thread_evidence
+from bot.chat.render import render_incident, thread_evidence
 from bot.chat.summary import evidence_table
 from bot.chat.terminal import TerminalBackend
 from bot.domain.findings import Diagnosis, Severity
 from bot.domain.incident import Incident
+from bot.domain.incident_record import ActionPlan
 from bot.domain.lifecycle import IncidentState
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool

@@ -16,6 +16,7 @@ from rich.console import Console
 from bot.chat.terminal import TerminalBackend
 from bot.config.settings import Settings
 from bot.domain.incident import Alert
+from bot.domain.incident_record import ChatRefs
 from bot.domain.lifecycle import IncidentState
 from bot.extract.states import JobState, JobStatus
 from bot.flow import progress_step
@@ -45,7 +46,7 @@ class Rig:
 
     def progress_texts(self) -> list[str]:
         """Every text the progress message showed: its post, then each edit."""
-        ts = self.ctx.incidents.require(self.incident_id).meta["progress"]["ts"]
+        ts = self.ctx.incidents.require(self.incident_id).parts_to_dict()["progress"]["ts"]
         return [m.text for ref, m in self.chat.history if ref.ts == ts]
 
 
@@ -59,8 +60,8 @@ def rig(redis: Redis, redis_url: str) -> Iterator[Rig]:
     ctx.clock = lambda: now[0]
     incident, _ = ctx.incidents.open_or_fold(Alert(source="test", host="gpu-01", kind="vm_restart"))
     parent = chat.post("C1", progress_step.note("incident"))
-    ctx.incidents.set_meta(incident.id, job="j-7f3a",
-                           chat={"channel": parent.channel, "ts": parent.ts})
+    chat_refs = ChatRefs(parent.channel, parent.ts, parent.ts)
+    ctx.incidents.update(incident.id, lambda i: replace(i, job_id="j-7f3a", chat=chat_refs))
     for state in ("diagnosing", "awaiting_approval", "approved", "remediating", "verified",
                   "resumed"):
         ctx.incidents.transition(incident.id, IncidentState(state), "test", "setup")

@@ -41,7 +41,7 @@ def posted_incident(service: Any) -> Any:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # the message ref is written right after the post
         found = service.ctx.incidents.list(open_only=True)
-        if found and "chat" in found[0].meta:
+        if found and found[0].chat is not None:
             return found[0]
         time.sleep(0.1)
     raise AssertionError("the incident was never posted")

@@ -33,12 +33,12 @@ def test_diag_opens_an_incident_and_posts_its_findings(bot: Any) -> None:
     post = standin.wait_for("chat.postMessage", 1, 30)[0]
     assert "gpu-01" in str(post.params.get("text"))
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:  # the meta is written right after the post
+    while time.monotonic() < deadline:  # the diagnosis is stored right after the post
         [incident] = service.ctx.incidents.list(open_only=True)
-        if "diagnosis" in incident.meta:
+        if incident.diagnosis is not None:
             break
         time.sleep(0.1)
-    assert incident.kind == "vram_idle" and incident.meta["diagnosis"]["findings"]
+    assert incident.kind == "vram_idle" and incident.parts_to_dict()["diagnosis"]["findings"]
 
 
 def test_unknown_host_and_status(bot: Any) -> None:
@@ -62,7 +62,7 @@ def diagnosed(service: Any) -> Any:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # the message ref is written right after the post
         incidents = service.ctx.incidents.list(open_only=True)
-        if incidents and "chat" in incidents[0].meta:
+        if incidents and incidents[0].chat is not None:
             return incidents[0]
         time.sleep(0.1)
     raise AssertionError("the incident was never posted")
@@ -83,7 +83,8 @@ def test_evidence_table_in_the_thread_and_raw_output_on_demand(bot: Any) -> None
     service, standin, sender = bot
     sender.slash(USER, "/ir", "diag gpu-01 vram_idle")
     incident = diagnosed(service)
-    ts, channel = incident.meta["chat"]["ts"], incident.meta["chat"]["channel"]
+    assert incident.chat is not None
+    ts, channel = incident.chat.ts, incident.chat.channel
     [table] = thread_posts(standin, ts, 1)  # the compact table, posted once
     shown = str(table.params.get("blocks"))
     assert "GPU" in shown and "MEMORY" in shown and "nvidia-smi" not in shown

@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot.chat import blockkit as bk
 from bot.chat.base import MessageRef
-from bot.chat.render import ActionPlan, IncidentHeader, render_incident
+from bot.chat.render import IncidentHeader, render_incident
 from bot.chat.slack_app import create_slack_app, socket_mode_handler, socket_mode_wanted
 from bot.chat.slash import SlashReply
 from bot.config.policy import policy_from_settings
@@ -22,6 +22,7 @@ from bot.config.settings import Settings
 from bot.core.errors import ConfigError
 from bot.domain.approval import Approval, ApprovalStatus
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
+from bot.domain.incident_record import ActionPlan
 from bot.rig.signed import sign
 from bot.rig.slack_standin import SlackStandIn
 from storage.approvals import ApprovalStore

@@ -67,8 +67,8 @@ def test_alert_approve_verified_over_socket_mode(socket_bot: dict[str, Any]) -> 
     store = service.ctx.incidents
     wait_until(lambda: store.require(incident_id).state is IncidentState.AWAITING_APPROVAL, 60,
                "the diagnosis")
-    chat = wait_until(lambda: store.require(incident_id).meta.get("chat"), 30, "the post")
-    message = dict(standin.messages[(chat["channel"], chat["ts"])])
+    chat = wait_until(lambda: store.require(incident_id).chat, 30, "the post")
+    message = dict(standin.messages[(chat.channel, chat.ts)])
     approvals = service.ctx.approvals
 
     def stop_disable(el: dict[str, Any]) -> bool:

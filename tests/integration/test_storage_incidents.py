@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from redis import Redis
 
-from bot.domain.incident import Alert, AlertStatus
+from bot.domain.incident import Alert, AlertStatus, IncidentSchemaError
+from bot.domain.incident_record import ChatRefs, StepResult
 from bot.domain.lifecycle import IllegalTransition, IncidentState
 from storage import keys
 from storage.audit import hash_evidence
@@ -104,12 +107,41 @@ def test_resolve_by_fingerprint(store: IncidentStore) -> None:
     assert store.resolve_by_fingerprint("never-seen") is None
 
 
-def test_set_meta_merges(store: IncidentStore) -> None:
+def test_update_changes_only_what_the_function_changed(store: IncidentStore) -> None:
     store.open_or_fold(fire("gpu-01"))
-    store.set_meta("INC-1", chat={"channel": "C1", "ts": "1.2"})
-    merged = store.set_meta("INC-1", approval="ap-1")
-    assert merged.meta == {"chat": {"channel": "C1", "ts": "1.2"}, "approval": "ap-1"}
-    assert store.require("INC-1").meta == merged.meta
+    chat = ChatRefs("C1", "1.2", "1.2")
+    store.update("INC-1", lambda i: replace(i, chat=chat))
+    merged = store.update("INC-1", lambda i: replace(i, acked_by="UALICE"))
+    assert merged.chat == chat and merged.acked_by == "UALICE"
+    assert store.require("INC-1") == merged
+
+
+def test_a_version_1_record_reads_its_meta_as_typed_parts(store: IncidentStore,
+                                                           redis: Redis) -> None:
+    """A record written before the typed parts (one free-form ``meta`` JSON) still reads."""
+    store.open_or_fold(fire("gpu-01"))
+    meta = {"chat": {"channel": "C1", "ts": "1.2"}, "acked": "UALICE", "job": "ex-0123456789ab",
+            "snoozed": {"by": "UBOB", "until": 5.0, "from": "awaiting_approval"},
+            "result": {"summary": "stop timed out"}, "results": [{"ok": False, "text": "x"}],
+            "running": {"kind": "systemd.stop_disable", "by": "UALICE", "at": 1.0}}
+    redis.hdel(keys.incident("INC-1"), "schema")
+    redis.hset(keys.incident("INC-1"), "meta", json.dumps(meta))
+    old = store.require("INC-1")
+    assert old.chat == ChatRefs("C1", "1.2", "1.2") and old.acked_by == "UALICE"
+    assert old.job_id == "ex-0123456789ab" and old.snooze is not None
+    assert old.snooze.by == "UBOB" and old.last_outcome is not None
+    assert old.last_outcome.summary == "stop timed out"
+    assert old.results == (StepResult(False, "x"),) and old.running is not None
+    moved = store.transition("INC-1", IncidentState.DIAGNOSING, "test", "re-read")
+    assert store.require("INC-1") == moved and moved.acked_by == "UALICE"
+
+
+def test_a_record_from_a_newer_bot_fails_with_a_clear_error(store: IncidentStore,
+                                                            redis: Redis) -> None:
+    store.open_or_fold(fire("gpu-01"))
+    redis.hset(keys.incident("INC-1"), "schema", "99")
+    with pytest.raises(IncidentSchemaError, match="schema 99; this bot reads up to 2"):
+        store.require("INC-1")
 
 
 def test_silenced_alert_is_refused(store: IncidentStore, redis: Redis) -> None:

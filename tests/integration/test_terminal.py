@@ -13,7 +13,7 @@ from rich.console import Console
 
 from bot.chat.base import ChatMessage, Ephemeral, MessageRef
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk
-from bot.chat.render import ActionPlan, IncidentHeader, render_incident, thread_evidence
+from bot.chat.render import IncidentHeader, render_incident, thread_evidence
 from bot.chat.terminal import (
     TerminalBackend,
     TerminalCommand,
@@ -23,6 +23,7 @@ from bot.chat.terminal import (
 )
 from bot.domain.approval import Approval, ApprovalPolicy, ApprovalStatus, ClaimOutcome
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
+from bot.domain.incident_record import ActionPlan
 from storage.approvals import ApprovalStore
 
 ACTION = ProposedAction("a1", "systemd.stop_disable", {"unit": "vllm.service"}, "frees the GPUs")

@@ -4,8 +4,9 @@ sentence, rendered from the stored diagnosis alone (pure)."""
 from __future__ import annotations
 
 from bot.chat import cleanup_view
-from bot.chat.render import ActionPlan, IncidentHeader, render_incident
+from bot.chat.render import IncidentHeader, render_incident
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
+from bot.domain.incident_record import ActionPlan
 from bot.flow.cleanup_offer import parts, preview_finding, proposal
 from bot.remediation.cleanup import CleanupCandidate
 

@@ -3,6 +3,7 @@ history with exact figures; the chart gains a row of bars for it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from bot.digest.charts import render_chart
 from bot.digest.model import IncidentRecord
 from bot.digest.render import render_digest
 from bot.digest.waste import attribute, holder_unit
+from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
 
 VLLM, SGLANG = "vllm-kimi-k25-int4.service", "sglang.service"
 TICKS = range(0, 3601, 60)  # one sample a minute for an hour
@@ -79,8 +81,10 @@ def test_chart_has_the_wasted_gpu_hours_row(tmp_path: Path) -> None:
 
 
 def test_holder_unit_from_a_stored_diagnosis() -> None:
-    meta = {"diagnosis": {"findings": [
-        {"code": "gpu.units_disabled", "evidence": {}},
-        {"code": "gpu.idle_vram_held", "evidence": {"restarter": {"name": VLLM}}}]}}
-    assert holder_unit(meta) == VLLM
-    assert holder_unit({}) == "" and holder_unit({"diagnosis": "x"}) == ""
+    diagnosis = Diagnosis("h", "vram_idle", DiagnosisStatus.OK, 0.1, (
+        Finding("gpu.units_disabled", Severity.INFO, "t", "d", {}),
+        Finding("gpu.idle_vram_held", Severity.CRITICAL, "t", "d",
+                {"restarter": {"name": VLLM}})))
+    assert holder_unit(diagnosis) == VLLM
+    assert holder_unit(None) == ""
+    assert holder_unit(replace(diagnosis, findings=diagnosis.findings[:1])) == ""

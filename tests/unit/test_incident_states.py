@@ -8,6 +8,7 @@ import pytest
 
 from bot.domain.findings import Severity
 from bot.domain.incident import Alert, Incident, apply_transition, fold, parse_severity
+from bot.domain.incident_record import ChatRefs
 from bot.domain.lifecycle import (
     TRANSITIONS,
     IllegalTransition,
@@ -107,7 +108,8 @@ def test_hash_round_trip_keeps_every_field() -> None:
         fingerprints=("f",),
         labels={"a": "b"},
         details={"gpus": [1, 2]},
-        meta={"approval": "x"},
+        chat=ChatRefs("C1", "1.2", "1.2"),
+        acked_by="UALICE",
         source="agent",
     )
     raw = incident.to_hash()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bot.chat.incident_view import incident_buttons, state_sections, status_lines
+from bot.chat.incident_view import Marks, incident_buttons, state_sections, status_lines
+from bot.domain.action_result import ActionResult, CommandRecord, Outcome
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
+from bot.domain.incident_record import LastOutcome, Running, Snooze
 from bot.domain.lifecycle import IncidentState
 from bot.flow.diagnose_step import outcome_state
 
@@ -23,35 +25,37 @@ EXPECTED = {
 
 @pytest.mark.parametrize("state", list(IncidentState))
 def test_buttons_per_state(state: IncidentState) -> None:
-    buttons = incident_buttons(state.value, "42", {})
+    buttons = incident_buttons(state.value, "42", acked=False)
     assert [b.label for b in buttons] == EXPECTED[state]
     assert all(b.value.split("|")[0] == "42" for b in buttons)
 
 
 def test_ack_button_goes_once_acked_and_snooze_carries_its_duration() -> None:
-    buttons = incident_buttons("awaiting_approval", "42", {"acked": "UALICE"})
+    buttons = incident_buttons("awaiting_approval", "42", acked=True)
     assert "Ack" not in [b.label for b in buttons]
     assert [b.value for b in buttons if b.action_id == "incident_snooze"] == [
         "42|1800", "42|7200", "42|86400"]
 
 
 def test_unhappy_states_say_why() -> None:
-    (failed,) = state_sections("diagnosis_failed", {}, ["SSH authentication to gpu-01 failed"])
+    (failed,) = state_sections("diagnosis_failed", None, ["SSH authentication to gpu-01 failed"])
     assert "Diagnosis failed" in failed.text and "authentication" in failed.text
-    (nothing,) = state_sections("no_action", {}, ["/data is 100% full"])
+    (nothing,) = state_sections("no_action", None, ["/data is 100% full"])
     assert "Nothing to run automatically" in nothing.text and "/data" in nothing.text
-    result = {"summary": "stop timed out", "commands": [
-        {"command": "systemctl stop x", "exit_status": None, "timed_out": True,
-         "stderr": "<!channel>"}]}
-    (action,) = state_sections("action_failed", {"result": result}, [])
+    result = ActionResult("systemd.stop_disable", {"unit": "x"}, "gpu-01", Outcome.TIMED_OUT,
+                          "stop timed out", "UALICE", None, commands=(CommandRecord(
+                              "stop", "systemctl stop x", None, 10.0, True, "", "<!channel>"),))
+    (action,) = state_sections("action_failed", LastOutcome.of(result), [])
     assert "stop timed out" in action.text and action.code is not None
     assert "systemctl stop x" in action.code and "(timed out)" in action.code
-    assert state_sections("verified", {}, []) == []
+    (bare,) = state_sections("action_failed", LastOutcome("resume: gate failed"), [])
+    assert "resume: gate failed" in bare.text and bare.code is None
+    assert state_sections("verified", None, []) == []
 
 
 def test_status_lines_name_people() -> None:
-    lines = status_lines({"running": {"kind": "systemd.stop_disable", "by": "UALICE"},
-                          "acked": "UBOB", "snoozed": {"by": "UBOB", "until": 0}})
+    lines = status_lines(Marks(running=Running("systemd.stop_disable", "UALICE", 0.0),
+                               acked_by="UBOB", snooze=Snooze("UBOB", 0.0, "no_action")))
     assert lines[0] == ":arrows_counterclockwise: Approved by <@UALICE> · running " \
                        "`systemd.stop_disable`…"
     assert any("Acknowledged by <@UBOB>" in line for line in lines)

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from bot.domain.findings import Diagnosis, DiagnosisStatus
 from bot.domain.incident import Incident, IncidentState
 from storage.ingest import _changed
 
@@ -15,7 +16,7 @@ BEFORE = Incident(id="INC-7", host="gpu-01", kind="gpu_idle_vram", summary="held
                   hosts=("gpu-01",), fingerprints=("am:a1", "am:b2"),
                   labels={"alertname": "GpuIdleVram", "gpu": "0"},
                   details={"starts_at": "2026-01-01T00:00:00Z", "annotations": {"x": "1"}},
-                  meta={"diagnosis": {"status": "ok"}})
+                  diagnosis=Diagnosis("gpu-01", "vram_idle", DiagnosisStatus.OK, 0.2))
 
 AFTER = [
     replace(BEFORE),  # nothing changed
@@ -25,7 +26,7 @@ AFTER = [
     replace(BEFORE, details={"starts_at": "2026-01-01T00:00:00Z", "annotations": {"x": "2"}}),
     replace(BEFORE, state=IncidentState.RESOLVED, resolved_at=150.0),
     replace(BEFORE, parent_id="INC-1", hosts=("gpu-01", "gpu-02")),
-    replace(BEFORE, summary="", meta={}),
+    replace(BEFORE, summary="", diagnosis=None),
 ]
 
 

@@ -39,11 +39,13 @@ def test_an_enabled_unit_takes_its_gpus_again_after_the_reboot() -> None:
 
 
 def test_still_there_keeps_only_the_problems_seen_before() -> None:
-    before = {"findings": [{"code": "gpu.idle_vram_held", "severity": "critical"},
-                           {"code": "gpu.units_disabled", "severity": "info"}]}
+    before = Diagnosis("gpu-01", "vram_idle", DiagnosisStatus.OK, 0.1, (
+        Finding("gpu.idle_vram_held", Severity.CRITICAL, "held", ""),
+        Finding("gpu.units_disabled", Severity.INFO, "quiet", "")))
     fresh = Diagnosis("gpu-01", "vram_idle", DiagnosisStatus.OK, 0.1, (
         Finding("gpu.idle_vram_held", Severity.CRITICAL, "8 GPUs held", ""),
         Finding("gpu.units_disabled", Severity.INFO, "quiet units", ""),
         Finding("gpu.free", Severity.INFO, "free", "")))
     assert still_there(before, fresh) == ["8 GPUs held"]
     assert still_there(before, Diagnosis("gpu-01", "vram_idle", DiagnosisStatus.OK, 0.1)) == []
+    assert still_there(None, fresh) == []

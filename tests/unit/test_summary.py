@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.chat.render import ActionPlan, render_incident
+from bot.chat.render import render_incident
 from bot.chat.summary import (
     action_sentence,
     evidence_table,
@@ -12,6 +12,7 @@ from bot.chat.summary import (
 )
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 from bot.domain.incident import Incident
+from bot.domain.incident_record import ActionPlan
 from bot.domain.lifecycle import IncidentState
 
 NOW = 1_764_600_000.0
