@@ -1,4 +1,4 @@
-"""One bot process, assembled top to bottom: Redis → chat backend → flow context → approval
+"""One bot process, assembled top to bottom: Redis → chat backend → the flow → approval
 desk → Slack app (HTTP routes or Socket Mode) → HTTP service → leader-leased scheduler.
 
 Every piece keeps its state in Redis, so several of these behind a load balancer act as
@@ -8,10 +8,12 @@ one bot: any replica takes the next event, and only the lease holder schedules.
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -23,16 +25,15 @@ from bot.chat.interactions import ApprovalDesk, audit_sink
 from bot.chat.slack import SlackBackend, SlackGroups
 from bot.chat.slack_app import SlackApp, create_slack_app, socket_mode_wanted, start_socket_mode
 from bot.config.settings import Settings
-from bot.flow import consumer, timers
-from bot.flow.context import FlowContext, build_context
-from bot.flow.dispatch import FlowCallbacks
+from bot.flow import timers
+from bot.flow.assembly import Flow, build_flow
 from bot.flow.slash_handlers import FlowSlashHandlers
 from bot.ingest.http import create_app
 from bot.schedule.leader import LeaderScheduler
 from bot.ssh.base import SSHRunner
 from bot.ssh.pool import ParamikoPool
 from storage.audit import AuditLog
-from storage.connection import connect
+from storage.connection import Redis, connect
 from storage.samples import SampleStore
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,9 @@ ACTION_WORKERS = 4  # approved actions running at once per replica (each holds S
 
 @dataclass
 class Service:
-    ctx: FlowContext
+    settings: Settings
+    redis: Redis  # decode_responses=True: health, metrics, the scheduler
+    flow: Flow
     app: Starlette
     desk: ApprovalDesk
     slack: SlackApp | None = None
@@ -53,14 +56,14 @@ class Service:
 
     def start_background(self) -> None:
         """The flow consumer thread, the scheduler, and Socket Mode when configured."""
-        t = threading.Thread(target=consumer.run_forever, args=(self.ctx, self.stop_event),
+        t = threading.Thread(target=self.flow.consumer().run_forever, args=(self.stop_event,),
                              name="flow-consumer", daemon=True)
         t.start()
         self.threads.append(t)
         if self.scheduler is not None:
             self.scheduler.start()
         if self.slack is not None and self.socket_mode:
-            self._socket = start_socket_mode(self.slack, self.ctx.settings)
+            self._socket = start_socket_mode(self.slack, self.settings)
 
     def close(self) -> None:
         """Stop the consumer, hand the scheduler lease back, finish Slack work. Idempotent."""
@@ -73,11 +76,11 @@ class Service:
             self.scheduler.stop()
         for t in self.threads:
             t.join(timeout=5)
-        if self.ctx.actions is not None:
-            self.ctx.actions.shutdown(wait=True)
+        if self.flow.actions is not None:
+            self.flow.actions.shutdown(wait=True)
         if self.slack is not None:
             self.slack.close()
-        self.ctx.runner.close()
+        self.flow.runner.close()
 
 
 def check_sections(settings: Settings) -> None:
@@ -103,49 +106,60 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
     audit = audit_sink(AuditLog(redis))
     chat = chat or make_backend(settings, redis=redis, audit=audit)
     actions = ThreadPoolExecutor(max_workers=ACTION_WORKERS, thread_name_prefix="flow-action")
-    ctx = build_context(settings, runner or ParamikoPool(settings.ssh_defaults), chat,
-                        actions=actions)
+    flow = build_flow(settings, runner or ParamikoPool(settings.ssh_defaults), chat,
+                      actions=actions)
     slack_chat = chat if isinstance(chat, SlackBackend) else None
-    desk = ApprovalDesk(ctx.approvals, ctx.policy, FlowCallbacks(ctx).callbacks(), audit=audit,
+    desk = ApprovalDesk(flow.approvals, flow.policy, flow.callbacks(), audit=audit,
                         groups=SlackGroups(slack_chat.client) if slack_chat else None)
-    slack = _slack_app(settings, ctx, desk, slack_chat)
+    slack = _slack_app(settings, redis, flow, desk, slack_chat)
     closers: list[Service] = []  # uvicorn's graceful shutdown runs this before it exits
     routes = slack.routes() if slack is not None and not socket_mode_wanted(settings) else []
-    app = create_app(settings, ctx.redis, extra_routes=routes, store=ctx.incidents,
+    app = create_app(settings, redis, extra_routes=routes, store=flow.incidents,
                      on_shutdown=[partial(_close_all, closers)])
-    service = Service(ctx=ctx, app=app, desk=desk, slack=slack,
-                      scheduler=_scheduler(settings, ctx, desk) if with_scheduler else None,
+    scheduler = _scheduler(settings, redis, flow, desk) if with_scheduler else None
+    service = Service(settings=settings, redis=redis, flow=flow, app=app, desk=desk,
+                      slack=slack, scheduler=scheduler,
                       socket_mode=slack is not None and socket_mode_wanted(settings))
     closers.append(service)
     return service
 
 
-def _slack_app(settings: Settings, ctx: FlowContext, desk: ApprovalDesk,
+def _slack_app(settings: Settings, redis: Redis, flow: Flow, desk: ApprovalDesk,
                backend: SlackBackend | None) -> SlackApp | None:
     if backend is None:
         return None
-    slash = FlowSlashHandlers(ctx, digest_now=partial(timers.digest_now, ctx),
+    slash = FlowSlashHandlers(flow.incidents, tuple(settings.hosts), flow.diagnose,
+                              flow.publisher, flow.jobs, flow.silences,
+                              digest_now=partial(_digest_now, settings, redis, flow.chat,
+                                                 flow.publisher.channel),
                               decide=desk.incident)
-    return create_slack_app(settings, ctx.redis, desk.callbacks, slash=slash, backend=backend,
-                            desk=desk, home=_fleet(settings, ctx))
+    return create_slack_app(settings, redis, desk.callbacks, slash=slash, backend=backend,
+                            desk=desk, home=_fleet(settings, redis, flow))
 
 
-def _fleet(settings: Settings, ctx: FlowContext) -> FleetSource:
+def _digest_now(settings: Settings, redis: Redis, chat: ChatBackend, channel: str) -> None:
+    """``/ir digest now``: the same runner as the scheduled digest, in the incident channel."""
+    from bot.schedule.wiring import build_digest_runner  # matplotlib: only when asked
+
+    out = Path(tempfile.gettempdir()) / "incident-bot-digests"
+    build_digest_runner(settings, redis, chat, out).now(channel)
+
+
+def _fleet(settings: Settings, redis: Redis, flow: Flow) -> FleetSource:
     """The App Home's snapshot: open incidents, running extractions, the newest GPU samples
     of every sampled or inventory host (an inventory host's missing GPUs count as broken)."""
-    from bot.extract.queue import list_jobs
-
     expected = {name: host.gpus or 0 for name, host in settings.hosts.items()}
-    return fleet_source(ctx.incidents, SampleStore(ctx.redis),
-                        partial(list_jobs, ctx.redis_bytes), expected, ctx.clock)
+    return fleet_source(flow.incidents, SampleStore(redis), flow.jobs.list, expected,
+                        flow.hosts.clock)
 
 
-def _scheduler(settings: Settings, ctx: FlowContext, desk: ApprovalDesk) -> Any:
+def _scheduler(settings: Settings, redis: Redis, flow: Flow, desk: ApprovalDesk) -> Any:
     from bot.schedule.wiring import build_leader
 
-    jobs = {"progress": partial(timers.poll_progress, ctx),
-            "approval_expiry": partial(timers.expire_approvals, desk, ctx)}
-    return build_leader(settings, ctx.redis, ctx.chat, runner=ctx.runner, extra_jobs=jobs)
+    jobs = {"progress": partial(timers.poll_progress, flow.progress),
+            "approval_expiry": partial(timers.expire_approvals, desk, flow.decide, flow.act,
+                                       flow.reboots)}
+    return build_leader(settings, redis, flow.chat, runner=flow.runner, extra_jobs=jobs)
 
 
 def _close_all(services: list[Service]) -> None:

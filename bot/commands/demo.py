@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
 def run_demo(*, yes: bool, redis_url: str | None) -> None:
     from bot.demo import report, story
     from bot.demo.stage import build_stage
-    from bot.flow.context import build_context  # noqa: F401 - import cost before timing
+    from bot.flow.assembly import build_flow  # noqa: F401 - import cost before timing
     from storage.audit import AuditLog
     from storage.connection import connect
 

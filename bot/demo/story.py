@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 
-from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk
+from bot.chat.interactions import ApprovalDesk
 from bot.chat.terminal import TerminalBackend, TerminalInputError, handle_line
 from bot.core.errors import UserError
 from bot.demo.stage import DEMO_APPROVER, DEMO_HOST, Stage, start_worker
@@ -22,15 +22,14 @@ from bot.domain.lifecycle import IncidentState
 from bot.extract import queue
 from bot.extract.spec import load_spec
 from bot.extract.states import JobState
-from bot.flow import approve_step, progress_step
-from bot.flow.consumer import GROUP, consumer_name, run_once
-from bot.flow.context import FlowContext, build_context
+from bot.flow import progress_step
+from bot.flow.assembly import Flow, build_flow
+from bot.flow.consumer import GROUP
 from bot.ingest.http import create_app
 from bot.rig.serving import ServedApp
 from bot.ssh.pool import ParamikoPool
 from storage import job_records as records
 from storage.connection import connect
-from storage.events import IncidentEvents
 
 INTRUDER = "U0INTERN01"
 
@@ -79,16 +78,12 @@ def send_alert(url: str, token: str) -> str:
     return str(reply.json()["incidents"][0])
 
 
-def make_desk(ctx: FlowContext) -> ApprovalDesk:
-    callbacks = ApprovalCallbacks(
-        on_approved=lambda a, u: approve_step.on_approved(ctx, a, u),
-        on_denied=lambda a, u, r: approve_step.on_denied(ctx, a, u, r),
-        on_expired=lambda a: approve_step.on_expired(ctx, a))
-    return ApprovalDesk(ctx.approvals, ctx.policy, callbacks,
-                        audit=lambda i, actor, action, d: ctx.audit.append(i, actor, action, d))
+def make_desk(flow: Flow) -> ApprovalDesk:
+    return ApprovalDesk(flow.approvals, flow.policy, flow.callbacks(),
+                        audit=lambda i, actor, action, d: flow.audit.append(i, actor, action, d))
 
 
-def approve(ctx: FlowContext, backend: TerminalBackend, desk: ApprovalDesk, incident_id: str,
+def approve(flow: Flow, backend: TerminalBackend, desk: ApprovalDesk, incident_id: str,
             yes: bool, ask: Callable[[str], str]) -> None:
     """--yes: an intruder's click is refused, then the on-call approves; else read lines."""
     if yes:
@@ -96,7 +91,7 @@ def approve(ctx: FlowContext, backend: TerminalBackend, desk: ApprovalDesk, inci
             backend.console.print(f"[dim]{user} types:[/dim] {line}")
             handle_line(backend, desk, user, line)
         return
-    while ctx.incidents.require(incident_id).state is IncidentState.AWAITING_APPROVAL:
+    while flow.incidents.require(incident_id).state is IncidentState.AWAITING_APPROVAL:
         try:
             line = ask(f"you are {DEMO_APPROVER}; type e.g. 'approve 1' or 'deny 1 \"why\"' > ")
         except EOFError:
@@ -108,13 +103,13 @@ def approve(ctx: FlowContext, backend: TerminalBackend, desk: ApprovalDesk, inci
             backend.console.print(str(exc))
 
 
-def follow_progress(ctx: FlowContext, incident_id: str, timeout_s: float = 120.0) -> None:
+def follow_progress(flow: Flow, incident_id: str, timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        status = progress_step.poll_incident(ctx, incident_id)
+        status = flow.progress.poll_incident(incident_id)
         if status is None or status.state in progress_step.DONE:
             return
-        time.sleep(ctx.progress_interval_s)
+        time.sleep(flow.progress.interval_s)
     raise TimeoutError(f"extraction did not finish within {timeout_s:.0f}s")
 
 
@@ -122,26 +117,24 @@ def run_story(stage: Stage, console: Console, *, yes: bool,
               ask: Callable[[str], str]) -> str:
     backend = TerminalBackend(console)
     pool = ParamikoPool(stage.settings.ssh_defaults)
-    ctx = build_context(stage.settings, pool, backend)
-    ctx.progress_interval_s = 1.0
+    flow = build_flow(stage.settings, pool, backend, progress_interval_s=1.0)
     try:
         stage.worker = start_worker(stage.redis_url, stage.workdir)
         job_id = crashed_job(stage.redis_url, stage.spec_path)
         console.rule(f"VM {DEMO_HOST} restarted; extraction {job_id} was 49% done")
-        stage.http = ServedApp(create_app(stage.settings, ctx.redis)).start()
+        stage.http = ServedApp(create_app(stage.settings, connect(stage.redis_url))).start()
         with timed(stage, "alert received (Alertmanager webhook → incident)"):
             token = stage.settings.incident_bot_alert_token
             incident_id = send_alert(stage.http.url, token.get_secret_value() if token else "")
         with timed(stage, "diagnosis over SSH and findings posted"):
-            events = IncidentEvents(ctx.redis)
-            events.ensure_group(GROUP)
-            consumer = consumer_name()
-            while ctx.incidents.require(incident_id).state is not IncidentState.AWAITING_APPROVAL:
-                run_once(ctx, events, consumer, block_ms=500)
+            flow.events.ensure_group(GROUP)
+            consumer = flow.consumer()
+            while flow.incidents.require(incident_id).state is not IncidentState.AWAITING_APPROVAL:
+                consumer.run_once(block_ms=500)
         with timed(stage, "approval → stop/disable → GPUs verified free → resume queued"):
-            approve(ctx, backend, make_desk(ctx), incident_id, yes, ask)
+            approve(flow, backend, make_desk(flow), incident_id, yes, ask)
         with timed(stage, "extraction resumed and finished (RQ worker)"):
-            follow_progress(ctx, incident_id)
+            follow_progress(flow, incident_id)
         return incident_id
     finally:
         pool.close()

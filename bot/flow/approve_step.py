@@ -9,6 +9,9 @@ is quick (a transition, withdrawing the alternatives, one re-render that says
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import replace
 
 from bot.core import strings
@@ -16,11 +19,11 @@ from bot.domain.approval import Approval
 from bot.domain.incident import Incident
 from bot.domain.incident_record import Running
 from bot.domain.lifecycle import IllegalTransition, IncidentState
-from bot.flow.act_step import run_approved
-from bot.flow.context import FlowContext
-from bot.flow.message import publish
-from bot.flow.plans import withdraw_pending
-from bot.flow.thread import post_in_thread
+from bot.flow.act_step import ActStep
+from bot.flow.message import Publisher
+from bot.flow.plans import Plans
+from storage.audit import AuditLog
+from storage.incidents import IncidentStore
 
 log = logging.getLogger(__name__)
 # a click on a button of a denied, expired, resolved or busy incident runs nothing
@@ -28,50 +31,66 @@ ACTABLE = {IncidentState.AWAITING_APPROVAL, IncidentState.VERIFIED, IncidentStat
            IncidentState.RESUMED}
 
 
-def on_approved(ctx: FlowContext, approval: Approval, user: str) -> None:
-    """Accept the claimed approval (message says running), then act off this thread."""
-    incident = ctx.incidents.require(approval.incident_id)
-    kind = approval.action["kind"]
-    if incident.state not in ACTABLE or incident.running is not None:
-        _skip(ctx, incident, user, strings.FLOW_NOT_ACTABLE.format(
-            kind=kind, id=incident.id, state=incident.state.value))
-        return
-    if incident.state is IncidentState.AWAITING_APPROVAL:
-        try:
-            ctx.incidents.transition(incident.id, IncidentState.APPROVED, user, f"approved {kind}",
-                                     approval.evidence_hash)
-        except IllegalTransition:  # another alternative won the race by a hair
-            _skip(ctx, incident, user, strings.FLOW_NOT_ACTABLE.format(
-                kind=kind, id=incident.id, state=IncidentState.APPROVED.value))
+class ApproveStep:
+    """What a final decision on one approval does to its incident."""
+
+    def __init__(self, incidents: IncidentStore, plans: Plans, publisher: Publisher,
+                 act: ActStep, audit: AuditLog, actions: Executor | None = None, *,
+                 bot_user: str = "incident-bot",
+                 clock: Callable[[], float] = time.time) -> None:
+        self.incidents = incidents
+        self.plans = plans
+        self.publisher = publisher
+        self.act = act
+        self.audit = audit
+        self.actions = actions  # approved actions run here, off the click; None: inline
+        self.bot_user = bot_user
+        self.clock = clock
+
+    def on_approved(self, approval: Approval, user: str) -> None:
+        """Accept the claimed approval (message says running), then act off this thread."""
+        incident = self.incidents.require(approval.incident_id)
+        kind = approval.action["kind"]
+        if incident.state not in ACTABLE or incident.running is not None:
+            self._skip(incident, user, strings.FLOW_NOT_ACTABLE.format(
+                kind=kind, id=incident.id, state=incident.state.value))
             return
-        withdraw_pending(ctx, incident, user, keep=approval.id)
-    running = Running(kind, user, ctx.clock(), approval.id)
-    ctx.incidents.update(incident.id, lambda i: replace(i, running=running))
-    publish(ctx, incident.id)
-    ctx.run_off_thread(run_approved, ctx, approval, user)
+        if incident.state is IncidentState.AWAITING_APPROVAL:
+            try:
+                self.incidents.transition(incident.id, IncidentState.APPROVED, user,
+                                          f"approved {kind}", approval.evidence_hash)
+            except IllegalTransition:  # another alternative won the race by a hair
+                self._skip(incident, user, strings.FLOW_NOT_ACTABLE.format(
+                    kind=kind, id=incident.id, state=IncidentState.APPROVED.value))
+                return
+            self.plans.withdraw_pending(incident, user, keep=approval.id)
+        running = Running(kind, user, self.clock(), approval.id)
+        self.incidents.update(incident.id, lambda i: replace(i, running=running))
+        self.publisher.publish(incident.id)
+        if self.actions is None:
+            self.act.run_approved(approval, user)
+        else:
+            self.actions.submit(self.act.run_approved, approval, user)
 
+    def _skip(self, incident: Incident, user: str, text: str) -> None:
+        self.audit.append(incident.id, user, "action.skipped", {"reason": text[:500]})
+        self.publisher.reply(incident, text)
 
-def _skip(ctx: FlowContext, incident: Incident, user: str, text: str) -> None:
-    ctx.audit.append(incident.id, user, "action.skipped", {"reason": text[:500]})
-    post_in_thread(ctx, incident, text)
+    def on_denied(self, approval: Approval, user: str, reason: str) -> None:
+        incident = self.incidents.require(approval.incident_id)
+        if incident.state is IncidentState.AWAITING_APPROVAL:
+            self.incidents.transition(incident.id, IncidentState.DENIED, user, reason or "denied")
+            self.plans.withdraw_pending(incident, user, reason=f"denied {approval.kind}")
+        self.publisher.reply(incident, strings.FLOW_DENIED.format(
+            user=user, kind=approval.action["kind"], reason=reason or "-"))
+        self.publisher.publish(incident.id)
 
-
-def on_denied(ctx: FlowContext, approval: Approval, user: str, reason: str) -> None:
-    incident = ctx.incidents.require(approval.incident_id)
-    if incident.state is IncidentState.AWAITING_APPROVAL:
-        ctx.incidents.transition(incident.id, IncidentState.DENIED, user, reason or "denied")
-        withdraw_pending(ctx, incident, user, reason=f"denied {approval.kind}")
-    post_in_thread(ctx, incident, strings.FLOW_DENIED.format(
-        user=user, kind=approval.action["kind"], reason=reason or "-"))
-    publish(ctx, incident.id)
-
-
-def on_expired(ctx: FlowContext, approval: Approval) -> None:
-    incident = ctx.incidents.get(approval.incident_id)
-    if incident is None:
-        return
-    if incident.state is IncidentState.AWAITING_APPROVAL:
-        ctx.incidents.transition(incident.id, IncidentState.EXPIRED, ctx.bot_user,
-                                 "approval expired")
-        withdraw_pending(ctx, incident, ctx.bot_user, reason="approval expired")
-    publish(ctx, incident.id)
+    def on_expired(self, approval: Approval) -> None:
+        incident = self.incidents.get(approval.incident_id)
+        if incident is None:
+            return
+        if incident.state is IncidentState.AWAITING_APPROVAL:
+            self.incidents.transition(incident.id, IncidentState.EXPIRED, self.bot_user,
+                                      "approval expired")
+            self.plans.withdraw_pending(incident, self.bot_user, reason="approval expired")
+        self.publisher.publish(incident.id)

@@ -13,9 +13,8 @@ import socket
 import threading
 
 from bot.core.errors import log_internal
-from bot.flow.context import FlowContext
-from bot.flow.diagnose_step import on_incident_opened
-from bot.flow.message import publish
+from bot.flow.diagnose_step import DiagnoseStep
+from bot.flow.message import Publisher
 from storage.events import IncidentEvents
 
 log = logging.getLogger(__name__)
@@ -29,37 +28,44 @@ def consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def handle(ctx: FlowContext, event: dict[str, str]) -> None:
-    kind, incident_id = event.get("type", ""), event.get("incident_id", "")
-    if kind == "incident.opened":
-        on_incident_opened(ctx, incident_id)
-    elif kind == "incident.grouped":
-        publish(ctx, incident_id)  # the parent's host list grew
-        on_incident_opened(ctx, event["child"])  # the new host: diagnosed, in the thread
-    elif kind == "incident.resolved":
-        publish(ctx, incident_id)
+class Consumer:
+    """One consumer of the events stream: an event in, the step it calls for run."""
 
+    def __init__(self, events: IncidentEvents, diagnose: DiagnoseStep,
+                 publisher: Publisher) -> None:
+        self.events = events
+        self.diagnose = diagnose
+        self.publisher = publisher
+        self.name = consumer_name()
 
-def run_once(ctx: FlowContext, events: IncidentEvents, consumer: str,
-             block_ms: int | None = 1000) -> int:
-    """Handle what is waiting (own pending first, then stale, then new); returns count."""
-    batch = (events.pending(GROUP, consumer) or events.claim_stale(GROUP, consumer, STALE_MS)
-             or events.consume(GROUP, consumer, block_ms=block_ms))
-    for entry_id, event in batch:
-        try:
-            handle(ctx, event)
-        except Exception as exc:  # one bad incident must not stop the loop
-            log_internal(exc, f"flow event {entry_id}")
-        events.ack(GROUP, entry_id)
-    return len(batch)
+    def handle(self, event: dict[str, str]) -> None:
+        kind, incident_id = event.get("type", ""), event.get("incident_id", "")
+        if kind == "incident.opened":
+            self.diagnose.on_opened(incident_id)
+        elif kind == "incident.grouped":
+            self.publisher.publish(incident_id)  # the parent's host list grew
+            self.diagnose.on_opened(event["child"])  # the new host: diagnosed, in the thread
+        elif kind == "incident.resolved":
+            self.publisher.publish(incident_id)
 
+    def run_once(self, block_ms: int | None = 1000) -> int:
+        """Handle what is waiting (own pending first, then stale, then new); returns count."""
+        events = self.events
+        batch = (events.pending(GROUP, self.name)
+                 or events.claim_stale(GROUP, self.name, STALE_MS)
+                 or events.consume(GROUP, self.name, block_ms=block_ms))
+        for entry_id, event in batch:
+            try:
+                self.handle(event)
+            except Exception as exc:  # one bad incident must not stop the loop
+                log_internal(exc, f"flow event {entry_id}")
+            events.ack(GROUP, entry_id)
+        return len(batch)
 
-def run_forever(ctx: FlowContext, stop: threading.Event) -> None:
-    events = IncidentEvents(ctx.redis)
-    consumer = consumer_name()
-    while not stop.is_set():
-        try:
-            run_once(ctx, events, consumer)
-        except Exception as exc:  # Redis blip: log, wait, go on
-            log_internal(exc, "flow consumer")
-            stop.wait(1.0)
+    def run_forever(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.run_once()
+            except Exception as exc:  # Redis blip: log, wait, go on
+                log_internal(exc, "flow consumer")
+                stop.wait(1.0)

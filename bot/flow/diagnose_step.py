@@ -8,7 +8,6 @@ was stored (``bot.flow.message``).
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 from bot.chat.evidence import kept_outputs
@@ -16,10 +15,10 @@ from bot.chat.render import evidence_hash
 from bot.domain.findings import Diagnosis, DiagnosisStatus
 from bot.domain.incident import Incident
 from bot.domain.lifecycle import IncidentState
-from bot.flow.context import FlowContext
-from bot.flow.hosts import diagnose, target_for
-from bot.flow.message import publish
-from bot.flow.plans import make_plans
+from bot.flow.hosts import Hosts
+from bot.flow.message import Publisher
+from bot.flow.plans import Plans
+from storage.incidents import IncidentStore
 
 
 def outcome_state(diagnosis: Diagnosis, n_plans: int) -> IncidentState:
@@ -31,24 +30,33 @@ def outcome_state(diagnosis: Diagnosis, n_plans: int) -> IncidentState:
     return IncidentState.NO_ACTION if diagnosis.findings else IncidentState.RESOLVED
 
 
-def on_incident_opened(ctx: FlowContext, incident_id: str) -> Incident:
-    """Diagnose, store the findings and plans, post the message, wait for a person."""
-    started = time.monotonic()
-    incident = ctx.incidents.transition(incident_id, IncidentState.DIAGNOSING, ctx.bot_user,
-                                        "alert received")
-    target = target_for(ctx, incident.host)
-    diagnosis, _ = diagnose(ctx, incident, target)
-    plans = (make_plans(ctx, incident, diagnosis, target)
-             if target is not None and diagnosis.status is not DiagnosisStatus.UNREACHABLE else [])
-    ev_hash = evidence_hash(diagnosis)
-    ctx.incidents.update(incident_id, lambda i: replace(
-        i, diagnosis=diagnosis, plans=tuple(plans), evidence_hash=ev_hash, results=(),
-        last_outcome=None, revert_plan=None, running=None,
-        probe_output=kept_outputs(diagnosis)))
-    reason = f"{len(diagnosis.findings)} findings, {len(plans)} proposed actions"
-    incident = ctx.incidents.transition(incident_id, outcome_state(diagnosis, len(plans)),
-                                        ctx.bot_user, reason, ev_hash)
-    publish(ctx, incident_id)
-    ctx.notes.append(f"diagnosed {incident.host} ({diagnosis.playbook}) in "
-                     f"{diagnosis.duration_s:.2f}s; posted in {time.monotonic() - started:.2f}s")
-    return incident
+class DiagnoseStep:
+    """opened → diagnosing → (diagnosis stored, plans created) → the state it calls for."""
+
+    def __init__(self, incidents: IncidentStore, hosts: Hosts, plans: Plans,
+                 publisher: Publisher, *, bot_user: str = "incident-bot") -> None:
+        self.incidents = incidents
+        self.hosts = hosts
+        self.plans = plans
+        self.publisher = publisher
+        self.bot_user = bot_user
+
+    def on_opened(self, incident_id: str) -> Incident:
+        """Diagnose, store the findings and plans, post the message, wait for a person."""
+        incident = self.incidents.transition(incident_id, IncidentState.DIAGNOSING,
+                                             self.bot_user, "alert received")
+        target = self.hosts.target_for(incident.host)
+        diagnosis = self.hosts.diagnose(incident, target)
+        plans = (self.plans.make_plans(incident, diagnosis, target)
+                 if target is not None and diagnosis.status is not DiagnosisStatus.UNREACHABLE
+                 else [])
+        ev_hash = evidence_hash(diagnosis)
+        self.incidents.update(incident_id, lambda i: replace(
+            i, diagnosis=diagnosis, plans=tuple(plans), evidence_hash=ev_hash, results=(),
+            last_outcome=None, revert_plan=None, running=None,
+            probe_output=kept_outputs(diagnosis)))
+        reason = f"{len(diagnosis.findings)} findings, {len(plans)} proposed actions"
+        incident = self.incidents.transition(incident_id, outcome_state(diagnosis, len(plans)),
+                                             self.bot_user, reason, ev_hash)
+        self.publisher.publish(incident_id)
+        return incident

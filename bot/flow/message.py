@@ -1,89 +1,124 @@
-"""The one renderer of the incident message: read everything from Redis, render, send.
+"""The incident's one voice in chat: render the message from Redis and post or edit it,
+and post replies in its thread.
 
-Every post and every edit goes through ``publish``. It takes the next render sequence
-number *before* reading the stored state, so a higher number never shows an older state;
-the Slack backend drops a render older than the last applied one. Nothing is rendered
-from a click's payload.
+Every post and every edit of the incident message goes through ``Publisher.publish``. It
+takes the next render sequence number *before* reading the stored state, so a higher
+number never shows an older state; the Slack backend drops a render older than the last
+applied one. Nothing is rendered from a click's payload.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
 
-from bot.chat.base import ChatMessage, MessageRef
+from bot.chat.base import ChatBackend, ChatMessage, MessageRef
 from bot.chat.evidence import raw_evidence, with_outputs
 from bot.chat.render import render_incident, thread_evidence
 from bot.core import strings
 from bot.domain.incident import Incident
 from bot.domain.incident_record import ChatRefs
-from bot.flow.context import FlowContext
-from bot.flow.thread import message_ref, thread_ref, where_to_post
+from bot.flow.thread import message_ref, note, thread_ref
+from storage.approvals import ApprovalStore
+from storage.incidents import IncidentStore
+from storage.renders import RenderLedger
 
 
-def render_stored(ctx: FlowContext, incident: Incident, seq: int = 0) -> ChatMessage | None:
-    """The incident's message as its stored state says (None before its diagnosis)."""
-    if incident.diagnosis is None:
-        return None
-    plans, revert = list(incident.plans), incident.revert_plan
-    ids = [p.approval_id for p in plans] + ([revert.approval_id] if revert else [])
-    approvals = {i: a for i in ids if (a := ctx.approvals.get(i)) is not None}
-    # ages are as of the stored state's last change, never the render's clock: the same
-    # state renders the same message on every replica and at every retry
-    as_of = incident.updated or ctx.clock()
-    return render_incident(incident, incident.diagnosis, plans, approvals,
-                           incident.results, revert, seq=seq, now=as_of,
-                           oncall=ctx.settings.slack.oncall)
+class Publisher:
+    """Renders stored incidents into ``chat``: the message, its evidence, thread replies."""
 
+    def __init__(self, incidents: IncidentStore, approvals: ApprovalStore,
+                 renders: RenderLedger, chat: ChatBackend, channel: str, *,
+                 oncall: str | None = None, clock: Callable[[], float] = time.time,
+                 parent_wait_s: float = 15.0) -> None:
+        self.incidents = incidents
+        self.approvals = approvals
+        self.renders = renders
+        self.chat = chat
+        self.channel = channel
+        self.oncall = oncall
+        self.clock = clock
+        self.parent_wait_s = parent_wait_s
 
-def publish(ctx: FlowContext, incident_id: str) -> MessageRef | None:
-    """Post the incident's message the first time, edit it in place after that."""
-    seq = ctx.renders.next_seq(incident_id)
-    incident = ctx.incidents.require(incident_id)
-    message = render_stored(ctx, incident, seq)
-    if message is None:
-        return None
-    ref = message_ref(incident)
-    if ref is not None:
-        ctx.chat.update(ref, message)
+    def render_stored(self, incident: Incident, seq: int = 0) -> ChatMessage | None:
+        """The incident's message as its stored state says (None before its diagnosis)."""
+        if incident.diagnosis is None:
+            return None
+        plans, revert = list(incident.plans), incident.revert_plan
+        ids = [p.approval_id for p in plans] + ([revert.approval_id] if revert else [])
+        approvals = {i: a for i in ids if (a := self.approvals.get(i)) is not None}
+        # ages are as of the stored state's last change, never the render's clock: the same
+        # state renders the same message on every replica and at every retry
+        as_of = incident.updated or self.clock()
+        return render_incident(incident, incident.diagnosis, plans, approvals,
+                               incident.results, revert, seq=seq, now=as_of, oncall=self.oncall)
+
+    def publish(self, incident_id: str) -> MessageRef | None:
+        """Post the incident's message the first time, edit it in place after that."""
+        seq = self.renders.next_seq(incident_id)
+        incident = self.incidents.require(incident_id)
+        message = self.render_stored(incident, seq)
+        if message is None:
+            return None
+        ref = message_ref(incident)
+        if ref is not None:
+            self.chat.update(ref, message)
+            return ref
+        return self._first_post(incident, message)
+
+    def reply(self, incident: Incident, text: str, code: str | None = None) -> MessageRef | None:
+        """A reply in the incident's thread (its group parent's, for a grouped host)."""
+        ref = thread_ref(incident)
+        return self.chat.post(ref.channel, note(text, code), thread=ref) if ref else None
+
+    def edit(self, ref: MessageRef, text: str) -> None:
+        """Edit a reply the flow keeps current (the extraction's progress line)."""
+        self.chat.update(ref, note(text))
+
+    def post_raw_evidence(self, incident_id: str) -> str:
+        """Raw probe output on demand (button or ``/ir evidence``), as a reply in the
+        thread; the answer for the person who asked."""
+        incident = self.incidents.get(incident_id)
+        if incident is None:
+            return strings.INCIDENT_UNKNOWN.format(id=incident_id)
+        if incident.diagnosis is None:
+            return strings.MSG_EVIDENCE_NOT_YET.format(id=incident_id)
+        ref = thread_ref(incident)
+        if ref is None:
+            return strings.MSG_EVIDENCE_NO_THREAD.format(id=incident_id)
+        sections = raw_evidence(with_outputs(incident.diagnosis, incident.probe_output))
+        text = sections[0].text if sections else strings.MSG_PROBE_NO_OUTPUT
+        self.chat.post(ref.channel, ChatMessage(text=text, sections=sections,
+                                                incident_id=incident_id), thread=ref)
+        return strings.MSG_EVIDENCE_POSTED.format(id=incident_id)
+
+    def _first_post(self, incident: Incident, message: ChatMessage) -> MessageRef:
+        channel, parent_ref = self._where_to_post(incident)
+        ref = self.chat.post(channel, message, thread=parent_ref)
+        for plan in incident.plans:
+            self.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
+        chat = ChatRefs(ref.channel, ref.ts, parent_ref.ts if parent_ref is not None else ref.ts)
+        incident = self.incidents.update(incident.id, lambda i: replace(i, chat=chat))
+        self._post_evidence(incident, MessageRef(ref.channel, chat.thread_ts))
         return ref
-    return _first_post(ctx, incident, message)
 
+    def _post_evidence(self, incident: Incident, thread: MessageRef) -> None:
+        """The per-GPU evidence table, once, as the first reply under the new message."""
+        sections = thread_evidence(incident.diagnosis) if incident.diagnosis else ()
+        if sections:
+            self.chat.post(thread.channel, ChatMessage(text=sections[0].text, sections=sections),
+                           thread=thread)
 
-def _first_post(ctx: FlowContext, incident: Incident, message: ChatMessage) -> MessageRef:
-    channel, parent_ref = where_to_post(ctx, incident)
-    ref = ctx.chat.post(channel, message, thread=parent_ref)
-    for plan in incident.plans:
-        ctx.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
-    chat = ChatRefs(ref.channel, ref.ts, parent_ref.ts if parent_ref is not None else ref.ts)
-    incident = ctx.incidents.update(incident.id, lambda i: replace(i, chat=chat))
-    _post_evidence(ctx, incident, MessageRef(ref.channel, chat.thread_ts))
-    return ref
-
-
-def _post_evidence(ctx: FlowContext, incident: Incident, thread: MessageRef) -> None:
-    """The per-GPU evidence table, once, as the first reply under the new message."""
-    if incident.diagnosis is None:
-        return
-    sections = thread_evidence(incident.diagnosis)
-    if sections:
-        ctx.chat.post(thread.channel, ChatMessage(text=sections[0].text, sections=sections),
-                      thread=thread)
-
-
-def post_raw_evidence(ctx: FlowContext, incident_id: str) -> str:
-    """Raw probe output on demand (button or ``/ir evidence``), as a reply in the thread;
-    the answer for the person who asked."""
-    incident = ctx.incidents.get(incident_id)
-    if incident is None:
-        return strings.INCIDENT_UNKNOWN.format(id=incident_id)
-    if incident.diagnosis is None:
-        return strings.MSG_EVIDENCE_NOT_YET.format(id=incident_id)
-    ref = thread_ref(incident)
-    if ref is None:
-        return strings.MSG_EVIDENCE_NO_THREAD.format(id=incident_id)
-    diagnosis = with_outputs(incident.diagnosis, incident.probe_output)
-    sections = raw_evidence(diagnosis)
-    text = sections[0].text if sections else strings.MSG_PROBE_NO_OUTPUT
-    ctx.chat.post(ref.channel, ChatMessage(text=text, sections=sections, incident_id=incident_id),
-                  thread=ref)
-    return strings.MSG_EVIDENCE_POSTED.format(id=incident_id)
+    def _where_to_post(self, incident: Incident) -> tuple[str, MessageRef | None]:
+        """A grouped child is posted in its parent's thread (one channel message per
+        group); another replica may still be posting the parent, so wait a little."""
+        if not incident.parent_id:
+            return self.channel, None
+        deadline = time.monotonic() + self.parent_wait_s
+        while True:
+            parent = self.incidents.get(incident.parent_id)
+            ref = message_ref(parent) if parent is not None else None
+            if ref is not None or time.monotonic() >= deadline:
+                return (ref.channel, ref) if ref is not None else (self.channel, None)
+            time.sleep(0.2)

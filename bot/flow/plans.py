@@ -9,6 +9,8 @@ propose it again. Buttons carry only the approval's opaque id.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from bot.chat.render import evidence_hash
@@ -18,34 +20,87 @@ from bot.domain.approval import ApprovalPolicy
 from bot.domain.findings import Diagnosis, ProposedAction
 from bot.domain.incident import Incident
 from bot.domain.incident_record import ActionPlan
-from bot.flow.context import FlowContext
 from bot.flow.thread import message_ref
 from bot.remediation import catalog
 from bot.ssh.base import SSHTarget
+from storage.approvals import ApprovalStore
+from storage.audit import AuditLog
+from storage.incidents import IncidentStore
 
 FREES_GPUS = frozenset(k for k, spec in catalog.CATALOG.items() if spec.frees_gpus)
 OVERRIDE = "extraction.resume_override"
 
 
-def new_plan(ctx: FlowContext, incident_id: str, action: ProposedAction,
-             commands: tuple[str, ...], ev_hash: str, *, offered: bool = False,
-             policy: ApprovalPolicy | None = None) -> ActionPlan:
-    """A pending approval for ``action`` and the exact commands it will run."""
-    extra = {"offered": True} if offered else {}
-    approval = ctx.approvals.create(
-        incident_id, {**action.to_dict(), "commands": list(commands), **extra},
-        evidence_hash=ev_hash, requested_by=ctx.bot_user, now=ctx.clock(),
-        policy=policy or ctx.policy)
-    return ActionPlan(action, commands, approval.id)
+class Plans:
+    """Pending approvals for proposed actions, stored on the incident and its message."""
 
+    def __init__(self, incidents: IncidentStore, approvals: ApprovalStore, audit: AuditLog,
+                 policy: ApprovalPolicy, *, bot_user: str = "incident-bot",
+                 clock: Callable[[], float] = time.time) -> None:
+        self.incidents = incidents
+        self.approvals = approvals
+        self.audit = audit
+        self.policy = policy
+        self.bot_user = bot_user
+        self.clock = clock
 
-def make_plans(ctx: FlowContext, incident: Incident, diagnosis: Diagnosis,
-               target: SSHTarget) -> list[ActionPlan]:
-    """One pending approval per proposed action, plus Resume for interrupted jobs."""
-    ev_hash = evidence_hash(diagnosis)
-    actions = [*diagnosis.actions, *resume_proposals(diagnosis)]
-    return [new_plan(ctx, incident.id, a, tuple(catalog.plan(a.kind, a.params, target)), ev_hash)
-            for a in actions]
+    def new_plan(self, incident_id: str, action: ProposedAction, commands: tuple[str, ...],
+                 ev_hash: str, *, offered: bool = False,
+                 policy: ApprovalPolicy | None = None) -> ActionPlan:
+        """A pending approval for ``action`` and the exact commands it will run."""
+        extra = {"offered": True} if offered else {}
+        approval = self.approvals.create(
+            incident_id, {**action.to_dict(), "commands": list(commands), **extra},
+            evidence_hash=ev_hash, requested_by=self.bot_user, now=self.clock(),
+            policy=policy or self.policy)
+        return ActionPlan(action, commands, approval.id)
+
+    def make_plans(self, incident: Incident, diagnosis: Diagnosis,
+                   target: SSHTarget) -> list[ActionPlan]:
+        """One pending approval per proposed action, plus Resume for interrupted jobs."""
+        ev_hash = evidence_hash(diagnosis)
+        actions = [*diagnosis.actions, *resume_proposals(diagnosis)]
+        return [self.new_plan(incident.id, a, tuple(catalog.plan(a.kind, a.params, target)),
+                              ev_hash)
+                for a in actions]
+
+    def offer(self, incident_id: str, action: ProposedAction, target: SSHTarget | None,
+              *, policy: ApprovalPolicy | None = None) -> ActionPlan:
+        """A follow-up approval appended to the incident's plans, on its message's buttons."""
+        commands = tuple(catalog.plan(action.kind, action.params, target))
+        incident = self.incidents.require(incident_id)
+        plan = self.new_plan(incident_id, action, commands, incident.evidence_hash,
+                             offered=True, policy=policy)
+        incident = self.incidents.update(incident_id,
+                                         lambda i: replace(i, plans=(*i.plans, plan)))
+        ref = message_ref(incident)
+        if ref is not None:
+            self.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
+        return plan
+
+    def override_policy(self) -> ApprovalPolicy:
+        """The gate override always needs two distinct approvers (the two-person rule)."""
+        return replace(self.policy, two_person=self.policy.two_person | {OVERRIDE})
+
+    def withdraw_pending(self, incident: Incident, actor: str, keep: str = "",
+                         reason: str = strings.WITHDRAWN_REASON) -> list[str]:
+        """Cancel every other still-pending approval of the incident, each audited."""
+        cancelled = []
+        for approval in self.approvals.for_incident(incident.id):
+            if approval.id == keep or not approval.is_open:
+                continue
+            if self.approvals.cancel(approval.id, actor, reason, self.clock()):
+                self.audit.append(incident.id, actor, "approval.cancelled",
+                                  {"approval_id": approval.id, "kind": approval.kind,
+                                   "reason": reason, "because": keep})
+                cancelled.append(approval.id)
+        return cancelled
+
+    def pending(self, incident_id: str, action: ProposedAction) -> bool:
+        """An approval for the same kind and parameters is still open on the incident."""
+        return any(a.is_open and a.kind == action.kind
+                   and a.action.get("params") == action.params
+                   for a in self.approvals.for_incident(incident_id))
 
 
 def resume_proposals(diagnosis: Diagnosis) -> list[ProposedAction]:
@@ -61,37 +116,3 @@ def resume_proposals(diagnosis: Diagnosis) -> list[ProposedAction]:
                                job=job, host=diagnosis.host),
                            catalog.CATALOG["extraction.resume"].risk)
             for job in jobs if validate.is_valid(catalog.job_id, job)]
-
-
-def offer(ctx: FlowContext, incident_id: str, action: ProposedAction, target: SSHTarget | None,
-          *, policy: ApprovalPolicy | None = None) -> ActionPlan:
-    """A follow-up approval appended to the incident's plans, on its message's buttons."""
-    commands = tuple(catalog.plan(action.kind, action.params, target))
-    incident = ctx.incidents.require(incident_id)
-    plan = new_plan(ctx, incident_id, action, commands, incident.evidence_hash,
-                    offered=True, policy=policy)
-    incident = ctx.incidents.update(incident_id, lambda i: replace(i, plans=(*i.plans, plan)))
-    ref = message_ref(incident)
-    if ref is not None:
-        ctx.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
-    return plan
-
-
-def override_policy(ctx: FlowContext) -> ApprovalPolicy:
-    """The gate override always needs two distinct approvers (the two-person rule)."""
-    return replace(ctx.policy, two_person=ctx.policy.two_person | {OVERRIDE})
-
-
-def withdraw_pending(ctx: FlowContext, incident: Incident, actor: str, keep: str = "",
-                     reason: str = strings.WITHDRAWN_REASON) -> list[str]:
-    """Cancel every other still-pending approval of the incident, each audited."""
-    cancelled = []
-    for approval in ctx.approvals.for_incident(incident.id):
-        if approval.id == keep or not approval.is_open:
-            continue
-        if ctx.approvals.cancel(approval.id, actor, reason, ctx.clock()):
-            ctx.audit.append(incident.id, actor, "approval.cancelled",
-                             {"approval_id": approval.id, "kind": approval.kind,
-                              "reason": reason, "because": keep})
-            cancelled.append(approval.id)
-    return cancelled

@@ -1,4 +1,4 @@
-"""Step 3: a resumed extraction's progress, edited into one message in the incident thread.
+"""Step 4: a resumed extraction's progress, edited into one message in the incident thread.
 
 Polled (by the scheduler's leader, or the demo's loop): read the job's status from Redis,
 add ``(now, done)`` to the moving-average window kept in the incident's meta, and edit the
@@ -18,12 +18,12 @@ from bot.core import strings
 from bot.domain.incident import Incident
 from bot.domain.incident_record import ProgressTracker
 from bot.domain.lifecycle import IncidentState
-from bot.extract import queue
+from bot.extract.jobs_api import JobBook
 from bot.extract.progress import RateWindow, RunTotals, finished_line, progress_line
 from bot.extract.states import JobState, JobStatus
-from bot.flow.context import FlowContext
-from bot.flow.thread import note, post_in_thread
-from storage.connection import Redis
+from bot.flow.message import Publisher
+from storage.audit import AuditLog
+from storage.incidents import IncidentStore
 
 DONE = {JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED}
 
@@ -49,65 +49,89 @@ def progress_text(status: JobStatus, now: float | None = None,
     return f"*{job_label(status)}* {status.state.value}: {line}{extra}{error}"
 
 
-StatusReader = Callable[[Redis, str], JobStatus]
+StatusReader = Callable[[str], JobStatus]
 
 
-def poll_incident(ctx: FlowContext, incident_id: str,
-                  read_status: StatusReader = queue.status) -> JobStatus | None:
-    """One poll of one resumed incident; returns the job status it saw."""
-    incident = ctx.incidents.require(incident_id)
-    job_id = incident.job_id
-    if not job_id or incident.state is not IncidentState.RESUMED:
-        return None
-    status, now = read_status(ctx.redis_bytes, job_id), ctx.clock()
-    before = incident.progress or ProgressTracker()
-    window = RateWindow(before.samples).add(now, status.done)
-    tracker = replace(before, samples=window.samples,
-                      started_at=now if before.started_at is None else before.started_at,
-                      started_done=status.done if before.started_done is None
-                      else before.started_done)
-    text = progress_text(status, now, window)
-    tracker = _show(ctx, incident, tracker, text, now, force=status.state in DONE)
-    ctx.incidents.update(incident.id, lambda i: replace(i, progress=tracker))
-    if status.state in DONE:
-        _finish(ctx, incident, status, tracker, now)
-    return status
+class ProgressStep:
+    """Polls resumed incidents' jobs and keeps their one progress line current."""
+
+    def __init__(self, incidents: IncidentStore, jobs: JobBook, publisher: Publisher,
+                 audit: AuditLog, *, interval_s: float = 2.0, bot_user: str = "incident-bot",
+                 clock: Callable[[], float] = time.time) -> None:
+        self.incidents = incidents
+        self.jobs = jobs
+        self.publisher = publisher
+        self.audit = audit
+        self.interval_s = interval_s
+        self.bot_user = bot_user
+        self.clock = clock
+
+    def poll_incident(self, incident_id: str,
+                      read_status: StatusReader | None = None) -> JobStatus | None:
+        """One poll of one resumed incident; returns the job status it saw."""
+        incident = self.incidents.require(incident_id)
+        job_id = incident.job_id
+        if not job_id or incident.state is not IncidentState.RESUMED:
+            return None
+        status, now = (read_status or self.jobs.status)(job_id), self.clock()
+        before = incident.progress or ProgressTracker()
+        window = RateWindow(before.samples).add(now, status.done)
+        tracker = replace(before, samples=window.samples,
+                          started_at=now if before.started_at is None else before.started_at,
+                          started_done=status.done if before.started_done is None
+                          else before.started_done)
+        text = progress_text(status, now, window)
+        tracker = self._show(incident, tracker, text, now, force=status.state in DONE)
+        self.incidents.update(incident.id, lambda i: replace(i, progress=tracker))
+        if status.state in DONE:
+            self._finish(incident, status, tracker, now)
+        return status
 
 
-def _show(ctx: FlowContext, incident: Incident, tracker: ProgressTracker, text: str,
-          now: float, force: bool = False) -> ProgressTracker:
-    """Post the one progress message once; later, edit it only when its text changed and
-    at most once per ``progress_interval_s``. Returns the tracker as now shown."""
-    if not tracker.ts:
-        ref = post_in_thread(ctx, incident, text)
-        if ref is None:
+    def _show(self, incident: Incident, tracker: ProgressTracker, text: str,
+              now: float, force: bool = False) -> ProgressTracker:
+        """Post the one progress message once; later, edit it only when its text changed and
+        at most once per ``progress_interval_s``. Returns the tracker as now shown."""
+        if not tracker.ts:
+            ref = self.publisher.reply(incident, text)
+            if ref is None:
+                return tracker
+            return replace(tracker, channel=ref.channel, ts=ref.ts, shown=text, shown_at=now)
+        if text == tracker.shown:
             return tracker
-        return replace(tracker, channel=ref.channel, ts=ref.ts, shown=text, shown_at=now)
-    if text == tracker.shown:
-        return tracker
-    if not force and now - tracker.shown_at < ctx.progress_interval_s:
-        return tracker
-    ctx.chat.update(MessageRef(tracker.channel, tracker.ts), note(text))
-    return replace(tracker, shown=text, shown_at=now)
+        if not force and now - tracker.shown_at < self.interval_s:
+            return tracker
+        self.publisher.edit(MessageRef(tracker.channel, tracker.ts), text)
+        return replace(tracker, shown=text, shown_at=now)
 
 
-def _finish(ctx: FlowContext, incident: Incident, status: JobStatus,
-            tracker: ProgressTracker, now: float) -> None:
-    fresh = not status.resumed_from and status.first_started_at  # else: since the resume
-    started = status.first_started_at if fresh else tracker.started_at
-    totals = RunTotals(
-        label=job_label(status), state=status.state.value, done=status.done,
-        total=status.total, resumed_from=status.resumed_from, skipped=status.skipped,
-        repaired=sum(status.repaired.values()),
-        counted_from=0 if fresh else int(tracker.started_done or status.resumed_from),
-        started_at=float(started or now),
-        finished_at=status.finished_at or status.updated_at or now,
-        repair_note=_repairs(status))
-    summary = finished_line(totals)
-    post_in_thread(ctx, incident, strings.FLOW_PROGRESS_DONE.format(summary=summary))
-    ctx.audit.append(incident.id, ctx.bot_user, "extraction.finished", status.to_dict())
-    goal = IncidentState.RESOLVED if status.state is JobState.COMPLETED else IncidentState.FAILED
-    ctx.incidents.transition(incident.id, goal, ctx.bot_user, summary)
+    def _finish(self, incident: Incident, status: JobStatus,
+                tracker: ProgressTracker, now: float) -> None:
+        fresh = not status.resumed_from and status.first_started_at  # else: since the resume
+        started = status.first_started_at if fresh else tracker.started_at
+        totals = RunTotals(
+            label=job_label(status), state=status.state.value, done=status.done,
+            total=status.total, resumed_from=status.resumed_from, skipped=status.skipped,
+            repaired=sum(status.repaired.values()),
+            counted_from=0 if fresh else int(tracker.started_done or status.resumed_from),
+            started_at=float(started or now),
+            finished_at=status.finished_at or status.updated_at or now,
+            repair_note=_repairs(status))
+        summary = finished_line(totals)
+        self.publisher.reply(incident, strings.FLOW_PROGRESS_DONE.format(summary=summary))
+        self.audit.append(incident.id, self.bot_user, "extraction.finished", status.to_dict())
+        done = status.state is JobState.COMPLETED
+        goal = IncidentState.RESOLVED if done else IncidentState.FAILED
+        self.incidents.transition(incident.id, goal, self.bot_user, summary)
+
+
+    def poll_all(self) -> int:
+        """Poll every resumed incident (the scheduler's progress job); returns how many."""
+        resumed = [i for i in self.incidents.list(open_only=True)
+                   if i.state is IncidentState.RESUMED]
+        for incident in resumed:
+            self.poll_incident(incident.id)
+        return len(resumed)
 
 
 def _repairs(status: JobStatus) -> str:
@@ -118,11 +142,3 @@ def _repairs(status: JobStatus) -> str:
              strings.EXTRACT_CORRUPT_RECOMPUTED.format(n=corrupt, s="" if corrupt == 1 else "s")
              if corrupt else ""]
     return ", ".join(n for n in notes if n)
-
-
-def poll_all(ctx: FlowContext) -> int:
-    """Poll every resumed incident (the scheduler's progress job); returns how many."""
-    resumed = [i for i in ctx.incidents.list(open_only=True) if i.state is IncidentState.RESUMED]
-    for incident in resumed:
-        poll_incident(ctx, incident.id)
-    return len(resumed)

@@ -3,45 +3,54 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from bot.chat.slash import SlashReply
 from bot.core.errors import log_internal
 from bot.domain.incident import Alert
-from bot.flow.context import FlowContext
-from bot.flow.diagnose_step import on_incident_opened
-from bot.flow.message import post_raw_evidence
+from bot.extract.jobs_api import JobBook
+from bot.flow.diagnose_step import DiagnoseStep
+from bot.flow.message import Publisher
+from bot.flow.progress_step import progress_text
+from storage.incidents import IncidentStore
 from storage.silences import SilenceStore
 
 
 class FlowSlashHandlers:
     """Read-only answers are ephemeral; ``diag`` opens an incident (posted in channel)."""
 
-    def __init__(self, ctx: FlowContext, digest_now: Callable[[], None] | None = None,
+    def __init__(self, incidents: IncidentStore, hosts: Collection[str], diagnose: DiagnoseStep,
+                 publisher: Publisher, jobs: JobBook, silences: SilenceStore, *,
+                 digest_now: Callable[[], None] | None = None,
                  decide: Callable[[str, str, str, int], str] | None = None) -> None:
-        self.ctx = ctx
+        self._incidents = incidents
+        self._hosts = hosts  # the inventory's host names
+        self._diagnose = diagnose
+        self._publisher = publisher
+        self._jobs = jobs
+        self._silences = silences
         self._digest_now = digest_now
         self._decide = decide  # the approval desk's incident decisions (checks who may)
 
     def status(self, user: str) -> SlashReply:
         lines = []
-        for host in sorted(self.ctx.settings.hosts):
-            open_ = [i for i in self.ctx.incidents.list(open_only=True) if i.host == host]
+        for host in sorted(self._hosts):
+            open_ = [i for i in self._incidents.list(open_only=True) if i.host == host]
             state = ", ".join(f"{i.id} {i.kind} ({i.state.value})" for i in open_) or "no incidents"
             lines.append(f"*{host}*: {state}")
         return SlashReply("\n".join(lines) or "No hosts in the inventory.")
 
     def incidents(self, user: str) -> SlashReply:
         rows = [f"{i.id} · {i.host} · {i.kind} · {i.state.value} · ×{i.count}"
-                for i in self.ctx.incidents.list(open_only=True, limit=30)]
+                for i in self._incidents.list(open_only=True, limit=30)]
         return SlashReply("\n".join(rows) or "No open incidents.")
 
     def diag(self, user: str, host: str, playbook: str | None) -> SlashReply:
-        if host not in self.ctx.settings.hosts:
+        if host not in self._hosts:
             return SlashReply(f"`{host}` is not in the inventory.")
         kind = playbook or "triage"
         alert = Alert(source="slash", host=host, kind=kind, summary=f"/ir diag by <@{user}>")
-        incident, created = self.ctx.incidents.open_or_fold(alert)
+        incident, created = self._incidents.open_or_fold(alert)
         if created:
             threading.Thread(target=self._post, args=(incident.id,), daemon=True).start()
         verb = "opened" if created else "already open as"
@@ -52,7 +61,7 @@ class FlowSlashHandlers:
         or Redis down) is logged with an id, not left to kill the thread with a traceback;
         the incident keeps the state it reached, and Retry or the next alert goes on."""
         try:
-            on_incident_opened(self.ctx, incident_id)
+            self._diagnose.on_opened(incident_id)
         except Exception as exc:  # a background thread: log, never raise
             log_internal(exc, f"/ir diag {incident_id}")
 
@@ -64,23 +73,17 @@ class FlowSlashHandlers:
 
     def evidence(self, user: str, incident_id: str) -> SlashReply:
         """``/ir evidence ID`` and the "Raw evidence" button: probe output in the thread."""
-        return SlashReply(post_raw_evidence(self.ctx, incident_id))
+        return SlashReply(self._publisher.post_raw_evidence(incident_id))
 
     def jobs(self, user: str) -> SlashReply:
-        from bot.extract import queue
-        from bot.flow.progress_step import progress_text
-
-        rows = [progress_text(s) for s in queue.list_jobs(self.ctx.redis_bytes)[:20]]
+        rows = [progress_text(s) for s in self._jobs.list()[:20]]
         return SlashReply("\n".join(rows) or "No extraction jobs.")
 
     def job(self, user: str, job_id: str) -> SlashReply:
-        from bot.extract import queue
-        from bot.flow.progress_step import progress_text
-
-        return SlashReply(progress_text(queue.status(self.ctx.redis_bytes, job_id)))
+        return SlashReply(progress_text(self._jobs.status(job_id)))
 
     def silence(self, user: str, host: str, kind: str, duration_s: int) -> SlashReply:
-        silence = SilenceStore(self.ctx.redis).add(host, kind, duration_s, author=user)
+        silence = self._silences.add(host, kind, duration_s, author=user)
         return SlashReply(f"Silenced {host}/{kind} until <!date^{int(silence.until)}^"
                           f"{{date_short_pretty}} {{time}}|{int(silence.until)}> by <@{user}>.")
 

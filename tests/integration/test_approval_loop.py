@@ -19,11 +19,8 @@ from typing import Any
 from bot.chat.blockkit import to_payload
 from bot.domain.incident_record import Running
 from bot.domain.lifecycle import IncidentState
-from bot.flow import act_step, timers
-from bot.flow.message import render_stored
+from bot.flow import timers
 from bot.sim.sshd import SimHost
-from storage.audit import AuditLog
-from storage.events import IncidentEvents
 from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
     MALLORY,
     ONCALL,
@@ -41,7 +38,7 @@ SimFactory = Callable[..., SimHost]
 
 
 def audit(lp: Loop, incident_id: str) -> list[tuple[str, str, dict[str, Any]]]:
-    return [(e.actor, e.action, e.detail) for e in AuditLog(lp.ctx.redis).timeline(incident_id)]
+    return [(e.actor, e.action, e.detail) for e in lp.flow.audit.timeline(incident_id)]
 
 
 def stops(sim: SimHost) -> int:
@@ -88,14 +85,14 @@ def test_alternatives_are_withdrawn_and_a_stale_click_changes_nothing(
     incident_id = loop.open()
     loop.wait_state(incident_id, S.AWAITING_APPROVAL)
     before = loop.message(incident_id)
-    approvals = loop.ctx.approvals.for_incident(incident_id)
+    approvals = loop.flow.approvals.for_incident(incident_id)
     chosen = next(a for a in approvals if a.kind == "systemd.stop_disable")
     loop.click(ONCALL, before, lambda el: el.get("value") == chosen.id
                and el["action_id"].startswith("approve"))
     loop.wait_state(incident_id, S.VERIFIED)
     final = loop.wait_text(incident_id, "8/8 GPUs free")
     loop.drain()
-    others = [a for a in loop.ctx.approvals.for_incident(incident_id)
+    others = [a for a in loop.flow.approvals.for_incident(incident_id)
               if a.id != chosen.id and a.created_at <= chosen.created_at]
     cancelled = {d["approval_id"] for _, act, d in audit(loop, incident_id)
                  if act == "approval.cancelled"}
@@ -190,7 +187,7 @@ def test_ack_and_snooze_buttons_and_slash_resolve(
     loop.click(ONCALL, loop.message(incident_id), action("incident_ack"))
     acked = loop.wait_text(incident_id, "Acknowledged by <@UALICE>")
     assert "Ack" not in buttons(acked) and "Approve" in buttons(acked)
-    events = IncidentEvents(loop.ctx.redis).read()
+    events = loop.flow.events.read()
     assert any(e["type"] == "incident.ack" and e["incident_id"] == incident_id
                and e.get("user") == ONCALL for _, e in events)
     loop.click(ONCALL, acked, lambda el: el["text"]["text"] == "Snooze 2 h")
@@ -230,12 +227,12 @@ def test_two_replicas_run_the_same_click_once_and_agree_on_the_message(
     assert approved == ["approval.approved"]
     stored = loop.message(incident_id)
     for bot in (first, second):
-        ctx = bot.service.ctx
-        rendered = render_stored(ctx, ctx.incidents.require(incident_id))
+        ctx = bot.service.flow
+        rendered = ctx.publisher.render_stored(ctx.incidents.require(incident_id))
         assert rendered is not None
         assert to_payload(rendered) == {"text": stored["text"], "blocks": stored["blocks"]}
-    applied = first.service.ctx.renders.applied(incident_id)
-    assert applied == second.service.ctx.renders.applied(incident_id) > 0
+    applied = first.service.flow.renders.applied(incident_id)
+    assert applied == second.service.flow.renders.applied(incident_id) > 0
 
 
 def test_a_snooze_that_ran_out_wakes_where_it_was(
@@ -244,15 +241,15 @@ def test_a_snooze_that_ran_out_wakes_where_it_was(
     bot = loop.start(loop_settings(redis_url, sim, loop.standin))
     incident_id = loop.open()
     loop.wait_state(incident_id, S.AWAITING_APPROVAL)
-    desk = bot.service.desk
+    desk, f = bot.service.desk, loop.flow
     assert "Snoozed incident" in desk.incident("snooze", incident_id, ONCALL, 1)
     assert loop.state(incident_id) is S.SNOOZED
-    timers.expire_approvals(desk, loop.ctx)  # not due yet: stays snoozed
+    timers.expire_approvals(desk, f.decide, f.act, f.reboots)  # not due yet: stays snoozed
     assert loop.state(incident_id) is S.SNOOZED
-    snooze = loop.ctx.incidents.require(incident_id).snooze
+    snooze = loop.flow.incidents.require(incident_id).snooze
     assert snooze is not None
     wait_until(lambda: time.time() > snooze.until, 5, "the snooze to run out")
-    timers.expire_approvals(desk, loop.ctx)
+    timers.expire_approvals(desk, f.decide, f.act, f.reboots)
     assert loop.state(incident_id) is S.AWAITING_APPROVAL
     woken = loop.wait_text(incident_id, "Snooze 30 min")
     assert "Snoozed by" not in json.dumps(woken) and "Approve" in buttons(woken)
@@ -266,12 +263,12 @@ def test_an_action_left_running_by_a_dead_replica_becomes_action_failed(
     loop.start(loop_settings(redis_url, sim, loop.standin))
     incident_id = loop.open()
     loop.wait_state(incident_id, S.AWAITING_APPROVAL)
-    ctx = loop.ctx  # what a replica that died right after accepting leaves behind
+    ctx = loop.flow  # what a replica that died right after accepting leaves behind
     ctx.incidents.transition(incident_id, S.APPROVED, ONCALL, "approved systemd.stop_disable")
     running = Running("systemd.stop_disable", ONCALL, time.time() - 3600)
     ctx.incidents.update(incident_id, lambda i: replace(i, running=running))
-    assert act_step.recover_stalled(ctx) == [incident_id]
+    assert ctx.act.recover_stalled() == [incident_id]
     assert loop.state(incident_id) is S.ACTION_FAILED
     shown = loop.wait_text(incident_id, "interrupted (the bot stopped while it ran)")
     assert "running `systemd" not in json.dumps(shown) and "Retry" in buttons(shown)
-    assert act_step.recover_stalled(ctx) == []
+    assert ctx.act.recover_stalled() == []

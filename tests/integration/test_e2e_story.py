@@ -146,7 +146,7 @@ def test_crash_recovery_story_through_slack(world: dict[str, Any],
     assert stops_run(sim) == []
 
     assert click_stop_disable(world, ONCALL, last_message(standin, ts)).status_code == 200
-    store = world["service"].ctx.incidents
+    store = world["service"].flow.incidents
     try:
         wait_until(lambda: store.require(incident_id).state is IncidentState.RESOLVED, 120,
                    "the incident to resolve after the extraction")

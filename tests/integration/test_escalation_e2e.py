@@ -4,6 +4,7 @@ what the Slack stand-in received."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,7 +13,6 @@ from redis import Redis
 
 from bot.config.settings import Settings
 from bot.domain.incident import Alert, Severity
-from bot.flow.diagnose_step import on_incident_opened
 from bot.rig.slack_standin import SlackStandIn
 from bot.schedule.escalation import build_escalator
 from bot.schedule.jobs import load_sections
@@ -49,21 +49,21 @@ def make_bot(redis: Redis, redis_url: str,
 
 
 def critical_incident_posted(service: Service, standin: SlackStandIn) -> tuple[str, Any]:
-    incident, _ = service.ctx.incidents.open_or_fold(
+    incident, _ = service.flow.incidents.open_or_fold(
         Alert(source="test", host="gpu-01", kind="vram_idle", severity=Severity.CRITICAL))
-    on_incident_opened(service.ctx, incident.id)
+    service.flow.diagnose.on_opened(incident.id)
     parent = next(c for c in standin.wait_for("chat.postMessage", 1, 30)
                   if not c.params.get("thread_ts"))
     return incident.id, parent
 
 
 def escalate(service: Service) -> list[str]:
-    settings = service.ctx.settings
+    settings = service.settings
     _, _, cfg = load_sections(settings.extra)
-    escalator = build_escalator(settings, cfg, service.ctx.redis, service.ctx.chat,
-                                message_ref_of(service.ctx.incidents))
+    escalator = build_escalator(settings, cfg, service.redis, service.flow.chat,
+                                message_ref_of(service.flow.incidents))
     assert escalator is not None
-    return escalator.run(now=service.ctx.clock() + cfg.after_minutes * 60 + 1)
+    return escalator.run(now=time.time() + cfg.after_minutes * 60 + 1)
 
 
 def blocks_text(call: Any) -> str:
@@ -75,7 +75,7 @@ def test_critical_mentions_oncall_and_escalation_mentions_the_next_group(
     service, standin = make_bot({"escalation_channel": "C0ESCAL"}, {"usergroup": "S0NEXT"})
     incident_id, parent = critical_incident_posted(service, standin)
     assert str(parent.params["text"]).startswith("<!subteam^S0ONCALL> gpu-01")
-    assert service.ctx.incidents.require(incident_id).state.value == "awaiting_approval"
+    assert service.flow.incidents.require(incident_id).state.value == "awaiting_approval"
 
     assert escalate(service) == [incident_id]
     (sent,) = [c for c in standin.calls_of("chat.postMessage") if c.params["channel"] == "C0ESCAL"]
@@ -92,7 +92,7 @@ def test_without_a_next_group_escalation_mentions_oncall_in_the_thread(
     assert escalate(service) == [incident_id]
     (escalation,) = [c for c in standin.calls_of("chat.postMessage")
                      if "Critical incident" in str(c.params.get("text"))]
-    thread = service.ctx.incidents.require(incident_id).parts_to_dict()["chat"]["ts"]
+    thread = service.flow.incidents.require(incident_id).parts_to_dict()["chat"]["ts"]
     assert escalation.params["channel"] == CHANNEL and escalation.params["thread_ts"] == thread
     assert str(escalation.params["text"]).startswith("<!subteam^S0ONCALL> ")
 

@@ -16,11 +16,9 @@ from bot.config.settings import Settings
 from bot.demo.story import make_desk
 from bot.domain.incident import Alert
 from bot.domain.lifecycle import IncidentState
-from bot.flow.context import FlowContext, build_context
-from bot.flow.diagnose_step import on_incident_opened
+from bot.flow.assembly import Flow, build_flow
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
-from storage.audit import AuditLog
 
 ONCALL = "UONCALL"
 UNIT = "vllm-kimi-k25-int4.service"
@@ -37,20 +35,20 @@ def flow(redis: Redis, redis_url: str, sim_factory: Callable[..., SimHost]) -> I
         "extra": {"remediation": {"settle_s": 0.3}}})
     out = io.StringIO()
     pool = ParamikoPool(settings.ssh_defaults)
-    ctx = build_context(settings, pool, TerminalBackend(Console(file=out, width=120)))
+    ctx = build_flow(settings, pool, TerminalBackend(Console(file=out, width=120)))
     yield ctx, sim, out
     pool.close()
 
 
-def open_incident(ctx: FlowContext) -> str:
+def open_incident(ctx: Flow) -> str:
     incident, created = ctx.incidents.open_or_fold(Alert(source="test", host="gpu-01",
                                                          kind="vram_idle"))
     assert created
-    on_incident_opened(ctx, incident.id)
+    ctx.diagnose.on_opened(incident.id)
     return incident.id
 
 
-def stop_approval(ctx: FlowContext, incident_id: str) -> str:
+def stop_approval(ctx: Flow, incident_id: str) -> str:
     plans = ctx.incidents.require(incident_id).parts_to_dict()["plans"]
     return next(p["approval_id"] for p in plans if p["action"]["kind"] == "systemd.stop_disable")
 
@@ -71,7 +69,7 @@ def test_finding_gone_before_the_click_means_no_action(flow: Any) -> None:
     assert stops(sim) == 1  # only the manual one
     assert ctx.incidents.require(incident_id).state is IncidentState.RESOLVED
     assert "Not running systemd.stop_disable" in out.getvalue()
-    actions = [e.action for e in AuditLog(ctx.redis).timeline(incident_id)]
+    actions = [e.action for e in ctx.audit.timeline(incident_id)]
     assert "action.skipped" in actions and "action.started" not in actions
 
 
@@ -110,7 +108,7 @@ def test_revert_button_restores_the_unit_after_verification(flow: Any) -> None:
     assert (unit["unit_file_state"], unit["active_state"]) == ("enabled", "active")
     incident = ctx.incidents.require(incident_id)
     assert incident.state is IncidentState.VERIFIED
-    timeline = [(e.action, e.detail.get("to")) for e in AuditLog(ctx.redis).timeline(incident_id)]
+    timeline = [(e.action, e.detail.get("to")) for e in ctx.audit.timeline(incident_id)]
     assert ("transition", "remediating") in timeline[timeline.index(("transition", "verified")):]
     assert incident.parts_to_dict()["last_outcome"]["kind"] == "systemd.revert"
     assert incident.parts_to_dict()["last_outcome"]["outcome"] == "succeeded"
@@ -119,7 +117,6 @@ def test_revert_button_restores_the_unit_after_verification(flow: Any) -> None:
 def test_resume_is_offered_as_a_button_when_not_chained(flow: Any, tmp_path: Any,
                                                         redis_url: str) -> None:
     from bot.demo.story import crashed_job
-    from bot.extract import queue
     from bot.extract.demo_data import prepare_interrupted_run
 
     ctx, _, _ = flow
@@ -130,9 +127,9 @@ def test_resume_is_offered_as_a_button_when_not_chained(flow: Any, tmp_path: Any
     plans = ctx.incidents.require(incident_id).parts_to_dict()["plans"]
     resume = next(p for p in plans if p["action"]["kind"] == "extraction.resume")
     assert resume["action"]["params"] == {"job": job_id}
-    assert queue.status(ctx.redis_bytes, job_id).state.value == "interrupted"  # not yet
+    assert ctx.jobs.status(job_id).state.value == "interrupted"  # not yet
     assert desk.approve(resume["approval_id"], ONCALL).acted
-    assert queue.status(ctx.redis_bytes, job_id).state.value == "queued"
+    assert ctx.jobs.status(job_id).state.value == "queued"
     incident = ctx.incidents.require(incident_id)
     assert incident.state is IncidentState.RESUMED and incident.parts_to_dict()["job"] == job_id
 
@@ -145,5 +142,5 @@ def test_a_click_on_a_resolved_incident_runs_nothing(flow: Any) -> None:
     make_desk(ctx).approve(approval_id, ONCALL)
     assert stops(sim) == 0
     assert "is resolved" in out.getvalue()
-    actions = [e.action for e in AuditLog(ctx.redis).timeline(incident_id)]
+    actions = [e.action for e in ctx.audit.timeline(incident_id)]
     assert "action.skipped" in actions and "action.started" not in actions

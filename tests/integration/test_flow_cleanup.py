@@ -22,9 +22,6 @@ from bot.config.settings import Settings
 from bot.domain.findings import ProposedAction
 from bot.domain.lifecycle import IncidentState
 from bot.extract import queue
-from bot.flow.hosts import target_for
-from bot.flow.message import publish
-from bot.flow.plans import offer
 from bot.sim import sandbox
 from bot.sim.sshd import SimHost
 from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
@@ -92,7 +89,7 @@ def test_cleanup_frees_the_bytes_and_never_touches_a_paused_jobs_output(
         loop: Loop, redis_url: str, redis_bytes: Redis, full: SimHost,  # noqa: F811
         tmp_path: Path) -> None:
     incident_id = open_with_a_paused_job(loop, redis_url, redis_bytes, full, tmp_path)
-    plans = loop.ctx.incidents.require(incident_id).parts_to_dict()["plans"]
+    plans = loop.flow.incidents.require(incident_id).parts_to_dict()["plans"]
     cleanup = next(p for p in plans if p["action"]["kind"] == "disk.cleanup")
     paths = cleanup["action"]["params"]["paths"].split("|")
     assert "/data/checkpoints/run-a/step-1000.pt" in paths
@@ -101,7 +98,7 @@ def test_cleanup_frees_the_bytes_and_never_touches_a_paused_jobs_output(
 
     approve(loop, incident_id, cleanup["approval_id"])
     loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
-    result = loop.ctx.incidents.require(incident_id).parts_to_dict()["last_outcome"]
+    result = loop.flow.incidents.require(incident_id).parts_to_dict()["last_outcome"]
     assert result["outcome"] == "succeeded", result["summary"]
     freed = result["verification"]["evidence"]["freed_bytes"]
     assert freed >= int(cleanup["action"]["params"]["need_bytes"])
@@ -118,15 +115,14 @@ def test_a_cleanup_offered_before_the_job_paused_is_refused_at_act_time(
     loop.wait_state(incident_id, S.AWAITING_APPROVAL)
     params = {"paths": f"{PAUSED_FILES[0]}|/data/checkpoints/run-a/step-1000.pt",
               "need_bytes": "0"}
-    plan = offer(loop.ctx, incident_id, ProposedAction("stale-cleanup", "disk.cleanup", params,
-                                                       "an older preview", "-"),
-                 target_for(loop.ctx, "gpu-01"))
-    publish(loop.ctx, incident_id)
+    stale = ProposedAction("stale-cleanup", "disk.cleanup", params, "an older preview", "-")
+    plan = loop.flow.plans.offer(incident_id, stale, loop.flow.hosts.target_for("gpu-01"))
+    loop.flow.publisher.publish(incident_id)
     paused_job(redis_bytes, tmp_path)  # paused after the offer: act time must see it
 
     approve(loop, incident_id, plan.approval_id)
     loop.wait_state(incident_id, S.ACTION_FAILED, timeout_s=60)
-    result = loop.ctx.incidents.require(incident_id).parts_to_dict()["last_outcome"]
+    result = loop.flow.incidents.require(incident_id).parts_to_dict()["last_outcome"]
     assert result["outcome"] == "refused"
     assert f"{PAUSED_FILES[0]} is in {PAUSED}" in result["summary"]
     assert all(exists(full, p) for p in PAUSED_FILES)
@@ -168,21 +164,21 @@ def test_the_thread_shows_the_preview_and_the_message_offers_each_part(
     lines = visible_lines(message)
     assert len(lines) <= 12, lines
     shown = "\n".join(lines)
-    items = loop.ctx.incidents.require(incident_id).parts_to_dict()["diagnosis"]["findings"][-1]
+    items = loop.flow.incidents.require(incident_id).parts_to_dict()["diagnosis"]["findings"][-1]
     n = len(items["evidence"]["items"])
     assert f"Delete {n} cache, checkpoint and core-dump item(s), freeing" in shown, shown
     assert "Vacuum the systemd journal down to 500M" in shown  # a phrase, not "run KIND on"
     labels = buttons(message)
     assert any(b.startswith("HF cache · ") for b in labels), labels
     assert any(b.startswith("checkpoint · ") for b in labels), labels
-    assert loop.ctx.incidents.require(incident_id).parts_to_dict()["results"] == []  # nothing ran
+    assert loop.flow.incidents.require(incident_id).parts_to_dict()["results"] == []  # nothing ran
 
 
 def test_approving_only_the_hf_cache_deletes_only_that_and_says_what_it_freed(
         loop: Loop, redis_url: str, redis_bytes: Redis, full: SimHost,  # noqa: F811
         tmp_path: Path) -> None:
     incident_id = open_with_a_paused_job(loop, redis_url, redis_bytes, full, tmp_path)
-    plans = loop.ctx.incidents.require(incident_id).parts_to_dict()["plans"]
+    plans = loop.flow.incidents.require(incident_id).parts_to_dict()["plans"]
     cleanups = [p for p in plans if p["action"]["kind"] == "disk.cleanup"]
     whole = set(cleanups[0]["action"]["params"]["paths"].split("|"))
     hf = [p for p in cleanups if p["action"]["id"].startswith("cleanup-part-")
@@ -195,7 +191,7 @@ def test_approving_only_the_hf_cache_deletes_only_that_and_says_what_it_freed(
     shown = loop.wait_text(incident_id, hf[0]["approval_id"])
     loop.click(ONCALL, shown, lambda el: str(el["text"]["text"]).startswith("HF cache · "))
     loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
-    result = loop.ctx.incidents.require(incident_id).parts_to_dict()["last_outcome"]
+    result = loop.flow.incidents.require(incident_id).parts_to_dict()["last_outcome"]
     assert result["outcome"] == "succeeded", result["summary"]
     assert result["params"]["paths"] == hf[0]["action"]["params"]["paths"]
     freed = result["verification"]["evidence"]["freed_bytes"]
@@ -206,7 +202,7 @@ def test_approving_only_the_hf_cache_deletes_only_that_and_says_what_it_freed(
 
     # the parts it left are offered again, each its own approval: now only the checkpoints
     offered = wait_until(lambda: [
-        p for p in loop.ctx.incidents.require(incident_id).parts_to_dict()["plans"]
+        p for p in loop.flow.incidents.require(incident_id).parts_to_dict()["plans"]
         if p["action"]["id"].startswith("cleanup-part-") and "/checkpoints/" in
         p["action"]["params"]["paths"] and p["approval_id"] not in {c["approval_id"]
                                                                      for c in cleanups}],
@@ -214,11 +210,11 @@ def test_approving_only_the_hf_cache_deletes_only_that_and_says_what_it_freed(
     ckpt = offered[0]["action"]["params"]["paths"].split("|")
     shown = loop.wait_text(incident_id, offered[0]["approval_id"])
     loop.click(ONCALL, shown, lambda el: el.get("value") == offered[0]["approval_id"])
-    wait_until(lambda: loop.ctx.incidents.require(incident_id).parts_to_dict()["last_outcome"]
+    wait_until(lambda: loop.flow.incidents.require(incident_id).parts_to_dict()["last_outcome"]
                ["params"]["paths"] == offered[0]["action"]["params"]["paths"], 90,
                "the second part")
     loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
-    second = loop.ctx.incidents.require(incident_id).parts_to_dict()["last_outcome"]
+    second = loop.flow.incidents.require(incident_id).parts_to_dict()["last_outcome"]
     assert second["outcome"] == "succeeded", second["summary"]
     assert not any(exists(full, p) for p in ckpt)
     left = sorted(set(others) - set(ckpt))

@@ -22,27 +22,24 @@ from bot.demo.story import crashed_job, make_desk
 from bot.domain.approval import ClaimOutcome
 from bot.domain.incident import Alert
 from bot.domain.lifecycle import IncidentState
-from bot.extract import queue
 from bot.extract.demo_data import prepare_interrupted_run
-from bot.flow.context import FlowContext, build_context
-from bot.flow.diagnose_step import on_incident_opened
+from bot.flow.assembly import Flow, build_flow
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
-from storage.audit import AuditLog
 from tests.fixtures.remediation import gpu_used
 
 S = IncidentState
 ONCALL, SECOND = "UONCALL", "USECOND"
 FAST_DIAG = {"samples": 2, "sample_interval_s": 0.1, "command_timeout_s": 4.0}
-Flow = Callable[..., tuple[FlowContext, SimHost, io.StringIO]]
+MakeFlow = Callable[..., tuple[Flow, SimHost, io.StringIO]]
 
 
 @pytest.fixture
 def make_flow(redis: Redis, redis_url: str,
-              sim_factory: Callable[..., SimHost]) -> Iterator[Flow]:
+              sim_factory: Callable[..., SimHost]) -> Iterator[MakeFlow]:
     pools: list[ParamikoPool] = []
 
-    def build(scenario: str, host: str, **remediation: Any) -> tuple[FlowContext, SimHost,
+    def build(scenario: str, host: str, **remediation: Any) -> tuple[Flow, SimHost,
                                                                       io.StringIO]:
         sim = sim_factory(scenario)
         settings = Settings.model_validate({
@@ -55,7 +52,7 @@ def make_flow(redis: Redis, redis_url: str,
         out = io.StringIO()
         pool = ParamikoPool(settings.ssh_defaults)
         pools.append(pool)
-        return build_context(settings, pool, TerminalBackend(Console(file=out, width=200))), \
+        return build_flow(settings, pool, TerminalBackend(Console(file=out, width=200))), \
             sim, out
 
     yield build
@@ -63,24 +60,24 @@ def make_flow(redis: Redis, redis_url: str,
         pool.close()
 
 
-def open_incident(ctx: FlowContext, host: str, kind: str) -> str:
+def open_incident(ctx: Flow, host: str, kind: str) -> str:
     incident, created = ctx.incidents.open_or_fold(Alert(source="test", host=host, kind=kind))
     assert created
-    on_incident_opened(ctx, incident.id)
+    ctx.diagnose.on_opened(incident.id)
     return str(incident.id)
 
 
-def plan_of(ctx: FlowContext, incident_id: str, kind: str) -> dict[str, Any]:
+def plan_of(ctx: Flow, incident_id: str, kind: str) -> dict[str, Any]:
     plans = ctx.incidents.require(incident_id).parts_to_dict()["plans"]
     return next(p for p in plans if p["action"]["kind"] == kind)
 
 
-def audit(ctx: FlowContext, incident_id: str) -> list[tuple[str, str, dict[str, Any]]]:
-    return [(e.actor, e.action, e.detail) for e in AuditLog(ctx.redis).timeline(incident_id)]
+def audit(ctx: Flow, incident_id: str) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(e.actor, e.action, e.detail) for e in ctx.audit.timeline(incident_id)]
 
 
 def test_broken_gpu_blocks_the_resume_until_two_people_override(
-        make_flow: Flow, redis_url: str, tmp_path: Path) -> None:
+        make_flow: MakeFlow, redis_url: str, tmp_path: Path) -> None:
     ctx, _, out = make_flow("gpu_xid79", "gpu-04")
     job = crashed_job(redis_url, prepare_interrupted_run(tmp_path / "x", samples=24),
                       host="gpu-04")
@@ -93,7 +90,7 @@ def test_broken_gpu_blocks_the_resume_until_two_people_override(
 
     incident = ctx.incidents.require(incident_id)
     assert incident.state is S.ACTION_FAILED
-    assert queue.status(ctx.redis_bytes, job).state.value == "interrupted"  # blocked
+    assert ctx.jobs.status(job).state.value == "interrupted"  # blocked
     said = out.getvalue()
     assert "Health gate failed on gpu-04" in said and "The resume is blocked" in said
     assert incident.last_outcome is not None
@@ -107,10 +104,10 @@ def test_broken_gpu_blocks_the_resume_until_two_people_override(
     assert ctx.approvals.get(override["approval_id"]).required == 2
     first = desk.approve(override["approval_id"], ONCALL)
     assert first.outcome is ClaimOutcome.NEED_SECOND_APPROVER and not first.acted
-    assert queue.status(ctx.redis_bytes, job).state.value == "interrupted"
+    assert ctx.jobs.status(job).state.value == "interrupted"
     assert desk.approve(override["approval_id"], SECOND).acted
 
-    assert queue.status(ctx.redis_bytes, job).state.value == "queued"
+    assert ctx.jobs.status(job).state.value == "queued"
     incident = ctx.incidents.require(incident_id)
     assert incident.state is S.RESUMED and incident.parts_to_dict()["job"] == job
     steps = audit(ctx, incident_id)
@@ -122,7 +119,7 @@ def test_broken_gpu_blocks_the_resume_until_two_people_override(
 
 
 def test_seed_story_gate_passes_after_the_stop_and_the_chained_resume_runs(
-        make_flow: Flow, redis_url: str, tmp_path: Path) -> None:
+        make_flow: MakeFlow, redis_url: str, tmp_path: Path) -> None:
     ctx, sim, out = make_flow("seed", "gpu-01", chain_resume=True, gate_need_mib=60 * 1024)
     job = crashed_job(redis_url, prepare_interrupted_run(tmp_path / "x", samples=24),
                       host="gpu-01")
@@ -132,7 +129,7 @@ def test_seed_story_gate_passes_after_the_stop_and_the_chained_resume_runs(
 
     incident = ctx.incidents.require(incident_id)
     assert incident.state is S.RESUMED, incident.parts_to_dict().get("results")
-    assert queue.status(ctx.redis_bytes, job).state.value == "queued"
+    assert ctx.jobs.status(job).state.value == "queued"
     assert incident.gate is not None
     assert incident.gate.passed and incident.gate.checks["free memory"]
     assert "Health gate passed on gpu-01: gpu count, nvidia-smi" in out.getvalue()

@@ -15,11 +15,10 @@ from bot.config.settings import Settings
 from bot.demo.story import make_desk
 from bot.domain.incident import Alert
 from bot.domain.lifecycle import IncidentState
-from bot.flow.consumer import GROUP, run_once
-from bot.flow.context import build_context
+from bot.flow.assembly import build_flow
+from bot.flow.consumer import GROUP
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
-from storage.events import IncidentEvents
 
 UNIT = "vllm-kimi-k25-int4.service"
 
@@ -59,13 +58,13 @@ def test_second_host_is_diagnosed_in_the_parents_thread(
         "extra": {"remediation": {"settle_s": 0.3}}})
     chat = RecordingChat()
     pool = ParamikoPool(settings.ssh_defaults)
-    ctx = build_context(settings, pool, chat)
+    ctx = build_flow(settings, pool, chat)
     try:
         for host in sims:
             ctx.incidents.open_or_fold(Alert(source="test", host=host, kind="vm_restart"))
-        events = IncidentEvents(ctx.redis)
-        events.ensure_group(GROUP)
-        while run_once(ctx, events, "test", block_ms=None):
+        ctx.events.ensure_group(GROUP)
+        consumer = ctx.consumer()
+        while consumer.run_once(block_ms=None):
             pass
         check_posts(chat, ctx)
         child = next(i for i in ctx.incidents.list(open_only=True) if i.host == "gpu-02")

@@ -15,12 +15,8 @@ from typing import Any
 from bot.domain.approval import Approval
 from bot.domain.findings import ProposedAction
 from bot.domain.lifecycle import IncidentState
-from bot.flow.hosts import target_for
-from bot.flow.message import publish
-from bot.flow.plans import offer
 from bot.sim import sandbox
 from bot.sim.sshd import SimHost
-from storage.audit import AuditLog
 from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
     ONCALL,
     UNIT,
@@ -39,10 +35,10 @@ REM = {"settle_s": 0.3, "poll_interval_s": 0.2, "verify_timeout_s": 3.0,
 
 def offer_first(lp: Loop, incident_id: str, kind: str, params: dict[str, str]) -> str:
     """An operator's first step, offered like any follow-up; the message re-rendered."""
-    target = target_for(lp.ctx, "gpu-01")
-    plan = offer(lp.ctx, incident_id, ProposedAction(f"first-{kind}", kind, params,
+    target = lp.flow.hosts.target_for("gpu-01")
+    plan = lp.flow.plans.offer(incident_id, ProposedAction(f"first-{kind}", kind, params,
                                                      "asked for in the thread", "-"), target)
-    publish(lp.ctx, incident_id)
+    lp.flow.publisher.publish(incident_id)
     return plan.approval_id
 
 
@@ -55,7 +51,7 @@ def approve(lp: Loop, incident_id: str, approval_id: str) -> None:
 
 def offered(lp: Loop, incident_id: str, kind: str) -> Approval:
     """The one pending approval of ``kind``, with its Approve button on the stored message."""
-    found = wait_until(lambda: [a for a in lp.ctx.approvals.for_incident(incident_id)
+    found = wait_until(lambda: [a for a in lp.flow.approvals.for_incident(incident_id)
                                 if a.kind == kind and a.is_open], 30, f"a pending {kind}")
     assert len(found) == 1, found
     shown = lp.wait_text(incident_id, found[0].id)
@@ -67,14 +63,14 @@ def offered(lp: Loop, incident_id: str, kind: str) -> Approval:
 def result_of(lp: Loop, incident_id: str, kind: str, timeout_s: float = 60) -> dict[str, Any]:
     """The stored result of ``kind`` once the action has finished (not running any more)."""
     def done() -> dict[str, Any] | None:
-        meta = lp.ctx.incidents.require(incident_id).parts_to_dict()
+        meta = lp.flow.incidents.require(incident_id).parts_to_dict()
         result = meta.get("last_outcome") or {}
         return result if result.get("kind") == kind and not meta.get("running") else None
     return wait_until(done, timeout_s, f"the result of {kind}")  # type: ignore[no-any-return]
 
 
 def started(lp: Loop, incident_id: str) -> list[tuple[str, str]]:
-    return [(e.actor, e.detail.get("kind", "")) for e in AuditLog(lp.ctx.redis)
+    return [(e.actor, e.detail.get("kind", "")) for e in lp.flow.audit
             .timeline(incident_id) if e.action == "action.started"]
 
 
@@ -103,7 +99,7 @@ def test_a_refused_terminate_offers_stop_disable_which_holds_then_the_dropin(
     dropin = offered(loop, incident_id, "systemd.dropin")
     assert dropin.action["params"]["unit"] == UNIT
     assert "Restart=always" in dropin.action["reason"]
-    revert_plan = loop.ctx.incidents.require(incident_id).revert_plan
+    revert_plan = loop.flow.incidents.require(incident_id).revert_plan
     assert revert_plan is not None and revert_plan.action.kind == "systemd.revert"
     assert [k for _, k in started(loop, incident_id)] == ["process.terminate",
                                                          "systemd.stop_disable"]
@@ -113,7 +109,7 @@ def test_a_refused_terminate_offers_stop_disable_which_holds_then_the_dropin(
     approve(loop, incident_id, dropin.id)
     applied = result_of(loop, incident_id, "systemd.dropin")
     assert applied["outcome"] == "succeeded", applied["summary"]
-    meta = loop.ctx.incidents.require(incident_id).parts_to_dict()
+    meta = loop.flow.incidents.require(incident_id).parts_to_dict()
     assert meta["revert_plan"]["action"]["kind"] == "systemd.dropin_revert"
     assert first_revert in [p["approval_id"] for p in meta["plans"]]  # still offered
     loop.wait_text(incident_id, first_revert)
@@ -149,5 +145,5 @@ def test_the_ladder_sigterm_then_sigkill_then_gpu_reset_each_behind_its_own_clic
     assert gpu_used(sim)[0] == 0 and loop.state(incident_id) is S.VERIFIED
     assert [k for _, k in started(loop, incident_id)] == [
         "process.sigterm", "process.sigkill", "gpu.reset"]
-    assert not [a for a in loop.ctx.approvals.for_incident(incident_id)
+    assert not [a for a in loop.flow.approvals.for_incident(incident_id)
                 if a.is_open and a.kind == "host.reboot"]

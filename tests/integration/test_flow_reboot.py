@@ -21,12 +21,8 @@ import pytest
 from bot.domain.findings import ProposedAction
 from bot.domain.lifecycle import IncidentState
 from bot.flow import reboot_step
-from bot.flow.hosts import target_for
-from bot.flow.message import publish
-from bot.flow.plans import offer
 from bot.sim import sandbox
 from bot.sim.sshd import SimHost
-from storage.audit import AuditLog
 from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
     ONCALL,
     UNIT,
@@ -54,21 +50,21 @@ def boot_file(sim: SimHost) -> str:
 
 
 def is_open(lp: Loop, approval_id: str) -> bool:
-    approval = lp.ctx.approvals.get(approval_id)
+    approval = lp.flow.approvals.get(approval_id)
     assert approval is not None
     return bool(approval.is_open)
 
 
 def reboot_approved(lp: Loop, incident_id: str) -> None:
-    plan = offer(lp.ctx, incident_id, ProposedAction("reboot", "host.reboot", {},
+    plan = lp.flow.plans.offer(incident_id, ProposedAction("reboot", "host.reboot", {},
                                                      "asked for in the thread", "-"),
-                 target_for(lp.ctx, "gpu-01"))
-    publish(lp.ctx, incident_id)
+                 lp.flow.hosts.target_for("gpu-01"))
+    lp.flow.publisher.publish(incident_id)
     shown = lp.wait_text(incident_id, plan.approval_id)
     lp.click(ONCALL, shown, lambda el: el.get("value") == plan.approval_id
              and str(el["action_id"]).startswith("approve"))
-    wait_until(lambda: (lp.ctx.incidents.require(incident_id).reboot is not None
-                        and lp.ctx.incidents.require(incident_id).running is None),
+    wait_until(lambda: (lp.flow.incidents.require(incident_id).reboot is not None
+                        and lp.flow.incidents.require(incident_id).running is None),
                60, "the reboot request")
 
 
@@ -83,10 +79,10 @@ def test_a_reboot_is_announced_marks_the_hosts_incidents_and_sees_the_unit_come_
     other_id = loop.open("vm_restart")
     loop.wait_state(other_id, S.NO_ACTION, S.AWAITING_APPROVAL)
     loop.message(other_id)  # posted: it has a thread for the note
-    old_plans = loop.ctx.incidents.require(other_id).parts_to_dict()["plans"]
+    old_plans = loop.flow.incidents.require(other_id).parts_to_dict()["plans"]
     reboot_approved(loop, incident_id)
 
-    meta = loop.ctx.incidents.require(incident_id).parts_to_dict()
+    meta = loop.flow.incidents.require(incident_id).parts_to_dict()
     assert meta["reboot"]["boot_id"] == before and not meta["reboot"].get("done")
     assert loop.state(incident_id) is S.REMEDIATING  # not verified until the host is back
     assert tool_calls(sim, "systemctl", "reboot") == [["reboot"]]
@@ -94,25 +90,25 @@ def test_a_reboot_is_announced_marks_the_hosts_incidents_and_sees_the_unit_come_
     assert after != before
     posts = json.dumps([c.params for c in loop.standin.calls_of("chat.postMessage")])
     assert "Reboot of gpu-01 requested" in posts
-    assert loop.ctx.incidents.require(other_id).parts_to_dict()["host_reboot"]["by"] == incident_id
+    assert loop.flow.incidents.require(other_id).parts_to_dict()["host_reboot"]["by"] == incident_id
     assert f"incident {incident_id}, approved by" in posts
 
-    assert reboot_step.poll_reboots(loop.ctx) == [incident_id]
+    assert loop.flow.reboots.poll_reboots() == [incident_id]
     assert loop.state(incident_id) is S.ACTION_FAILED  # the enabled unit took the GPUs again
-    result = loop.ctx.incidents.require(incident_id).parts_to_dict()["results"][-1]
+    result = loop.flow.incidents.require(incident_id).parts_to_dict()["results"][-1]
     assert result["ok"] is False and f"new boot {after}" in result["text"]
     assert "still there" in result["text"] and UNIT in result["text"]
     assert min(gpu_used(sim)) >= 77_000
-    assert reboot_step.poll_reboots(loop.ctx) == []  # settled once
+    assert loop.flow.reboots.poll_reboots() == []  # settled once
     loop.wait_text(incident_id, "still there")
-    actions = [e.action for e in AuditLog(loop.ctx.redis).timeline(incident_id)]
+    actions = [e.action for e in loop.flow.audit.timeline(incident_id)]
     assert "host.reboot_requested" in actions and actions[-1] == "host.reboot_settled"
 
     # the other incident: re-diagnosed once, its problem (the unit back on the GPUs) still there
-    other = loop.ctx.incidents.require(other_id)
+    other = loop.flow.incidents.require(other_id)
     mark = other.parts_to_dict()["host_reboot"]
     assert mark["settled"] and mark["boot_id_after"] == after
-    assert [e.action for e in AuditLog(loop.ctx.redis).timeline(other_id)].count(
+    assert [e.action for e in loop.flow.audit.timeline(other_id)].count(
         "host.reboot_followed") == 1
     assert other.state is S.AWAITING_APPROVAL
     fresh = {p["approval_id"] for p in other.parts_to_dict()["plans"]}
@@ -132,9 +128,9 @@ def test_a_reboot_that_clears_a_wedged_host_is_verified(
     loop.wait_state(incident_id, S.AWAITING_APPROVAL)
     assert max(gpu_used(sim)) >= 30_000
     reboot_approved(loop, incident_id)
-    assert reboot_step.poll_reboots(loop.ctx) == [incident_id]
+    assert loop.flow.reboots.poll_reboots() == [incident_id]
     assert loop.state(incident_id) is S.VERIFIED
-    meta = loop.ctx.incidents.require(incident_id).parts_to_dict()
+    meta = loop.flow.incidents.require(incident_id).parts_to_dict()
     assert meta["reboot"]["boot_id_after"] not in (None, before)
     assert "the problem is gone" in meta["results"][-1]["text"]
     assert max(gpu_used(sim)) == 0
@@ -149,16 +145,17 @@ def test_a_host_that_does_not_come_back_fails_after_the_deadline(
     reboot_approved(loop, incident_id)
     # the same boot id as before the request: the host has not rebooted (yet)
     same = boot_file(sim)
-    loop.ctx.incidents.update(incident_id, lambda i: replace(
+    loop.flow.incidents.update(incident_id, lambda i: replace(
         i, reboot=replace(i.reboot, boot_id=same) if i.reboot else None))
-    assert reboot_step.poll_reboots(loop.ctx) == []
+    assert loop.flow.reboots.poll_reboots() == []
     assert loop.state(incident_id) is S.REMEDIATING
-    real = loop.ctx.clock
-    loop.ctx.clock = lambda: real() + reboot_step.BACK_WITHIN_S + 1
-    assert reboot_step.poll_reboots(loop.ctx) == [incident_id]
+    reboots = loop.flow.reboots
+    real = reboots.clock
+    reboots.clock = lambda: real() + reboot_step.BACK_WITHIN_S + 1
+    assert loop.flow.reboots.poll_reboots() == [incident_id]
     assert loop.state(incident_id) is S.ACTION_FAILED
     assert "did not answer with a new boot id" in \
-        loop.ctx.incidents.require(incident_id).parts_to_dict()["results"][-1]["text"]
+        loop.flow.incidents.require(incident_id).parts_to_dict()["results"][-1]["text"]
 
 
 def test_after_the_reboot_the_hosts_other_incident_whose_problem_is_gone_is_resolved(
@@ -170,16 +167,16 @@ def test_after_the_reboot_the_hosts_other_incident_whose_problem_is_gone_is_reso
     other_id = loop.open("vm_restart")
     loop.wait_state(other_id, S.AWAITING_APPROVAL)
     loop.message(other_id)
-    pending = [p.approval_id for p in loop.ctx.incidents.require(other_id).plans]
+    pending = [p.approval_id for p in loop.flow.incidents.require(other_id).plans]
     assert pending
     reboot_approved(loop, incident_id)
     assert loop.state(other_id) is S.AWAITING_APPROVAL  # marked, not moved until it is back
-    assert loop.ctx.incidents.require(other_id).parts_to_dict()["host_reboot"]["by"] == incident_id
+    assert loop.flow.incidents.require(other_id).parts_to_dict()["host_reboot"]["by"] == incident_id
 
-    assert reboot_step.poll_reboots(loop.ctx) == [incident_id]
+    assert loop.flow.reboots.poll_reboots() == [incident_id]
     assert loop.state(incident_id) is S.VERIFIED
     assert loop.state(other_id) is S.RESOLVED
-    other = loop.ctx.incidents.require(other_id)
+    other = loop.flow.incidents.require(other_id)
     assert other.parts_to_dict()["results"][-1]["text"].endswith("this problem is gone.")
     assert not any(is_open(loop, a) for a in pending)
     codes = [f["code"] for f in other.parts_to_dict()["diagnosis"]["findings"]]

@@ -19,8 +19,8 @@ from bot.domain.incident import Alert
 from bot.domain.incident_record import ChatRefs
 from bot.domain.lifecycle import IncidentState
 from bot.extract.states import JobState, JobStatus
-from bot.flow import progress_step
-from bot.flow.context import FlowContext, build_context
+from bot.flow.assembly import Flow, build_flow
+from bot.flow.thread import note
 from bot.ssh.pool import ParamikoPool
 
 T0 = 1_764_590_400.0  # 2025-12-01 12:00:00 UTC
@@ -33,7 +33,7 @@ BASE = JobStatus(job_id="j-7f3a", state=JobState.RUNNING, done=100, total=400, r
 
 @dataclass
 class Rig:
-    ctx: FlowContext
+    ctx: Flow
     chat: TerminalBackend
     incident_id: str
     now: list[float]
@@ -42,7 +42,7 @@ class Rig:
     def poll(self, at: float, **change: object) -> None:
         self.now[0] = T0 + at
         self.status[0] = replace(self.status[0], **change)  # type: ignore[arg-type]
-        progress_step.poll_incident(self.ctx, self.incident_id, lambda _r, _j: self.status[0])
+        self.ctx.progress.poll_incident(self.incident_id, lambda _j: self.status[0])
 
     def progress_texts(self) -> list[str]:
         """Every text the progress message showed: its post, then each edit."""
@@ -55,11 +55,10 @@ def rig(redis: Redis, redis_url: str) -> Iterator[Rig]:
     settings = Settings.model_validate({"redis_url": redis_url, "chat_backend": "terminal"})
     chat = TerminalBackend(Console(file=io.StringIO(), width=120))
     pool = ParamikoPool(settings.ssh_defaults)
-    ctx = build_context(settings, pool, chat, channel="C1")
     now = [T0]
-    ctx.clock = lambda: now[0]
+    ctx = build_flow(settings, pool, chat, channel="C1", clock=lambda: now[0])
     incident, _ = ctx.incidents.open_or_fold(Alert(source="test", host="gpu-01", kind="vm_restart"))
-    parent = chat.post("C1", progress_step.note("incident"))
+    parent = chat.post("C1", note("incident"))
     chat_refs = ChatRefs(parent.channel, parent.ts, parent.ts)
     ctx.incidents.update(incident.id, lambda i: replace(i, job_id="j-7f3a", chat=chat_refs))
     for state in ("diagnosing", "awaiting_approval", "approved", "remediating", "verified",

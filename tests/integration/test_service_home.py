@@ -40,7 +40,7 @@ def shown(view: dict[str, Any]) -> str:
 def posted_incident(service: Any) -> Any:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # the message ref is written right after the post
-        found = service.ctx.incidents.list(open_only=True)
+        found = service.flow.incidents.list(open_only=True)
         if found and found[0].chat is not None:
             return found[0]
         time.sleep(0.1)
@@ -60,7 +60,7 @@ def wait_view(standin: SlackStandIn, user: str, want: str, timeout_s: float = 20
 def test_home_tab_shows_the_open_incident_and_follows_its_state(bot: Any) -> None:
     service, standin, sender = bot
     assert service.slack is not None and service.slack.home is not None
-    samples = SampleStore(service.ctx.redis)  # what the sampler would have written
+    samples = SampleStore(service.redis)  # what the sampler would have written
     for gpu in range(6):  # 6 of 8 report: the other two count as broken
         samples.add_many("gpu-01", time.time() - 20, [(f"gpu{gpu}.mem_used_mib", 77_600),
                                                       (f"gpu{gpu}.util_pct", 0)])
@@ -79,4 +79,4 @@ def test_home_tab_shows_the_open_incident_and_follows_its_state(bot: Any) -> Non
     after = wait_view(standin, USER, "_Nothing open._")
     assert incident.id not in after
     assert len(standin.calls_of("views.publish")) >= 2
-    assert service.ctx.incidents.require(incident.id).state.value == "resolved"
+    assert service.flow.incidents.require(incident.id).state.value == "resolved"

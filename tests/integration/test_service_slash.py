@@ -34,7 +34,7 @@ def test_diag_opens_an_incident_and_posts_its_findings(bot: Any) -> None:
     assert "gpu-01" in str(post.params.get("text"))
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:  # the diagnosis is stored right after the post
-        [incident] = service.ctx.incidents.list(open_only=True)
+        [incident] = service.flow.incidents.list(open_only=True)
         if incident.diagnosis is not None:
             break
         time.sleep(0.1)
@@ -61,7 +61,7 @@ def test_digest_now_posts_a_digest_with_its_chart(bot: Any) -> None:
 def diagnosed(service: Any) -> Any:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # the message ref is written right after the post
-        incidents = service.ctx.incidents.list(open_only=True)
+        incidents = service.flow.incidents.list(open_only=True)
         if incidents and incidents[0].chat is not None:
             return incidents[0]
         time.sleep(0.1)

@@ -64,12 +64,12 @@ def test_alert_approve_verified_over_socket_mode(socket_bot: dict[str, Any]) -> 
     assert socket.wait_ack(mention)["envelope_id"] == mention
 
     incident_id = send_alert(url, ALERT_TOKEN)
-    store = service.ctx.incidents
+    store = service.flow.incidents
     wait_until(lambda: store.require(incident_id).state is IncidentState.AWAITING_APPROVAL, 60,
                "the diagnosis")
     chat = wait_until(lambda: store.require(incident_id).chat, 30, "the post")
     message = dict(standin.messages[(chat.channel, chat.ts)])
-    approvals = service.ctx.approvals
+    approvals = service.flow.approvals
 
     def stop_disable(el: dict[str, Any]) -> bool:
         a = approvals.get(str(el.get("value", "")))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
+from bot.domain.kinds import playbook_for
 from bot.domain.xid import DEFAULT_POLICY
-from bot.flow.context import playbook_for
 from bot.ingest.mapping import DEFAULT_KINDS, Mapper
 
 RULES = Path(__file__).resolve().parents[2] / "deploy/prometheus/gpu-health-rules.yml"

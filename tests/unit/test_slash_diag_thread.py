@@ -9,17 +9,19 @@ from typing import Any, cast
 import pytest
 
 from bot.chat.slack import ChatDeliveryError
-from bot.flow import slash_handlers
-from bot.flow.context import FlowContext
+from bot.flow.diagnose_step import DiagnoseStep
+from bot.flow.slash_handlers import FlowSlashHandlers
 
 
-def test_a_failed_post_is_logged_with_an_id(monkeypatch: pytest.MonkeyPatch,
-                                            caplog: pytest.LogCaptureFixture) -> None:
-    def fails(ctx: Any, incident_id: str) -> None:
+class FailingDiagnosis:
+    def on_opened(self, incident_id: str) -> None:
         raise ChatDeliveryError("chat.postMessage", 4, "Connection refused")
 
-    monkeypatch.setattr(slash_handlers, "on_incident_opened", fails)
-    handlers = slash_handlers.FlowSlashHandlers(cast(FlowContext, object()))
+
+def test_a_failed_post_is_logged_with_an_id(caplog: pytest.LogCaptureFixture) -> None:
+    nothing: Any = object()
+    handlers = FlowSlashHandlers(nothing, (), cast(DiagnoseStep, FailingDiagnosis()), nothing,
+                                 nothing, nothing)
     with caplog.at_level(logging.ERROR):
         handlers._post("INC-7")  # returns: nothing escapes the thread
     [record] = [r for r in caplog.records if "internal error" in r.getMessage()]

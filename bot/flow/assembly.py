@@ -1,0 +1,119 @@
+"""The flow assembled once: every store and step built here and handed to the steps that
+use them (constructor injection, as rq's ``Worker`` takes its queues and connection).
+
+``bot/service.py`` and the demo call ``build_flow``; no step receives ``Settings`` or a
+Redis client: this function unpacks the settings into plain values and stores, like
+errbot's backends unpack their config. ``Flow`` is what the composition root keeps to
+start loops, wire the chat app and close the executor; steps never take it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from bot.chat.base import ChatBackend
+from bot.chat.interactions import ApprovalCallbacks
+from bot.config.policy import policy_from_settings
+from bot.config.settings import Settings
+from bot.domain.approval import ApprovalPolicy
+from bot.extract.jobs_api import JobBook
+from bot.flow.act_step import ActStep
+from bot.flow.approve_step import ApproveStep
+from bot.flow.consumer import Consumer
+from bot.flow.decide_step import DecideStep
+from bot.flow.diagnose_step import DiagnoseStep
+from bot.flow.dispatch import FlowCallbacks
+from bot.flow.followups import Followups
+from bot.flow.hosts import Hosts
+from bot.flow.message import Publisher
+from bot.flow.plans import Plans
+from bot.flow.progress_step import ProgressStep
+from bot.flow.reboot_step import RebootStep
+from bot.remediation.options import options_from_extra
+from bot.ssh.base import SSHRunner
+from storage.approvals import ApprovalStore
+from storage.audit import AuditLog
+from storage.connection import connect
+from storage.events import IncidentEvents
+from storage.incidents import IncidentStore
+from storage.renders import RenderLedger
+from storage.silences import SilenceStore
+
+BOT_USER = "incident-bot"
+
+
+@dataclass(frozen=True)
+class Flow:
+    """The assembled flow: its stores, its steps, and the executor actions run on."""
+
+    incidents: IncidentStore
+    approvals: ApprovalStore
+    audit: AuditLog
+    events: IncidentEvents
+    silences: SilenceStore
+    renders: RenderLedger
+    policy: ApprovalPolicy
+    jobs: JobBook
+    chat: ChatBackend
+    runner: SSHRunner
+    hosts: Hosts
+    publisher: Publisher
+    plans: Plans
+    diagnose: DiagnoseStep
+    followups: Followups
+    reboots: RebootStep
+    act: ActStep
+    approve: ApproveStep
+    decide: DecideStep
+    progress: ProgressStep
+    actions: Executor | None
+
+    def consumer(self) -> Consumer:
+        """A new consumer loop on the events stream (one per thread)."""
+        return Consumer(self.events, self.diagnose, self.publisher)
+
+    def callbacks(self) -> ApprovalCallbacks:
+        """What the approval desk calls once a decision is final."""
+        return FlowCallbacks(self.approve, self.decide).callbacks()
+
+
+def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
+               channel: str | None = None, actions: Executor | None = None,
+               clock: Callable[[], float] = time.time,
+               progress_interval_s: float = 2.0) -> Flow:
+    """Every store and step of the flow, from ``settings``, built once."""
+    redis = connect(settings.redis_url)
+    jobs = JobBook(connect(settings.redis_url, decode=False))
+    incidents = IncidentStore(redis, group_wait_s=settings.alerts.group_wait_s)
+    approvals, audit = ApprovalStore(redis), AuditLog(redis)
+    policy = policy_from_settings(settings)
+    options = options_from_extra(settings.extra, redis=connect(settings.redis_url, decode=False))
+    renders = RenderLedger(redis)
+    hosts = Hosts(settings, runner, jobs, options, clock)
+    publisher = Publisher(incidents, approvals, renders, chat,
+                          channel or settings.slack.channel or "incidents",
+                          oncall=settings.slack.oncall, clock=clock)
+    plans = Plans(incidents, approvals, audit, policy, bot_user=BOT_USER, clock=clock)
+    diagnose = DiagnoseStep(incidents, hosts, plans, publisher, bot_user=BOT_USER)
+    followups = Followups(incidents, plans, publisher, audit, runner, settings,
+                          gate_need_mib=options.gate_need_mib, bot_user=BOT_USER)
+    reboots = RebootStep(incidents, hosts, runner, plans, publisher, audit, diagnose,
+                         probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER, clock=clock)
+    act = ActStep(incidents, hosts, plans, publisher, followups, reboots, runner, audit, jobs,
+                  options, bot_user=BOT_USER, clock=clock)
+    events = IncidentEvents(redis)
+    return Flow(
+        incidents=incidents, approvals=approvals, audit=audit, events=events,
+        silences=SilenceStore(redis), renders=renders, policy=policy, jobs=jobs, chat=chat,
+        runner=runner, hosts=hosts, publisher=publisher, plans=plans, diagnose=diagnose,
+        followups=followups, reboots=reboots, act=act,
+        approve=ApproveStep(incidents, plans, publisher, act, audit, actions,
+                            bot_user=BOT_USER, clock=clock),
+        decide=DecideStep(incidents, plans, publisher, audit, events, diagnose, actions,
+                          bot_user=BOT_USER, clock=clock),
+        progress=ProgressStep(incidents, jobs, publisher, audit,
+                              interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
+        actions=actions)
