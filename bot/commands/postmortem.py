@@ -1,0 +1,45 @@
+"""`incident-bot postmortem INC-N [--format md|json]`: the incident's retrospective timeline.
+
+Reads the incident and its audit stream from the same Redis the service writes, so any
+replica's actions are in it; the building and rendering are pure (``bot/digest``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from bot.commands.incidents import ConfigOpt, _with_redis, incident_id
+from bot.core import strings as S
+from bot.core.errors import UserError
+from bot.digest.postmortem import Postmortem, build_postmortem, facts_from_incident
+from bot.digest.postmortem_render import to_json, to_markdown
+from storage.audit import AuditLog
+from storage.connection import Redis
+from storage.incidents import IncidentStore
+
+FORMATS = {"md": to_markdown, "json": to_json}
+
+
+def load_postmortem(redis: Redis, ident: str) -> Postmortem:
+    """The postmortem of ``ident`` from Redis; a ``UserError`` when there is no such incident."""
+    incident = IncidentStore(redis).get(ident)
+    if incident is None:
+        raise UserError(S.PM_UNKNOWN_INCIDENT.format(incident_id=ident))
+    return build_postmortem(incident, AuditLog(redis).timeline(ident),
+                            facts_from_incident(incident))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(name="postmortem")
+    def postmortem(incident: Annotated[str, typer.Argument(help="Incident id, e.g. INC-42")],
+                   config: ConfigOpt = None,
+                   fmt: Annotated[str, typer.Option("--format", help="md or json")] = "md",
+                   ) -> None:
+        """Print an incident's postmortem timeline as Markdown (or JSON)."""
+        render = FORMATS.get(fmt)
+        if render is None:
+            raise UserError(S.PM_BAD_FORMAT.format(fmt=fmt), 2)
+        ident = incident_id(incident)
+        typer.echo(render(_with_redis(config, lambda r: load_postmortem(r, ident))), nl=False)
