@@ -80,6 +80,7 @@ class ApprovalSettings(StrictModel):
 ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
 FINDING_CODE_RE = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*$")
 PAGED_SEVERITIES = ("info", "warning", "critical")
+RUNBOOK_URL_MAX = 3000  # Slack's limit on a link button's url
 
 
 def http_url(value: str) -> str:
@@ -136,6 +137,8 @@ def _runbooks(v: dict[str, str]) -> dict[str, str]:
         if not FINDING_CODE_RE.match(code):
             raise ValueError(f"{code!r} is not a finding code like gpu.xid")
         http_url(url)
+        if len(url) > RUNBOOK_URL_MAX:
+            raise ValueError(f"runbook URL for {code!r} is over {RUNBOOK_URL_MAX} characters")
     return v
 
 
