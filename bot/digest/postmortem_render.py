@@ -101,3 +101,23 @@ def to_json_dict(pm: Postmortem) -> dict[str, Any]:
 
 def to_json(pm: Postmortem) -> str:
     return json.dumps(to_json_dict(pm), indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _in(seconds: float | None, who: str = "") -> str:
+    if seconds is None:
+        return S.PM_NOT_YET
+    text = S.PM_IN.format(d=fmt.duration(seconds))
+    return f"{text} ({who})" if who else text
+
+
+def to_thread_text(pm: Postmortem) -> str:
+    """The short version posted in the incident's thread when it resolves."""
+    hours = "?" if pm.gpu_hours_lost is None else f"{pm.gpu_hours_lost:.2f}"
+    lines = [S.PM_THREAD.format(id=pm.incident_id, tta=_in(pm.tta_s, pm.acked_by),
+                                ttm=_in(pm.ttm_s), ttr=_in(pm.ttr_s), gpu_hours=hours,
+                                gpus=pm.gpus)]
+    lines += [S.PM_THREAD_CHANGE.format(
+        host=pm.host, kind=c.kind, params=" ".join(f"{k}={v}" for k, v in sorted(c.params.items())),
+        outcome=c.outcome, revert=c.revert or "-") for c in pm.changes]
+    lines.append(S.PM_THREAD_MORE.format(id=pm.incident_id))
+    return "\n".join(lines)

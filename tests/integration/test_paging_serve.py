@@ -18,6 +18,7 @@ from redis import Redis
 
 from bot.domain.paging import PagingPolicy
 from bot.paging.client import EventsV2Client
+from bot.paging.runner import run_forever
 from bot.paging.service import PagingService
 from bot.rig.pagerduty_standin import PagerDutyStandIn
 from bot.sim.sshd import SimHost
@@ -45,9 +46,7 @@ def pager(redis_url: str) -> Iterator[PagerDutyStandIn]:
     def replica() -> None:
         client = connect(redis_url)
         service = PagingService(client, policy, EventsV2Client(standin.url, KEY, 2))
-        while not stop.is_set():
-            service.tick()
-            stop.wait(0.05)
+        run_forever(service, stop, every_s=0.05)  # what bot/service.py's thread would run
 
     threads = [threading.Thread(target=replica, daemon=True) for _ in range(2)]
     for t in threads:

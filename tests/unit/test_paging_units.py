@@ -118,3 +118,16 @@ def test_the_client_reads_each_answer(status: int, outcome: SendOutcome) -> None
     result = classify(status, "7", "body")
     assert result.outcome is outcome
     assert result.retry_after == ("7" if status == 429 else None)
+
+
+def test_build_paging_needs_the_routing_key_in_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.paging.runner import build_paging
+
+    path = tmp_path / "c.yaml"
+    path.write_text("paging: {pagerduty: {routing_key_env: PD_TEST_KEY}}\n")
+    settings = load_settings(path)
+    monkeypatch.delenv("PD_TEST_KEY", raising=False)
+    with pytest.raises(ConfigError, match="PD_TEST_KEY is not set"):
+        build_paging(settings, None)  # type: ignore[arg-type]
+    assert build_paging(load_settings(None), None) is None  # type: ignore[arg-type]

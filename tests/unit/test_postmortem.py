@@ -147,3 +147,15 @@ def test_a_pipe_in_a_reason_does_not_break_the_table() -> None:
     rows = [*ROWS[:2], _tr(T0 + 1, "diagnosing", "no_action", reason="a | b\nc")]
     md = to_markdown(build_postmortem(_incident(), rows, PostmortemFacts()))
     assert "| a \\| b c |" in md
+
+
+def test_the_thread_text_is_the_short_version() -> None:
+    from bot.digest.postmortem_render import to_thread_text
+
+    pm = build_postmortem(_incident(T0 + 3600), ROWS, PostmortemFacts(diagnosis=_diag(8)))
+    assert to_thread_text(pm).splitlines() == [
+        "*Postmortem INC-7*: acknowledged in 1 min (UBOB), mitigated in 1 min, resolved in 1 h; "
+        "0.14 GPU-hours lost (8 GPUs).",
+        "Changed on gpu-01: `systemd.stop_disable` unit=x.service (succeeded); revert: "
+        "`incident-bot act gpu-01 systemd.revert unit=x.service unit_file_state=enabled`",
+        "The full timeline: `incident-bot postmortem INC-7`"]

@@ -138,3 +138,8 @@ PM_VERIFIED = "- Verified: {text}"
 PM_UNKNOWN_INCIDENT = "no incident {incident_id}"
 PM_BAD_FORMAT = "unknown format {fmt!r}: use md or json"
 MSG_RUNBOOK_BUTTON = "Runbook: {code}"
+PM_THREAD = ("*Postmortem {id}*: acknowledged {tta}, mitigated {ttm}, resolved {ttr}; "
+             "{gpu_hours} GPU-hours lost ({gpus} GPUs).")
+PM_THREAD_CHANGE = "Changed on {host}: `{kind}` {params} ({outcome}); revert: `{revert}`"
+PM_THREAD_MORE = "The full timeline: `incident-bot postmortem {id}`"
+PM_IN = "in {d}"
