@@ -13,22 +13,20 @@ import typer
 from bot.commands.incidents import ConfigOpt, _with_redis, incident_id
 from bot.core import strings as S
 from bot.core.errors import UserError
-from bot.digest.postmortem import Postmortem, build_postmortem, facts_from_incident
+from bot.digest.postmortem import Postmortem
 from bot.digest.postmortem_render import to_json, to_markdown
-from storage.audit import AuditLog
+from bot.digest.postmortem_source import load_postmortem
 from storage.connection import Redis
-from storage.incidents import IncidentStore
 
 FORMATS = {"md": to_markdown, "json": to_json}
 
 
-def load_postmortem(redis: Redis, ident: str) -> Postmortem:
-    """The postmortem of ``ident`` from Redis; a ``UserError`` when there is no such incident."""
-    incident = IncidentStore(redis).get(ident)
-    if incident is None:
+def _required(redis: Redis, ident: str) -> Postmortem:
+    """The postmortem of ``ident``; a ``UserError`` when there is no such incident."""
+    found = load_postmortem(redis, ident)
+    if found is None:
         raise UserError(S.PM_UNKNOWN_INCIDENT.format(incident_id=ident))
-    return build_postmortem(incident, AuditLog(redis).timeline(ident),
-                            facts_from_incident(incident))
+    return found
 
 
 def register(app: typer.Typer) -> None:
@@ -42,4 +40,4 @@ def register(app: typer.Typer) -> None:
         if render is None:
             raise UserError(S.PM_BAD_FORMAT.format(fmt=fmt), 2)
         ident = incident_id(incident)
-        typer.echo(render(_with_redis(config, lambda r: load_postmortem(r, ident))), nl=False)
+        typer.echo(render(_with_redis(config, lambda r: _required(r, ident))), nl=False)

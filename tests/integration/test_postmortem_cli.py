@@ -60,3 +60,15 @@ def test_unknown_incident_and_bad_format_are_refused(seeded: str,
     assert main(["postmortem", seeded, "--format", "pdf"]) == 2
     assert "unknown format 'pdf'" in capsys.readouterr().err
     assert main(["postmortem", "nonsense"]) == 2
+
+
+def test_the_thread_text_on_resolve_reads_from_redis(redis: Redis, seeded: str) -> None:
+    from bot.digest.postmortem_render import to_thread_text
+    from bot.digest.postmortem_source import load_postmortem
+
+    pm = load_postmortem(redis, seeded)
+    assert pm is not None and load_postmortem(redis, "INC-999") is None
+    text = to_thread_text(pm)
+    assert text.startswith(f"*Postmortem {seeded}*: acknowledged in 1 min ({ONCALL}), "
+                           "mitigated in 2 min, resolved in 4 h 53 min; 0.30 GPU-hours lost")
+    assert f"`incident-bot postmortem {seeded}`" in text
