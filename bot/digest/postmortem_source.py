@@ -12,6 +12,13 @@ from storage.connection import Redis
 from storage.incidents import IncidentStore
 
 
+def recent_postmortems(redis: Redis, since: float, limit: int = 1000) -> list[Postmortem]:
+    """Postmortems of the incidents opened since ``since`` (newest ``limit`` looked at)."""
+    found = [i for i in IncidentStore(redis).list(limit=limit) if i.first_seen >= since]
+    audit = AuditLog(redis)
+    return [build_postmortem(i, audit.timeline(i.id), facts_from_incident(i)) for i in found]
+
+
 def load_postmortem(redis: Redis, incident_id: str) -> Postmortem | None:
     """The postmortem of ``incident_id`` as Redis has it now; None when there is no such
     incident."""

@@ -72,3 +72,14 @@ def test_the_thread_text_on_resolve_reads_from_redis(redis: Redis, seeded: str) 
     assert text.startswith(f"*Postmortem {seeded}*: acknowledged in 1 min ({ONCALL}), "
                            "mitigated in 2 min, resolved in 4 h 53 min; 0.30 GPU-hours lost")
     assert f"`incident-bot postmortem {seeded}`" in text
+
+
+def test_recent_postmortems_feed_the_stats(redis: Redis, seeded: str) -> None:
+    from bot.digest.postmortem_source import recent_postmortems
+    from bot.digest.response_stats import response_stats
+    from tests.helpers.seed_postmortem import T0
+
+    assert [pm.incident_id for pm in recent_postmortems(redis, T0 - 1)] == [seeded]
+    assert recent_postmortems(redis, T0 + 1) == []
+    (row,) = response_stats(recent_postmortems(redis, T0 - 1))
+    assert (row.key, row.incidents, row.one_click) == ("vm_restart", 1, 1)

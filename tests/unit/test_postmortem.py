@@ -159,3 +159,18 @@ def test_the_thread_text_is_the_short_version() -> None:
         "Changed on gpu-01: `systemd.stop_disable` unit=x.service (succeeded); revert: "
         "`incident-bot act gpu-01 systemd.revert unit=x.service unit_file_state=enabled`",
         "The full timeline: `incident-bot postmortem INC-7`"]
+
+
+def test_response_stats_per_kind_and_host() -> None:
+    from bot.digest.response_stats import one_click, response_stats, stats_lines
+
+    fixed = build_postmortem(_incident(T0 + 3600), ROWS, PostmortemFacts())
+    failed_rows = [*ROWS[:7], _tr(T0 + 64, "remediating", "action_failed")]
+    failed = build_postmortem(_incident(), failed_rows, PostmortemFacts())
+    assert one_click(fixed) and not one_click(failed)
+    (row,) = response_stats([fixed, failed])
+    assert (row.key, row.incidents, row.mtta_s, row.mttr_s, row.one_click) == (
+        "vram_idle", 2, 60, 3600, 1)
+    assert stats_lines([row]) == ["*vram_idle*: 2 incidents · MTTA 1 min · MTTR 1 h · "
+                                  "fixed with one click 50.0%"]
+    assert [r.key for r in response_stats([fixed], key=lambda pm: pm.host)] == ["gpu-01"]

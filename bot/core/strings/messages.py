@@ -143,3 +143,4 @@ PM_THREAD = ("*Postmortem {id}*: acknowledged {tta}, mitigated {ttm}, resolved {
 PM_THREAD_CHANGE = "Changed on {host}: `{kind}` {params} ({outcome}); revert: `{revert}`"
 PM_THREAD_MORE = "The full timeline: `incident-bot postmortem {id}`"
 PM_IN = "in {d}"
+STATS_ROW = "*{key}*: {n} incidents · MTTA {mtta} · MTTR {mttr} · fixed with one click {share}"
