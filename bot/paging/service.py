@@ -154,7 +154,10 @@ class PagingService:
                               page_facts(incident).acked, state):
             return False
         entries = self.audit.timeline(incident.id)
-        return not any(e.action.startswith(PERSON_ACTIONS) for e in entries)
+        if any(e.action.startswith(PERSON_ACTIONS) for e in entries):
+            self.outbox.mark_acked(incident.id)  # a person is on it: never look again
+            return False
+        return True
 
     # --- 3. send -----------------------------------------------------------------------
     def send_due(self, report: TickReport, max_sends: int = 50) -> None:

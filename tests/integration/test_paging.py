@@ -21,6 +21,7 @@ from bot.paging.client import EventsV2Client
 from bot.paging.service import PagingService
 from bot.rig.pagerduty_standin import PagerDutyStandIn
 from storage import keys
+from storage.audit import AuditLog
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
 from storage.paging import PageOutbox
@@ -114,13 +115,16 @@ def test_not_paged_before_after_s_nor_when_acked_nor_below_the_severity(
     late, acked = open_incident(redis, clock, "gpu-01"), open_incident(redis, clock, "gpu-02")
     warning = open_incident(redis, clock, "gpu-03", Severity.WARNING)
     IncidentEvents(redis).publish("incident.ack", acked, user="UBOB")
+    approved = open_incident(redis, clock, "gpu-04")
+    AuditLog(redis, clock=clock).append(approved, "UCAROL", "approval.approved", {"kind": "x"})
     clock.now += 599
     drain(r)
     assert standin.events == []
     clock.now += 1
     drain(r)
     assert standin.alerts() == {late: "triggered"}
-    assert standin.actions(acked) == [] and standin.actions(warning) == []
+    assert standin.actions(acked) == standin.actions(warning) == standin.actions(approved) == []
+    assert PageOutbox(redis).state(approved) == "acked"  # a person acted: never paged
 
 
 def test_an_outage_loses_nothing_and_sends_nothing_twice(
