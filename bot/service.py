@@ -29,6 +29,9 @@ from bot.flow import timers
 from bot.flow.assembly import Flow, build_flow
 from bot.flow.slash_handlers import FlowSlashHandlers
 from bot.ingest.http import create_app
+from bot.paging.runner import build_paging
+from bot.paging.runner import run_forever as run_paging
+from bot.paging.service import PagingService
 from bot.schedule.leader import LeaderScheduler
 from bot.ssh.base import SSHRunner
 from bot.ssh.pool import ParamikoPool
@@ -49,6 +52,7 @@ class Service:
     desk: ApprovalDesk
     slack: SlackApp | None = None
     scheduler: LeaderScheduler | None = None
+    paging: PagingService | None = None
     socket_mode: bool = False
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
@@ -60,6 +64,11 @@ class Service:
                              name="flow-consumer", daemon=True)
         t.start()
         self.threads.append(t)
+        if self.paging is not None:  # every replica may send: the outbox claims each page
+            p = threading.Thread(target=run_paging, args=(self.paging, self.stop_event),
+                                 name="paging", daemon=True)
+            p.start()
+            self.threads.append(p)
         if self.scheduler is not None:
             self.scheduler.start()
         if self.slack is not None and self.socket_mode:
@@ -118,7 +127,7 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
                      on_shutdown=[partial(_close_all, closers)])
     scheduler = _scheduler(settings, redis, flow, desk) if with_scheduler else None
     service = Service(settings=settings, redis=redis, flow=flow, app=app, desk=desk,
-                      slack=slack, scheduler=scheduler,
+                      slack=slack, scheduler=scheduler, paging=build_paging(settings, redis),
                       socket_mode=slack is not None and socket_mode_wanted(settings))
     closers.append(service)
     return service

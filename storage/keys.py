@@ -209,3 +209,29 @@ def home_viewers(workspace: str) -> str:
 def home_shown(workspace: str) -> str:
     """Hash: user id → hash of the Home view last published to them."""
     return _k("slack", "home", workspace, "shown")
+
+
+# paging (issue 27): the PagerDuty outbox
+def page_queue(incident_id: str) -> str:
+    """List: the incident's unsent Events v2 items, oldest first (sent head first)."""
+    return _k("page", "queue", incident_id)
+
+
+def page_ready() -> str:
+    """Sorted set: incident id -> when its head item may be sent next."""
+    return _k("page", "ready")
+
+
+def page_state() -> str:
+    """Hash: incident id -> the last action queued (trigger, acknowledge, resolve) or acked."""
+    return _k("page", "state")
+
+
+def page_dead() -> str:
+    """List: items PagerDuty refused as invalid (400), kept with the reason."""
+    return _k("page", "dead")
+
+
+def page_lease(incident_id: str) -> str:
+    """Who is sending the incident's head item now."""
+    return _k("page", "lease", incident_id)

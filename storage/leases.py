@@ -110,3 +110,8 @@ def job_lease(conn: Redis, job_id: str, ttl_s: float) -> Lease:
 
 def render_lease(conn: Redis, incident_id: str, ttl_s: float) -> Lease:
     return Lease(conn, keys.render_lock(incident_id), ttl_s)
+
+
+def page_lease(conn: Redis, incident_id: str, ttl_s: float) -> Lease:
+    """The replica sending an incident's head page item (issue 27)."""
+    return Lease(conn, keys.page_lease(incident_id), ttl_s)

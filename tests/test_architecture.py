@@ -80,6 +80,7 @@ def test_a_clean_tree_passes(tmp_path: Path) -> None:
     ("bot/extract/r.py", "from ..chat import render\n", "playbooks/bot.extract import bot.chat"),
     ("bot/service.py", "from bot import rig\n", "product code imports bot.rig"),
     ("bot/sim/x.py", "if 1:\n    from bot.rig.standin import y\n", "product code imports bot.rig"),
+    ("bot/paging/p.py", "from bot.chat import render\n", "bot.paging imports a layer above it"),
 ])
 def test_a_planted_violation_is_reported(tmp_path: Path, name: str, body: str, rule: str) -> None:
     found = violations(_tree(tmp_path, {**BASE, name: body}))

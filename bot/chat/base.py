@@ -25,6 +25,7 @@ class Button:
     value: str  # opaque approval id, never the command itself
     style: ButtonStyle = ButtonStyle.DEFAULT
     confirm: str | None = None  # confirm-dialog text for destructive actions
+    url: str | None = None  # a link button (a runbook): opens the page, the click is only acked
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,8 @@ def _button(button: Button) -> Block:
         el["style"] = button.style.value
     if button.confirm:
         el["confirm"] = _confirm(button.confirm)
+    if button.url:
+        el["url"] = button.url
     return el
 
 

@@ -32,6 +32,7 @@ APPROVE_RE = re.compile(r"^(approve|revert)(:\d+)?$")
 DENY_RE = re.compile(r"^deny(:\d+)?$")
 INCIDENT_RE = re.compile(r"^incident_(ack|resolve|snooze|retry|escalate)(:\d+)?$")
 EVIDENCE_RE = re.compile(r"^evidence(:\d+)?$")
+RUNBOOK_RE = re.compile(r"^runbook(:\d+)?$")
 INCIDENT_VALUE_RE = re.compile(rf"^({INCIDENT_ID})(?:\|(\d{{1,7}}))?$")
 
 
@@ -81,9 +82,14 @@ class Listeners:
         app.action(DENY_RE)(self.deny)
         app.action(INCIDENT_RE)(self.incident)
         app.action(EVIDENCE_RE)(self.evidence)
+        app.action(RUNBOOK_RE)(self.runbook)
         app.view(DENY_CALLBACK)(self.deny_submit)
         app.command(self.command)(self.slash)
         app.event("app_mention")(self.mention)
+
+    def runbook(self, ack: Callable[..., None]) -> None:
+        """A runbook link button: Slack opens the URL; the click only needs its ack."""
+        ack()
 
     def mention(self, ack: Callable[..., None]) -> None:
         """An @mention: acknowledged (the bot answers through ``/ir`` and its buttons)."""

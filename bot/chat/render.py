@@ -31,6 +31,7 @@ from bot.core import strings
 from bot.domain.approval import Approval, ApprovalStatus
 from bot.domain.findings import Diagnosis
 from bot.domain.incident_record import ActionPlan, StepResult
+from bot.domain.runbooks import runbook_links
 
 MAX_GROUP_HOSTS = 20
 
@@ -56,6 +57,7 @@ def render_incident(
     seq: int = 0,
     now: float | None = None,
     oncall: str | None = None,
+    runbooks: Mapping[str, str] | None = None,
 ) -> ChatMessage:
     """The parent message for the current state: headline, state line, one sentence per
     action, buttons from the state. The evidence lives in the thread (``thread_evidence``)."""
@@ -78,6 +80,7 @@ def render_incident(
     buttons = incident_buttons(state, str(incident.id), bool(marks.acked_by))
     if diagnosis.probes and state in EVIDENCE_STATES:  # raw output on demand, in the thread
         buttons += (Button(strings.MSG_EVIDENCE_BUTTON, "evidence", str(incident.id)),)
+    buttons += runbook_buttons(diagnosis, runbooks or {})
     return ChatMessage(
         text=summary.notification_text(incident, diagnosis, oncall=oncall),
         sections=tuple(sections),
@@ -86,6 +89,13 @@ def render_incident(
         incident_id=str(incident.id),
         seq=seq,
     )
+
+
+def runbook_buttons(diagnosis: Diagnosis, runbooks: Mapping[str, str]) -> tuple[Button, ...]:
+    """A link button per runbook the findings point to (issue 27): the page opens in the
+    browser; the click itself is only acknowledged."""
+    return tuple(Button(strings.MSG_RUNBOOK_BUTTON.format(code=link.code), "runbook", link.code,
+                        url=link.url) for link in runbook_links(diagnosis, runbooks))
 
 
 def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float,

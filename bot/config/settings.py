@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -18,6 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.core.errors import ConfigError
 from bot.core.schema import StrictModel
+from bot.domain.paging import PagingPolicy
 from bot.domain.validate import HOST_CHARS
 from bot.ssh.settings import SSHSettings
 
@@ -75,6 +77,71 @@ class ApprovalSettings(StrictModel):
     per_kind: dict[str, list[str]] = Field(default_factory=dict)  # kind -> approvers
 
 
+ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
+FINDING_CODE_RE = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*$")
+PAGED_SEVERITIES = ("info", "warning", "critical")
+RUNBOOK_URL_MAX = 3000  # Slack's limit on a link button's url
+
+
+def http_url(value: str) -> str:
+    """An absolute http(s) URL with a host, or a ValueError saying so."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in value):
+        raise ValueError(f"must be an http(s) URL, got {value!r}")
+    return value
+
+
+class PagerDutySettings(StrictModel):
+    """PagerDuty Events API v2 (issue 27); the routing key is read from the environment."""
+
+    routing_key_env: str = "PD_ROUTING_KEY"
+    url: str = "https://events.pagerduty.com/v2/enqueue"
+    after_s: float = Field(600.0, ge=0)  # page an incident nobody acked within this; 0: at once
+    severities: list[str] = Field(default_factory=lambda: ["critical"])
+    timeout_s: float = Field(10.0, gt=0, le=60)
+
+    @field_validator("routing_key_env")
+    @classmethod
+    def _env_name(cls, v: str) -> str:
+        if not ENV_NAME_RE.match(v):
+            raise ValueError("must be an environment variable name like PD_ROUTING_KEY")
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return http_url(v)
+
+    @field_validator("severities")
+    @classmethod
+    def _severities(cls, v: list[str]) -> list[str]:
+        bad = [s for s in v if s not in PAGED_SEVERITIES]
+        if bad:
+            raise ValueError(f"unknown severity {bad[0]!r}; known: {list(PAGED_SEVERITIES)}")
+        return v
+
+    def routing_key(self) -> str | None:
+        return os.environ.get(self.routing_key_env) or None
+
+    def policy(self) -> PagingPolicy:
+        return PagingPolicy(after_s=self.after_s, severities=tuple(self.severities),
+                            timeout_s=self.timeout_s)
+
+
+class PagingSettings(StrictModel):
+    pagerduty: PagerDutySettings | None = None  # None: no paging
+
+
+def _runbooks(v: dict[str, str]) -> dict[str, str]:
+    for code, url in v.items():
+        if not FINDING_CODE_RE.match(code):
+            raise ValueError(f"{code!r} is not a finding code like gpu.xid")
+        http_url(url)
+        if len(url) > RUNBOOK_URL_MAX:
+            raise ValueError(f"runbook URL for {code!r} is over {RUNBOOK_URL_MAX} characters")
+    return v
+
+
 class Settings(BaseSettings):
     """Everything the bot reads at start. ``REDIS_URL`` overrides ``redis_url``."""
 
@@ -89,6 +156,8 @@ class Settings(BaseSettings):
     approvals: ApprovalSettings = Field(default_factory=lambda: ApprovalSettings())
     chat_backend: str = "slack"  # or "terminal"
     extra: dict[str, Any] = Field(default_factory=dict)  # per-feature settings, validated there
+    paging: PagingSettings = Field(default_factory=lambda: PagingSettings())
+    runbooks: dict[str, str] = Field(default_factory=dict)  # finding code -> runbook URL
 
     # secrets: environment only
     slack_bot_token: SecretStr | None = None
@@ -104,6 +173,11 @@ class Settings(BaseSettings):
         if unknown:
             raise ValueError(f"unknown section {unknown[0]!r}; known: {sorted(EXTRA_SECTIONS)}")
         return v
+
+    @field_validator("runbooks")
+    @classmethod
+    def _runbook_urls(cls, v: dict[str, str]) -> dict[str, str]:
+        return _runbooks(v)
 
     @classmethod
     def settings_customise_sources(  # type: ignore[override]

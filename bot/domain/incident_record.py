@@ -89,14 +89,16 @@ class ChatRefs:
     channel: str
     ts: str
     thread_ts: str
+    permalink: str = ""  # the message's web link, when the backend knows it
 
     def to_json(self) -> dict[str, Any]:
-        return {"channel": self.channel, "ts": self.ts, "thread_ts": self.thread_ts}
+        return {"channel": self.channel, "ts": self.ts, "thread_ts": self.thread_ts,
+                "permalink": self.permalink}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ChatRefs:
         return cls(str(raw["channel"]), str(raw["ts"]),
-                   str(raw.get("thread_ts") or raw["ts"]))
+                   str(raw.get("thread_ts") or raw["ts"]), str(raw.get("permalink") or ""))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from bot.chat.base import ChatBackend
 from bot.chat.interactions import ApprovalCallbacks
 from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings
+from bot.digest.postmortem_render import to_thread_text
+from bot.digest.postmortem_source import load_postmortem
 from bot.domain.approval import ApprovalPolicy
 from bot.extract.jobs_api import JobBook
 from bot.flow.act_step import ActStep
@@ -36,7 +38,7 @@ from bot.remediation.options import options_from_extra
 from bot.ssh.base import SSHRunner
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
-from storage.connection import connect
+from storage.connection import Redis, connect
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
 from storage.renders import RenderLedger
@@ -70,10 +72,11 @@ class Flow:
     decide: DecideStep
     progress: ProgressStep
     actions: Executor | None
+    closing_note: Callable[[str], str | None] | None = None
 
     def consumer(self) -> Consumer:
         """A new consumer loop on the events stream (one per thread)."""
-        return Consumer(self.events, self.diagnose, self.publisher)
+        return Consumer(self.events, self.diagnose, self.publisher, self.closing_note)
 
     def callbacks(self) -> ApprovalCallbacks:
         """What the approval desk calls once a decision is final."""
@@ -95,7 +98,7 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
     hosts = Hosts(settings, runner, jobs, options, clock)
     publisher = Publisher(incidents, approvals, renders, chat,
                           channel or settings.slack.channel or "incidents",
-                          oncall=settings.slack.oncall, clock=clock)
+                          oncall=settings.slack.oncall, runbooks=settings.runbooks, clock=clock)
     plans = Plans(incidents, approvals, audit, policy, bot_user=BOT_USER, clock=clock)
     diagnose = DiagnoseStep(incidents, hosts, plans, publisher, bot_user=BOT_USER)
     followups = Followups(incidents, plans, publisher, audit, runner, settings,
@@ -116,4 +119,13 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
                           bot_user=BOT_USER, clock=clock),
         progress=ProgressStep(incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
-        actions=actions)
+        actions=actions, closing_note=_postmortem_note(redis))
+
+
+def _postmortem_note(redis: Redis) -> Callable[[str], str | None]:
+    """The resolved incident's timeline, short, for its thread (None when there is none)."""
+    def note(incident_id: str) -> str | None:
+        postmortem = load_postmortem(redis, incident_id)
+        return to_thread_text(postmortem) if postmortem is not None else None
+
+    return note

@@ -11,6 +11,7 @@ import os
 import secrets
 import socket
 import threading
+from collections.abc import Callable
 
 from bot.core.errors import log_internal
 from bot.flow.diagnose_step import DiagnoseStep
@@ -31,11 +32,12 @@ def consumer_name() -> str:
 class Consumer:
     """One consumer of the events stream: an event in, the step it calls for run."""
 
-    def __init__(self, events: IncidentEvents, diagnose: DiagnoseStep,
-                 publisher: Publisher) -> None:
+    def __init__(self, events: IncidentEvents, diagnose: DiagnoseStep, publisher: Publisher,
+                 closing_note: Callable[[str], str | None] | None = None) -> None:
         self.events = events
         self.diagnose = diagnose
         self.publisher = publisher
+        self.closing_note = closing_note  # the postmortem's summary, posted once on resolve
         self.name = consumer_name()
 
     def handle(self, event: dict[str, str]) -> None:
@@ -47,6 +49,14 @@ class Consumer:
             self.diagnose.on_opened(event["child"])  # the new host: diagnosed, in the thread
         elif kind == "incident.resolved":
             self.publisher.publish(incident_id)
+            self._post_closing_note(incident_id)
+
+    def _post_closing_note(self, incident_id: str) -> None:
+        """The timeline in the thread when an incident resolves (one replica: the group)."""
+        text = self.closing_note(incident_id) if self.closing_note is not None else None
+        incident = self.publisher.incidents.get(incident_id)
+        if text and incident is not None:
+            self.publisher.reply(incident, text)
 
     def run_once(self, block_ms: int | None = 1000) -> int:
         """Handle what is waiting (own pending first, then stale, then new); returns count."""

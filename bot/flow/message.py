@@ -10,7 +10,7 @@ applied one. Nothing is rendered from a click's payload.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from bot.chat.base import ChatBackend, ChatMessage, MessageRef
@@ -30,14 +30,15 @@ class Publisher:
 
     def __init__(self, incidents: IncidentStore, approvals: ApprovalStore,
                  renders: RenderLedger, chat: ChatBackend, channel: str, *,
-                 oncall: str | None = None, clock: Callable[[], float] = time.time,
-                 parent_wait_s: float = 15.0) -> None:
+                 oncall: str | None = None, runbooks: Mapping[str, str] | None = None,
+                 clock: Callable[[], float] = time.time, parent_wait_s: float = 15.0) -> None:
         self.incidents = incidents
         self.approvals = approvals
         self.renders = renders
         self.chat = chat
         self.channel = channel
         self.oncall = oncall
+        self.runbooks = dict(runbooks or {})  # finding code -> runbook URL: link buttons
         self.clock = clock
         self.parent_wait_s = parent_wait_s
 
@@ -52,7 +53,8 @@ class Publisher:
         # state renders the same message on every replica and at every retry
         as_of = incident.updated or self.clock()
         return render_incident(incident, incident.diagnosis, plans, approvals,
-                               incident.results, revert, seq=seq, now=as_of, oncall=self.oncall)
+                               incident.results, revert, seq=seq, now=as_of, oncall=self.oncall,
+                               runbooks=self.runbooks)
 
     def publish(self, incident_id: str) -> MessageRef | None:
         """Post the incident's message the first time, edit it in place after that."""

@@ -17,6 +17,9 @@ PACKAGES = ("bot", "playbooks", "storage")
 # demo and test infrastructure: may use the rig; not part of what the bot runs
 RIG_USERS = ("bot.rig", "bot.demo", "bot.commands.demo")
 PURE_THIRD_PARTY = frozenset({"pydantic"})  # data validation, no I/O: allowed in the domain
+# paging sits between the flow and storage: it reads events and incidents, never calls up
+PAGING_ABOVE = ("bot.flow", "bot.chat", "bot.schedule", "bot.digest", "bot.ingest",
+                "bot.commands", "bot.service")
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ def rule_broken(root: Path, imp: Imported) -> str | None:
         return "storage imports bot.* beyond bot.domain and bot.core"
     if _under(src, "playbooks", "bot.extract") and _under(dst, "bot.chat"):
         return "playbooks/bot.extract import bot.chat"
+    if _under(src, "bot.paging") and _under(dst, *PAGING_ABOVE):
+        return "bot.paging imports a layer above it"
     if _under(dst, "bot.rig") and not _under(src, *RIG_USERS):
         return "product code imports bot.rig"
     return None

@@ -1,0 +1,43 @@
+"""`incident-bot postmortem INC-N [--format md|json]`: the incident's retrospective timeline.
+
+Reads the incident and its audit stream from the same Redis the service writes, so any
+replica's actions are in it; the building and rendering are pure (``bot/digest``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from bot.commands.incidents import ConfigOpt, _with_redis, incident_id
+from bot.core import strings as S
+from bot.core.errors import UserError
+from bot.digest.postmortem import Postmortem
+from bot.digest.postmortem_render import to_json, to_markdown
+from bot.digest.postmortem_source import load_postmortem
+from storage.connection import Redis
+
+FORMATS = {"md": to_markdown, "json": to_json}
+
+
+def _required(redis: Redis, ident: str) -> Postmortem:
+    """The postmortem of ``ident``; a ``UserError`` when there is no such incident."""
+    found = load_postmortem(redis, ident)
+    if found is None:
+        raise UserError(S.PM_UNKNOWN_INCIDENT.format(incident_id=ident))
+    return found
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(name="postmortem")
+    def postmortem(incident: Annotated[str, typer.Argument(help="Incident id, e.g. INC-42")],
+                   config: ConfigOpt = None,
+                   fmt: Annotated[str, typer.Option("--format", help="md or json")] = "md",
+                   ) -> None:
+        """Print an incident's postmortem timeline as Markdown (or JSON)."""
+        render = FORMATS.get(fmt)
+        if render is None:
+            raise UserError(S.PM_BAD_FORMAT.format(fmt=fmt), 2)
+        ident = incident_id(incident)
+        typer.echo(render(_with_redis(config, lambda r: _required(r, ident))), nl=False)
