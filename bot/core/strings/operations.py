@@ -185,3 +185,17 @@ FLOW_CLEANUP_FOUND = "{n} cleanup candidate(s) holding {size}"
 FLOW_REBOOT_OTHER_GONE = "{host} is back (new boot {boot}); re-diagnosed: this problem is gone."
 FLOW_REBOOT_OTHER_AGAIN = ("{host} is back (new boot {boot}), but this problem is not gone: "
                            "{still}. Diagnosing this incident again.")
+
+# --- fleet policy (issue 28) ------------------------------------------------------------
+POLICY_NONE = "no policy matches: a person approves"
+POLICY_APPROVE = "policy {policy} asks for a click"
+POLICY_AUTO = "runs without a click under policy {policy}"
+POLICY_SHADOW = "would have run {kind} under policy {policy} (shadow mode: a person approves)"
+POLICY_LIMIT = "limit reached: {n} hosts in the last {period} ({hosts})"
+POLICY_WINDOW = "policy {policy} does not act on its own during {window}"
+POLICY_BREAKER = ("circuit breaker open: {n} hosts acted on automatically in the last {period} "
+                  "(cap {cap}); every automatic action asks for a click")
+POLICY_BREAKER_TRIPPED = ("circuit breaker tripped by {host} under policy {policy}: {n} hosts "
+                          "in the last {period} reached the cap of {cap}")
+POLICY_REFUSED = "policy {policy} lets only {who} approve {kind} on {host}"
+POLICY_SILENCED = "inside maintenance window {window} ({hosts}): recorded, not posted"
