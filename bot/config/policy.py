@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from bot.config.fleet_policy import to_limits, to_policy
 from bot.config.settings import ApprovalSettings, Settings
 from bot.domain.approval import ApprovalPolicy
+from bot.domain.policy import FleetLimits, Policy
 
 
 def policy_from_settings(settings: Settings) -> ApprovalPolicy:
@@ -20,3 +22,12 @@ def policy_from(approvers: Iterable[str], cfg: ApprovalSettings) -> ApprovalPoli
         two_person=frozenset(cfg.two_person),
         expiry_s=cfg.expiry_s,
     )
+
+
+def policies_from_settings(settings: Settings) -> tuple[Policy, ...]:
+    """The fleet policies in config order (first match wins), already validated at load."""
+    return tuple(to_policy(p) for p in settings.policies)
+
+
+def fleet_limits_from_settings(settings: Settings) -> FleetLimits:
+    return to_limits(settings.policy_limits)

@@ -16,6 +16,12 @@ import yaml
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.config.fleet_policy import (
+    MaintenanceSettings,
+    PolicyLimitSettings,
+    PolicySettings,
+    unique_names,
+)
 from bot.core.errors import ConfigError
 from bot.core.schema import StrictModel
 from bot.domain.validate import HOST_CHARS
@@ -89,6 +95,9 @@ class Settings(BaseSettings):
     approvals: ApprovalSettings = Field(default_factory=lambda: ApprovalSettings())
     chat_backend: str = "slack"  # or "terminal"
     extra: dict[str, Any] = Field(default_factory=dict)  # per-feature settings, validated there
+    policies: list[PolicySettings] = Field(default_factory=list)  # first match wins (issue 28)
+    policy_limits: PolicyLimitSettings = Field(default_factory=lambda: PolicyLimitSettings())
+    maintenance: list[MaintenanceSettings] = Field(default_factory=list)  # recurring silences
 
     # secrets: environment only
     slack_bot_token: SecretStr | None = None
@@ -104,6 +113,11 @@ class Settings(BaseSettings):
         if unknown:
             raise ValueError(f"unknown section {unknown[0]!r}; known: {sorted(EXTRA_SECTIONS)}")
         return v
+
+    @field_validator("policies")
+    @classmethod
+    def _unique_policies(cls, v: list[PolicySettings]) -> list[PolicySettings]:
+        return unique_names(v)
 
     @classmethod
     def settings_customise_sources(  # type: ignore[override]
