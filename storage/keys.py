@@ -209,3 +209,19 @@ def home_viewers(workspace: str) -> str:
 def home_shown(workspace: str) -> str:
     """Hash: user id → hash of the Home view last published to them."""
     return _k("slack", "home", workspace, "shown")
+
+
+# fleet policy (issue 28)
+def policy_hosts(policy: str) -> str:
+    """Sorted set: host → when it was first acted on automatically under ``policy``."""
+    return _k("policy", "hosts", policy)
+
+
+def policy_fleet_hosts() -> str:
+    """Sorted set: host → when it was acted on automatically under any policy (the breaker)."""
+    return _k("policy", "fleet")
+
+
+def policy_breaker() -> str:
+    """Set while the fleet breaker is open (the value: the host that tripped it)."""
+    return _k("policy", "breaker")

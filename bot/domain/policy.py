@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Protocol
 
 from bot.core import fmt, strings
+from bot.domain.approval import ApprovalPolicy
 from bot.domain.windows import WeeklyWindow
 
 HOUR_S = 3600.0
@@ -225,3 +226,17 @@ def approvers_for(policy: Policy | None, default: frozenset[str]) -> frozenset[s
 def required_for(policy: Policy | None, default: int) -> int:
     """Two approvers when the policy says so; never fewer than the kind already needs."""
     return max(default, 2) if policy and policy.two_person else default
+
+
+def approval_policy_for(base: ApprovalPolicy, policy: Policy | None,
+                        kind: str) -> ApprovalPolicy:
+    """The approval rules for one action a policy asks a click for: the policy's approvers
+    replace the list for that kind, and ``two_person`` adds the kind to the two-person
+    set. No policy, no approvers of its own: ``base`` unchanged (today's behaviour)."""
+    if policy is None or not (policy.approvers or policy.two_person):
+        return base
+    per_kind = dict(base.per_kind)
+    if policy.approvers:
+        per_kind[kind] = frozenset(policy.approvers)
+    two = base.two_person | {kind} if policy.two_person else base.two_person
+    return replace(base, per_kind=per_kind, two_person=two)

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bot.domain.approval import ApprovalPolicy
 from bot.domain.policy import (
     ActionRef,
     Admission,
@@ -17,6 +18,7 @@ from bot.domain.policy import (
     Policy,
     PolicyMatch,
     PolicyMode,
+    approval_policy_for,
     approvers_for,
     decide,
     first_match,
@@ -161,3 +163,13 @@ def test_first_match_is_the_first_whose_glob_matches(globs: list[str], host: str
     found = first_match(policies, STOP, host, "vm_restart")
     matching = [p for p in policies if p.match.matches(STOP, host, "vm_restart")]
     assert found is (matching[0] if matching else None)
+
+
+def test_approval_policy_for_replaces_only_that_kind() -> None:
+    base = ApprovalPolicy(approvers=frozenset({"UALICE"}), two_person=frozenset({"host.reboot"}))
+    assert approval_policy_for(base, None, "systemd.mask") is base
+    assert approval_policy_for(base, CATCH, "systemd.mask") is base
+    rules = approval_policy_for(base, Policy("p", approvers=("S0X",), two_person=True), "k")
+    assert rules.approvers_for("k") == {"S0X"} and rules.approvers_for("j") == {"UALICE"}
+    assert rules.required_for("k") == 2 and rules.required_for("host.reboot") == 2
+    assert rules.required_for("j") == 1
