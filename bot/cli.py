@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("sim", "Simulated GPU hosts over a real OpenSSH sshd."),
     "extract": ("extract", "Resumable hidden-state extraction jobs."),
     "digest": ("digest", "Health digests: GPU memory and utilisation, disks, incidents."),
+    "policy": ("policy", "What the fleet policies would do: check and replay."),
 }
 COMMAND_MODULES = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 _LISTING = "incident_bot.listing"
