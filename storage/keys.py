@@ -225,3 +225,8 @@ def policy_fleet_hosts() -> str:
 def policy_breaker() -> str:
     """Set while the fleet breaker is open (the value: the host that tripped it)."""
     return _k("policy", "breaker")
+
+
+def maintenance() -> str:
+    """JSON list of the recurring maintenance windows (``bot/domain/maintenance.py``)."""
+    return _k("maintenance")

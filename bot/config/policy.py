@@ -8,7 +8,9 @@ from collections.abc import Callable, Iterable
 from bot.config.fleet_policy import to_limits, to_policy
 from bot.config.settings import ApprovalSettings, Settings
 from bot.domain.approval import ApprovalPolicy
+from bot.domain.maintenance import MaintenanceWindow
 from bot.domain.policy import FleetLimits, Policy
+from bot.domain.windows import parse_window
 from bot.remediation.policy_gate import PolicyGate
 from storage.audit import AuditLog
 from storage.connection import Redis
@@ -46,3 +48,9 @@ def policy_gate_from_settings(settings: Settings, redis: Redis, *,
                            fleet_window_s=limits.per_s, clock=clock)
     return PolicyGate(policies_from_settings(settings), limits, counter,
                       AuditLog(redis, clock=clock), clock=clock)
+
+
+def maintenance_from_settings(settings: Settings) -> tuple[MaintenanceWindow, ...]:
+    """The recurring windows of the config, for ``SilenceStore.set_maintenance`` at start."""
+    return tuple(MaintenanceWindow(m.hosts, tuple(m.kinds), parse_window(m.every), m.reason)
+                 for m in settings.maintenance)

@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.config.policy import fleet_limits_from_settings, policies_from_settings
+from bot.config.policy import (
+    fleet_limits_from_settings,
+    maintenance_from_settings,
+    policies_from_settings,
+)
 from bot.config.settings import load_settings
 from bot.core.errors import ConfigError
 from bot.domain.policy import BlastLimit, PolicyMode
@@ -97,3 +101,10 @@ def test_serve_stops_at_start_on_a_bad_policy(tmp_path: Path,
     assert main(["serve", "--config", str(path), "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "key 'policies.0.mode'" in err and err.count("\n") == 1
+
+
+def test_maintenance_windows_from_the_config(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, EXAMPLE))
+    (window,) = maintenance_from_settings(settings)
+    assert window.hosts == "gpu-0*" and window.reason == "firmware"
+    assert window.window.text == "Sat 02:00-04:00 UTC" and window.kinds == ()
