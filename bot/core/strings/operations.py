@@ -199,3 +199,10 @@ POLICY_BREAKER_TRIPPED = ("circuit breaker tripped by {host} under policy {polic
                           "in the last {period} reached the cap of {cap}")
 POLICY_REFUSED = "policy {policy} lets only {who} approve {kind} on {host}"
 POLICY_SILENCED = "inside maintenance window {window} ({hosts}): recorded, not posted"
+POLICY_REFUSED_CLICK = ("You are not allowed to approve or deny `{kind}` on {host}: policy "
+                        "`{policy}` lets only {who} approve it. This attempt was recorded.")
+POLICY_AUTO_DONE = (":robot_face: {done} `{target}` on {host} without a click, under policy "
+                    "`{policy}` ({why}). Revert below if this was wrong.")
+POLICY_SHADOW_NOTE = (":eyes: Shadow mode: policy `{policy}` would have run `{kind}` on {host} "
+                      "without a click. Nothing ran; approve below as usual.")
+POLICY_FELL_BACK = ":raised_hand: Policy `{policy}` did not run `{kind}` on {host}: {reason}."
