@@ -206,3 +206,4 @@ POLICY_AUTO_DONE = (":robot_face: {done} `{target}` on {host} without a click, u
 POLICY_SHADOW_NOTE = (":eyes: Shadow mode: policy `{policy}` would have run `{kind}` on {host} "
                       "without a click. Nothing ran; approve below as usual.")
 POLICY_FELL_BACK = ":raised_hand: Policy `{policy}` did not run `{kind}` on {host}: {reason}."
+POLICY_AUTO_WHY = "{n} of {max} hosts in the last {period}: {hosts}"
