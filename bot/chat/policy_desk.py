@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from bot.chat.interactions import ApprovalDesk, Decision, approver_list
+from bot.chat.interactions import ApprovalDesk, AuditFn, Decision, approver_list
 from bot.core import strings
-from bot.domain.approval import ClaimOutcome, refusal_is_self
-from bot.domain.policy import Policy, approval_policy_for
+from bot.domain.approval import Approval, ApprovalPolicy, ClaimOutcome, refusal_is_self
+from bot.domain.policy import Policy, PolicyDecision, PolicyMode, approval_policy_for
+from storage.approvals import ApprovalStore
 
 
 class PolicyApprovalDesk(ApprovalDesk):
@@ -68,3 +69,27 @@ class PolicyApprovalDesk(ApprovalDesk):
             kind=a.kind, host=a.action.get("host", "this host"), policy=policy.name,
             who=approver_list(rules, a.kind))
         return replace(decision, text=text)
+
+
+def policy_actor(decision: PolicyDecision) -> str:
+    """Who an automatic approval is recorded as: ``policy:<name>``."""
+    return f"policy:{decision.policy_name}"
+
+
+def claim_for_policy(store: ApprovalStore, approval: Approval, decision: PolicyDecision,
+                     now: float, audit: AuditFn | None = None) -> bool:
+    """Approve ``approval`` as the policy, atomically, exactly like one click would (the
+    same script: a person who clicked first wins). False: leave it to people. A
+    two-person approval is never half-approved by a policy."""
+    if decision.mode is not PolicyMode.AUTO or decision.policy is None or approval.required > 1:
+        return False
+    actor = policy_actor(decision)
+    rules = ApprovalPolicy(approvers=frozenset({actor}), allow_self_approval=True)
+    result = store.claim(approval.id, actor, now, rules, ())
+    if result.outcome is not ClaimOutcome.CLAIMED:
+        return False
+    if audit is not None:
+        audit(approval.incident_id, actor, "approval.approved",
+              {"approval_id": approval.id, "kind": approval.kind, "policy": decision.policy_name,
+               "reason": decision.reason, "evidence_hash": approval.evidence_hash})
+    return True

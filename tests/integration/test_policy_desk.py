@@ -10,9 +10,15 @@ from typing import Any
 from redis import Redis
 
 from bot.chat.interactions import ApprovalCallbacks, StaticGroups
-from bot.chat.policy_desk import PolicyApprovalDesk
+from bot.chat.policy_desk import PolicyApprovalDesk, claim_for_policy
 from bot.domain.approval import ApprovalPolicy, ClaimOutcome
-from bot.domain.policy import Policy, PolicyMatch, PolicyMode, approval_policy_for
+from bot.domain.policy import (
+    Policy,
+    PolicyDecision,
+    PolicyMatch,
+    PolicyMode,
+    approval_policy_for,
+)
 from storage.approvals import ApprovalStore
 
 BASE = ApprovalPolicy(approvers=frozenset({"UALICE"}))
@@ -77,3 +83,32 @@ def test_deny_under_a_policy(redis: Redis) -> None:
     assert desk.deny(approval, "UALICE", "no").outcome is ClaimOutcome.UNAUTHORISED
     assert desk.deny(approval, "UBOB", "not now").outcome is ClaimOutcome.DENIED
     assert ("no", approval, "UBOB") in seen
+
+
+def test_an_auto_decision_approves_as_the_policy_once(redis: Redis) -> None:
+    store, desk, _ = rig(redis)
+    auto = PolicyDecision(PolicyMode.AUTO, STOP, "runs without a click", ("gpu-04",))
+    approval = store.get(create(store, "systemd.stop_disable", STOP))
+    assert approval is not None
+    audit: list[tuple[Any, ...]] = []
+    assert claim_for_policy(store, approval, auto, time.time(), lambda *e: audit.append(e))
+    done = store.get(approval.id)
+    assert done is not None and done.status == "approved"
+    assert done.decided_by == "policy:stop-autostarted-inference"
+    assert audit[0][1:3] == ("policy:stop-autostarted-inference", "approval.approved")
+    assert audit[0][3]["policy"] == "stop-autostarted-inference"
+    assert not claim_for_policy(store, approval, auto, time.time())  # once
+    assert desk.approve(approval.id, "UBOB").outcome is ClaimOutcome.ALREADY_DONE
+
+
+def test_no_auto_claim_for_shadow_or_two_person(redis: Redis) -> None:
+    store, _, _ = rig(redis)
+    shadow = PolicyDecision(PolicyMode.SHADOW, STOP, "r")
+    approval = store.get(create(store, "systemd.stop_disable", STOP))
+    assert approval is not None and not claim_for_policy(store, approval, shadow, time.time())
+    two = PolicyDecision(PolicyMode.AUTO, REBOOT, "r")
+    reboot = store.get(create(store, "host.reboot", REBOOT))
+    assert reboot is not None and reboot.required == 2
+    assert not claim_for_policy(store, reboot, two, time.time())
+    after = store.get(reboot.id)
+    assert after is not None and after.approvers == () and after.status == "pending"
