@@ -230,3 +230,8 @@ def policy_breaker() -> str:
 def maintenance() -> str:
     """JSON list of the recurring maintenance windows (``bot/domain/maintenance.py``)."""
     return _k("maintenance")
+
+
+def usergroup_members(group: str) -> str:
+    """JSON list of a Slack usergroup's members, shared by replicas for a short TTL."""
+    return _k("slack", "usergroup", group)
