@@ -223,7 +223,7 @@ def policy_fleet_hosts() -> str:
 
 
 def policy_breaker() -> str:
-    """Set while the fleet breaker is open (the value: the host that tripped it)."""
+    """Until when (ms) the fleet breaker is open; expires with it."""
     return _k("policy", "breaker")
 
 

@@ -38,13 +38,13 @@ local function answer(code)
   return {code, redis.call('ZRANGE', KEYS[1], 0, -1), redis.call('ZRANGE', KEYS[2], 0, -1)}
 end
 local host = ARGV[1]
-if redis.call('EXISTS', KEYS[3]) == 1 then return answer('breaker') end
+if tonumber(redis.call('GET', KEYS[3]) or '0') > now then return answer('breaker') end
 if redis.call('ZSCORE', KEYS[1], host) then return answer('again') end
 local max = tonumber(ARGV[4])
 if max > 0 and redis.call('ZCARD', KEYS[1]) >= max then return answer('limit') end
 local in_fleet = redis.call('ZSCORE', KEYS[2], host)
 if not in_fleet and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then
-  redis.call('SET', KEYS[3], host, 'PX', fw)
+  redis.call('SET', KEYS[3], now + fw, 'PX', fw)
   return answer('tripped')
 end
 redis.call('ZADD', KEYS[1], now, host)
@@ -103,10 +103,11 @@ class PolicyLimits:
         """Whether the breaker is open now, with the hosts it counted (for rendering)."""
         now = self.clock()
         with self.redis.pipeline(transaction=True) as pipe:
-            pipe.exists(keys.policy_breaker())
+            pipe.get(keys.policy_breaker())
             pipe.zrangebyscore(keys.policy_fleet_hosts(), _ms(now - self.fleet_window_s), "+inf")
-            is_open, hosts = pipe.execute()
-        return BreakerState(bool(is_open), tuple(_s(h) for h in hosts), self.fleet_cap)
+            until, hosts = pipe.execute()
+        is_open = bool(until) and float(until) > _ms(now)
+        return BreakerState(is_open, tuple(_s(h) for h in hosts), self.fleet_cap)
 
     def hosts(self, policy: str, window_s: float) -> tuple[str, ...]:
         """Hosts counted under ``policy`` in its window (read-only: ``policy check``)."""

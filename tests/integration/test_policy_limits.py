@@ -6,8 +6,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import threading
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from redis import Redis
 
+from bot.domain.policy import BlastLimit, Policy
+from bot.domain.policy_replay import Counter
 from storage.audit import AuditLog
 from storage.connection import connect
 from storage.events import IncidentEvents
@@ -107,3 +111,30 @@ def test_processes_racing_share_one_fleet_cap(redis: Redis, redis_url: str) -> N
         p.join(timeout=30)
     assert len(got) == 5 and len(set(got)) == 5
     assert IncidentEvents(redis).count(BREAKER_EVENT) == 1
+
+
+STEPS = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["h1", "h2", "h3", "h4",
+                                                                          "h5"]),
+                           st.integers(0, 2000)), min_size=1, max_size=25)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(STEPS, st.integers(0, 4))
+def test_replay_counts_exactly_like_the_script(redis: Redis, steps: list[tuple[str, str, int]],
+                                               cap: int) -> None:
+    """``policy replay``'s in-memory count and the Lua script agree on every sequence:
+    admitted, the hosts in the window, the breaker and its one trip."""
+    redis.flushdb()
+    policies = {"a": Policy("a", limit=BlastLimit(2, 1800)), "b": Policy("b")}
+    live, sim, now = PolicyLimits(redis, fleet_cap=cap, clock=lambda: NOW), Counter(cap), NOW
+    for name, host, dt in steps:
+        now += dt
+        policy = policies[name]
+        limit = policy.limit
+        got = live.try_count(name, host, now, limit.per_s if limit else 3600.0,
+                             limit.max_hosts if limit else 0)
+        want = sim.try_count(policy, host, now)
+        assert (got.admitted, got.breaker, got.tripped) == (want.admitted, want.breaker,
+                                                            want.tripped)
+        assert sorted(got.hosts) == sorted(want.hosts)
