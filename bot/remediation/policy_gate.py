@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from bot.core import strings
 from bot.domain.approval import ApprovalPolicy
@@ -32,6 +33,17 @@ from storage.policy_limits import PolicyLimits
 
 AUDIT_ACTION = "policy.decided"
 ACTOR = "policy"
+
+
+@dataclass(frozen=True)
+class Gated:
+    """What the flow needs to create one approval under the fleet policies: the decision,
+    the approval rules (the policy's approvers and two-person) and the fields to add to the
+    approval's action dict (``policy``, ``policy_mode``, ``host``; empty without a policy)."""
+
+    decision: PolicyDecision
+    rules: ApprovalPolicy
+    extra: dict[str, str]
 
 
 class PolicyGate:
@@ -66,6 +78,14 @@ class PolicyGate:
         """``evaluate`` then ``commit``: what the flow calls once per proposed action."""
         return self.commit(self.evaluate(action, host, incident_kind), action, host,
                            incident_id)
+
+    def gate(self, action: ActionLike, host: str, incident_kind: str, incident_id: str,
+             base: ApprovalPolicy) -> Gated:
+        """``decide`` plus what creating the approval needs (see ``Gated``)."""
+        d = self.decide(action, host, incident_kind, incident_id)
+        extra = ({"policy": d.policy_name, "policy_mode": d.mode.value, "host": host}
+                 if d.policy else {})
+        return Gated(d, approval_policy_for(base, d.policy, action.kind), extra)
 
     def approval_policy(self, decision: PolicyDecision, base: ApprovalPolicy,
                         kind: str) -> ApprovalPolicy:

@@ -97,3 +97,16 @@ def test_the_breaker_from_the_inventory_size(tmp_path: Path, redis: Redis) -> No
     assert modes == [PolicyMode.AUTO, PolicyMode.AUTO, PolicyMode.APPROVE]
     later = g.evaluate(STOP, "gpu-04", "vm_restart")
     assert later.mode is PolicyMode.APPROVE and later.reason.startswith("circuit breaker open")
+
+
+def test_gate_gives_the_rules_and_fields_for_the_approval(tmp_path: Path, redis: Redis) -> None:
+    settings, g = gate(tmp_path, redis)
+    base = policy_from_settings(settings)
+    gated = g.gate(STOP, "gpu-01", "vm_restart", "INC-1", base)
+    assert gated.decision.mode is PolicyMode.AUTO
+    assert gated.extra == {"policy": "stop-autostarted-inference", "policy_mode": "auto",
+                           "host": "gpu-01"}
+    assert gated.rules.approvers_for(STOP.kind) == {"S0GPUOPS"}
+    plain = g.gate(ActionRef("disk.cleanup", {}), "gpu-01", "disk_full", "INC-2", base)
+    assert plain.extra == {} and plain.rules is base
+    assert plain.decision.mode is PolicyMode.APPROVE and plain.decision.policy is None
