@@ -36,7 +36,7 @@ ACTOR = "policy"
 
 
 @dataclass(frozen=True)
-class Gated:
+class PolicyGated:
     """What the flow needs to create one approval under the fleet policies: the decision,
     the approval rules (the policy's approvers and two-person) and the fields to add to the
     approval's action dict (``policy``, ``policy_mode``, ``host``; empty without a policy)."""
@@ -80,12 +80,12 @@ class PolicyGate:
                            incident_id)
 
     def gate(self, action: ActionLike, host: str, incident_kind: str, incident_id: str,
-             base: ApprovalPolicy) -> Gated:
-        """``decide`` plus what creating the approval needs (see ``Gated``)."""
+             base: ApprovalPolicy) -> PolicyGated:
+        """``decide`` plus what creating the approval needs (see ``PolicyGated``)."""
         d = self.decide(action, host, incident_kind, incident_id)
         extra = ({"policy": d.policy_name, "policy_mode": d.mode.value, "host": host}
                  if d.policy else {})
-        return Gated(d, approval_policy_for(base, d.policy, action.kind), extra)
+        return PolicyGated(d, approval_policy_for(base, d.policy, action.kind), extra)
 
     def approval_policy(self, decision: PolicyDecision, base: ApprovalPolicy,
                         kind: str) -> ApprovalPolicy:
