@@ -104,3 +104,8 @@ MSG_CLEANUP_TITLE = "*Cleanup preview:* {n} item(s), {total} in all; {need} need
 MSG_CLEANUP_MORE = "… {n} more item(s), {size}"
 MSG_CLEANUP_PARTS = "*Or delete only one part* (Deny above declines them all):"
 MSG_CLEANUP_PART_BUTTON = "{what} · {size}"
+
+# --- maintenance windows on the Home tab (issue 28) ---------------------------------------
+HOME_MAINTENANCE = "Maintenance windows (alerts recorded, not posted)"
+HOME_MAINTENANCE_LINE = "{now}`{hosts}`{kinds}: {every}{reason}"
+HOME_MAINTENANCE_NOW = ":construction: now: "
