@@ -207,3 +207,4 @@ POLICY_SHADOW_NOTE = (":eyes: Shadow mode: policy `{policy}` would have run `{ki
                       "without a click. Nothing ran; approve below as usual.")
 POLICY_FELL_BACK = ":raised_hand: Policy `{policy}` did not run `{kind}` on {host}: {reason}."
 POLICY_AUTO_WHY = "{n} of {max} hosts in the last {period}: {hosts}"
+SILENCE_MAINTENANCE = "{hosts}/{kinds}  every {every}  (maintenance window)  {reason}"
