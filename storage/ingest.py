@@ -29,6 +29,7 @@ from bot.domain.incident import (
     flat,
     silence_candidates,
 )
+from bot.domain.maintenance import windows_from_json
 from bot.domain.planner import Plan, View
 from storage import keys
 from storage.audit import GLOBAL_MAXLEN, entry_fields
@@ -74,6 +75,8 @@ class BatchKeys:
                         + [keys.alert_incident(f) for f in self.fps]
                         + [keys.group(k) for k in self.kinds])
         self.all = self.watched + [keys.silence(h, k) for h, k in self.silences]
+        if firing:
+            self.all.append(keys.maintenance())
 
     def view(self, values: list[str | None]) -> View:
         it = iter(values)
@@ -83,6 +86,7 @@ class BatchKeys:
         view.fp_ids = {f: v for f in self.fps if (v := next(it))}
         view.windows = {k: GroupWindow.from_json(v) for k in self.kinds if (v := next(it))}
         view.silences = {s: SilenceRule.from_json(v) for s in self.silences if (v := next(it))}
+        view.maintenance = windows_from_json(next(it, None))
         return view
 
 
@@ -161,7 +165,9 @@ def write_plan(pipe: Pipeline, plan: Plan, view: View, now: float) -> None:
                                                     dict(event.fields)), EVENTS_MAXLEN)
     for note in plan.notes:
         fields = entry_fields(note.incident_id, note.actor, note.action, note.detail, None, now)
-        w.op("XADD", keys.audit(note.incident_id), "*", *(x for kv in fields.items() for x in kv))
+        if note.incident_id:  # a note about no incident (a suppressed alert): global only
+            w.op("XADD", keys.audit(note.incident_id), "*",
+                 *(x for kv in fields.items() for x in kv))
         w.xadd(keys.audit_all(), fields, GLOBAL_MAXLEN)
     pipe.multi()
     if w.argv:

@@ -235,3 +235,28 @@ def page_dead() -> str:
 def page_lease(incident_id: str) -> str:
     """Who is sending the incident's head item now."""
     return _k("page", "lease", incident_id)
+
+# fleet policy (issue 28)
+def policy_hosts(policy: str) -> str:
+    """Sorted set: host → when it was first acted on automatically under ``policy``."""
+    return _k("policy", "hosts", policy)
+
+
+def policy_fleet_hosts() -> str:
+    """Sorted set: host → when it was acted on automatically under any policy (the breaker)."""
+    return _k("policy", "fleet")
+
+
+def policy_breaker() -> str:
+    """Until when (ms) the fleet breaker is open; expires with it."""
+    return _k("policy", "breaker")
+
+
+def maintenance() -> str:
+    """JSON list of the recurring maintenance windows (``bot/domain/maintenance.py``)."""
+    return _k("maintenance")
+
+
+def usergroup_members(group: str) -> str:
+    """JSON list of a Slack usergroup's members, shared by replicas for a short TTL."""
+    return _k("slack", "usergroup", group)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from redis import Redis
 
 from bot.domain.incident import WILDCARD, SilenceRule, silence_candidates, valid_host, valid_kind
+from bot.domain.maintenance import MaintenanceWindow, windows_from_json, windows_to_json
 from storage import keys
 from storage.audit import AuditLog
 
@@ -90,3 +91,18 @@ class SilenceStore:
             if value and (silence := SilenceRule.from_json(value)).active(now):
                 return silence
         return None
+
+    def set_maintenance(self, windows: Sequence[MaintenanceWindow], actor: str) -> bool:
+        """Replace the recurring windows (from the config at start); audited when they
+        change, so the timeline says since when a window suppresses alerts."""
+        text = windows_to_json(windows)
+        old = self.redis.getset(keys.maintenance(), text)
+        if old == text:
+            return False
+        self.audit.append_global(actor, "maintenance.set",
+                                 {"windows": [w.to_dict() for w in windows]})
+        return True
+
+    def maintenance(self) -> tuple[MaintenanceWindow, ...]:
+        """The recurring windows every replica's ingest reads (for the Home tab, the CLI)."""
+        return windows_from_json(cast(str | None, self.redis.get(keys.maintenance())))

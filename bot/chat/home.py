@@ -15,6 +15,7 @@ from typing import Any
 from bot.chat.summary import STATE_ICON
 from bot.chat.text import clip, escape
 from bot.core import fmt, strings
+from bot.domain.maintenance import MaintenanceWindow
 from bot.extract.progress import bar
 
 GPU_FIELD = re.compile(r"^gpu(?P<index>\d{1,3})\.(?P<field>mem_used_mib|util_pct)$")
@@ -60,6 +61,7 @@ class Fleet:
     hosts: tuple[HostGpus, ...] = ()
     incidents: tuple[IncidentRow, ...] = ()
     jobs: tuple[JobRow, ...] = ()
+    maintenance: tuple[MaintenanceWindow, ...] = ()  # recurring silences (issue 28)
 
 
 def classify_gpus(host: str, latest: Mapping[str, float], expected: int = 0,
@@ -144,6 +146,22 @@ def render_home(fleet: Fleet) -> dict[str, Any]:
         *_list(strings.HOME_INCIDENTS, [incident_line(i, fleet.now) for i in incidents],
                strings.HOME_NO_INCIDENTS),
         *_list(strings.HOME_JOBS, [job_line(j) for j in fleet.jobs], strings.HOME_NO_JOBS),
+        *_maintenance(fleet),
         {"type": "context", "elements": [{"type": "mrkdwn", "text": updated}]},
     ]
     return {"type": "home", "blocks": blocks[:MAX_BLOCKS]}
+
+
+def maintenance_line(w: MaintenanceWindow, now: float) -> str:
+    return strings.HOME_MAINTENANCE_LINE.format(
+        now=strings.HOME_MAINTENANCE_NOW if w.window.contains(now) else "", hosts=w.hosts,
+        kinds=f" ({', '.join(w.kinds)})" if w.kinds else "", every=w.window.text,
+        reason=f" — {w.reason}" if w.reason else "")
+
+
+def _maintenance(fleet: Fleet) -> list[dict[str, Any]]:
+    """Only when windows exist: a fleet without them keeps its three lists."""
+    if not fleet.maintenance:
+        return []
+    return _list(strings.HOME_MAINTENANCE,
+                 [maintenance_line(w, fleet.now) for w in fleet.maintenance], "")

@@ -24,6 +24,7 @@ from slack_sdk import WebClient
 from bot.chat.coalesce import wait_turn
 from bot.chat.home import Fleet, HostGpus, IncidentRow, JobRow, classify_gpus, render_home
 from bot.chat.slack import call_with_retry
+from bot.domain.maintenance import MaintenanceWindow
 from bot.extract.states import JobState, JobStatus
 from storage.home import HomeViewers
 from storage.incidents import IncidentStore
@@ -46,8 +47,11 @@ def host_gpus(samples: SampleStore, host: str, now: float, expected: int = 0) ->
 
 def fleet_source(incidents: IncidentStore, samples: SampleStore,
                  jobs: Callable[[], Iterable[JobStatus]], expected: Mapping[str, int],
-                 clock: Callable[[], float] = time.time) -> FleetSource:
-    """A ``FleetSource`` over the bot's stores (``jobs``: ``queue.list_jobs`` bound)."""
+                 clock: Callable[[], float] = time.time,
+                 maintenance: Callable[[], Iterable[MaintenanceWindow]] | None = None,
+                 ) -> FleetSource:
+    """A ``FleetSource`` over the bot's stores (``jobs``: ``queue.list_jobs`` bound;
+    ``maintenance``: ``SilenceStore.maintenance`` bound, for the windows section)."""
 
     def snapshot() -> Fleet:
         now = clock()
@@ -57,7 +61,8 @@ def fleet_source(incidents: IncidentStore, samples: SampleStore,
         running = [JobRow(j.name or j.job_id, j.host, j.done, j.total, j.rate)
                    for j in jobs() if j.state is JobState.RUNNING]
         return Fleet(now, tuple(host_gpus(samples, h, now, expected.get(h, 0)) for h in hosts),
-                     tuple(open_), tuple(running))
+                     tuple(open_), tuple(running),
+                     tuple(maintenance()) if maintenance else ())
 
     return snapshot
 

@@ -166,14 +166,17 @@ def _silence_app() -> typer.Typer:
 
     @silence.command(name="list")
     def list_(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
-        """Active silences."""
-        found = _with_redis(config, lambda r: SilenceStore(r).list())
+        """Active silences, then the recurring maintenance windows."""
+        found, windows = _with_redis(config, lambda r: (SilenceStore(r).list(),
+                                                        SilenceStore(r).maintenance()))
         if as_json:
             typer.echo(json.dumps([json.loads(s.to_json()) for s in found], indent=2))
             return
         now = time.time()
         lines = [f"{s.host}/{s.kind}  until {fmt_time(s.until)} ({int(s.until - now)}s)  "
                  f"by {s.author}  {s.reason}" for s in found]
-        _print(lines or [S.SILENCES_NONE])
+        _print([*(lines or [S.SILENCES_NONE]), *[S.SILENCE_MAINTENANCE.format(
+            hosts=w.hosts, kinds=",".join(w.kinds) or "*", every=w.window.text,
+            reason=w.reason) for w in windows]])
 
     return silence

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 
+from bot.config.fleet_policy import to_limits, to_policy
 from bot.config.settings import ApprovalSettings, Settings
 from bot.domain.approval import ApprovalPolicy
+from bot.domain.maintenance import MaintenanceWindow
+from bot.domain.policy import FleetLimits, Policy
+from bot.domain.windows import parse_window
+from bot.remediation.policy_gate import PolicyGate
+from storage.audit import AuditLog
+from storage.connection import Redis
+from storage.policy_limits import PolicyLimits
 
 
 def policy_from_settings(settings: Settings) -> ApprovalPolicy:
@@ -20,3 +29,28 @@ def policy_from(approvers: Iterable[str], cfg: ApprovalSettings) -> ApprovalPoli
         two_person=frozenset(cfg.two_person),
         expiry_s=cfg.expiry_s,
     )
+
+
+def policies_from_settings(settings: Settings) -> tuple[Policy, ...]:
+    """The fleet policies in config order (first match wins), already validated at load."""
+    return tuple(to_policy(p) for p in settings.policies)
+
+
+def fleet_limits_from_settings(settings: Settings) -> FleetLimits:
+    return to_limits(settings.policy_limits)
+
+
+def policy_gate_from_settings(settings: Settings, redis: Redis, *,
+                              clock: Callable[[], float] = time.time) -> PolicyGate:
+    """The gate ``serve`` builds once: policies, the fleet cap from the inventory's size."""
+    limits = fleet_limits_from_settings(settings)
+    counter = PolicyLimits(redis, fleet_cap=limits.cap(len(settings.hosts)),
+                           fleet_window_s=limits.per_s, clock=clock)
+    return PolicyGate(policies_from_settings(settings), limits, counter,
+                      AuditLog(redis, clock=clock), clock=clock)
+
+
+def maintenance_from_settings(settings: Settings) -> tuple[MaintenanceWindow, ...]:
+    """The recurring windows of the config, for ``SilenceStore.set_maintenance`` at start."""
+    return tuple(MaintenanceWindow(m.hosts, tuple(m.kinds), parse_window(m.every), m.reason)
+                 for m in settings.maintenance)

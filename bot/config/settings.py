@@ -17,6 +17,12 @@ import yaml
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.config.fleet_policy import (
+    MaintenanceSettings,
+    PolicyLimitSettings,
+    PolicySettings,
+    unique_names,
+)
 from bot.core.errors import ConfigError
 from bot.core.schema import StrictModel
 from bot.domain.paging import PagingPolicy
@@ -158,6 +164,9 @@ class Settings(BaseSettings):
     extra: dict[str, Any] = Field(default_factory=dict)  # per-feature settings, validated there
     paging: PagingSettings = Field(default_factory=lambda: PagingSettings())
     runbooks: dict[str, str] = Field(default_factory=dict)  # finding code -> runbook URL
+    policies: list[PolicySettings] = Field(default_factory=list)  # first match wins (issue 28)
+    policy_limits: PolicyLimitSettings = Field(default_factory=lambda: PolicyLimitSettings())
+    maintenance: list[MaintenanceSettings] = Field(default_factory=list)  # recurring silences
 
     # secrets: environment only
     slack_bot_token: SecretStr | None = None
@@ -178,6 +187,11 @@ class Settings(BaseSettings):
     @classmethod
     def _runbook_urls(cls, v: dict[str, str]) -> dict[str, str]:
         return _runbooks(v)
+
+    @field_validator("policies")
+    @classmethod
+    def _unique_policies(cls, v: list[PolicySettings]) -> list[PolicySettings]:
+        return unique_names(v)
 
     @classmethod
     def settings_customise_sources(  # type: ignore[override]

@@ -4,7 +4,8 @@ Rules (documented in docs/alerts.md):
 
 - A delivery whose dedup identity was already applied is a duplicate: no effect.
 - A firing alert for a silenced (host, kind) is dropped and *not* marked seen, so the
-  same alert counts again once the silence ends.
+  same alert counts again once the silence ends. Inside a recurring maintenance window
+  (``bot/domain/maintenance.py``) it is dropped the same way and recorded in the audit.
 - One open incident per (host, kind): a repeat folds in (count, last seen, fingerprint).
 - Otherwise a new incident. If a group window for the kind is open (started by another
   host's incident less than ``group_wait_s`` ago and that incident still open), the new
@@ -36,6 +37,7 @@ from bot.domain.incident import (
     window_admits,
 )
 from bot.domain.lifecycle import IncidentState, can_transition
+from bot.domain.maintenance import MaintenanceWindow, in_window
 
 
 class PlanOutcome(StrEnum):
@@ -59,6 +61,7 @@ class View:
     windows: dict[str, GroupWindow] = field(default_factory=dict)
     silences: dict[tuple[str, str], SilenceRule] = field(default_factory=dict)
     incidents: dict[str, Incident] = field(default_factory=dict)
+    maintenance: tuple[MaintenanceWindow, ...] = ()  # recurring silences (issue 28)
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,8 @@ class Planner:
 
     def __init__(self, view: View, now: float, group_wait_s: float, ids: Iterator[str]) -> None:
         self.view = View(set(view.seen), dict(view.open_ids), dict(view.fp_ids),
-                         dict(view.windows), dict(view.silences), dict(view.incidents))
+                         dict(view.windows), dict(view.silences), dict(view.incidents),
+                         view.maintenance)
         self.now = now
         self.group_wait_s = group_wait_s
         self.ids = ids
@@ -118,7 +122,8 @@ class Planner:
         key = alert.dedup_key
         if key is not None and key in self.view.seen:
             return PlanOutcome.DUPLICATE, self._known_id(alert)
-        if alert.status is AlertStatus.FIRING and self._silenced(alert):
+        if alert.status is AlertStatus.FIRING and (self._silenced(alert)
+                                                   or self._in_maintenance(alert)):
             return PlanOutcome.SILENCED, None
         result = self._resolve(alert) if alert.status is AlertStatus.RESOLVED else self._fire(alert)
         if key is not None:
@@ -136,6 +141,15 @@ class Planner:
             if silence is not None and silence.active(self.now):
                 return True
         return False
+
+    def _in_maintenance(self, alert: Alert) -> bool:
+        """Inside a recurring window: recorded in the audit stream, not posted."""
+        window = in_window(self.view.maintenance, alert.host, alert.kind, self.now)
+        if window is not None:
+            self._note("", alert.source, "alert.suppressed", host=alert.host, kind=alert.kind,
+                       window=window.window.text, hosts=window.hosts, reason=window.reason,
+                       summary=alert.summary[:200])
+        return window is not None
 
     def _put(self, incident: Incident) -> None:
         self.view.incidents[incident.id] = incident

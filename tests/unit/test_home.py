@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from bot.chat.home import (
     Fleet,
     HostGpus,
@@ -11,6 +13,8 @@ from bot.chat.home import (
     host_line,
     render_home,
 )
+from bot.domain.maintenance import MaintenanceWindow
+from bot.domain.windows import parse_window
 
 NOW = 1_764_590_400.0  # 12:00 UTC
 
@@ -57,3 +61,14 @@ def test_empty_fleet_says_so() -> None:
              if b["type"] == "section"]
     assert texts == ["_No host samples yet (is the sampler or agent running?)_",
                      "_Nothing open._", "_No extraction is running._"]
+
+
+def test_maintenance_windows_show_only_when_configured() -> None:
+    sat_3am = 1_784_343_600.0  # 2026-07-18 03:00 UTC, a Saturday
+    windows = (MaintenanceWindow("gpu-0*", (), parse_window("Sat 02:00-04:00 UTC"), "firmware"),
+               MaintenanceWindow("*", ("disk_full",), parse_window("Sun 01:00-02:00 UTC")))
+    text = json.dumps(render_home(Fleet(sat_3am, maintenance=windows)), ensure_ascii=False)
+    assert "Maintenance windows (alerts recorded, not posted)" in text
+    assert ":construction: now: `gpu-0*`: Sat 02:00-04:00 UTC — firmware" in text
+    assert "`*` (disk_full): Sun 01:00-02:00 UTC" in text
+    assert "Maintenance" not in json.dumps(render_home(Fleet(sat_3am)))

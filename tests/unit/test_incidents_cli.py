@@ -104,3 +104,18 @@ def test_redis_down_is_one_line(monkeypatch: pytest.MonkeyPatch,
     err = capsys.readouterr().err
     assert err.startswith("error: cannot reach Redis at redis://127.0.0.1:")
     assert err.count("\n") == 1
+
+
+def test_silence_list_shows_maintenance_windows(env: None, redis: Redis,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.domain.maintenance import MaintenanceWindow
+    from bot.domain.windows import parse_window
+    from storage.silences import SilenceStore
+
+    SilenceStore(redis).set_maintenance(
+        [MaintenanceWindow("gpu-0*", (), parse_window("Sat 02:00-04:00 UTC"), "firmware")],
+        "config")
+    assert main(["silence", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2:] == ["No active silences.", "gpu-0*/*  every Sat 02:00-04:00 UTC  "
+                        "(maintenance window)  firmware"]

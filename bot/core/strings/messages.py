@@ -144,3 +144,8 @@ PM_THREAD_CHANGE = "Changed on {host}: `{kind}` {params} ({outcome}); revert: `{
 PM_THREAD_MORE = "The full timeline: `incident-bot postmortem {id}`"
 PM_IN = "in {d}"
 STATS_ROW = "*{key}*: {n} incidents · MTTA {mtta} · MTTR {mttr} · fixed with one click {share}"
+
+# --- maintenance windows on the Home tab (issue 28) ---------------------------------------
+HOME_MAINTENANCE = "Maintenance windows (alerts recorded, not posted)"
+HOME_MAINTENANCE_LINE = "{now}`{hosts}`{kinds}: {every}{reason}"
+HOME_MAINTENANCE_NOW = ":construction: now: "

@@ -185,3 +185,26 @@ FLOW_CLEANUP_FOUND = "{n} cleanup candidate(s) holding {size}"
 FLOW_REBOOT_OTHER_GONE = "{host} is back (new boot {boot}); re-diagnosed: this problem is gone."
 FLOW_REBOOT_OTHER_AGAIN = ("{host} is back (new boot {boot}), but this problem is not gone: "
                            "{still}. Diagnosing this incident again.")
+
+# --- fleet policy (issue 28) ------------------------------------------------------------
+POLICY_NONE = "no policy matches: a person approves"
+POLICY_APPROVE = "policy {policy} asks for a click"
+POLICY_AUTO = "runs without a click under policy {policy}"
+POLICY_SHADOW = "would have run {kind} under policy {policy} (shadow mode: a person approves)"
+POLICY_LIMIT = "limit reached: {n} hosts in the last {period} ({hosts})"
+POLICY_WINDOW = "policy {policy} does not act on its own during {window}"
+POLICY_BREAKER = ("circuit breaker open: {n} hosts acted on automatically in the last {period} "
+                  "(cap {cap}); every automatic action asks for a click")
+POLICY_BREAKER_TRIPPED = ("circuit breaker tripped by {host} under policy {policy}: {n} hosts "
+                          "in the last {period} reached the cap of {cap}")
+POLICY_REFUSED = "policy {policy} lets only {who} approve {kind} on {host}"
+POLICY_SILENCED = "inside maintenance window {window} ({hosts}): recorded, not posted"
+POLICY_REFUSED_CLICK = ("You are not allowed to approve or deny `{kind}` on {host}: policy "
+                        "`{policy}` lets only {who} approve it. This attempt was recorded.")
+POLICY_AUTO_DONE = (":robot_face: {done} `{target}` on {host} without a click, under policy "
+                    "`{policy}` ({why}). Revert below if this was wrong.")
+POLICY_SHADOW_NOTE = (":eyes: Shadow mode: policy `{policy}` would have run `{kind}` on {host} "
+                      "without a click. Nothing ran; approve below as usual.")
+POLICY_FELL_BACK = ":raised_hand: Policy `{policy}` did not run `{kind}` on {host}: {reason}."
+POLICY_AUTO_WHY = "{n} of {max} hosts in the last {period}: {hosts}"
+SILENCE_MAINTENANCE = "{hosts}/{kinds}  every {every}  (maintenance window)  {reason}"

@@ -1,0 +1,141 @@
+"""`incident-bot policy check|replay`: what the fleet policies would do, before they do it.
+
+``check`` needs only the config: every catalog action on every inventory host, the
+policy it hits and that policy's mode. ``replay`` reads the audit stream (the same Redis
+the service uses) for the actions people approved and started, and prints which ones
+the current policies would have run without a click, and which would have hit a limit.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bot.config.policy import fleet_limits_from_settings, policies_from_settings
+from bot.config.settings import Settings, load_settings
+from bot.core.errors import UserError
+from bot.domain.policy import ActionRef, Policy, PolicyDecision, PolicyMode, period_words
+from bot.domain.policy_replay import CheckRow, PastAction, check_rows, replay
+from bot.domain.windows import WindowError, parse_period
+
+ConfigOpt = Annotated[Path, typer.Option("--config", help="YAML config file")]
+STARTED = "action.started"
+POLICY_ACTOR = "policy"
+
+
+def describe(policy: Policy | None) -> str:
+    """``auto, limit 3 hosts/hour, not during Mon-Fri ...`` for one policy."""
+    if policy is None:
+        return PolicyMode.APPROVE.value
+    parts = [policy.mode.value]
+    if policy.limit:
+        parts.append(f"limit {policy.limit.max_hosts} hosts/{period_words(policy.limit.per_s)}")
+    if policy.not_during:
+        parts.append(f"not during {policy.not_during.text}")
+    if policy.approvers:
+        parts.append("approvers " + ", ".join(policy.approvers))
+    if policy.two_person:
+        parts.append("two-person")
+    return ", ".join(parts)
+
+
+def check_lines(rows: list[CheckRow]) -> list[str]:
+    lines = [f"{'HOST':<16} {'ACTION':<28} {'POLICY':<28} MODE"]
+    for row in rows:
+        name = row.policy.name if row.policy else "(none)"
+        when = f"  when {'; '.join(row.conditions)}" if row.conditions else ""
+        lines.append(f"{row.host:<16} {row.action:<28} {name:<28} {describe(row.policy)}{when}")
+    return lines
+
+
+def _pairs(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"invalid --param {pair!r}: expected key=value", 2)
+        out[key] = value
+    return out
+
+
+def past_actions(settings: Settings, since_s: float, now: float) -> list[PastAction]:
+    """People's started actions from the audit stream, with their incident's kind."""
+    from storage.audit import AuditLog
+    from storage.connection import StorageError, connect
+    from storage.incidents import IncidentStore
+
+    client = connect(settings.redis_url)
+    try:
+        entries = [e for e in AuditLog(client).between(now - since_s, now)
+                   if e.action == STARTED and e.actor != POLICY_ACTOR]
+        store, kinds = IncidentStore(client), {}
+        for inc in {e.incident_id for e in entries}:
+            found = store.get(inc)
+            kinds[inc] = found.kind if found else ""
+    except StorageError as exc:
+        raise UserError(f"cannot read the audit stream at {settings.redis_url}: {exc}") from None
+    finally:
+        client.close()
+    return [PastAction(e.ts, e.incident_id, str(e.detail.get("host", "")),
+                       ActionRef(str(e.detail.get("kind", "")),
+                                 {str(k): str(v) for k, v in
+                                  dict(e.detail.get("params") or {}).items()}),
+                       kinds.get(e.incident_id, ""), e.actor) for e in entries]
+
+
+def replay_line(item: PastAction, d: PolicyDecision) -> str:
+    stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(item.ts))
+    what = {PolicyMode.AUTO: "would have run automatically",
+            PolicyMode.SHADOW: "shadow: would have been posted as a suggestion",
+            PolicyMode.APPROVE: "would still ask"}[d.mode]
+    why = f" ({d.reason})" if d.mode is PolicyMode.APPROVE and d.fell_back else ""
+    return (f"{stamp}Z {item.incident_id:<9} {item.host:<14} {item.action.kind:<24} "
+            f"{d.policy_name or '(none)':<26} {what}{why}")
+
+
+def replay_summary(results: list[tuple[PastAction, PolicyDecision]]) -> str:
+    auto = sum(1 for _, d in results if d.mode is PolicyMode.AUTO)
+    limited = sum(1 for _, d in results if d.fell_back and d.mode is PolicyMode.APPROVE)
+    return (f"{len(results)} approved action(s): {auto} would have run automatically, "
+            f"{limited} would have hit a limit, window or the breaker")
+
+
+def register(app: typer.Typer) -> None:
+    policy = typer.Typer(help="What the fleet policies would do: check and replay.",
+                         no_args_is_help=True)
+
+    @policy.command("check")
+    def check(config: ConfigOpt,
+              param: Annotated[list[str] | None, typer.Option(
+                  "--param", help="an action parameter, key=value (repeatable)")] = None,
+              kind: Annotated[str | None, typer.Option(
+                  "--kind", help="the incident kind (default: any)")] = None) -> None:
+        """Which policy each catalog action on each inventory host would hit, and its mode."""
+        from bot.remediation.catalog import CATALOG
+
+        settings = load_settings(config)
+        rows = check_rows(policies_from_settings(settings), sorted(settings.hosts),
+                          sorted(CATALOG), _pairs(param or []), kind)
+        typer.echo("\n".join(check_lines(rows)))
+
+    @policy.command("replay")
+    def replay_(config: ConfigOpt,
+                since: Annotated[str, typer.Option("--since", help="how far back, e.g. 7d")]
+                = "7d") -> None:
+        """Past approved actions the current policies would have run without a click."""
+        try:
+            since_s = parse_period(since)
+        except WindowError as exc:
+            raise UserError(f"invalid --since: {exc}", 2) from None
+        settings = load_settings(config)
+        past = past_actions(settings, since_s, time.time())
+        results = replay(policies_from_settings(settings), past,
+                         fleet_limits_from_settings(settings), len(settings.hosts))
+        for item, decision in results:
+            typer.echo(replay_line(item, decision))
+        typer.echo(replay_summary(results))
+
+    app.add_typer(policy, name="policy")
