@@ -1,0 +1,145 @@
+"""Slurm's own words about a node: ``scontrol show node -o NODE`` and ``squeue -h -w NODE``.
+
+Pure. The node's ``State=`` is a base state plus ``+FLAG``s (``ALLOCATED+DRAIN`` is what
+``sinfo`` calls draining, ``IDLE+DRAIN`` drained); a trailing ``*`` is "not responding" in
+the short spelling. ``Reason=`` runs to the end of its line, with ``[user@time]`` after it
+when Slurm knows who set it. Node and job names are untrusted text: callers validate them
+(``bot.domain.validate``) before either reaches a command line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SQUEUE_FORMAT = "%i|%u|%j|%L|%T"  # id, user, name, time left, state
+BOT_PREFIX = "incident-bot"  # every reason the bot writes starts with it
+
+_STATE = re.compile(r"(?:^|\s)State=(\S+)")
+_NAME = re.compile(r"(?:^|\s)NodeName=(\S+)")
+_REASON = re.compile(r"(?:^|\s)Reason=([^\n]*)")
+_SET_BY = re.compile(r"^(.*?)\s*\[([^@\]\s]+)@([^\]\s]+)\]")
+_INCIDENT = re.compile(r"^incident-bot (?P<id>[A-Za-z0-9][A-Za-z0-9._-]{0,63}):")
+_BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One node as the controller sees it."""
+
+    name: str
+    base: str  # IDLE | ALLOCATED | MIXED | DOWN | ...
+    flags: tuple[str, ...] = ()  # DRAIN, NOT_RESPONDING, COMPLETING, ...
+    reason: str = ""
+    reason_user: str = ""
+    reason_time: str = ""
+
+    @property
+    def state(self) -> str:
+        return "+".join((self.base, *self.flags))
+
+    @property
+    def drain(self) -> bool:
+        return "DRAIN" in self.flags or self.base in ("DRAIN", "DRAINED", "DRAINING")
+
+    @property
+    def draining(self) -> bool:
+        """Marked to drain while jobs still run on it (``sinfo``: draining)."""
+        return self.drain and (self.base in _BUSY or "COMPLETING" in self.flags
+                               or self.base == "DRAINING")
+
+    @property
+    def drained(self) -> bool:
+        """Marked to drain and nothing runs on it any more (``sinfo``: drained)."""
+        return self.drain and not self.draining
+
+    @property
+    def usable(self) -> bool:
+        """Takes new jobs: no drain, not down, answering."""
+        return (self.base in ("IDLE", "MIXED", "ALLOCATED") and not self.drain
+                and "NOT_RESPONDING" not in self.flags and "DOWN" not in self.flags)
+
+    @property
+    def by_bot(self) -> bool:
+        """The reason was written by incident-bot (a person's reason never starts so)."""
+        return self.reason.startswith(BOT_PREFIX)
+
+    @property
+    def incident(self) -> str | None:
+        """The incident a bot-written reason names (``incident-bot INC-7: ...``)."""
+        m = _INCIDENT.match(self.reason)
+        return m.group("id") if m else None
+
+    @property
+    def view(self) -> str:
+        """One word for people, as ``sinfo`` says it: DRAINING, DRAINED, IDLE, ..."""
+        if self.drain:
+            return "DRAINING" if self.draining else "DRAINED"
+        return self.base + ("*" if "NOT_RESPONDING" in self.flags else "")
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """A job still on the node (``squeue -o '%i|%u|%j|%L|%T'``)."""
+
+    job_id: str
+    user: str
+    name: str
+    time_left: str  # as squeue prints it: 1:29:58, 2-03:04:05, UNLIMITED
+    state: str
+
+
+def split_state(word: str) -> tuple[str, tuple[str, ...]]:
+    """``ALLOCATED+DRAIN`` → ("ALLOCATED", ("DRAIN",)); ``IDLE*`` adds NOT_RESPONDING."""
+    parts = [p for p in word.strip().upper().split("+") if p]
+    if not parts:
+        return "UNKNOWN", ()
+    flags = list(parts[1:])
+    if parts[0].endswith("*"):
+        parts[0] = parts[0].rstrip("*")
+        flags.append("NOT_RESPONDING")
+    return parts[0], tuple(dict.fromkeys(flags))
+
+
+def _reason(text: str) -> tuple[str, str, str]:
+    m = _REASON.search(text)
+    if not m:
+        return "", "", ""
+    raw = m.group(1).strip()
+    who = _SET_BY.match(raw)
+    if who:
+        return who.group(1).strip(), who.group(2), who.group(3)
+    return ("" if raw in ("(null)", "none") else raw), "", ""
+
+
+def parse_node(text: str) -> SlurmNode | None:
+    """``scontrol show node [-o] NODE``: the first node, or None ("Node x not found")."""
+    name, state = _NAME.search(text), _STATE.search(text)
+    if name is None or state is None:
+        return None
+    base, flags = split_state(state.group(1))
+    reason, user, when = _reason(text)
+    return SlurmNode(name.group(1), base, flags, reason, user, when)
+
+
+def parse_jobs(text: str) -> list[SlurmJob]:
+    """``squeue -h -w NODE -o '%i|%u|%j|%L|%T'``; a ``|`` inside a job name is kept."""
+    jobs = []
+    for line in text.splitlines():
+        head = line.strip().split("|", 2)
+        if len(head) < 3 or not head[0]:
+            continue
+        tail = head[2].rsplit("|", 2)
+        if len(tail) < 3:
+            continue
+        jobs.append(SlurmJob(head[0], head[1], tail[0], tail[1], tail[2]))
+    return jobs
+
+
+def left_seconds(time_left: str) -> int | None:
+    """squeue's ``%L`` in seconds: ``[D-]HH:MM:SS``, ``MM:SS``; None for UNLIMITED and the like."""
+    m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", time_left.strip())
+    if not m:
+        return None
+    days, hours, minutes, secs = (int(g) if g else 0 for g in m.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + secs
