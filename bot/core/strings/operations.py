@@ -185,3 +185,28 @@ FLOW_CLEANUP_FOUND = "{n} cleanup candidate(s) holding {size}"
 FLOW_REBOOT_OTHER_GONE = "{host} is back (new boot {boot}); re-diagnosed: this problem is gone."
 FLOW_REBOOT_OTHER_AGAIN = ("{host} is back (new boot {boot}), but this problem is not gone: "
                            "{still}. Diagnosing this incident again.")
+
+# --- issue 26: Slurm drain and resume --------------------------------------------------
+SLURM_DRAIN_RISK = ("no new job starts on the node; jobs already running there finish "
+                    "(nothing is killed)")
+SLURM_RESUME_RISK = ("the scheduler starts jobs on the node again: only after the health "
+                     "gate passed")
+SLURM_NODE_NOW = "node {node} is {view}"
+SLURM_REASON_NOW = "reason: {reason}"
+SLURM_JOBS_NONE = "no job runs there"
+SLURM_JOBS = "{n} job(s) still run there: {jobs}"
+SLURM_JOB = "{id} ({user}, {name}, {left} left)"
+SLURM_JOB_UNLIMITED = "{id} ({user}, {name}, no time limit)"
+SLURM_DRAINED_BY_PERSON = ("node {node} is already {view} with a reason a person set: "
+                           "\"{reason}\" (by {who}); the bot does not overwrite it, ask them")
+SLURM_DRAINED_BY_OTHER = ("node {node} is already {view} by incident-bot for {other} "
+                          "(\"{reason}\"); this incident leaves that drain as it is")
+SLURM_NOT_FOUND = "Slurm does not know node {node}: {why}"
+SLURM_ALREADY_DRAINED = "already drained for this incident"
+SLURM_NOT_DRAINED = "node not drained"
+SLURM_RESUME_PERSON = ("node {node} was drained by a person (\"{reason}\", by {who}); the bot "
+                       "returns only nodes it drained itself")
+SLURM_PROPOSE_DRAIN = ("drain {node} in Slurm first, so that no new job lands on a broken GPU: "
+                       "{finding}")
+SLURM_PROPOSE_SCANCEL = ("PID {pid} belongs to Slurm job {job} ({user}): cancel or requeue "
+                         "the job through Slurm instead of killing its process")

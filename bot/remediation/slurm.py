@@ -1,0 +1,151 @@
+"""Slurm drain and resume: read the node, refuse what is not ours, prove the new state.
+
+The node is read with ``scontrol show node -o NODE`` and its jobs with ``squeue`` on the
+host itself, over the action's SSH connection, without ``sudo`` (both are read-only;
+only ``scontrol update`` needs the sudoers line). A drain is refused when a person
+already drained the node (their reason stays; the refusal shows it) or another incident
+did (said, not overwritten). Verification reads the node back: DRAIN set with this
+incident in the reason (DRAINING while jobs run, DRAINED once they ended), or, for a
+resume, a usable node with no reason. The jobs still on the node are in the result.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict
+from typing import Any
+
+from bot.core import fmt, strings
+from bot.remediation.polling import ActionRun, Look, poll
+from bot.remediation.preflight import Refusal
+from bot.remediation.probes import ProbeFailed, plain
+from bot.remediation.result import Verification
+from bot.remediation.state import CapturedState, SlurmCapture
+from bot.ssh.base import Command, SSHRunner, SSHTarget
+from playbooks.parsers.slurm import (
+    SQUEUE_FORMAT,
+    SlurmJob,
+    SlurmNode,
+    left_seconds,
+    parse_jobs,
+    parse_node,
+)
+
+KINDS = ("slurm.drain", "slurm.resume")
+
+
+def show_node_command(node: str) -> str:
+    return shlex.join(("scontrol", "show", "node", "-o", node))
+
+
+def squeue_command(node: str) -> str:
+    return shlex.join(("squeue", "-h", "-w", node, "-o", SQUEUE_FORMAT))
+
+
+def read_status(runner: SSHRunner, target: SSHTarget, node: str,
+                timeout_s: float) -> SlurmCapture:
+    """The node and its jobs, read together; ``ProbeFailed`` when Slurm cannot say."""
+    show, queue = runner.run_many(plain(target), [
+        Command("slurm.node", show_node_command(node), timeout_s),
+        Command("slurm.jobs", squeue_command(node), timeout_s)])
+    parsed = parse_node(show.stdout) if show.ok else None
+    if parsed is None or parsed.name != node:
+        why = (show.stderr or show.stdout or show.error or f"exit {show.exit_status}").strip()
+        raise ProbeFailed(show, strings.SLURM_NOT_FOUND.format(node=node, why=why[:200]))
+    if not queue.ok:
+        why = (queue.stderr or queue.error or f"exit {queue.exit_status}").strip()[:200]
+        raise ProbeFailed(queue, why)
+    return SlurmCapture(parsed, tuple(parse_jobs(queue.stdout)))
+
+
+def job_text(job: SlurmJob) -> str:
+    secs = left_seconds(job.time_left)
+    if secs is None:
+        return strings.SLURM_JOB_UNLIMITED.format(id=job.job_id, user=job.user, name=job.name)
+    return strings.SLURM_JOB.format(id=job.job_id, user=job.user, name=job.name,
+                                    left=fmt.duration(secs))
+
+
+def describe(status: SlurmCapture) -> str:
+    """``node gpu-01 is DRAINING; reason: ...; 1 job(s) still run there: 12 (alice, ...)``."""
+    node = status.node
+    parts = [strings.SLURM_NODE_NOW.format(node=node.name, view=node.view)]
+    if node.reason:
+        parts.append(strings.SLURM_REASON_NOW.format(reason=node.reason))
+    if status.jobs:
+        jobs = "; ".join(job_text(j) for j in status.jobs)
+        parts.append(strings.SLURM_JOBS.format(n=len(status.jobs), jobs=jobs))
+    else:
+        parts.append(strings.SLURM_JOBS_NONE)
+    return "; ".join(parts)
+
+
+def _ours(node: SlurmNode, incident: str) -> bool:
+    """Drained by the bot for this incident (or, without one, by the bot at all)."""
+    return node.by_bot and node.incident == (incident or None)
+
+
+def checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
+    """A person's reason is never overwritten or cleared; another incident's is said."""
+    if captured.slurm is None:
+        return None
+    node = captured.slurm.node
+    who = node.reason_user or "unknown"
+    if not node.drain:
+        return None
+    if ctx.spec.kind == "slurm.drain" and not node.by_bot:
+        return Refusal(strings.SLURM_DRAINED_BY_PERSON.format(
+            node=node.name, view=node.view, reason=node.reason or "none", who=who))
+    if ctx.spec.kind == "slurm.drain" and not _ours(node, ctx.params.get("incident", "")):
+        return Refusal(strings.SLURM_DRAINED_BY_OTHER.format(
+            node=node.name, view=node.view, other=node.incident or "another incident",
+            reason=node.reason))
+    if ctx.spec.kind == "slurm.resume" and node.reason and not node.by_bot:
+        return Refusal(strings.SLURM_RESUME_PERSON.format(node=node.name, reason=node.reason,
+                                                          who=who))
+    return None
+
+
+def skip(step: str, captured: CapturedState, params: dict[str, str]) -> str | None:
+    """Why ``drain``/``resume`` need not run: the node is already so."""
+    if captured.slurm is None:
+        return None
+    node = captured.slurm.node
+    if step == "drain" and node.drain and _ours(node, params.get("incident", "")):
+        return strings.SLURM_ALREADY_DRAINED
+    if step == "resume" and not node.drain and node.usable and not node.reason:
+        return strings.SLURM_NOT_DRAINED
+    return None
+
+
+def _goal(kind: str, params: dict[str, str], node: SlurmNode) -> bool:
+    if kind == "slurm.drain":
+        return node.drain and _ours(node, params.get("incident", ""))
+    return node.usable and not node.reason
+
+
+def _evidence(status: SlurmCapture) -> dict[str, Any]:
+    return {"node": {**asdict(status.node), "view": status.node.view},
+            "jobs": [asdict(j) for j in status.jobs]}
+
+
+def verify_slurm(ctx: ActionRun, captured: CapturedState, patient: bool = True) -> Verification:
+    """Read the node back until it is as the action meant (twice, ``settle_s`` apart)."""
+    node = ctx.params["node"]
+    t = ctx.options.probe_timeout_s
+
+    def look() -> Look:
+        status = read_status(ctx.runner, ctx.target, node, t)
+        return Look(_goal(ctx.spec.kind, ctx.params, status.node), None,
+                    {**_evidence(status), "detail": describe(status)})
+
+    seen, elapsed = poll(ctx, look, patient)
+    ev = dict(seen.evidence)
+    return Verification(seen.done, str(ev.pop("detail", "")), elapsed, evidence=ev)
+
+
+def revert_params(captured: CapturedState | None) -> dict[str, str] | None:
+    """``slurm.resume`` puts back a node the drain took out (captured usable before)."""
+    if captured is None or captured.slurm is None or captured.slurm.node.drain:
+        return None
+    return {"node": captured.slurm.node.name}

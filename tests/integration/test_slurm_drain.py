@@ -1,0 +1,128 @@
+"""slurm.drain and slurm.resume over real SSH against a real slurmctld.
+
+The simulated host (real sshd, private mount namespace) runs the real ``scontrol`` and
+``squeue``: the munge socket's directory is bound into its sandbox and ``SLURM_CONF`` is
+exported to its sessions. A real ``sbatch`` job runs on the node while it is drained.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from bot.remediation import ActionResult, Outcome, RemediationOptions, execute, revert_result
+from bot.remediation.slurm import read_status
+from bot.sim.sshd import SimHost
+from bot.ssh.base import SSHTarget
+from bot.ssh.pool import ParamikoPool
+from storage.audit import AuditLog
+from tests.fixtures.remediation import session_commands
+from tests.fixtures.sim import SimFactory
+from tests.fixtures.slurm import SlurmCluster
+
+FINDING = "GPU 2 fell off the bus (Xid 79)"
+
+
+@pytest.fixture
+def node_host(sim_factory: SimFactory, slurm: SlurmCluster) -> SimHost:
+    """A simulated GPU host whose sessions reach the real controller."""
+    return sim_factory("healthy", binds=(slurm.socket_dir,),
+                       env={"SLURM_CONF": str(slurm.conf)})
+
+
+def drain(pool: ParamikoPool, target: SSHTarget, options: RemediationOptions,
+          incident: str = "INC-7", audit: AuditLog | None = None) -> ActionResult:
+    return execute(pool, target, "slurm.drain",
+                   {"node": "gpu-01", "reason": FINDING, "incident": incident},
+                   approver="U0AAAAAAA", evidence_hash=None, audit=audit, options=options,
+                   incident_id=incident)
+
+
+def resume(pool: ParamikoPool, target: SSHTarget, options: RemediationOptions) -> ActionResult:
+    return execute(pool, target, "slurm.resume", {"node": "gpu-01"}, approver="U0AAAAAAA",
+                   evidence_hash=None, audit=None, options=options, incident_id="INC-7")
+
+
+def test_drain_around_a_running_job_then_resume(
+        node_host: SimHost, slurm: SlurmCluster, rem_pool: ParamikoPool,
+        fast_options: RemediationOptions, audit_log: AuditLog) -> None:
+    job = slurm.sbatch("train-llm", minutes=90)
+    target = node_host.ssh_target()
+
+    result = drain(rem_pool, target, fast_options, audit=audit_log)
+    assert result.outcome is Outcome.SUCCEEDED, result.summary
+    assert slurm.state() == "ALLOCATED+DRAIN"  # what sinfo calls draining
+    assert f"Reason=incident-bot INC-7: {FINDING} [root@" in slurm.show_node()
+    assert "DRAINING" in result.summary
+    assert re.search(rf"1 job\(s\) still run there: {job} \(root, train-llm, 1 h (29|30) min "
+                     r"left\)", result.summary), result.summary
+    assert result.captured is not None and result.captured.slurm is not None
+    assert result.captured.slurm.node.state == "ALLOCATED"  # the state before
+    assert [r.command for r in result.commands] == [
+        f"scontrol update NodeName=gpu-01 State=DRAIN 'Reason=incident-bot INC-7: {FINDING}'"]
+    assert sum("scontrol update" in c for c in session_commands(node_host)) == 1
+    assert [e.action for e in audit_log.timeline("INC-7")][-1] == "action.succeeded"
+
+    slurm.run("scancel", job)
+    slurm.wait(lambda: slurm.state() == "IDLE+DRAIN", "DRAINED")
+    seen = read_status(rem_pool, target, "gpu-01", 10.0)
+    assert (seen.node.view, seen.jobs) == ("DRAINED", ())
+
+    back = resume(rem_pool, target, fast_options)
+    assert back.outcome is Outcome.SUCCEEDED, back.summary
+    assert slurm.state() == "IDLE"
+    assert "Reason=" not in slurm.show_node()
+    assert "node gpu-01 is IDLE" in back.summary
+
+
+def test_a_persons_drain_is_refused_and_shown(
+        node_host: SimHost, slurm: SlurmCluster, rem_pool: ParamikoPool,
+        fast_options: RemediationOptions) -> None:
+    slurm.run("scontrol", "update", "NodeName=gpu-01", "State=DRAIN",
+              "Reason=PSU swap, ticket 4411")
+    result = drain(rem_pool, node_host.ssh_target(), fast_options)
+    assert result.outcome is Outcome.REFUSED
+    assert '"PSU swap, ticket 4411" (by root)' in result.summary
+    assert "Reason=PSU swap, ticket 4411 [root@" in slurm.show_node()  # untouched
+    assert not [c for c in session_commands(node_host) if "scontrol update" in c]
+    back = resume(rem_pool, node_host.ssh_target(), fast_options)
+    assert back.outcome is Outcome.REFUSED  # nor is a person's drain lifted
+    assert slurm.state() == "IDLE+DRAIN"
+
+
+def test_another_incidents_drain_is_said_and_kept_and_the_same_one_is_a_noop(
+        node_host: SimHost, slurm: SlurmCluster, rem_pool: ParamikoPool,
+        fast_options: RemediationOptions) -> None:
+    target = node_host.ssh_target()
+    assert drain(rem_pool, target, fast_options, incident="INC-3").outcome is Outcome.SUCCEEDED
+    other = drain(rem_pool, target, fast_options, incident="INC-7")
+    assert other.outcome is Outcome.REFUSED
+    assert "already DRAINED by incident-bot for INC-3" in other.summary
+    again = drain(rem_pool, target, fast_options, incident="INC-3")
+    assert again.outcome is Outcome.NOOP, again.summary
+    assert "INC-3" in slurm.show_node()
+
+
+def test_revert_of_a_drain_is_a_verified_resume_through_sudo(
+        node_host: SimHost, slurm: SlurmCluster, rem_pool: ParamikoPool,
+        fast_options: RemediationOptions) -> None:
+    target = replace(node_host.ssh_target(), sudo=True)
+    result = drain(rem_pool, target, fast_options)
+    assert result.outcome is Outcome.SUCCEEDED and result.revertable
+    assert result.commands[0].command.startswith("sudo -n scontrol update NodeName=gpu-01 ")
+    undo = revert_result(rem_pool, target, result, approver="U0AAAAAAA", evidence_hash=None,
+                         audit=None, options=fast_options)
+    assert (undo.kind, undo.outcome) == ("slurm.resume", Outcome.SUCCEEDED), undo.summary
+    assert slurm.state() == "IDLE"
+
+
+def test_unknown_node_fails_at_capture_and_nothing_runs(
+        node_host: SimHost, rem_pool: ParamikoPool, fast_options: RemediationOptions) -> None:
+    result = execute(rem_pool, node_host.ssh_target(), "slurm.drain",
+                     {"node": "gpu-99", "reason": FINDING}, approver="U0AAAAAAA",
+                     evidence_hash=None, audit=None, options=fast_options)
+    assert result.outcome is Outcome.FAILED
+    assert "Slurm does not know node gpu-99" in result.summary
+    assert result.commands == ()
