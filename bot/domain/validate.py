@@ -40,8 +40,9 @@ INCIDENT_ID = r"[A-Za-z0-9_-]{1,64}"
 INCIDENT_ID_RE = re.compile(rf"^{INCIDENT_ID}$")
 # A Slurm node name (slurm.conf NodeName): a host name, no ranges or lists (``gpu-[01-04]``).
 SLURM_NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-# A drain reason's own words: plain text that cannot fake Slurm's ``[user@time]`` suffix.
-SLURM_REASON_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 .,:;()_/+#%=-]{0,159}$")
+# A drain reason's own words: plain text that cannot fake Slurm's ``[user@time]`` suffix nor,
+# split at its spaces, add a ``Key=value`` of its own to ``scontrol update`` (no ``=``).
+SLURM_REASON_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 .,:;()_/+-]{0,159}$")
 
 
 def valid_host(host: str) -> bool:
@@ -151,10 +152,10 @@ def slurm_node(value: object) -> str:
 
 def slurm_reason(value: object) -> str:
     """A drain reason's text (the bot adds ``incident-bot INC-7: `` in front): one line of
-    letters, digits, spaces and ``.,:;()_/+#%=-``, at most 160 characters."""
+    letters, digits, spaces and ``.,:;()_/+-``, at most 160 characters."""
     if not isinstance(value, str) or not SLURM_REASON_RE.fullmatch(value) or value != value.strip():
         raise InvalidIdentifier("reason", value, "expected one line of plain text "
-                                "([A-Za-z0-9 .,:;()_/+#%=-], at most 160, no [ ] or quotes)")
+                                "([A-Za-z0-9 .,:;()_/+-], at most 160, no = [ ] or quotes)")
     return value
 
 

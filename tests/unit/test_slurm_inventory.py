@@ -36,7 +36,8 @@ def test_a_bad_node_name_fails_at_start(tmp_path: Path, bad: str) -> None:
 
 
 @pytest.mark.parametrize("bad", ["", "x [root@now]", "a\nb", "it's", 'say "x"', " pad",
-                                 "x" * 161, "$(reboot)", "`id`"])
+                                 "x" * 161, "$(reboot)", "`id`", "a State=RESUME",
+                                 "x NodeName=gpu-02"])
 def test_reason_grammar_refuses(bad: str) -> None:
     assert not validate.is_valid(validate.slurm_reason, bad)
 
