@@ -21,6 +21,10 @@ _REASON = re.compile(r"(?:^|\s)Reason=([^\n]*)")
 _SET_BY = re.compile(r"^(.*?)\s*\[([^@\]\s]+)@([^\]\s]+)\]")
 _INCIDENT = re.compile(r"^incident-bot (?P<id>[A-Za-z0-9][A-Za-z0-9._-]{0,63}):")
 _BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
+# cgroup v1 ``/slurm/uid_1000/job_123/step_0``, v2 ``/system.slice/slurmstepd.scope/job_123/``
+_JOB_CGROUP = re.compile(r"(?:/slurm(?:_[^/]*)?/uid_\d+|/slurmstepd\.scope)/job_(\d+)(?:/|$)")
+# slurmstepd's process title: ``slurmstepd: [123.batch]``, ``[123.0]``, ``[123.extern]``
+_STEPD = re.compile(r"^slurmstepd: \[(\d+)\.[A-Za-z0-9_]+\]")
 
 
 @dataclass(frozen=True)
@@ -143,3 +147,15 @@ def left_seconds(time_left: str) -> int | None:
         return None
     days, hours, minutes, secs = (int(g) if g else 0 for g in m.groups())
     return ((days * 24 + hours) * 60 + minutes) * 60 + secs
+
+
+def job_of_cgroup(cgroup: str) -> str | None:
+    """The Slurm job a process's cgroup (``ps -o cgroup``) puts it in, or None."""
+    m = _JOB_CGROUP.search(cgroup)
+    return m.group(1) if m else None
+
+
+def job_of_stepd(args: str) -> str | None:
+    """The job a ``slurmstepd`` process runs (its title), or None for any other process."""
+    m = _STEPD.match(args.strip())
+    return m.group(1) if m else None

@@ -9,6 +9,8 @@ import pytest
 from playbooks.parsers.slurm import (
     SlurmJob,
     SlurmNode,
+    job_of_cgroup,
+    job_of_stepd,
     left_seconds,
     parse_jobs,
     parse_node,
@@ -96,3 +98,24 @@ def test_squeue_rows() -> None:
 ])
 def test_left_seconds(text: str, secs: int | None) -> None:
     assert left_seconds(text) == secs
+
+
+@pytest.mark.parametrize(("cgroup", "job"), [
+    ("0::/system.slice/slurmstepd.scope/job_4242/step_batch/user/task_0", "4242"),
+    ("4:memory:/slurm/uid_1000/job_77/step_0/task_0", "77"),
+    ("4:memory:/slurm_node01/uid_0/job_5/step_extern", "5"),
+    ("0::/system.slice/vllm.service", None),
+    ("0::/user.slice/job_12.scope", None),
+])
+def test_job_of_cgroup(cgroup: str, job: str | None) -> None:
+    assert job_of_cgroup(cgroup) == job
+
+
+def test_job_of_stepd_on_a_real_process_tree() -> None:
+    rows = [line.split(None, 3) for line in
+            (REAL / "slurm_ps_job_tree.txt").read_text().splitlines()]
+    titles = {int(r[0]): r[3] for r in rows}
+    assert job_of_stepd(titles[min(titles)]) == "1"  # slurmstepd: [1.batch]
+    assert [job_of_stepd(t) for p, t in titles.items() if p != min(titles)] == [None, None]
+    assert job_of_stepd("slurmstepd: [12.extern]") == "12"
+    assert job_of_stepd("python slurmstepd: [12.0]") is None

@@ -210,3 +210,6 @@ SLURM_PROPOSE_DRAIN = ("drain {node} in Slurm first, so that no new job lands on
                        "{finding}")
 SLURM_PROPOSE_SCANCEL = ("PID {pid} belongs to Slurm job {job} ({user}): cancel or requeue "
                          "the job through Slurm instead of killing its process")
+SLURM_JOB_HOLDER = ("PID {pid} ({mem}) belongs to Slurm job {job} of {user}: the bot does not "
+                    "kill a job's process; cancel or requeue the job through Slurm "
+                    "(scancel {job}, scontrol requeue {job})")
