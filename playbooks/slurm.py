@@ -1,4 +1,5 @@
-"""On a Slurm node, the first proposal for a hardware fault is to drain the node.
+"""On a Slurm node, the first proposal for a hardware fault is to drain the node, and a
+job's process is ended through the scheduler (requeue, cancel), never killed.
 
 Pure rule over a finished report: when the host is a Slurm node (the inventory's
 ``slurm_node``) and a finding says its GPUs are broken, wedged, missing, behind a down
@@ -54,3 +55,20 @@ def drain_first(report: Report, node: str | None, context: Mapping[str, Any]) ->
     drain = next(a for a in report.actions if a.kind == "slurm.drain")
     report.actions.remove(drain)
     report.actions.insert(0, drain)
+
+
+def job_steps(report: Report, node: str | None) -> None:
+    """For each Slurm job found holding GPU memory (``slurm.job_holder``), requeue and
+    cancel as their own proposals: the scheduler ends the job, the bot never kills it."""
+    if node is None or not validate.is_valid(validate.slurm_node, node):
+        return
+    for f in report.findings:
+        job = str(f.evidence.get("job") or "")
+        if f.code != "slurm.job_holder" or not validate.is_valid(validate.slurm_job, job):
+            continue
+        who = {"job": job, "user": f.evidence.get("user") or "unknown", "node": node,
+               "pid": f.evidence.get("pid")}
+        report.propose("slurm.requeue", {"node": node, "job": job},
+                       S.SLURM_PROPOSE_REQUEUE.format(**who), S.SLURM_REQUEUE_RISK)
+        report.propose("slurm.cancel", {"node": node, "job": job},
+                       S.SLURM_PROPOSE_CANCEL.format(**who), S.SLURM_CANCEL_RISK)

@@ -43,6 +43,8 @@ SLURM_NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # A drain reason's own words: plain text that cannot fake Slurm's ``[user@time]`` suffix nor,
 # split at its spaces, add a ``Key=value`` of its own to ``scontrol update`` (no ``=``).
 SLURM_REASON_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 .,:;()_/+-]{0,159}$")
+# A Slurm job id: digits, or an array task ``123_4`` (never a list, a range or a name).
+SLURM_JOB_RE = re.compile(r"^[1-9][0-9]{0,9}(?:_[0-9]{1,7})?$")
 
 
 def valid_host(host: str) -> bool:
@@ -157,6 +159,14 @@ def slurm_reason(value: object) -> str:
         raise InvalidIdentifier("reason", value, "expected one line of plain text "
                                 "([A-Za-z0-9 .,:;()_/+-], at most 160, no = [ ] or quotes)")
     return value
+
+
+def slurm_job(value: object) -> str:
+    """One Slurm job id (``4242`` or an array task ``4242_7``)."""
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not SLURM_JOB_RE.fullmatch(text):
+        raise InvalidIdentifier("slurm job", value, "expected a job id such as 4242 or 4242_7")
+    return text
 
 
 def incident_ref(value: object) -> str:

@@ -35,7 +35,9 @@ from bot.remediation.renders import (
     _seconds,
     _sigkill,
     _sigterm,
+    _slurm_cancel,
     _slurm_drain,
+    _slurm_requeue,
     _slurm_resume,
     dropin_lines,
 )
@@ -92,6 +94,7 @@ def _vacuum(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
 _UNIT = ParamSpec("unit", validate.unit_name, "a systemd unit name, e.g. vllm.service")
 _PID = ParamSpec("pid", validate.pid, "a process id")
 _NODE = ParamSpec("node", validate.slurm_node, "a Slurm node name, e.g. gpu-01")
+_JOB = ParamSpec("job", validate.slurm_job, "a Slurm job id running on that node")
 _OVERRIDE = ParamSpec("override", _choice("override", ("no", "yes")),
                       "yes: act although systemd restarts the process (audited)", default="no")
 
@@ -148,6 +151,10 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
     ), _slurm_drain, risk=strings.SLURM_DRAIN_RISK, revertable=True),
     ActionSpec("slurm.resume", "returned to Slurm", (_NODE,), _slurm_resume,
                risk=strings.SLURM_RESUME_RISK),
+    ActionSpec("slurm.requeue", "requeued", (_NODE, _JOB), _slurm_requeue,
+               risk=strings.SLURM_REQUEUE_RISK),
+    ActionSpec("slurm.cancel", "cancelled", (_NODE, _JOB), _slurm_cancel,
+               risk=strings.SLURM_CANCEL_RISK),
     ActionSpec("extraction.resume", "resumed", (ParamSpec("job", job_id, "an extraction job id"),),
                lambda p: (), risk="restarts the extraction where it stopped", remote=False),
     ActionSpec("extraction.resume_override", "resumed despite the failed health gate",

@@ -117,6 +117,14 @@ def _slurm_drain(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
                                  f"Reason={drain_reason(p)}"), 15.0),)
 
 
+def _slurm_cancel(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("scancel", ("scancel", p["job"]), 15.0),)
+
+
+def _slurm_requeue(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("requeue", ("scontrol", "requeue", p["job"]), 15.0),)
+
+
 def _slurm_resume(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
     return (RemoteStep("resume", ("scontrol", "update", f"NodeName={p['node']}",
                                   "State=RESUME"), 15.0),)

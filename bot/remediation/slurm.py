@@ -31,7 +31,8 @@ from playbooks.parsers.slurm import (
     parse_node,
 )
 
-KINDS = ("slurm.drain", "slurm.resume")
+KINDS = ("slurm.drain", "slurm.resume", "slurm.requeue", "slurm.cancel")
+JOB_KINDS = ("slurm.requeue", "slurm.cancel")
 
 
 def show_node_command(node: str) -> str:
@@ -89,6 +90,8 @@ def checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
     """A person's reason is never overwritten or cleared; another incident's is said."""
     if captured.slurm is None:
         return None
+    if ctx.spec.kind in JOB_KINDS:
+        return _job_here(ctx.params["job"], captured.slurm)
     node = captured.slurm.node
     who = node.reason_user or "unknown"
     if not node.drain:
@@ -106,6 +109,15 @@ def checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
     return None
 
 
+def _job_here(job: str, status: SlurmCapture) -> Refusal | None:
+    """A job is requeued or cancelled only where the diagnosis saw it: on this node."""
+    if any(j.job_id == job for j in status.jobs):
+        return None
+    running = ", ".join(j.job_id for j in status.jobs) or "none"
+    return Refusal(strings.SLURM_JOB_NOT_HERE.format(job=job, node=status.node.name,
+                                                     jobs=running))
+
+
 def skip(step: str, captured: CapturedState, params: dict[str, str]) -> str | None:
     """Why ``drain``/``resume`` need not run: the node is already so."""
     if captured.slurm is None:
@@ -118,9 +130,12 @@ def skip(step: str, captured: CapturedState, params: dict[str, str]) -> str | No
     return None
 
 
-def _goal(kind: str, params: dict[str, str], node: SlurmNode) -> bool:
+def _goal(kind: str, params: dict[str, str], status: SlurmCapture) -> bool:
+    node = status.node
     if kind == "slurm.drain":
         return node.drain and _ours(node, params.get("incident", ""))
+    if kind in JOB_KINDS:
+        return all(j.job_id != params["job"] for j in status.jobs)
     return node.usable and not node.reason
 
 
@@ -136,7 +151,7 @@ def verify_slurm(ctx: ActionRun, captured: CapturedState, patient: bool = True) 
 
     def look() -> Look:
         status = read_status(ctx.runner, ctx.target, node, t)
-        return Look(_goal(ctx.spec.kind, ctx.params, status.node), None,
+        return Look(_goal(ctx.spec.kind, ctx.params, status), None,
                     {**_evidence(status), "detail": describe(status)})
 
     seen, elapsed = poll(ctx, look, patient)

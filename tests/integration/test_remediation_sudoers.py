@@ -65,6 +65,10 @@ DENIED = [
     ["/usr/bin/scontrol", "update", "NodeName=gpu-[01-99]", "State=RESUME"],
     ["/usr/bin/scontrol", "delete", "NodeName=gpu-01"],
     ["/usr/bin/scontrol", "shutdown"],
+    ["/usr/bin/scancel", "-u", "alice"],
+    ["/usr/bin/scancel", "--state=RUNNING"],
+    ["/usr/bin/scancel", "4242", "4243"],
+    ["/usr/bin/scontrol", "requeuehold", "4242"],
 ]
 
 

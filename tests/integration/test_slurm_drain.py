@@ -126,3 +126,36 @@ def test_unknown_node_fails_at_capture_and_nothing_runs(
     assert result.outcome is Outcome.FAILED
     assert "Slurm does not know node gpu-99" in result.summary
     assert result.commands == ()
+
+
+def job_action(pool: ParamikoPool, target: SSHTarget, options: RemediationOptions, kind: str,
+               job: str) -> ActionResult:
+    return execute(pool, target, kind, {"node": "gpu-01", "job": job}, approver="U0AAAAAAA",
+                   evidence_hash=None, audit=None, options=options, incident_id="INC-7")
+
+
+def test_drain_then_requeue_sends_the_job_back_to_the_queue(
+        node_host: SimHost, slurm: SlurmCluster, rem_pool: ParamikoPool,
+        fast_options: RemediationOptions) -> None:
+    job = slurm.sbatch("train-llm")
+    target = node_host.ssh_target()
+    assert drain(rem_pool, target, fast_options).outcome is Outcome.SUCCEEDED
+    result = job_action(rem_pool, target, fast_options, "slurm.requeue", job)
+    assert result.outcome is Outcome.SUCCEEDED, result.summary
+    assert result.summary.startswith(f"requeued Slurm job {job} on node gpu-01; ")
+    assert slurm.run("squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "PENDING"
+    slurm.wait(lambda: slurm.state() == "IDLE+DRAIN", "DRAINED after the requeue")
+
+
+def test_cancel_ends_the_job_and_a_job_elsewhere_is_refused(
+        node_host: SimHost, slurm: SlurmCluster, rem_pool: ParamikoPool,
+        fast_options: RemediationOptions) -> None:
+    job = slurm.sbatch("eval")
+    target = node_host.ssh_target()
+    other = job_action(rem_pool, target, fast_options, "slurm.cancel", str(int(job) + 1000))
+    assert other.outcome is Outcome.REFUSED
+    assert f"does not run on node gpu-01 (running there: {job})" in other.summary
+    assert slurm.jobs() == [job]
+    result = job_action(rem_pool, target, fast_options, "slurm.cancel", job)
+    assert result.outcome is Outcome.SUCCEEDED, result.summary
+    assert job not in slurm.jobs()

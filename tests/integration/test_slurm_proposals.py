@@ -68,6 +68,10 @@ def test_a_slurm_jobs_process_is_named_and_never_offered_for_killing(
                      options=PlaybookOptions(slurm_node="gpu-01"))
     kinds = [a.kind for a in d.actions]
     assert not [k for k in kinds if k.startswith(("process.", "systemd."))], kinds
+    assert [(a.kind, a.params) for a in d.actions] == [
+        ("slurm.requeue", {"node": "gpu-01", "job": "4242"}),
+        ("slurm.cancel", {"node": "gpu-01", "job": "4242"})]
+    assert "requeue Slurm job 4242 (alice)" in d.actions[0].reason
     job = [f for f in d.findings if f.code == "slurm.job_holder"]
     assert len(job) == 1, [f.code for f in d.findings]
     assert (job[0].evidence["job"], job[0].evidence["user"], job[0].evidence["pid"]) == \

@@ -11,7 +11,7 @@ from bot.domain.findings import Severity
 from playbooks.base import Report
 from playbooks.holders import slurm_job_of
 from playbooks.parsers.ps import Proc
-from playbooks.slurm import drain_first, reason_text
+from playbooks.slurm import drain_first, job_steps, reason_text
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 
@@ -74,3 +74,26 @@ def test_slurm_job_of_walks_up_to_slurmstepd() -> None:
     assert slurm_job_of(1, procs) is None
     loop = {5: Proc(5, 6, 0, "u", "", "a"), 6: Proc(6, 5, 0, "u", "", "b")}
     assert slurm_job_of(5, loop) is None  # a cycle ends, no hang
+
+
+def test_job_steps_requeue_then_cancel_and_only_valid_jobs() -> None:
+    r = Report("gpu-01")
+    r.find("slurm.job_holder", Severity.WARNING, "PID 440 belongs to Slurm job 4242",
+           job="4242", user="alice", pid=440)
+    r.find("slurm.job_holder", Severity.WARNING, "PID 441 belongs to Slurm job x",
+           job="4242; reboot", user="eve", pid=441)
+    job_steps(r, "gpu-01")
+    assert [(a.kind, a.params) for a in r.actions] == [
+        ("slurm.requeue", {"node": "gpu-01", "job": "4242"}),
+        ("slurm.cancel", {"node": "gpu-01", "job": "4242"})]
+    bare = Report("gpu-01")
+    bare.findings = list(r.findings)
+    job_steps(bare, None)
+    assert bare.actions == []
+
+
+@pytest.mark.parametrize(("value", "ok"), [
+    ("4242", True), ("4242_7", True), (4242, True), ("0", False), ("42,43", False),
+    ("4242_", False), ("-1", False), ("4242 4243", False), (True, False)])
+def test_slurm_job_grammar(value: object, ok: bool) -> None:
+    assert validate.is_valid(validate.slurm_job, value) is ok

@@ -213,3 +213,11 @@ SLURM_PROPOSE_SCANCEL = ("PID {pid} belongs to Slurm job {job} ({user}): cancel 
 SLURM_JOB_HOLDER = ("PID {pid} ({mem}) belongs to Slurm job {job} of {user}: the bot does not "
                     "kill a job's process; cancel or requeue the job through Slurm "
                     "(scancel {job}, scontrol requeue {job})")
+SLURM_REQUEUE_RISK = ("the job stops now and goes back to the queue; it restarts from its "
+                      "last checkpoint on another node (work since then is lost)")
+SLURM_CANCEL_RISK = "the job ends now for good; its user must submit it again"
+SLURM_JOB_NOT_HERE = "Slurm job {job} does not run on node {node} (running there: {jobs})"
+SLURM_JOB_GONE = "Slurm job {job} no longer runs on node {node}"
+SLURM_PROPOSE_REQUEUE = ("requeue Slurm job {job} ({user}): it holds GPU memory on {node} "
+                         "(PID {pid}); the scheduler restarts it elsewhere")
+SLURM_PROPOSE_CANCEL = "cancel Slurm job {job} ({user}) on {node} for good (PID {pid})"
