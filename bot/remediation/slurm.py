@@ -29,6 +29,8 @@ from playbooks.parsers.slurm import (
     left_seconds,
     parse_jobs,
     parse_node,
+    parse_nodes,
+    reason_epoch,
 )
 
 KINDS = ("slurm.drain", "slurm.resume", "slurm.requeue", "slurm.cancel")
@@ -164,3 +166,30 @@ def revert_params(captured: CapturedState | None) -> dict[str, str] | None:
     if captured is None or captured.slurm is None or captured.slurm.node.drain:
         return None
     return {"node": captured.slurm.node.name}
+
+
+ALL_NODES = "TZ=UTC scontrol show node -o"  # reason times in UTC, whatever the host's zone
+
+
+def drained_nodes(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> list[SlurmNode]:
+    """Every node of the cluster that is draining or drained, with its reason, who set
+    it and when (one Slurm host answers for the whole cluster): for ``/ir drained``, the
+    digest and the Home tab."""
+    probe = runner.run(plain(target), Command("slurm.nodes", ALL_NODES, timeout_s))
+    if not probe.ok:
+        why = (probe.stderr or probe.error or f"exit {probe.exit_status}").strip()[:200]
+        raise ProbeFailed(probe, why)
+    return [n for n in parse_nodes(probe.stdout) if n.drain]
+
+
+def overdue(nodes: list[SlurmNode], now: float, max_age_s: float, open_incidents: set[str],
+            utc_offset_s: float = 0.0) -> list[SlurmNode]:
+    """Nodes the bot drained more than ``max_age_s`` ago whose incident is no longer
+    open: what escalation fires for, so that drained nodes do not pile up unread."""
+    out = []
+    for node in nodes:
+        since = reason_epoch(node, utc_offset_s)
+        if (node.by_bot and since is not None and now - since > max_age_s
+                and node.incident not in open_incidents):
+            out.append(node)
+    return out

@@ -9,7 +9,9 @@ when Slurm knows who set it. Node and job names are untrusted text: callers vali
 
 from __future__ import annotations
 
+import calendar
 import re
+import time
 from dataclasses import dataclass
 
 SQUEUE_FORMAT = "%i|%u|%j|%L|%T"  # id, user, name, time left, state
@@ -124,6 +126,22 @@ def parse_node(text: str) -> SlurmNode | None:
     base, flags = split_state(state.group(1))
     reason, user, when = _reason(text)
     return SlurmNode(name.group(1), base, flags, reason, user, when)
+
+
+def parse_nodes(text: str) -> list[SlurmNode]:
+    """``scontrol show node -o`` (every node, one line each): the nodes it could read."""
+    nodes = (parse_node(line) for line in text.splitlines() if line.strip())
+    return [n for n in nodes if n is not None]
+
+
+def reason_epoch(node: SlurmNode, utc_offset_s: float = 0.0) -> float | None:
+    """When the reason was set (``[root@2026-12-02T13:36:28]``), as a Unix time; the
+    controller prints its local time, ``utc_offset_s`` ahead of UTC. None when unknown."""
+    try:
+        parsed = time.strptime(node.reason_time, "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return None
+    return calendar.timegm(parsed) - utc_offset_s
 
 
 def parse_jobs(text: str) -> list[SlurmJob]:

@@ -8,15 +8,17 @@ exported to its sessions. A real ``sbatch`` job runs on the node while it is dra
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import replace
 
 import pytest
 
 from bot.remediation import ActionResult, Outcome, RemediationOptions, execute, revert_result
-from bot.remediation.slurm import read_status
+from bot.remediation.slurm import drained_nodes, overdue, read_status
 from bot.sim.sshd import SimHost
 from bot.ssh.base import SSHTarget
 from bot.ssh.pool import ParamikoPool
+from playbooks.parsers.slurm import reason_epoch
 from storage.audit import AuditLog
 from tests.fixtures.remediation import session_commands
 from tests.fixtures.sim import SimFactory
@@ -159,3 +161,20 @@ def test_cancel_ends_the_job_and_a_job_elsewhere_is_refused(
     result = job_action(rem_pool, target, fast_options, "slurm.cancel", job)
     assert result.outcome is Outcome.SUCCEEDED, result.summary
     assert job not in slurm.jobs()
+
+
+def test_drained_nodes_and_overdue_drains(
+        node_host: SimHost, slurm: SlurmCluster, rem_pool: ParamikoPool,
+        fast_options: RemediationOptions) -> None:
+    target = node_host.ssh_target()
+    assert drained_nodes(rem_pool, target, 10.0) == []
+    assert drain(rem_pool, target, fast_options).outcome is Outcome.SUCCEEDED
+    (node,) = drained_nodes(rem_pool, target, 10.0)
+    assert (node.name, node.view, node.incident, node.reason_user) == \
+        ("gpu-01", "DRAINED", "INC-7", "root")
+    since = reason_epoch(node)
+    assert since is not None and abs(since - time.time()) < 120  # the sim prints UTC
+    later = since + 7200
+    assert overdue([node], later, 3600, open_incidents=set()) == [node]
+    assert overdue([node], later, 3600, open_incidents={"INC-7"}) == []
+    assert overdue([node], since + 60, 3600, open_incidents=set()) == []

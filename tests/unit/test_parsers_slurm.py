@@ -14,6 +14,8 @@ from playbooks.parsers.slurm import (
     left_seconds,
     parse_jobs,
     parse_node,
+    parse_nodes,
+    reason_epoch,
     split_state,
 )
 
@@ -119,3 +121,13 @@ def test_job_of_stepd_on_a_real_process_tree() -> None:
     assert [job_of_stepd(t) for p, t in titles.items() if p != min(titles)] == [None, None]
     assert job_of_stepd("slurmstepd: [12.extern]") == "12"
     assert job_of_stepd("python slurmstepd: [12.0]") is None
+
+
+def test_every_node_and_when_its_reason_was_set() -> None:
+    text = "".join((REAL / n).read_text() for n in (
+        "slurm_show_node_idle.txt", "slurm_show_node_draining.txt"))
+    nodes = parse_nodes(text)
+    assert [n.view for n in nodes] == ["IDLE", "DRAINING"]
+    assert reason_epoch(nodes[1]) == 1796218588.0  # 2026-12-02T13:36:28 UTC
+    assert reason_epoch(nodes[1], utc_offset_s=3600) == 1796218588.0 - 3600
+    assert reason_epoch(nodes[0]) is None
