@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,7 @@ from bot.ssh.pool import ParamikoPool
 from playbooks.parsers.slurm import reason_epoch
 from storage.audit import AuditLog
 from tests.fixtures.remediation import session_commands
-from tests.fixtures.sim import SimFactory
+from tests.fixtures.sim import SimFactory, one_host_config
 from tests.fixtures.slurm import SlurmCluster
 
 FINDING = "GPU 2 fell off the bus (Xid 79)"
@@ -178,3 +179,19 @@ def test_drained_nodes_and_overdue_drains(
     assert overdue([node], later, 3600, open_incidents=set()) == [node]
     assert overdue([node], later, 3600, open_incidents={"INC-7"}) == []
     assert overdue([node], since + 60, 3600, open_incidents=set()) == []
+
+
+def test_act_cli_drains_with_the_config_and_prints_the_revert(
+        node_host: SimHost, slurm: SlurmCluster, tmp_path: Path, redis_url: str,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.cli import main
+
+    config = one_host_config(tmp_path / "bot.yaml", node_host, slurm_node="gpu-01")
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    code = main(["act", "gpu-01", "slurm.drain", "node=gpu-01", f"reason={FINDING}",
+                 "incident=INC-7", "--yes", "--config", str(config)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "succeeded: drained in Slurm node gpu-01; node gpu-01 is DRAINED" in out
+    assert "back to the captured state: incident-bot act gpu-01 slurm.resume node=gpu-01" in out
+    assert slurm.state() == "IDLE+DRAIN"
