@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bot.remediation import ActionResult, Outcome, RemediationOptions, execute, revert_result
+from bot.remediation.followup import gate_note, offers, return_to_slurm
 from bot.remediation.slurm import drained_nodes, overdue, read_status
 from bot.sim.sshd import SimHost
 from bot.ssh.base import SSHTarget
 from bot.ssh.pool import ParamikoPool
+from playbooks import PlaybookOptions
+from playbooks.health_gate import run_gate
 from playbooks.parsers.slurm import reason_epoch
 from storage.audit import AuditLog
 from tests.fixtures.remediation import session_commands
@@ -193,5 +197,30 @@ def test_act_cli_drains_with_the_config_and_prints_the_revert(
     out = capsys.readouterr().out
     assert code == 0, out
     assert "succeeded: drained in Slurm node gpu-01; node gpu-01 is DRAINED" in out
-    assert "back to the captured state: incident-bot act gpu-01 slurm.resume node=gpu-01" in out
+    assert "slurm.resume" not in out  # the node goes back only through the health gate
     assert slurm.state() == "IDLE+DRAIN"
+
+
+def test_the_node_returns_only_through_a_passed_gate(
+        node_host: SimHost, sims: Callable[[str], SimHost], slurm: SlurmCluster,
+        rem_pool: ParamikoPool, fast_options: RemediationOptions) -> None:
+    target = node_host.ssh_target()
+    drained = drain(rem_pool, target, fast_options)
+    assert drained.outcome is Outcome.SUCCEEDED
+    assert [o.kind for o in offers(drained)] == []  # no Revert button for a drain
+
+    broken = run_gate(rem_pool, sims("gpu_xid79").ssh_target(),
+                      options=PlaybookOptions(expected_gpus=8))
+    assert not broken.passed
+    assert return_to_slurm(drained, broken) is None
+    assert gate_note(drained, broken).startswith("health gate failed: gpu-01 stays drained (")
+
+    healthy = run_gate(rem_pool, target)
+    assert healthy.passed, healthy.reasons
+    back = return_to_slurm(drained, healthy)
+    assert back is not None and (back.kind, back.params) == ("slurm.resume", {"node": "gpu-01"})
+    assert back.reason == f"Return gpu-01 to Slurm: the health gate passed on {target.name}"
+    result = execute(rem_pool, target, back.kind, back.params, approver="U0AAAAAAA",
+                     evidence_hash=None, audit=None, options=fast_options, incident_id="INC-7")
+    assert result.outcome is Outcome.SUCCEEDED, result.summary
+    assert slurm.state() == "IDLE" and "Reason=" not in slurm.show_node()

@@ -221,3 +221,6 @@ SLURM_JOB_GONE = "Slurm job {job} no longer runs on node {node}"
 SLURM_PROPOSE_REQUEUE = ("requeue Slurm job {job} ({user}): it holds GPU memory on {node} "
                          "(PID {pid}); the scheduler restarts it elsewhere")
 SLURM_PROPOSE_CANCEL = "cancel Slurm job {job} ({user}) on {node} for good (PID {pid})"
+SLURM_RETURN_REASON = "Return {node} to Slurm: the health gate passed on {host}"
+SLURM_GATE_PASSED = "health gate passed: {node} can go back to Slurm (approve the resume)"
+SLURM_GATE_FAILED = "health gate failed: {node} stays drained ({why})"
