@@ -96,11 +96,11 @@ def checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
         return _job_here(ctx.params["job"], captured.slurm)
     node = captured.slurm.node
     who = node.reason_user or "unknown"
+    if ctx.spec.kind == "slurm.drain" and (node.reason or node.drain) and not node.by_bot:
+        return Refusal(strings.SLURM_DRAINED_BY_PERSON.format(  # DOWN and FAIL's reasons too
+            node=node.name, view=node.view, reason=node.reason or "none", who=who))
     if not node.drain:
         return None
-    if ctx.spec.kind == "slurm.drain" and not node.by_bot:
-        return Refusal(strings.SLURM_DRAINED_BY_PERSON.format(
-            node=node.name, view=node.view, reason=node.reason or "none", who=who))
     if ctx.spec.kind == "slurm.drain" and not _ours(node, ctx.params.get("incident", "")):
         return Refusal(strings.SLURM_DRAINED_BY_OTHER.format(
             node=node.name, view=node.view, other=node.incident or "another incident",

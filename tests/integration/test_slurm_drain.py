@@ -224,3 +224,13 @@ def test_the_node_returns_only_through_a_passed_gate(
                      evidence_hash=None, audit=None, options=fast_options, incident_id="INC-7")
     assert result.outcome is Outcome.SUCCEEDED, result.summary
     assert slurm.state() == "IDLE" and "Reason=" not in slurm.show_node()
+
+
+def test_a_down_node_with_a_persons_reason_is_not_drained_over_it(
+        node_host: SimHost, slurm: SlurmCluster, rem_pool: ParamikoPool,
+        fast_options: RemediationOptions) -> None:
+    slurm.run("scontrol", "update", "NodeName=gpu-01", "State=DOWN", "Reason=bad DIMM")
+    result = drain(rem_pool, node_host.ssh_target(), fast_options)
+    assert result.outcome is Outcome.REFUSED
+    assert 'node gpu-01 is already DOWN with a reason a person set: "bad DIMM"' in result.summary
+    assert "Reason=bad DIMM [root@" in slurm.show_node()
