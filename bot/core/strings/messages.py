@@ -104,3 +104,10 @@ MSG_CLEANUP_TITLE = "*Cleanup preview:* {n} item(s), {total} in all; {need} need
 MSG_CLEANUP_MORE = "… {n} more item(s), {size}"
 MSG_CLEANUP_PARTS = "*Or delete only one part* (Deny above declines them all):"
 MSG_CLEANUP_PART_BUTTON = "{what} · {size}"
+
+# --- issue 26: Slurm actions as phrases ------------------------------------------------
+MSG_ACTION_SLURM_DRAIN = ("drain {node} in Slurm, so no new job lands on it (running jobs "
+                          "finish), reason \"{reason}\"")
+MSG_ACTION_SLURM_RESUME = "return {node} to Slurm"
+MSG_ACTION_SLURM_REQUEUE = "requeue Slurm job {job} on {node} through the scheduler"
+MSG_ACTION_SLURM_CANCEL = "cancel Slurm job {job} on {node} through the scheduler"
