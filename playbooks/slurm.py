@@ -42,13 +42,25 @@ def reason_text(title: str) -> str:
     return text if validate.is_valid(validate.slurm_reason, text) else "GPU hardware fault"
 
 
+def short_title(fault: Finding) -> str:
+    """What the drain reason says: for one GPU, its verdict and the reason that names an Xid
+    when there is one ("GPU 3 broken: Xid 79 since boot: GPU has fallen off the bus");
+    else the title up to its first ``;``."""
+    gpu = fault.evidence.get("gpu")
+    if isinstance(gpu, dict) and gpu.get("reasons"):
+        reasons = [str(r) for r in gpu["reasons"]]
+        why = next((r for r in reasons if "Xid" in r), reasons[0])
+        return f"GPU {gpu.get('index', '?')} {gpu.get('verdict', 'broken')}: {why}"
+    return fault.title.split(";", 1)[0]
+
+
 def drain_first(report: Report, node: str | None, context: Mapping[str, Any]) -> None:
     """Put ``slurm.drain`` of ``node`` in front of the report's proposals (see module)."""
     fault = hardware_fault(report.findings)
     if node is None or fault is None or not validate.is_valid(validate.slurm_node, node):
         return
     incident = str(context.get("incident_id") or "")
-    params = {"node": node, "reason": reason_text(fault.title),
+    params = {"node": node, "reason": reason_text(short_title(fault)),
               "incident": incident if validate.is_valid(validate.incident_ref, incident) else ""}
     report.propose("slurm.drain", params, S.SLURM_PROPOSE_DRAIN.format(
         node=node, finding=fault.title), S.SLURM_DRAIN_RISK)

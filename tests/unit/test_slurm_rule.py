@@ -97,3 +97,16 @@ def test_job_steps_requeue_then_cancel_and_only_valid_jobs() -> None:
     ("4242_", False), ("-1", False), ("4242 4243", False), (True, False)])
 def test_slurm_job_grammar(value: object, ok: bool) -> None:
     assert validate.is_valid(validate.slurm_job, value) is ok
+
+
+def test_one_gpus_reason_prefers_the_xid() -> None:
+    r = Report("gpu-01")
+    r.find("gpu.broken", Severity.CRITICAL, "GPU 3 (0000:5d:00) is broken: a; b; c",
+           gpu={"index": 3, "verdict": "broken",
+                "reasons": ["Unable to determine the device handle", "Xid 79 since boot"]})
+    drain_first(r, "gpu-01", {})
+    assert r.actions[0].params["reason"] == "GPU 3 broken: Xid 79 since boot"
+    m = Report("gpu-01")
+    m.find("gpu.missing", Severity.CRITICAL, "1 of 8 GPUs missing: x; y")
+    drain_first(m, "gpu-01", {})
+    assert m.actions[0].params["reason"] == "1 of 8 GPUs missing: x"
