@@ -144,12 +144,12 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
         ParamSpec("paths", _paths, "files to delete, joined by |"),
         ParamSpec("need_bytes", _bytes, "bytes that must be freed", default="0"),
     ), _cleanup, risk="deletes the listed cache, checkpoint and core files for good"),
-    ActionSpec("slurm.drain", "drained in Slurm", (
+    ActionSpec("slurm.drain", "drained", (
         _NODE,
         ParamSpec("reason", validate.slurm_reason, "why, in plain words (the finding)"),
         ParamSpec("incident", validate.incident_ref, "the incident the reason names", default=""),
     ), _slurm_drain, risk=strings.SLURM_DRAIN_RISK, revertable=True),
-    ActionSpec("slurm.resume", "returned to Slurm", (_NODE,), _slurm_resume,
+    ActionSpec("slurm.resume", "resumed", (_NODE,), _slurm_resume,
                risk=strings.SLURM_RESUME_RISK),
     ActionSpec("slurm.requeue", "requeued", (_NODE, _JOB), _slurm_requeue,
                risk=strings.SLURM_REQUEUE_RISK),

@@ -140,7 +140,7 @@ def _subject(ctx: ActionRun) -> str:
     if "job" in ctx.params and "node" in ctx.params:
         return f"Slurm job {ctx.params['job']} on node {ctx.params['node']}"
     if "node" in ctx.params:
-        return f"node {ctx.params['node']}"
+        return f"Slurm node {ctx.params['node']}"
     return ctx.params.get("unit") or "the journal"
 
 

@@ -196,7 +196,7 @@ def test_act_cli_drains_with_the_config_and_prints_the_revert(
                  "incident=INC-7", "--yes", "--config", str(config)])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "succeeded: drained in Slurm node gpu-01; node gpu-01 is DRAINED" in out
+    assert "succeeded: drained Slurm node gpu-01; node gpu-01 is DRAINED" in out
     assert "slurm.resume" not in out  # the node goes back only through the health gate
     assert slurm.state() == "IDLE+DRAIN"
 
