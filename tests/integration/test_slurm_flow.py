@@ -3,8 +3,8 @@ real job keeps running; the drain is the first proposal, approved by a signed cl
 real controller shows the node DRAINING with the bot's reason; the message names the job.
 
 Real: redis-server, the sim host over OpenSSH sshd, slurmctld/slurmd/munged, our service on
-uvicorn. Stand-in: Slack's Web API. What the lead still wires in bot/flow (the incident id in
-the reason, the DRAINED update, the gated return) is listed in docs/slurm.md's report.
+uvicorn. Stand-in: Slack's Web API. Not wired yet in bot/flow (so not asserted here): the
+incident id in the reason, the message update on DRAINED, the gated return to Slurm.
 """
 
 from __future__ import annotations
