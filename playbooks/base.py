@@ -47,6 +47,7 @@ class PlaybookOptions:
     expected_gpus: int | None = None  # the inventory's ``hosts.*.gpus``: fewer is a finding
     pcie_replay_warn: int = 100  # PCIe replays since boot at or above this: degraded
     xid_policy: XidPolicy = DEFAULT_POLICY
+    slurm_node: str | None = None  # the inventory's ``hosts.*.slurm_node``: drain it first
 
     @property
     def window_s(self) -> float:

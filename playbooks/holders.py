@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.domain import validate
-from playbooks.parsers import host, nvidia, ps, systemd
+from playbooks.parsers import host, nvidia, ps, slurm, systemd
 
 # Processes that open /dev/nvidia* without holding memory for work.
 GPU_HELPERS = ("nvidia-persistenced", "nv-hostengine", "dcgm", "nvidia-smi", "Xorg")
@@ -56,6 +56,7 @@ class Holder:
     elapsed_s: int | None = None
     cgroup_unit: str | None = None
     restarter: Restarter = field(default_factory=lambda: Restarter("none"))
+    slurm_job: str | None = None  # a Slurm job's process: cancelled through Slurm, never killed
 
     @property
     def kind(self) -> str | None:
@@ -99,7 +100,21 @@ def _holder(pid: int, procs: dict[int, ps.Proc], found_by: str, uuids: tuple[str
     if proc is None:
         return Holder(pid, fallback_args, "", found_by, uuids, mib)
     return Holder(pid, proc.args, proc.user, found_by, uuids, mib, proc.elapsed_s,
-                  systemd.unit_from_cgroup(proc.cgroup))
+                  systemd.unit_from_cgroup(proc.cgroup), slurm_job=slurm_job_of(pid, procs))
+
+
+def slurm_job_of(pid: int, procs: dict[int, ps.Proc], depth: int = 16) -> str | None:
+    """The Slurm job a process belongs to: its cgroup names it (cgroup plugins), or a
+    ``slurmstepd: [JOB.STEP]`` is among its ancestors (``proctrack/linuxproc``)."""
+    seen: set[int] = set()
+    while pid in procs and pid not in seen and len(seen) < depth:
+        seen.add(pid)
+        proc = procs[pid]
+        job = slurm.job_of_cgroup(proc.cgroup) or slurm.job_of_stepd(proc.args)
+        if job:
+            return job
+        pid = proc.ppid
+    return None
 
 
 def safe_unit(name: str | None) -> str | None:

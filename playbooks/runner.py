@@ -18,6 +18,7 @@ from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
 from bot.ssh.base import AuthFailed, HostKeyMismatch, SSHError, SSHRunner, SSHTarget
 from playbooks.base import PlaybookOptions, Session
 from playbooks.registry import get
+from playbooks.slurm import drain_first, job_steps
 
 MAX_PARALLEL_PROBES = 12
 
@@ -38,6 +39,8 @@ def run_playbook(runner: SSHRunner, target: SSHTarget, name: str, *,
             return _observed(_unreachable(target, name, exc, time.monotonic() - start, session))
         except Exception as exc:  # a bug must not take the incident flow down
             return _internal(target, name, exc, time.monotonic() - start, session)
+    drain_first(report, session.options.slurm_node, context or {})
+    job_steps(report, session.options.slurm_node)
     status = DiagnosisStatus.PARTIAL if session.degraded else DiagnosisStatus.OK
     return _observed(Diagnosis(host=target.name, playbook=report.playbook or name, status=status,
                      duration_s=time.monotonic() - start, findings=tuple(report.findings),

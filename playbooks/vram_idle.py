@@ -90,6 +90,13 @@ def maskable(fragment_path: str) -> bool:
 
 def _propose(r: h.Restarter, members: list[h.Holder], mem: str, p: GpuPicture,
              report: Report) -> None:
+    in_jobs = [x for x in members if x.slurm_job]
+    if in_jobs:  # its unit is slurmd's or slurmstepd's: stopping either would hit every job
+        for x in in_jobs:
+            report.find("slurm.job_holder", Severity.WARNING, S.SLURM_JOB_HOLDER.format(
+                pid=x.pid, job=x.slurm_job, user=x.user or "unknown", mem=gb(x.used_mib)),
+                pid=x.pid, job=x.slurm_job, user=x.user, unit=x.cgroup_unit)
+        return
     if r.kind == "systemd":
         unit = h.safe_unit(r.name)
         if unit is None:

@@ -7,11 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(redis-server openssh-server openssh-client prometheus-alertmanager prometheus lsof psmisc procps sudo)
+APT_PACKAGES=(redis-server openssh-server openssh-client prometheus-alertmanager prometheus lsof psmisc procps sudo
+              slurmctld slurmd slurm-client munge)
 
 need_apt=()
 for bin in redis-server:redis-server sshd:openssh-server ssh:openssh-client \
-           prometheus-alertmanager:prometheus-alertmanager promtool:prometheus lsof:lsof sudo:sudo; do
+           prometheus-alertmanager:prometheus-alertmanager promtool:prometheus lsof:lsof sudo:sudo \
+           slurmctld:slurmctld slurmd:slurmd scontrol:slurm-client munged:munge; do
     cmd=${bin%%:*}; pkg=${bin##*:}
     if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ] && [ ! -x "/usr/bin/$cmd" ]; then
         need_apt+=("$pkg")
@@ -23,7 +25,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${APT_PACKAGES[@]}"
 fi
-# Debian's redis-server and sshd packages start system services; the bot never uses them.
+# Debian's redis-server, sshd, munge and slurm packages start system services; the bot and its
+# tests never use them (tests/fixtures/slurm.py starts a private one-node cluster on loopback).
 
 python3 -m pip install -q torch==2.13.0
 if [ "${1:-}" = "--dev" ]; then

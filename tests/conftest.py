@@ -22,6 +22,7 @@ pytest_plugins = [
     "tests.fixtures.fake_pynvml",
     "tests.fixtures.slack",
     "tests.fixtures.remediation",
+    "tests.fixtures.slurm",
 ]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -163,6 +163,10 @@ def action_phrase(action: ProposedAction, diagnosis: Diagnosis | None = None) ->
         "extraction.resume": strings.MSG_ACTION_RESUME,
         "journal.vacuum": strings.MSG_ACTION_JOURNAL,
         "disk.journal_vacuum": strings.MSG_ACTION_JOURNAL,  # the catalog's name for it
+        "slurm.drain": strings.MSG_ACTION_SLURM_DRAIN,
+        "slurm.resume": strings.MSG_ACTION_SLURM_RESUME,
+        "slurm.requeue": strings.MSG_ACTION_SLURM_REQUEUE,
+        "slurm.cancel": strings.MSG_ACTION_SLURM_CANCEL,
     }
     template = templates.get(action.kind)
     try:

@@ -80,6 +80,12 @@ def _by_address(settings: Settings, spec: str) -> str | None:
     return None
 
 
+def slurm_node(settings: Settings, target: SSHTarget) -> str | None:
+    """The Slurm node an inventory host is (``hosts.NAME.slurm_node``), or None."""
+    host = settings.hosts.get(target.name)
+    return host.slurm_node if host is not None else None
+
+
 def options_for(settings: Settings, target: SSHTarget, **overrides: Any) -> PlaybookOptions:
     """Playbook options for one host: thresholds from config, mounts and prefixes per host."""
     diag = diagnostics_settings(settings).model_dump()
@@ -88,6 +94,7 @@ def options_for(settings: Settings, target: SSHTarget, **overrides: Any) -> Play
         diag["expected_mounts"] = tuple(host.expected_mounts)
         diag["path_prefixes"] = tuple(host.allowed_path_prefixes)
         diag["expected_gpus"] = host.gpus
+        diag["slurm_node"] = host.slurm_node
     diag["xid_policy"] = xid_policy_from_extra(settings.extra)
     diag.update(overrides)
     return PlaybookOptions(**diag)

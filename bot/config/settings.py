@@ -26,7 +26,7 @@ from bot.config.fleet_policy import (
 from bot.core.errors import ConfigError
 from bot.core.schema import StrictModel
 from bot.domain.paging import PagingPolicy
-from bot.domain.validate import HOST_CHARS
+from bot.domain.validate import HOST_CHARS, SLURM_NODE_RE
 from bot.ssh.settings import SSHSettings
 
 SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
@@ -62,6 +62,14 @@ class HostSettings(StrictModel):
     expected_mounts: list[str] = Field(default_factory=list)
     allowed_path_prefixes: list[str] = Field(default_factory=lambda: ["/data", "/shared", "/var"])
     gpus: int | None = Field(None, ge=0, le=64)  # expected GPU count: fewer is a finding
+    slurm_node: str | None = None  # a Slurm node: drains and resumes run scontrol on it
+
+    @field_validator("slurm_node")
+    @classmethod
+    def _slurm_node(cls, v: str | None) -> str | None:
+        if v is not None and not SLURM_NODE_RE.match(v):
+            raise ValueError("must be one Slurm node name ([A-Za-z0-9._-], at most 64)")
+        return v
 
     @field_validator("ssh")
     @classmethod

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bot.domain.slurm import SlurmJob, SlurmNode
+
 
 @dataclass(frozen=True)
 class UnitState:
@@ -79,6 +81,20 @@ class ProcState:
 
 
 @dataclass(frozen=True)
+class SlurmCapture:
+    """A Slurm node as the controller saw it, and the jobs still on it."""
+
+    node: SlurmNode
+    jobs: tuple[SlurmJob, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SlurmCapture:
+        node = dict(data["node"])
+        return cls(SlurmNode(**{**node, "flags": tuple(node.get("flags") or ())}),
+                   tuple(SlurmJob(**j) for j in data.get("jobs") or ()))
+
+
+@dataclass(frozen=True)
 class CapturedState:
     kind: str
     params: dict[str, str]
@@ -92,6 +108,7 @@ class CapturedState:
     errors: tuple[str, ...] = field(default_factory=tuple)
     owners: tuple[UnitState, ...] = ()  # the units the processes run under (restart policy)
     disk_avail: dict[str, int] = field(default_factory=dict)  # mount → bytes available
+    slurm: SlurmCapture | None = None  # slurm.* actions: the node before
 
     def owner(self, name: str | None) -> UnitState | None:
         return next((u for u in self.owners if u.name == name), None)
@@ -133,4 +150,5 @@ class CapturedState:
             owners=tuple(UnitState(**{**u, "pids": tuple(u.get("pids") or ())})
                          for u in data.get("owners") or ()),
             disk_avail={str(k): int(v) for k, v in (data.get("disk_avail") or {}).items()},
+            slurm=SlurmCapture.from_dict(data["slurm"]) if data.get("slurm") else None,
         )

@@ -38,6 +38,13 @@ USERGROUP_RE = re.compile(r"^S[A-Z0-9]{2,20}$")
 # Incident ids are the store's sequence numbers; chat values and slash arguments use this.
 INCIDENT_ID = r"[A-Za-z0-9_-]{1,64}"
 INCIDENT_ID_RE = re.compile(rf"^{INCIDENT_ID}$")
+# A Slurm node name (slurm.conf NodeName): a host name, no ranges or lists (``gpu-[01-04]``).
+SLURM_NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# A drain reason's own words: plain text that cannot fake Slurm's ``[user@time]`` suffix nor,
+# split at its spaces, add a ``Key=value`` of its own to ``scontrol update`` (no ``=``).
+SLURM_REASON_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 .,:;()_/+-]{0,159}$")
+# A Slurm job id: digits, or an array task ``123_4`` (never a list, a range or a name).
+SLURM_JOB_RE = re.compile(r"^[1-9][0-9]{0,9}(?:_[0-9]{1,7})?$")
 
 
 def valid_host(host: str) -> bool:
@@ -134,6 +141,40 @@ def container_id(value: object) -> str:
     """A docker container id (12..64 lowercase hex)."""
     if not isinstance(value, str) or not _CONTAINER.fullmatch(value):
         raise InvalidIdentifier("container", value, "not a hex container id")
+    return value
+
+
+def slurm_node(value: object) -> str:
+    """One Slurm node name, as ``scontrol update NodeName=`` takes it (never a list)."""
+    if not isinstance(value, str) or not SLURM_NODE_RE.fullmatch(value):
+        raise InvalidIdentifier("slurm node", value,
+                                "expected one node name: [A-Za-z0-9._-], at most 64")
+    return value
+
+
+def slurm_reason(value: object) -> str:
+    """A drain reason's text (the bot adds ``incident-bot INC-7: `` in front): one line of
+    letters, digits, spaces and ``.,:;()_/+-``, at most 160 characters."""
+    if not isinstance(value, str) or not SLURM_REASON_RE.fullmatch(value) or value != value.strip():
+        raise InvalidIdentifier("reason", value, "expected one line of plain text "
+                                "([A-Za-z0-9 .,:;()_/+-], at most 160, no = [ ] or quotes)")
+    return value
+
+
+def slurm_job(value: object) -> str:
+    """One Slurm job id (``4242`` or an array task ``4242_7``)."""
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not SLURM_JOB_RE.fullmatch(text):
+        raise InvalidIdentifier("slurm job", value, "expected a job id such as 4242 or 4242_7")
+    return text
+
+
+def incident_ref(value: object) -> str:
+    """An incident id as an action parameter ("" when the action has no incident)."""
+    if value == "":
+        return ""
+    if not isinstance(value, str) or not INCIDENT_ID_RE.fullmatch(value):
+        raise InvalidIdentifier("incident", value, "expected an incident id such as INC-7")
     return value
 
 

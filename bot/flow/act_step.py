@@ -40,7 +40,9 @@ from storage.incidents import IncidentStore
 
 log = logging.getLogger(__name__)
 GPU_FREEING = frozenset(followup.GPU_FREEING)  # a success offers the host's resumes
-NO_REPROBE = {"systemd.revert", "extraction.resume", OVERRIDE}
+# no re-probe before these: a revert or resume is offered after the fact, and a drain's
+# reason quotes the finding's words, which a fresh diagnosis may word differently
+NO_REPROBE = {"systemd.revert", "extraction.resume", OVERRIDE, "slurm.drain"}
 STALLED_S = 900.0  # far past every step, verify and re-probe deadline of one action
 
 

@@ -56,7 +56,8 @@ class Hosts:
 
     def diagnose(self, incident: Incident, target: SSHTarget | None) -> Diagnosis:
         """Run the incident kind's playbook; an unknown host is a finding, not a crash."""
-        context: dict[str, Any] = {"interrupted_jobs": []}
+        # the incident id names the incident in a Slurm drain's reason ("incident-bot INC-7: ...")
+        context: dict[str, Any] = {"interrupted_jobs": [], "incident_id": incident.id}
         try:
             context["interrupted_jobs"] = [
                 {"job_id": j} for j in self.interrupted_job_ids(incident.host)]

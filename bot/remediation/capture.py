@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 
 from bot.domain import validate
-from bot.domain.host_state import CapturedState, GpuHolder, GpuState, UnitState
+from bot.domain.host_state import CapturedState, GpuHolder, GpuState, SlurmCapture, UnitState
 from bot.remediation.catalog import ActionSpec
 from bot.remediation.options import RemediationOptions
 from bot.remediation.probes import (
@@ -48,10 +48,23 @@ def capture(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mapp
     owners = tuple(_owner(runner, target, name, t)  # a hostile name is never sent
                    for name in sorted(named) if validate.is_valid(validate.unit_name, name))
     avail = read_disk_avail(runner, target, t) if spec.kind == "disk.cleanup" else {}
+    slurm = _slurm(runner, target, spec, params, t)
     return CapturedState(
         kind=spec.kind, params=dict(params), host=target.name, captured_at=time.time(),
         units=units, gpus=tuple(gpus), holders=tuple(holders), processes=processes,
-        journal_bytes=journal, errors=tuple(errors), owners=owners, disk_avail=avail)
+        journal_bytes=journal, errors=tuple(errors), owners=owners, disk_avail=avail,
+        slurm=slurm)
+
+
+def _slurm(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mapping[str, str],
+           timeout_s: float) -> SlurmCapture | None:
+    """The node's state, reason and jobs before a ``slurm.*`` action (``ProbeFailed`` if
+    Slurm cannot say: a drain is never sent blind)."""
+    if "node" not in params:
+        return None
+    from bot.remediation.slurm import read_status
+
+    return read_status(runner, target, params["node"], timeout_s)
 
 
 def _owner(runner: SSHRunner, target: SSHTarget, name: str, timeout_s: float) -> UnitState:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 
+from bot.core import strings
 from bot.domain import validate
 from bot.remediation.renders import (
     DROPIN_NAME as DROPIN_NAME,
@@ -34,6 +35,10 @@ from bot.remediation.renders import (
     _seconds,
     _sigkill,
     _sigterm,
+    _slurm_cancel,
+    _slurm_drain,
+    _slurm_requeue,
+    _slurm_resume,
     dropin_lines,
 )
 from bot.remediation.renders import (
@@ -88,6 +93,8 @@ def _vacuum(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
 
 _UNIT = ParamSpec("unit", validate.unit_name, "a systemd unit name, e.g. vllm.service")
 _PID = ParamSpec("pid", validate.pid, "a process id")
+_NODE = ParamSpec("node", validate.slurm_node, "a Slurm node name, e.g. gpu-01")
+_JOB = ParamSpec("job", validate.slurm_job, "a Slurm job id running on that node")
 _OVERRIDE = ParamSpec("override", _choice("override", ("no", "yes")),
                       "yes: act although systemd restarts the process (audited)", default="no")
 
@@ -137,6 +144,17 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
         ParamSpec("paths", _paths, "files to delete, joined by |"),
         ParamSpec("need_bytes", _bytes, "bytes that must be freed", default="0"),
     ), _cleanup, risk="deletes the listed cache, checkpoint and core files for good"),
+    ActionSpec("slurm.drain", "drained", (
+        _NODE,
+        ParamSpec("reason", validate.slurm_reason, "why, in plain words (the finding)"),
+        ParamSpec("incident", validate.incident_ref, "the incident the reason names", default=""),
+    ), _slurm_drain, risk=strings.SLURM_DRAIN_RISK, revertable=True),
+    ActionSpec("slurm.resume", "resumed", (_NODE,), _slurm_resume,
+               risk=strings.SLURM_RESUME_RISK),
+    ActionSpec("slurm.requeue", "requeued", (_NODE, _JOB), _slurm_requeue,
+               risk=strings.SLURM_REQUEUE_RISK),
+    ActionSpec("slurm.cancel", "cancelled", (_NODE, _JOB), _slurm_cancel,
+               risk=strings.SLURM_CANCEL_RISK),
     ActionSpec("extraction.resume", "resumed", (ParamSpec("job", job_id, "an extraction job id"),),
                lambda p: (), risk="restarts the extraction where it stopped", remote=False),
     ActionSpec("extraction.resume_override", "resumed despite the failed health gate",

@@ -137,6 +137,10 @@ def _subject(ctx: ActionRun) -> str:
         return f"GPU {ctx.params['gpu']}"
     if ctx.spec.kind == "host.reboot":
         return ctx.target.name
+    if "job" in ctx.params and "node" in ctx.params:
+        return f"Slurm job {ctx.params['job']} on node {ctx.params['node']}"
+    if "node" in ctx.params:
+        return f"Slurm node {ctx.params['node']}"
     return ctx.params.get("unit") or "the journal"
 
 

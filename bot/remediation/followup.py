@@ -19,9 +19,11 @@ from bot.remediation.options import RemediationOptions
 from bot.remediation.rollback import revert_kind
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.base import action_id
+from playbooks.health_gate import GateResult
 
 GPU_FREEING = tuple(k for k, spec in CATALOG.items() if spec.frees_gpus)  # then: resume
 LASTING_AFTER = ("systemd.stop_disable",)  # the unit stays installed: its policy still matters
+_DRAINED = (Outcome.SUCCEEDED, Outcome.TIMED_OUT_BUT_DONE, Outcome.NOOP)
 
 
 def revert_action(result: ActionResult) -> ProposedAction | None:
@@ -77,8 +79,11 @@ def resume_actions(result: ActionResult, interrupted_jobs: Sequence[str]) -> lis
 
 
 def offers(result: ActionResult, interrupted_jobs: Sequence[str] = ()) -> list[ProposedAction]:
-    """Everything the result message should offer, Revert first."""
+    """Everything the result message should offer, Revert first. A drained Slurm node is
+    not offered back here: it returns only through the health gate (``return_to_slurm``)."""
     revert = revert_action(result)
+    if revert is not None and revert.kind == "slurm.resume":
+        revert = None
     return (([revert] if revert else []) + resume_actions(result, interrupted_jobs)
             + alternatives(result) + lasting_fixes(result))
 
@@ -93,3 +98,25 @@ def chain_resumes(runner: SSHRunner, target: SSHTarget, result: ActionResult,
                     evidence_hash=result.evidence_hash, audit=audit, options=options,
                     incident_id=result.incident_id)
             for a in resume_actions(result, interrupted_jobs)]
+
+
+def return_to_slurm(drain: ActionResult, gate: GateResult) -> ProposedAction | None:
+    """"Return gpu-01 to Slurm" (``slurm.resume``) after the repair, only when the health
+    gate passed on the node; None otherwise (the node stays drained, ``gate_note`` says
+    why) or when ``drain`` did not drain anything."""
+    if drain.kind != "slurm.drain" or drain.outcome not in _DRAINED or not gate.passed:
+        return None
+    node = drain.params["node"]
+    params = {"node": node}
+    return ProposedAction(id=action_id(drain.host, "slurm.resume", params), kind="slurm.resume",
+                          params=params, reason=strings.SLURM_RETURN_REASON.format(
+                              node=node, host=gate.host),
+                          risk=CATALOG["slurm.resume"].risk)
+
+
+def gate_note(drain: ActionResult, gate: GateResult) -> str:
+    """What the thread says about the drained node once the gate ran."""
+    node = drain.params.get("node", drain.host)
+    if gate.passed:
+        return strings.SLURM_GATE_PASSED.format(node=node)
+    return strings.SLURM_GATE_FAILED.format(node=node, why="; ".join(gate.reasons) or "unknown")

@@ -157,6 +157,12 @@ def check(ctx: ActionRun, captured: CapturedState, steps: tuple[RemoteStep, ...]
         refusal = _cleanup_checks(ctx)
         if refusal:
             return refusal
+    if captured.slurm is not None:
+        from bot.remediation.slurm import checks as slurm_checks
+
+        refusal = slurm_checks(ctx, captured)
+        if refusal:
+            return refusal
     return sudo_check(ctx, steps)
 
 

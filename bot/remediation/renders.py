@@ -101,3 +101,30 @@ def _bytes(value: object) -> str:
 def _cleanup(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
     return tuple(RemoteStep("rm", ("rm", "-f", "--", path), 30.0)
                  for path in p["paths"].split(PATH_SEP))
+
+
+SLURM_BOT = "incident-bot"  # every drain reason the bot writes starts with it
+
+
+def drain_reason(p: Mapping[str, str]) -> str:
+    """``incident-bot INC-7: GPU 2 fell off the bus (Xid 79)``: who drained it and why."""
+    incident = p.get("incident", "")
+    return f"{SLURM_BOT} {incident}: {p['reason']}" if incident else f"{SLURM_BOT}: {p['reason']}"
+
+
+def _slurm_drain(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("drain", ("scontrol", "update", f"NodeName={p['node']}", "State=DRAIN",
+                                 f"Reason={drain_reason(p)}"), 15.0),)
+
+
+def _slurm_cancel(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("scancel", ("scancel", p["job"]), 15.0),)
+
+
+def _slurm_requeue(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("requeue", ("scontrol", "requeue", p["job"]), 15.0),)
+
+
+def _slurm_resume(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    return (RemoteStep("resume", ("scontrol", "update", f"NodeName={p['node']}",
+                                  "State=RESUME"), 15.0),)

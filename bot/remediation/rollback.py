@@ -20,6 +20,10 @@ from bot.remediation.probes import read_unit
 
 def revert_params(spec: ActionSpec, captured: CapturedState | None) -> dict[str, str] | None:
     """Parameters of the action that puts the unit back as it was captured."""
+    if spec.kind == "slurm.drain":
+        from bot.remediation.slurm import revert_params as slurm_revert
+
+        return slurm_revert(captured)
     if not spec.revertable or captured is None or not captured.units:
         return None
     unit = captured.units[0]
@@ -31,6 +35,8 @@ def revert_params(spec: ActionSpec, captured: CapturedState | None) -> dict[str,
 
 
 def revert_kind(spec: ActionSpec) -> str:
+    if spec.kind == "slurm.drain":
+        return "slurm.resume"
     return "systemd.dropin_revert" if spec.kind == "systemd.dropin" else "systemd.revert"
 
 
@@ -45,7 +51,7 @@ def roll_back(ctx: ActionRun, captured: CapturedState,
     from bot.remediation.steps import run_steps
 
     params = revert_params(ctx.spec, captured)
-    if params is None or not needed(records):
+    if params is None or not needed(records) or not captured.units:
         return []
     spec = catalog.get(revert_kind(ctx.spec))
     clean = spec.validate(params)

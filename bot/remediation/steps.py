@@ -15,6 +15,7 @@ from bot.domain.host_state import CapturedState, ProcState, UnitState
 from bot.remediation.catalog import RemoteStep
 from bot.remediation.polling import ActionRun
 from bot.remediation.probes import parse_size, plain, read_journal_bytes, read_process, read_unit
+from bot.remediation.slurm import skip as slurm_skip
 from bot.ssh.base import Command
 
 _SYSTEMD = frozenset({"stop", "start", "disable", "enable", "mask", "unmask"})
@@ -63,6 +64,8 @@ def precheck(ctx: ActionRun, step: RemoteStep, captured: CapturedState) -> str |
     """Skip reason against the captured state; for SIGKILL, first wait out the grace."""
     if step.name == "kill" and _escalates(ctx):
         return _wait_gone(ctx, captured.processes[0].pid)
+    if captured.slurm is not None:
+        return slurm_skip(step.name, captured, ctx.params)
     unit = captured.units[0] if captured.units else None
     proc = captured.processes[0] if captured.processes else None
     journal = (captured.journal_bytes, _journal_limit(ctx)) if step.name == "vacuum" else None

@@ -23,6 +23,7 @@ from bot.remediation.probes import (
     read_process,
     read_unit,
 )
+from bot.remediation.slurm import verify_slurm
 from bot.remediation.verify_more import (
     verify_cleanup,
     verify_dropin,
@@ -228,6 +229,8 @@ def _unit_evidence(unit: UnitState) -> dict[str, Any]:
 def verify(ctx: ActionRun, captured: CapturedState, patient: bool = True) -> Verification:
     """The verification each kind of action needs, after it ran."""
     kind = ctx.spec.kind
+    if kind.startswith("slurm."):
+        return verify_slurm(ctx, captured, patient)
     if kind == "systemd.revert":
         return with_gpu_report(ctx, verify_unit(ctx, captured, patient))
     if kind.startswith("systemd.dropin"):

@@ -83,8 +83,9 @@ def _devices(root: Path) -> None:
     _mount("-t", "tmpfs", "-o", "mode=1777,size=64m", "tmpfs", str(dev / "shm"))
 
 
-def setup(workdir: Path) -> Path:
-    """Mount the overlay root (inside the private namespace) and return it."""
+def setup(workdir: Path, binds: tuple[str, ...] = ()) -> Path:
+    """Mount the overlay root (inside the private namespace) and return it; ``binds``
+    (absolute directories) are the real ones inside it, not overlay copies."""
     base = workdir / "sandbox"
     base.mkdir(exist_ok=True)
     _mount("-t", "tmpfs", "-o", "mode=0700,size=4g", "tmpfs", str(base))
@@ -94,8 +95,10 @@ def setup(workdir: Path) -> Path:
     _mount("-t", "overlay", "overlay", "-o",
            f"lowerdir=/,upperdir={base / 'upper'},workdir={base / 'work'}", str(root))
     _devices(root)
-    inner = root / str(workdir).lstrip("/")
-    _mount("--bind", str(workdir), str(inner))
+    for path in (str(workdir), *binds):
+        inner = root / path.lstrip("/")
+        inner.mkdir(parents=True, exist_ok=True)
+        _mount("--bind", path, str(inner))
     return root
 
 
@@ -123,8 +126,8 @@ def main(args: list[str]) -> int:
         sys.stderr.write("usage: python -m bot.sim.sandbox WORKDIR -- COMMAND...\n")
         return 2
     workdir = Path(args[0])
-    root = setup(workdir)
     state = load_state(workdir)
+    root = setup(workdir, tuple(state.get("binds") or ()))
     materialize(root, state.get("files") or [], time.time())
     from bot.sim.reboot import write_boot_id
 

@@ -25,7 +25,7 @@ def _shim(workdir: Path, tool: str) -> str:
     return f"#!/bin/sh\nexec {shlex.join(argv)} \"$@\"\n"
 
 
-def write_shims(workdir: Path) -> Path:
+def write_shims(workdir: Path, env: dict[str, str] | None = None) -> Path:
     bindir = workdir / "bin"
     bindir.mkdir(parents=True, exist_ok=True)
     for tool in [*TOOLS, SESSION]:
@@ -35,5 +35,7 @@ def write_shims(workdir: Path) -> Path:
     for name in ("sh", "dash"):
         (bindir / name).write_text(SH_SHIM)
         (bindir / name).chmod(0o755)
-    (bindir / "simrc").write_text(SIMRC)
+    exports = "".join(f"export {name}={shlex.quote(value)}\n"
+                      for name, value in sorted((env or {}).items()) if name.isidentifier())
+    (bindir / "simrc").write_text(SIMRC + exports)
     return bindir

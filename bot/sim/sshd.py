@@ -144,7 +144,8 @@ def _free_port() -> int:
     return free_port()
 
 
-def _prepare(workdir: Path, state: dict[str, Any], port: int, user: str) -> tuple[Path, Path]:
+def _prepare(workdir: Path, state: dict[str, Any], port: int, user: str,
+             env: dict[str, str] | None = None) -> tuple[Path, Path]:
     workdir.mkdir(parents=True, exist_ok=True)
     key_path, host_pub = write_keypair(workdir)
     known = workdir / "known_hosts"
@@ -152,7 +153,7 @@ def _prepare(workdir: Path, state: dict[str, Any], port: int, user: str) -> tupl
     write_state(workdir, state)
     (workdir / "commands.jsonl").write_text("")
     (workdir / MARKER).unlink(missing_ok=True)
-    write_shims(workdir)
+    write_shims(workdir, env)
     (workdir / "sshd_config").write_text(sshd_config(workdir, port, user, state["sshd"]))
     return key_path, known
 
@@ -183,11 +184,14 @@ def _wait_listening(proc: subprocess.Popen[bytes], workdir: Path, timeout_s: flo
 
 def start_sim(scenario: str | Path, *, port: int | None = None, workdir: Path | None = None,
               overrides: dict[str, Any] | None = None, detach: bool = False,
-              timeout_s: float = 10.0) -> SimHost:
+              timeout_s: float = 10.0, binds: tuple[Path, ...] = (),
+              env: dict[str, str] | None = None) -> SimHost:
     """Validate the scenario, write the host's files and start its sshd on 127.0.0.1.
 
     ``detach`` leaves sshd running after this process exits (``sim up``); otherwise it
-    is stopped at interpreter exit if nobody stopped it before.
+    is stopped at interpreter exit if nobody stopped it before. ``binds`` are real
+    directories shared into the sandbox as they are (a daemon's socket directory, such
+    as munge's for a real Slurm controller); ``env`` is exported to every session.
     """
     from bot.sim.build import build_state
     from bot.sim.scenario import load_scenario
@@ -200,7 +204,8 @@ def start_sim(scenario: str | Path, *, port: int | None = None, workdir: Path | 
         state = build_state(sc)
         state["sshd"] = sc.sshd.model_dump()
         state["canary"] = str(wd / "CANARY")
-        key_path, known = _prepare(wd, state, chosen, user)
+        state["binds"] = [str(Path(b).resolve()) for b in binds]
+        key_path, known = _prepare(wd, state, chosen, user, env)
         proc = _launch(wd, detach)
         if _wait_listening(proc, wd, timeout_s):
             break

@@ -31,6 +31,13 @@ CASES: list[tuple[str, dict[str, str]]] = [
     *[(k, {"pid": "440"}) for k in ("process.sigterm", "process.sigkill")],
     *[("gpu.reset", {"gpu": g}) for g in ("0", "7", "63")],
     ("host.reboot", {}),
+    ("slurm.drain", {"node": "gpu-01", "reason": "GPU 2 fell off the bus (Xid 79)",
+                     "incident": "INC-7"}),
+    ("slurm.drain", {"node": "node-0.a_b", "reason": "ECC: 3 uncorrectable; GPU 0/1, +2",
+                     "incident": ""}),
+    ("slurm.resume", {"node": "gpu-01"}),
+    *[(k, {"node": "gpu-01", "job": j}) for k in ("slurm.requeue", "slurm.cancel")
+      for j in ("1", "4242", "9999999999_1234567")],
     ("disk.cleanup", {"paths": "/data/cache/huggingface/hub/models--a--b/blobs/5f1a|"
                                "/var/lib/systemd/coredump/core.python3.1312.zst|"
                                "/data/.cache/pip/http-v2/a/b|/shared/ckpt/run-a/step-1000.pt"}),

@@ -58,6 +58,17 @@ DENIED = [
     ["/usr/bin/rm", "-rf", "--", "/data/x"],
     ["/usr/bin/tee", "/etc/sudoers.d/x"],
     ["/usr/bin/nvidia-smi", "--gpu-reset"],
+    ["/usr/bin/scontrol", "update", "NodeName=gpu-01", "State=DOWN", "Reason=incident-bot: x"],
+    ["/usr/bin/scontrol", "update", "NodeName=gpu-01", "State=DRAIN", "Reason=maintenance"],
+    ["/usr/bin/scontrol", "update", "NodeName=gpu-01", "State=DRAIN", "Reason=incident-bot: x",
+     "Weight=1"],
+    ["/usr/bin/scontrol", "update", "NodeName=gpu-[01-99]", "State=RESUME"],
+    ["/usr/bin/scontrol", "delete", "NodeName=gpu-01"],
+    ["/usr/bin/scontrol", "shutdown"],
+    ["/usr/bin/scancel", "-u", "alice"],
+    ["/usr/bin/scancel", "--state=RUNNING"],
+    ["/usr/bin/scancel", "4242", "4243"],
+    ["/usr/bin/scontrol", "requeuehold", "4242"],
 ]
 
 

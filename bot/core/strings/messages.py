@@ -149,3 +149,10 @@ STATS_ROW = "*{key}*: {n} incidents · MTTA {mtta} · MTTR {mttr} · fixed with 
 HOME_MAINTENANCE = "Maintenance windows (alerts recorded, not posted)"
 HOME_MAINTENANCE_LINE = "{now}`{hosts}`{kinds}: {every}{reason}"
 HOME_MAINTENANCE_NOW = ":construction: now: "
+
+# --- issue 26: Slurm actions as phrases ------------------------------------------------
+MSG_ACTION_SLURM_DRAIN = ("drain {node} in Slurm, so no new job lands on it (running jobs "
+                          "finish), reason \"{reason}\"")
+MSG_ACTION_SLURM_RESUME = "return {node} to Slurm"
+MSG_ACTION_SLURM_REQUEUE = "requeue Slurm job {job} on {node} through the scheduler"
+MSG_ACTION_SLURM_CANCEL = "cancel Slurm job {job} on {node} through the scheduler"

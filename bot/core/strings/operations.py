@@ -208,3 +208,42 @@ POLICY_SHADOW_NOTE = (":eyes: Shadow mode: policy `{policy}` would have run `{ki
 POLICY_FELL_BACK = ":raised_hand: Policy `{policy}` did not run `{kind}` on {host}: {reason}."
 POLICY_AUTO_WHY = "{n} of {max} hosts in the last {period}: {hosts}"
 SILENCE_MAINTENANCE = "{hosts}/{kinds}  every {every}  (maintenance window)  {reason}"
+
+# --- issue 26: Slurm drain and resume --------------------------------------------------
+SLURM_DRAIN_RISK = ("no new job starts on the node; jobs already running there finish "
+                    "(nothing is killed)")
+SLURM_RESUME_RISK = ("the scheduler starts jobs on the node again: only after the health "
+                     "gate passed")
+SLURM_NODE_NOW = "node {node} is {view}"
+SLURM_REASON_NOW = "reason: {reason}"
+SLURM_JOBS_NONE = "no job runs there"
+SLURM_JOBS = "{n} job(s) still run there: {jobs}"
+SLURM_JOB = "{id} ({user}, {name}, {left} left)"
+SLURM_JOB_UNLIMITED = "{id} ({user}, {name}, no time limit)"
+SLURM_DRAINED_BY_PERSON = ("node {node} is already {view} with a reason a person set: "
+                           "\"{reason}\" (by {who}); the bot does not overwrite it, ask them")
+SLURM_DRAINED_BY_OTHER = ("node {node} is already {view} by incident-bot for {other} "
+                          "(\"{reason}\"); this incident leaves that drain as it is")
+SLURM_NOT_FOUND = "Slurm does not know node {node}: {why}"
+SLURM_ALREADY_DRAINED = "already drained for this incident"
+SLURM_NOT_DRAINED = "node not drained"
+SLURM_RESUME_PERSON = ("node {node} was drained by a person (\"{reason}\", by {who}); the bot "
+                       "returns only nodes it drained itself")
+SLURM_PROPOSE_DRAIN = ("drain {node} in Slurm first, so that no new job lands on a broken GPU: "
+                       "{finding}")
+SLURM_PROPOSE_SCANCEL = ("PID {pid} belongs to Slurm job {job} ({user}): cancel or requeue "
+                         "the job through Slurm instead of killing its process")
+SLURM_JOB_HOLDER = ("PID {pid} ({mem}) belongs to Slurm job {job} of {user}: the bot does not "
+                    "kill a job's process; cancel or requeue the job through Slurm "
+                    "(scancel {job}, scontrol requeue {job})")
+SLURM_REQUEUE_RISK = ("the job stops now and goes back to the queue; it restarts from its "
+                      "last checkpoint on another node (work since then is lost)")
+SLURM_CANCEL_RISK = "the job ends now for good; its user must submit it again"
+SLURM_JOB_NOT_HERE = "Slurm job {job} does not run on node {node} (running there: {jobs})"
+SLURM_JOB_GONE = "Slurm job {job} no longer runs on node {node}"
+SLURM_PROPOSE_REQUEUE = ("requeue Slurm job {job} ({user}): it holds GPU memory on {node} "
+                         "(PID {pid}); the scheduler restarts it elsewhere")
+SLURM_PROPOSE_CANCEL = "cancel Slurm job {job} ({user}) on {node} for good (PID {pid})"
+SLURM_RETURN_REASON = "Return {node} to Slurm: the health gate passed on {host}"
+SLURM_GATE_PASSED = "health gate passed: {node} can go back to Slurm (approve the resume)"
+SLURM_GATE_FAILED = "health gate failed: {node} stays drained ({why})"
