@@ -22,8 +22,11 @@ from bot.chat.backends import make_backend
 from bot.chat.base import ChatBackend
 from bot.chat.home_tab import FleetSource, fleet_source
 from bot.chat.interactions import ApprovalDesk, audit_sink
-from bot.chat.slack import SlackBackend, SlackGroups
+from bot.chat.policy_desk import PolicyApprovalDesk
+from bot.chat.shared_groups import SharedSlackGroups
+from bot.chat.slack import SlackBackend
 from bot.chat.slack_app import SlackApp, create_slack_app, socket_mode_wanted, start_socket_mode
+from bot.config.policy import maintenance_from_settings, policies_from_settings
 from bot.config.settings import Settings
 from bot.flow import timers
 from bot.flow.assembly import Flow, build_flow
@@ -38,6 +41,7 @@ from bot.ssh.pool import ParamikoPool
 from storage.audit import AuditLog
 from storage.connection import Redis, connect
 from storage.samples import SampleStore
+from storage.usergroups import UsergroupCache
 
 log = logging.getLogger(__name__)
 ACTION_WORKERS = 4  # approved actions running at once per replica (each holds SSH channels)
@@ -118,8 +122,12 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
     flow = build_flow(settings, runner or ParamikoPool(settings.ssh_defaults), chat,
                       actions=actions)
     slack_chat = chat if isinstance(chat, SlackBackend) else None
-    desk = ApprovalDesk(flow.approvals, flow.policy, flow.callbacks(), audit=audit,
-                        groups=SlackGroups(slack_chat.client) if slack_chat else None)
+    flow.silences.set_maintenance(maintenance_from_settings(settings), "config")
+    groups = (SharedSlackGroups(slack_chat.client, UsergroupCache(redis))
+              if slack_chat else None)
+    desk = PolicyApprovalDesk(flow.approvals, flow.policy, flow.callbacks(), audit=audit,
+                              groups=groups,
+                              fleet={p.name: p for p in policies_from_settings(settings)})
     slack = _slack_app(settings, redis, flow, desk, slack_chat)
     closers: list[Service] = []  # uvicorn's graceful shutdown runs this before it exits
     routes = slack.routes() if slack is not None and not socket_mode_wanted(settings) else []
@@ -159,7 +167,7 @@ def _fleet(settings: Settings, redis: Redis, flow: Flow) -> FleetSource:
     of every sampled or inventory host (an inventory host's missing GPUs count as broken)."""
     expected = {name: host.gpus or 0 for name, host in settings.hosts.items()}
     return fleet_source(flow.incidents, SampleStore(redis), flow.jobs.list, expected,
-                        flow.hosts.clock)
+                        flow.hosts.clock, maintenance=flow.silences.maintenance)
 
 
 def _scheduler(settings: Settings, redis: Redis, flow: Flow, desk: ApprovalDesk) -> Any:

@@ -81,15 +81,24 @@ def claim_for_policy(store: ApprovalStore, approval: Approval, decision: PolicyD
     """Approve ``approval`` as the policy, atomically, exactly like one click would (the
     same script: a person who clicked first wins). False: leave it to people. A
     two-person approval is never half-approved by a policy."""
-    if decision.mode is not PolicyMode.AUTO or decision.policy is None or approval.required > 1:
+    if decision.mode is not PolicyMode.AUTO or decision.policy is None:
         return False
-    actor = policy_actor(decision)
+    return claim_as_policy(store, approval, decision.policy_name, decision.reason, now, audit)
+
+
+def claim_as_policy(store: ApprovalStore, approval: Approval, policy_name: str, reason: str,
+                    now: float, audit: AuditFn | None = None) -> bool:
+    """The claim itself, as ``policy:<name>``: the flow calls it for an approval whose
+    stored policy mode is ``auto``. Never for a two-person approval."""
+    if approval.required > 1:
+        return False
+    actor = f"policy:{policy_name}"
     rules = ApprovalPolicy(approvers=frozenset({actor}), allow_self_approval=True)
     result = store.claim(approval.id, actor, now, rules, ())
     if result.outcome is not ClaimOutcome.CLAIMED:
         return False
     if audit is not None:
         audit(approval.incident_id, actor, "approval.approved",
-              {"approval_id": approval.id, "kind": approval.kind, "policy": decision.policy_name,
-               "reason": decision.reason, "evidence_hash": approval.evidence_hash})
+              {"approval_id": approval.id, "kind": approval.kind, "policy": policy_name,
+               "reason": reason, "evidence_hash": approval.evidence_hash})
     return True

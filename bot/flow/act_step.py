@@ -128,12 +128,22 @@ class ActStep:
         self._to_remediating(incident.id, user, action["kind"])
         before = self.reboots.boot_id(target) if action["kind"] == "host.reboot" else None
         result = self._act(incident, target, approval, user)
+        first = True
         while result is not None:
             if requested(result):  # verified when the host is back (reboot_step)
                 self.reboots.on_requested(incident.id, result, before)
                 return
             self._record(incident.id, result)
+            if first and result.ok and user.startswith("policy:"):
+                self._policy_done(incident.id, approval)
+            first = False
             result = self._follow_up(incident.id, result, target, user)
+
+    def _policy_done(self, incident_id: str, approval: Approval) -> None:
+        """The policy's "done without a click" note, once the action verified."""
+        note = str(approval.action.get("policy_note") or "")
+        if note:
+            self.publisher.reply(self.incidents.require(incident_id), note)
 
     def _act(self, incident: Incident, target: SSHTarget, approval: Approval,
              user: str) -> ActionResult | None:

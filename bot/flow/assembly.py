@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from bot.chat.base import ChatBackend
 from bot.chat.interactions import ApprovalCallbacks
-from bot.config.policy import policy_from_settings
+from bot.config.policy import policy_from_settings, policy_gate_from_settings
 from bot.config.settings import Settings
 from bot.digest.postmortem_render import to_thread_text
 from bot.digest.postmortem_source import load_postmortem
@@ -32,6 +32,7 @@ from bot.flow.followups import Followups
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
+from bot.flow.policy_step import PolicyStep
 from bot.flow.progress_step import ProgressStep
 from bot.flow.reboot_step import RebootStep
 from bot.remediation.options import options_from_extra
@@ -73,10 +74,12 @@ class Flow:
     progress: ProgressStep
     actions: Executor | None
     closing_note: Callable[[str], str | None] | None = None
+    policies: PolicyStep | None = None
 
     def consumer(self) -> Consumer:
         """A new consumer loop on the events stream (one per thread)."""
-        return Consumer(self.events, self.diagnose, self.publisher, self.closing_note)
+        return Consumer(self.events, self.diagnose, self.publisher, self.closing_note,
+                        self.policies)
 
     def callbacks(self) -> ApprovalCallbacks:
         """What the approval desk calls once a decision is final."""
@@ -99,7 +102,8 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
     publisher = Publisher(incidents, approvals, renders, chat,
                           channel or settings.slack.channel or "incidents",
                           oncall=settings.slack.oncall, runbooks=settings.runbooks, clock=clock)
-    plans = Plans(incidents, approvals, audit, policy, bot_user=BOT_USER, clock=clock)
+    gate = policy_gate_from_settings(settings, redis, clock=clock) if settings.policies else None
+    plans = Plans(incidents, approvals, audit, policy, gate=gate, bot_user=BOT_USER, clock=clock)
     diagnose = DiagnoseStep(incidents, hosts, plans, publisher, bot_user=BOT_USER)
     followups = Followups(incidents, plans, publisher, audit, runner, settings,
                           gate_need_mib=options.gate_need_mib, bot_user=BOT_USER)
@@ -108,18 +112,21 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
     act = ActStep(incidents, hosts, plans, publisher, followups, reboots, runner, audit, jobs,
                   options, bot_user=BOT_USER, clock=clock)
     events = IncidentEvents(redis)
+    approve = ApproveStep(incidents, plans, publisher, act, audit, actions, bot_user=BOT_USER,
+                          clock=clock)
     return Flow(
         incidents=incidents, approvals=approvals, audit=audit, events=events,
         silences=SilenceStore(redis), renders=renders, policy=policy, jobs=jobs, chat=chat,
         runner=runner, hosts=hosts, publisher=publisher, plans=plans, diagnose=diagnose,
         followups=followups, reboots=reboots, act=act,
-        approve=ApproveStep(incidents, plans, publisher, act, audit, actions,
-                            bot_user=BOT_USER, clock=clock),
+        approve=approve,
         decide=DecideStep(incidents, plans, publisher, audit, events, diagnose, actions,
                           bot_user=BOT_USER, clock=clock),
         progress=ProgressStep(incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
-        actions=actions, closing_note=_postmortem_note(redis))
+        actions=actions, closing_note=_postmortem_note(redis),
+        policies=PolicyStep(incidents, approvals, audit, publisher, approve, clock=clock)
+        if gate is not None else None)
 
 
 def _postmortem_note(redis: Redis) -> Callable[[str], str | None]:

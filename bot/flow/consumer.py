@@ -16,6 +16,7 @@ from collections.abc import Callable
 from bot.core.errors import log_internal
 from bot.flow.diagnose_step import DiagnoseStep
 from bot.flow.message import Publisher
+from bot.flow.policy_step import PolicyStep
 from storage.events import IncidentEvents
 
 log = logging.getLogger(__name__)
@@ -33,9 +34,11 @@ class Consumer:
     """One consumer of the events stream: an event in, the step it calls for run."""
 
     def __init__(self, events: IncidentEvents, diagnose: DiagnoseStep, publisher: Publisher,
-                 closing_note: Callable[[str], str | None] | None = None) -> None:
+                 closing_note: Callable[[str], str | None] | None = None,
+                 policies: PolicyStep | None = None) -> None:
         self.events = events
         self.diagnose = diagnose
+        self.policies = policies  # what the fleet policies run without a click
         self.publisher = publisher
         self.closing_note = closing_note  # the postmortem's summary, posted once on resolve
         self.name = consumer_name()
@@ -43,13 +46,18 @@ class Consumer:
     def handle(self, event: dict[str, str]) -> None:
         kind, incident_id = event.get("type", ""), event.get("incident_id", "")
         if kind == "incident.opened":
-            self.diagnose.on_opened(incident_id)
+            self._diagnose(incident_id)
         elif kind == "incident.grouped":
             self.publisher.publish(incident_id)  # the parent's host list grew
-            self.diagnose.on_opened(event["child"])  # the new host: diagnosed, in the thread
+            self._diagnose(event["child"])  # the new host: diagnosed, in the thread
         elif kind == "incident.resolved":
             self.publisher.publish(incident_id)
             self._post_closing_note(incident_id)
+
+    def _diagnose(self, incident_id: str) -> None:
+        self.diagnose.on_opened(incident_id)
+        if self.policies is not None:
+            self.policies.after_diagnosis(incident_id)
 
     def _post_closing_note(self, incident_id: str) -> None:
         """The timeline in the thread when an incident resolves (one replica: the group)."""

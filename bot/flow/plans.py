@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from bot.chat.policy_notes import note_for
 from bot.chat.render import evidence_hash
 from bot.core import strings
 from bot.domain import validate
@@ -22,6 +23,7 @@ from bot.domain.incident import Incident
 from bot.domain.incident_record import ActionPlan
 from bot.flow.thread import message_ref
 from bot.remediation import catalog
+from bot.remediation.policy_gate import PolicyGate
 from bot.ssh.base import SSHTarget
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
@@ -35,9 +37,11 @@ class Plans:
     """Pending approvals for proposed actions, stored on the incident and its message."""
 
     def __init__(self, incidents: IncidentStore, approvals: ApprovalStore, audit: AuditLog,
-                 policy: ApprovalPolicy, *, bot_user: str = "incident-bot",
+                 policy: ApprovalPolicy, *, gate: PolicyGate | None = None,
+                 bot_user: str = "incident-bot",
                  clock: Callable[[], float] = time.time) -> None:
         self.incidents = incidents
+        self.gate = gate  # the fleet policies: which proposal runs without a click
         self.approvals = approvals
         self.audit = audit
         self.policy = policy
@@ -46,11 +50,14 @@ class Plans:
 
     def new_plan(self, incident_id: str, action: ProposedAction, commands: tuple[str, ...],
                  ev_hash: str, *, offered: bool = False,
-                 policy: ApprovalPolicy | None = None) -> ActionPlan:
-        """A pending approval for ``action`` and the exact commands it will run."""
-        extra = {"offered": True} if offered else {}
+                 policy: ApprovalPolicy | None = None,
+                 extra: dict[str, str] | None = None) -> ActionPlan:
+        """A pending approval for ``action`` and the exact commands it will run;
+        ``extra`` is the fleet policy's say on it (its name, mode and thread note)."""
+        marks: dict[str, object] = {"offered": True} if offered else {}
         approval = self.approvals.create(
-            incident_id, {**action.to_dict(), "commands": list(commands), **extra},
+            incident_id, {**action.to_dict(), "commands": list(commands), **marks,
+                          **(extra or {})},
             evidence_hash=ev_hash, requested_by=self.bot_user, now=self.clock(),
             policy=policy or self.policy)
         return ActionPlan(action, commands, approval.id)
@@ -60,9 +67,22 @@ class Plans:
         """One pending approval per proposed action, plus Resume for interrupted jobs."""
         ev_hash = evidence_hash(diagnosis)
         actions = [*diagnosis.actions, *resume_proposals(diagnosis)]
-        return [self.new_plan(incident.id, a, tuple(catalog.plan(a.kind, a.params, target)),
-                              ev_hash)
-                for a in actions]
+        return [self._planned(incident, a, target, ev_hash) for a in actions]
+
+    def _planned(self, incident: Incident, action: ProposedAction, target: SSHTarget,
+                 ev_hash: str) -> ActionPlan:
+        """One proposal's approval, under the fleet policy that matches it (if any): the
+        policy's approvers decide, and its mode and note ride on the approval."""
+        commands = tuple(catalog.plan(action.kind, action.params, target))
+        if self.gate is None:
+            return self.new_plan(incident.id, action, commands, ev_hash)
+        gated = self.gate.gate(action, target.name, incident.kind, incident.id, self.policy)
+        note = note_for(gated.decision, action, target.name,
+                        catalog.CATALOG[action.kind].title if action.kind in catalog.CATALOG
+                        else "")
+        extra = {**gated.extra, **({"policy_note": note} if note else {})}
+        return self.new_plan(incident.id, action, commands, ev_hash, policy=gated.rules,
+                             extra=extra)
 
     def offer(self, incident_id: str, action: ProposedAction, target: SSHTarget | None,
               *, policy: ApprovalPolicy | None = None) -> ActionPlan:
