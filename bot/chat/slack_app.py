@@ -61,9 +61,11 @@ class SlackApp:
     home: HomePublisher | None = None  # the App Home; ``home.refresh()`` on a change
     refresher: HomeRefresher | None = None  # pokes ``home.refresh`` on every chat change
     signing_secret: str = ""  # checked by ``slack_edge`` before Bolt reads the body
+    body_timeout_s: float = BODY_TIMEOUT_S  # ``http.body_timeout_s``
 
     def routes(self, path: str = "/slack/events") -> list[Route]:
-        return slack_routes(self.bolt, path, self.signing_secret)
+        return slack_routes(self.bolt, path, self.signing_secret,
+                            body_timeout_s=self.body_timeout_s)
 
     def drain(self, timeout_s: float = 10.0) -> None:
         """Wait for queued listener work and message edits (tests, shutdown)."""
@@ -132,7 +134,8 @@ def create_slack_app(
         refresher = HomeRefresher(publisher, min_interval_s=update_interval_s)
         register_home(bolt, publisher, executor, refresher)
         backend.on_change = refresher.poke
-    return SlackApp(bolt, backend, desk, executor, listeners, publisher, refresher, signing_secret)
+    return SlackApp(bolt, backend, desk, executor, listeners, publisher, refresher, signing_secret,
+                    settings.http.body_timeout_s)
 
 
 def slack_routes(app: App, path: str = "/slack/events", signing_secret: str = "", *,
