@@ -66,6 +66,25 @@ def resolve(settings: Settings, spec: str, *, key: str | None = None,
         raise UserError(strings.DIAG_BAD_TARGET.format(target=spec), 2) from None
 
 
+class NotInInventory(UserError):
+    """An alert or command named a host the config does not list: nothing may SSH to it."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(strings.HOST_NOT_IN_INVENTORY.format(host=host), 2)
+        self.host = host
+
+
+def known(settings: Settings, host: str) -> SSHTarget:
+    """The SSH target of an inventory host (by name, or by its ``user@host:port``), or
+    NotInInventory. Unlike ``resolve`` (the CLI's ad-hoc ``user@host:port``), a well-formed
+    name that is not listed is never turned into an address to try: an alert for
+    ``gpu-55`` must not end in "SSH authentication failed for gpu-55"."""
+    name = host if host in settings.hosts else _by_address(settings, host)
+    if name is None:
+        raise NotInInventory(host)
+    return resolve(settings, name)
+
+
 def _by_address(settings: Settings, spec: str) -> str | None:
     try:
         wanted = SSHTarget.parse(spec).address
