@@ -216,7 +216,7 @@ class Listeners:
 
     def _slash(self, cmd: slash_mod.SlashCommand, user: str, respond: Callable[..., Any]) -> None:
         try:
-            reply = slash_mod.run(cmd, self.handlers, user, self.command)
+            reply = slash_mod.run(cmd, self.handlers, user, self.command, guard=self.desk.refusal)
         except Exception as exc:  # answer the person with an id to quote
             reply = slash_mod.SlashReply(
                 strings.INTERNAL_ERROR.format(error_id=log_internal(exc, "slash"))
