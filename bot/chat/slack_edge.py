@@ -26,10 +26,10 @@ OBJECT_FIELDS = ("event", "view", "container", "message", "previous_message", "i
                  "assistant_thread", "function_data", "state")
 ID_FIELDS = ("enterprise", "team", "user", "channel")
 LIST_FIELDS = ("authorizations", "actions", "response_urls")
-TEXT_FIELDS = ("type", "trigger_id", "response_url", "user_id", "channel_id", "team_id",
-               "text", "command", "api_app_id", "callback_id", "action_id", "value",
-               "private_metadata", "block_id", "enterprise_id", "thread_ts", "ts",
-               "message_ts", "channel_id", "id")
+# only what Bolt's matchers compare with a regex or our listeners read as text; elsewhere
+# Slack's own payloads use objects for ``text`` and the like, and Bolt compares with ==
+TEXT_FIELDS = ("type", "action_id", "callback_id", "command", "user_id", "channel_id",
+               "team_id", "trigger_id", "response_url", "private_metadata")
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,30 @@ def _envelope(data: Any, depth: int = 0) -> dict[str, Any]:
     for name in TEXT_FIELDS:
         if data.get(name) is not None and not isinstance(data[name], str):
             raise ShapeError(strings.SLACK_BAD_SHAPE.format(field=name, want="a string"))
+    if depth == 0:
+        _what_bolt_indexes(data)
     return data
+
+
+def _what_bolt_indexes(data: dict[str, Any]) -> None:
+    """Bolt's matchers index these without a guard (``payload_utils``): a KeyError there is
+    a 500, so a payload of that type without them is refused here."""
+    kind, view = data.get("type"), data.get("view") or {}
+    needs: list[tuple[str, bool]] = []
+    if kind in ("block_actions", "interactive_message") and (
+            "actions" in data or "callback_id" in data):
+        actions = data.get("actions") or [{}]
+        needs.append(("actions", bool(data.get("actions"))))
+        if kind == "block_actions":
+            needs.append(("actions[0].action_id", isinstance(actions[0].get("action_id"), str)))
+    if kind == "view_submission" and "callback_id" in view:
+        needs.append(("view.type", isinstance(view.get("type"), str)))
+    if kind == "workflow_step_edit" or (kind == "view_submission"
+                                        and view.get("type") == "workflow_step"):
+        needs.append(("workflow_step", isinstance(data.get("workflow_step"), dict)))
+    for field, present in needs:
+        if not present:
+            raise ShapeError(strings.SLACK_BAD_SHAPE.format(field=field, want="present"))
 
 
 def _id_field(data: dict[str, Any], name: str) -> None:

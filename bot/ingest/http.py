@@ -35,7 +35,7 @@ from bot.core.errors import ConfigError, log_internal
 from bot.domain.incident import Alert
 from bot.domain.planner import PlanOutcome
 from bot.extract.status import refresh_job_metrics
-from bot.ingest import alertmanager, webhook
+from bot.ingest import alertmanager, openapi, webhook
 from bot.ingest.group_commit import GroupCommit, observed
 from bot.ingest.mapping import Mapper
 from bot.ingest.schema import PayloadError
@@ -143,6 +143,9 @@ def _health_routes(redis: Redis, store: IncidentStore) -> list[Route]:
             return JSONResponse({"status": "unavailable", "redis": str(exc)[:200]}, 503)
         return JSONResponse({"status": "ok", "redis": "ok"})
 
+    async def openapi_endpoint(_: Request) -> Response:
+        return JSONResponse(openapi.DOCUMENT)
+
     async def metrics_endpoint(_: Request) -> Response:
         with contextlib.suppress(RedisError):
             metrics.set_incident_counts(await run_in_threadpool(store.counts_by_state))
@@ -151,7 +154,8 @@ def _health_routes(redis: Redis, store: IncidentStore) -> list[Route]:
         return Response(body, media_type=content_type)
 
     return [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
-            Route("/metrics", metrics_endpoint, methods=["GET"])]
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
+            Route("/openapi.json", openapi_endpoint, methods=["GET"])]
 
 
 async def _run_hooks(hooks: Sequence[Hook]) -> None:
