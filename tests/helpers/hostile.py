@@ -3,10 +3,16 @@ headers. Shared by the edge tests and the hostile-corpus replay."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import socket
 import threading
 import time
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 
 def connect(url: str, timeout_s: float = 30.0) -> socket.socket:
@@ -95,3 +101,79 @@ def trickle_headers(url: str, limit_s: float, every_s: float = 0.2) -> float:
     finally:
         sock.close()
     return limit_s + 1
+
+
+# --- the hostile corpus (tests/fixtures/hostile/*.json): one request per file --------------
+
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "hostile"
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int  # 0: the server closed without answering
+    body: bytes
+    closed_after_s: float = 0.0
+
+
+def load_case(name: str) -> dict[str, Any]:
+    case: dict[str, Any] = json.loads((CORPUS / f"{name}.json").read_text())
+    return case
+
+
+def case_names() -> list[str]:
+    return sorted(p.stem for p in CORPUS.glob("*.json"))
+
+
+def _fill(text: str, respond: str) -> str:
+    return text.replace("{respond}", respond).replace("{now}", str(int(time.time())))
+
+
+def case_body(case: dict[str, Any], respond: str) -> bytes:
+    """The request body the file describes (body, body_hex, body_json, form, payload or a
+    ``repeat`` generator); the placeholders ``{respond}`` and ``{now}`` filled in."""
+    gen = case.get("generator") or {}
+    if gen.get("kind") == "repeat":
+        return b"".join(part.encode() * count for part, count in gen["parts"])
+    if "body_hex" in case:
+        return bytes.fromhex(case["body_hex"])
+    if "body_json" in case:
+        return _fill(json.dumps(case["body_json"]), respond).encode()
+    if "form" in case:
+        return urlencode({k: _fill(v, respond) for k, v in case["form"].items()}).encode()
+    if "payload" in case:
+        return urlencode({"payload": _fill(json.dumps(case["payload"]), respond)}).encode()
+    return _fill(case.get("body", ""), respond).encode()
+
+
+def case_headers(case: dict[str, Any], body: bytes, secret: str, respond: str) -> dict[str, str]:
+    headers = {k: _fill(v, respond) for k, v in (case.get("headers") or {}).items()}
+    if "sign" in case:
+        ts = int(time.time()) - int(case["sign"].get("age_s", 0))
+        mac = hmac.new(secret.encode(), b"v0:%d:" % ts + body, hashlib.sha256).hexdigest()
+        headers.update({"X-Slack-Request-Timestamp": str(ts), "X-Slack-Signature": "v0=" + mac})
+    return headers
+
+
+def replay(case: dict[str, Any], url: str, secret: str, respond: str) -> Answer:
+    """Send one corpus request the way the file says, over a raw socket where a polite
+    client could not (chunked floods, trickles, declared-only lengths)."""
+    kind = (case.get("generator") or {}).get("kind")
+    body = case_body(case, respond)
+    headers = case_headers(case, body, secret, respond)
+    if kind == "chunked":
+        status, answer, _ = chunked_post(url, case["path"], case["generator"]["bytes"], headers)
+        return Answer(status, answer)
+    if kind == "trickle_headers":
+        return Answer(0, b"", trickle_headers(url, limit_s=30))
+    with connect(url) as sock:
+        head = f"{case['method']} {case['path']} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        if kind == "partial_body":
+            body = case["generator"]["body"].encode()
+        elif "content-length" not in {k.lower() for k in headers}:
+            headers["Content-Length"] = str(len(body))
+        if kind == "declared_only":
+            body = b""
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        sock.sendall(head.encode() + b"\r\n" + body)
+        status, answer = read_answer(sock)
+    return Answer(status, answer)

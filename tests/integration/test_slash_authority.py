@@ -13,47 +13,26 @@ from urllib.parse import urlencode
 import pytest
 from redis import Redis
 
-from bot.chat.slash import SlashReply
 from bot.config.policy import policy_from_settings
 from bot.core import strings
 from bot.domain.approval import ApprovalStatus
-from bot.extract import queue
 from bot.rig.slack_standin import SlackStandIn
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
-from storage.connection import connect
 from tests.fixtures.slack import SlackRig, slack_test_settings
+from tests.helpers.slash_handlers import StoreHandlers
 
 NO_JOB = "ex-000000000000"
 
 
-class Handlers:
-    """Real answers where the store is involved (jobs), a record of what ran otherwise."""
-
-    def __init__(self, redis_url: str) -> None:
-        self.redis_bytes = connect(redis_url, decode=False)
-        self.calls: list[tuple[Any, ...]] = []
-
-    def job(self, user: str, job_id: str) -> SlashReply:
-        return SlashReply(str(queue.status(self.redis_bytes, job_id)))
-
-    def silence(self, user: str, host: str, kind: str, duration_s: int) -> SlashReply:
-        self.calls.append(("silence", user, host, kind, duration_s))
-        return SlashReply("silenced")
-
-    def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
-        self.calls.append((verb, user, incident_id, duration_s))
-        return SlashReply("done")
-
-
 @pytest.fixture
 def rig(slack_standin: SlackStandIn, redis: Redis, redis_url: str) -> Iterator[SlackRig]:
-    handlers = Handlers(redis_url)
+    handlers = StoreHandlers(redis_url)
     started = SlackRig(slack_standin, slack_test_settings(slack_standin), redis,
-                       slash=handlers).start()  # type: ignore[arg-type]
+                       slash=handlers).start()
     yield started
     started.stop()
-    handlers.redis_bytes.close()
+    handlers.close()
 
 
 def reply(rig: SlackRig, user: str, text: str) -> tuple[str, str]:
