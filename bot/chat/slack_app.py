@@ -12,6 +12,7 @@ a load balancer are fine: claims are atomic in Redis); Socket Mode is used when
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from slack_bolt import App
+from slack_bolt import App, BoltResponse
 from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
 from slack_sdk import WebClient
 from starlette.concurrency import run_in_threadpool
@@ -37,7 +38,7 @@ from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings, secret
 from bot.core import strings
 from bot.core.bodies import BadLength, BodyTooLarge, BodyTooSlow, read_capped
-from bot.core.errors import ConfigError
+from bot.core.errors import ConfigError, log_internal
 from storage.approvals import ApprovalStore
 from storage.connection import Redis
 from storage.home import HomeViewers
@@ -122,6 +123,7 @@ def create_slack_app(
         process_before_response=False,
         name="incident-bot",
     )
+    bolt.error(_our_bug)
     executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slack-work")
     listeners = Listeners(
         desk, backend, slash or slash_mod.Unavailable(), settings.slack.slash_command, executor
@@ -166,6 +168,16 @@ def slack_routes(app: App, path: str = "/slack/events", signing_secret: str = ""
         return to_starlette_response(bolt_response)
 
     return [Route(path, events, methods=["POST"])]
+
+
+def _our_bug(error: Exception, response: BoltResponse | None) -> BoltResponse | None:
+    """A crash inside Bolt or a listener's synchronous part: everything a request can get
+    wrong was refused before dispatch, so this is ours; a 500 with an id to quote."""
+    error_id = log_internal(error, "slack request")
+    if response is None:
+        return None
+    body = json.dumps({"error": strings.INTERNAL_ERROR.format(error_id=error_id)})
+    return BoltResponse(status=500, body=body, headers={"content-type": "application/json"})
 
 
 def _refuse(status: int, reason: str) -> JSONResponse:

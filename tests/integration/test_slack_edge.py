@@ -100,3 +100,19 @@ def test_chunked_over_cap_is_413_without_reading_it_all(slack_rig: SlackRig) -> 
 def test_secret_is_required() -> None:
     assert slack_edge.verify("", {"x-slack-request-timestamp": "1",
                                   "x-slack-signature": sign("", 1, "")}, b"", 1) is not None
+
+
+def test_our_own_bug_is_a_500_with_an_error_id(slack_rig: SlackRig, monkeypatch: pytest.MonkeyPatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    from bot.chat import slash
+
+    def broken(text: str, command: str = "/ir") -> slash.SlashCommand:
+        raise RuntimeError("a bug of ours")
+
+    monkeypatch.setattr(slash, "parse", broken)
+    assert slack_rig.sender is not None
+    response = slack_rig.sender.slash("UALICE", "/ir", "status")
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert "error id" in error
+    assert error.split("error id ")[1][:12] in caplog.text
