@@ -23,7 +23,7 @@ from bot.core import strings
 
 MAX_SKEW_S = 300  # Slack's own window: a request older than five minutes is a replay
 OBJECT_FIELDS = ("event", "view", "container", "message", "previous_message", "item",
-                 "assistant_thread", "function_data", "state")
+                 "assistant_thread", "function_data")
 ID_FIELDS = ("enterprise", "team", "user", "channel")
 LIST_FIELDS = ("authorizations", "actions", "response_urls")
 # only what Bolt's matchers compare with a regex or our listeners read as text; elsewhere
