@@ -97,7 +97,7 @@ class Listeners:
                 fn(*args)
             except Exception as exc:  # a worker must survive one bad request
                 error_id = log_internal(exc, f"slack listener {fn.__name__}")
-                if tell is not None and tell.channel:
+                if tell is not None and tell.channel and tell.user:
                     text = strings.INTERNAL_ERROR.format(error_id=error_id)
                     self.backend.ephemeral(
                         Ephemeral(user=tell.user, text=text, channel=tell.channel)
@@ -194,7 +194,7 @@ class Listeners:
                    decision.approval.incident_id if decision.approval else "")
 
     def _tell(self, click: Click, text: str, incident_id: str = "") -> None:
-        if click.channel:
+        if click.channel and click.user:  # no user: refused and audited, nobody to tell
             self.backend.ephemeral(Ephemeral(user=click.user, text=text, channel=click.channel,
                                              extra={"incident_id": incident_id}))
 

@@ -95,6 +95,7 @@ def test_click_without_a_user_is_refused_and_audited_as_unknown_user(rig: SlackR
                                                                      redis: Redis) -> None:
     click_without_user(rig, "incident_ack", "INC-7")
     assert rig.slash.calls == []  # type: ignore[union-attr]
+    assert rig.standin.calls_of("chat.postEphemeral") == []  # nobody to tell privately
     assert (strings.AUDIT_UNKNOWN_USER, "incident.refused", {"verb": "ack"}) in [
         (e.actor, e.action, e.detail) for e in AuditLog(redis).timeline("INC-7")]
 
