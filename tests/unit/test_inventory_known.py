@@ -3,6 +3,8 @@ is ever made up from a well-formed name, so nothing can SSH to it)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bot.config import inventory
@@ -32,3 +34,28 @@ def test_unlisted_hosts_are_not_in_the_inventory(host: str) -> None:
 def test_resolve_still_takes_ad_hoc_targets_for_the_cli() -> None:
     assert inventory.resolve(SETTINGS, "root@10.9.9.9:22").address == "root@10.9.9.9:22"
     assert str(inventory.NotInInventory("gpu-55")) == "gpu-55 is not in the inventory"
+
+
+class NoSSH:
+    """A runner that fails the test if anything tries to reach a host."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"SSH attempted: runner.{name}")
+
+
+def test_the_flow_never_sshes_to_a_host_the_inventory_does_not_list() -> None:
+    """``resolve`` (what the flow's ``target_for`` calls today) refuses a bare unlisted name,
+    so the diagnosis is the "not in the inventory" finding and the runner is never used."""
+    from types import SimpleNamespace
+
+    from bot.domain.incident import Incident
+    from bot.flow.hosts import diagnose, target_for
+
+    ctx: Any = SimpleNamespace(settings=SETTINGS, runner=NoSSH(), redis_bytes=None)
+    assert target_for(ctx, "gpu-55") is None
+    assert target_for(ctx, "gpu-01") is not None
+    diagnosis, _ = diagnose(ctx, Incident("INC-1", "gpu-55", "gpu_ecc"), target_for(ctx, "gpu-55"))
+    assert diagnosis.status.value == "unreachable"
+    assert diagnosis.findings[0].title == "gpu-55 is not in the inventory"
+    with pytest.raises(inventory.NotInInventory, match="neither a host in the config"):
+        inventory.resolve(SETTINGS, "gpu-55")  # the CLI's wording: it also takes user@host:port
