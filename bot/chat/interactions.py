@@ -13,14 +13,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bot.chat.text import escape, inline_code, mention, mentions
+from bot.chat.approver_names import approver_list, utc_minute
+from bot.chat.text import escape, mention, mentions
 from bot.core import metrics, strings
 from bot.core.errors import log_internal
 from bot.domain.approval import (
     Approval,
     ApprovalPolicy,
     ClaimOutcome,
-    is_usergroup,
     may_decide,
     refusal_is_self,
 )
@@ -96,14 +96,23 @@ class ApprovalDesk:
 
     def incident(self, verb: str, incident_id: str, user: str, duration_s: int = 0) -> str:
         """An incident-level decision (Ack, Resolve, Snooze, Retry, Escalate) by ``user``."""
-        kind = f"incident.{verb}"
-        if not may_decide(self.policy, kind, user, self._groups(user), ""):
-            self._audit(incident_id, user, "incident.refused", {"verb": verb})
-            return strings.INCIDENT_NOT_ALLOWED.format(verb=verb,
-                                                       who=approver_list(self.policy, kind))
+        if (refused := self.refusal(verb, user, incident_id)) is not None:
+            return refused
         if self.callbacks.on_incident is None:
             return strings.APPROVAL_NOT_FOUND
         return self.callbacks.on_incident(verb, incident_id, user, duration_s)
+
+    def refusal(self, verb: str, user: str, incident_id: str = "",
+                detail: Mapping[str, Any] | None = None) -> str | None:
+        """The one rule for chat changes other than approvals (incident buttons, ``/ir ack|
+        resolve|snooze|silence``): None if ``user`` may ``verb``, else the private reply;
+        every refusal audited (a request without a user as "unknown user")."""
+        kind = f"incident.{verb}"
+        if may_decide(self.policy, kind, user, self._groups(user), ""):
+            return None
+        self._audit(incident_id, user, "incident.refused", {"verb": verb, **(detail or {})})
+        return (strings.INCIDENT_NOT_ALLOWED.format(verb=verb, who=approver_list(self.policy, kind))
+                if user else strings.UNKNOWN_USER_REFUSED)
 
     def check(self, approval_id: str, user: str) -> Decision | None:
         """Before the deny modal opens: None if ``user`` may deny now, else the refusal."""
@@ -210,7 +219,7 @@ class ApprovalDesk:
         if self._audit_fn is None:
             return
         try:
-            self._audit_fn(incident_id, actor, action, detail)
+            self._audit_fn(incident_id, actor or strings.AUDIT_UNKNOWN_USER, action, detail)
         except Exception as exc:  # an audit outage is logged loudly, never silent
             log_internal(exc, "audit")
 
@@ -238,7 +247,7 @@ def reply_text(result: ClaimResult, user: str, policy: ApprovalPolicy) -> str:
                 return strings.APPROVAL_REFUSED_SELF
             return strings.APPROVAL_REFUSED.format(kind=a.kind, who=approver_list(policy, a.kind))
         case O.EXPIRED:
-            return strings.APPROVAL_EXPIRED.format(when=_utc(a.expires_at))
+            return strings.APPROVAL_EXPIRED.format(when=utc_minute(a.expires_at))
         case O.ALREADY_DONE:
             who = mentions(a.approvers) if a.status == "approved" else mentions([a.decided_by])
             return strings.APPROVAL_ALREADY_DONE.format(status=a.status.value, who=who)
@@ -265,7 +274,7 @@ def mark_text(result: ClaimResult) -> str:
     if a is None:
         return ""
     if result.outcome is O.EXPIRED:
-        return strings.APPROVAL_MARK_EXPIRED.format(when=_utc(a.expires_at))
+        return strings.APPROVAL_MARK_EXPIRED.format(when=utc_minute(a.expires_at))
     if result.outcome is O.DENIED:
         return strings.APPROVAL_MARK_DENIED.format(
             who=mentions([a.decided_by]), reason=escape(a.reason)
@@ -273,18 +282,6 @@ def mark_text(result: ClaimResult) -> str:
     if result.outcome is O.CLAIMED:
         return strings.APPROVAL_MARK_APPROVED.format(who=mentions(a.approvers))
     return ""
-
-
-def approver_list(policy: ApprovalPolicy, kind: str) -> str:
-    """Users as mentions, usergroups as ids (an ephemeral must not ping a whole group)."""
-    entries = sorted(policy.approvers_for(kind))
-    if not entries:
-        return strings.NO_APPROVERS
-    return ", ".join(inline_code(e) if is_usergroup(e) or e == "*" else mention(e) for e in entries)
-
-
-def _utc(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts))
 
 
 def audit_sink(audit_log: Any) -> AuditFn:

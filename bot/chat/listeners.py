@@ -49,12 +49,12 @@ class Click:
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> Click:
-        action = (body.get("actions") or [{}])[0]
-        container, message = body.get("container") or {}, body.get("message") or {}
+        action = _obj((body.get("actions") or [{}])[0])
+        container, message = _obj(body.get("container")), _obj(body.get("message"))
         return cls(
-            user=str((body.get("user") or {}).get("id", "")),
+            user=_id_of(body.get("user")),
             value=str(action.get("value", "")),
-            channel=str((body.get("channel") or {}).get("id") or container.get("channel_id", "")),
+            channel=_id_of(body.get("channel")) or str(container.get("channel_id") or ""),
             ts=str(container.get("message_ts") or message.get("ts", "")),
             trigger_id=str(body.get("trigger_id", "")),
             action_id=str(action.get("action_id", "")),
@@ -103,7 +103,7 @@ class Listeners:
                 fn(*args)
             except Exception as exc:  # a worker must survive one bad request
                 error_id = log_internal(exc, f"slack listener {fn.__name__}")
-                if tell is not None and tell.channel:
+                if tell is not None and tell.channel and tell.user:
                     text = strings.INTERNAL_ERROR.format(error_id=error_id)
                     self.backend.ephemeral(
                         Ephemeral(user=tell.user, text=text, channel=tell.channel)
@@ -179,13 +179,13 @@ class Listeners:
     def deny_submit(
         self, ack: Callable[..., None], body: dict[str, Any], view: dict[str, Any]
     ) -> None:
-        values = ((view.get("state") or {}).get("values") or {}).get(REASON_BLOCK) or {}
-        reason = str((values.get(REASON_INPUT) or {}).get("value") or "").strip()
+        values = _obj(_obj(_obj(view.get("state")).get("values")).get(REASON_BLOCK))
+        reason = str(_obj(values.get(REASON_INPUT)).get("value") or "").strip()
         if len(reason) < 3:
             ack(response_action="errors", errors={REASON_BLOCK: strings.DENY_REASON_REQUIRED})
             return
-        meta = _metadata(view.get("private_metadata", ""))
-        user = str((body.get("user") or {}).get("id", ""))
+        meta = _metadata(str(view.get("private_metadata") or ""))
+        user = _id_of(body.get("user"))
         tell = Click(user, meta.get("approval_id", ""), meta.get("channel", ""),
                      meta.get("ts", ""), "")
         self._submit(self._deny_submit, tell, reason, tell=tell)
@@ -200,7 +200,7 @@ class Listeners:
                    decision.approval.incident_id if decision.approval else "")
 
     def _tell(self, click: Click, text: str, incident_id: str = "") -> None:
-        if click.channel:
+        if click.channel and click.user:  # no user: refused and audited, nobody to tell
             self.backend.ephemeral(Ephemeral(user=click.user, text=text, channel=click.channel,
                                              extra={"incident_id": incident_id}))
 
@@ -222,12 +222,22 @@ class Listeners:
 
     def _slash(self, cmd: slash_mod.SlashCommand, user: str, respond: Callable[..., Any]) -> None:
         try:
-            reply = slash_mod.run(cmd, self.handlers, user, self.command)
+            reply = slash_mod.run(cmd, self.handlers, user, self.command, guard=self.desk.refusal)
         except Exception as exc:  # answer the person with an id to quote
             reply = slash_mod.SlashReply(
                 strings.INTERNAL_ERROR.format(error_id=log_internal(exc, "slash"))
             )
         respond(text=reply.text, response_type="in_channel" if reply.in_channel else "ephemeral")
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """A payload part that should be an object: anything else reads as empty."""
+    return value if isinstance(value, dict) else {}
+
+
+def _id_of(value: Any) -> str:
+    """Slack's ``user``/``channel``: an object with an ``id``, or (in some events) the id."""
+    return value if isinstance(value, str) else str(_obj(value).get("id") or "")
 
 
 def _safe(text: str) -> str:
@@ -238,6 +248,6 @@ def _safe(text: str) -> str:
 def _metadata(raw: str) -> dict[str, str]:
     try:
         data = json.loads(raw or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return {k: str(v) for k, v in data.items()} if isinstance(data, dict) else {}

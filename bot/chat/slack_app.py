@@ -3,13 +3,16 @@
 Every listener ``ack()``s at once (Slack wants an answer within 3 s) and hands the work
 to an executor: the claim in Redis, the callbacks, ephemerals and message edits. Bolt
 verifies each request's signature and rejects stale ones (over 5 minutes) before any
-listener runs. HTTP mode mounts in the bot's Starlette service (several replicas behind
+listener runs. In HTTP mode ``bot.chat.slack_edge`` stands before Bolt: the body is read
+under a cap, its signature checked, and its shape, so nothing unsigned is parsed. HTTP mode
+mounts in the bot's Starlette service (several replicas behind
 a load balancer are fine: claims are atomic in Redis); Socket Mode is used when
 ``SLACK_APP_TOKEN`` is set and no public URL exists.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -17,14 +20,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from slack_bolt import App
+from slack_bolt import App, BoltResponse
 from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
 from slack_sdk import WebClient
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bot.chat import slack_edge
 from bot.chat import slash as slash_mod
 from bot.chat.home_tab import FleetSource, HomePublisher, HomeRefresher, register_home
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk, AuditFn, GroupResolver
@@ -32,7 +36,9 @@ from bot.chat.listeners import Listeners
 from bot.chat.slack import SlackBackend, SlackGroups, make_client
 from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings, secret
-from bot.core.errors import ConfigError
+from bot.core import strings
+from bot.core.bodies import BadLength, BodyTooLarge, BodyTooSlow, read_capped
+from bot.core.errors import ConfigError, log_internal
 from storage.approvals import ApprovalStore
 from storage.connection import Redis
 from storage.home import HomeViewers
@@ -41,6 +47,7 @@ from storage.slack_budget import workspace_of
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1_048_576
+BODY_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -54,9 +61,12 @@ class SlackApp:
     listeners: Listeners
     home: HomePublisher | None = None  # the App Home; ``home.refresh()`` on a change
     refresher: HomeRefresher | None = None  # pokes ``home.refresh`` on every chat change
+    signing_secret: str = ""  # checked by ``slack_edge`` before Bolt reads the body
+    body_timeout_s: float = BODY_TIMEOUT_S  # ``http.body_timeout_s``
 
     def routes(self, path: str = "/slack/events") -> list[Route]:
-        return slack_routes(self.bolt, path)
+        return slack_routes(self.bolt, path, self.signing_secret,
+                            body_timeout_s=self.body_timeout_s)
 
     def drain(self, timeout_s: float = 10.0) -> None:
         """Wait for queued listener work and message edits (tests, shutdown)."""
@@ -113,6 +123,7 @@ def create_slack_app(
         process_before_response=False,
         name="incident-bot",
     )
+    bolt.error(_our_bug)
     executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slack-work")
     listeners = Listeners(
         desk, backend, slash or slash_mod.Unavailable(), settings.slack.slash_command, executor
@@ -125,20 +136,53 @@ def create_slack_app(
         refresher = HomeRefresher(publisher, min_interval_s=update_interval_s)
         register_home(bolt, publisher, executor, refresher)
         backend.on_change = refresher.poke
-    return SlackApp(bolt, backend, desk, executor, listeners, publisher, refresher)
+    return SlackApp(bolt, backend, desk, executor, listeners, publisher, refresher, signing_secret,
+                    settings.http.body_timeout_s)
 
 
-def slack_routes(app: App, path: str = "/slack/events") -> list[Route]:
-    """Starlette routes for Bolt; dispatch runs in a thread so the event loop never blocks."""
+def slack_routes(app: App, path: str = "/slack/events", signing_secret: str = "", *,
+                 limit: int = MAX_BODY_BYTES, body_timeout_s: float = BODY_TIMEOUT_S,
+                 clock: Callable[[], float] = time.time) -> list[Route]:
+    """Starlette routes for Bolt: size, signature and shape first (``slack_edge``), then
+    dispatch in a thread so the event loop never blocks."""
 
     async def events(request: Request) -> Response:
-        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
-            return PlainTextResponse("request body too large", status_code=413)
-        body = await request.body()
-        bolt_response = await run_in_threadpool(app.dispatch, to_bolt_request(request, body))
+        try:
+            body = await read_capped(request.headers.get("content-length"), request.stream(),
+                                     limit, body_timeout_s)
+        except BodyTooLarge:
+            return _refuse(413, strings.SLACK_TOO_LARGE.format(limit=limit))
+        except BodyTooSlow:
+            return _refuse(408, strings.BODY_TOO_SLOW.format(seconds=body_timeout_s))
+        except BadLength:
+            return _refuse(400, strings.BAD_CONTENT_LENGTH)
+        refusal = slack_edge.verify(signing_secret, request.headers, body, clock())
+        if refusal is not None:
+            return _refuse(refusal.status, refusal.reason)
+        try:
+            slack_edge.parse(body, request.headers.get("content-type"))
+            bolt_request = to_bolt_request(request, body)
+        except slack_edge.ShapeError as exc:
+            return _refuse(400, str(exc))
+        bolt_response = await run_in_threadpool(app.dispatch, bolt_request)
         return to_starlette_response(bolt_response)
 
     return [Route(path, events, methods=["POST"])]
+
+
+def _our_bug(error: Exception, response: BoltResponse | None) -> BoltResponse | None:
+    """A crash inside Bolt or a listener's synchronous part: everything a request can get
+    wrong was refused before dispatch, so this is ours; a 500 with an id to quote."""
+    error_id = log_internal(error, "slack request")
+    if response is None:
+        return None
+    body = json.dumps({"error": strings.INTERNAL_ERROR.format(error_id=error_id)})
+    return BoltResponse(status=500, body=body, headers={"content-type": "application/json"})
+
+
+def _refuse(status: int, reason: str) -> JSONResponse:
+    log.info("slack request refused (%d): %s", status, reason)
+    return JSONResponse({"error": reason}, status_code=status)
 
 
 def socket_mode_wanted(settings: Settings) -> bool:

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from bot.core import strings
+from bot.core.errors import UserError
+from bot.domain.lifecycle import MAX_SNOOZE_S
 from bot.domain.validate import HOST_RE, INCIDENT_ID_RE, JOB_ID_RE
+from storage.silences import MAX_DURATION_S as MAX_SILENCE_S
 
 PLAYBOOK_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 KIND_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
 DURATION_RE = re.compile(r"^(\d{1,6})([smhd])$")
 UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-MAX_SILENCE_S = 30 * 86400
+Guard = Callable[[str, str, str, Mapping[str, Any]], str | None]  # verb, user, incident, detail
 
 
 class UsageError(ValueError):
@@ -159,9 +162,8 @@ def _job(args: list[str]) -> SlashCommand:
 def _silence(args: list[str]) -> SlashCommand:
     if len(args) != 3:
         raise ValueError("needs HOST KIND DURATION.")
-    return Silence(
-        _check(args[0], HOST_RE, "host"), _check(args[1], KIND_RE, "kind"), parse_duration(args[2])
-    )
+    return Silence(_check(args[0], HOST_RE, "host"), _check(args[1], KIND_RE, "kind"),
+                   parse_duration(args[2], MAX_SILENCE_S, strings.SLASH_SILENCE_TOO_LONG))
 
 
 def _digest(args: list[str]) -> SlashCommand:
@@ -180,7 +182,8 @@ def _decide(verb: str) -> Callable[[list[str]], SlashCommand]:
         if verb != "snooze":
             return Decide(verb, incident_id)
         return Decide(verb, incident_id,
-                      parse_duration(args[1]) if len(args) == 2 else DEFAULT_SNOOZE_S)
+                      parse_duration(args[1], MAX_SNOOZE_S, strings.SLASH_SNOOZE_TOO_LONG)
+                      if len(args) == 2 else DEFAULT_SNOOZE_S)
 
     return parse_it
 
@@ -191,14 +194,17 @@ def _evidence(args: list[str]) -> SlashCommand:
     return Evidence(_check(args[0], INCIDENT_ID_RE, "incident ID"))
 
 
-def parse_duration(text: str) -> int:
-    """``30m`` → 1800; at most 30 days, at least one second."""
+def parse_duration(text: str, most_s: int = MAX_SILENCE_S,
+                   too_long: str = strings.SLASH_SILENCE_TOO_LONG) -> int:
+    """``30m`` → 1800; 1 s to ``most_s``, the store's own limit (never accept what it refuses)."""
     m = DURATION_RE.match(text.strip().lower())
     if not m:
         raise ValueError(f"duration `{_clip(text)}` must look like 30m, 2h or 1d.")
     seconds = int(m.group(1)) * UNIT_S[m.group(2)]
-    if not 0 < seconds <= MAX_SILENCE_S:
-        raise ValueError("duration must be between 1s and 30d.")
+    if seconds <= 0:
+        raise ValueError("duration must be at least 1s.")
+    if seconds > most_s:
+        raise ValueError(too_long.format(days=most_s // 86400))
     return seconds
 
 
@@ -230,8 +236,21 @@ _PARSERS: dict[str, Callable[[list[str]], SlashCommand]] = {
 }
 
 
-def run(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: str = "/ir") -> SlashReply:
-    """Dispatch one parsed command to its handler (help is answered here)."""
+def run(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: str = "/ir",
+        guard: Guard | None = None) -> SlashReply:
+    """Dispatch one command to its handler (help is answered here); ``silence`` only if
+    ``guard``, the desk's one authority rule, allows. A handler's UserError is its reply."""
+    if guard is not None and isinstance(cmd, Silence):
+        refused = guard("silence", user, "", vars(cmd))
+        if refused is not None:
+            return SlashReply(refused)
+    try:
+        return _dispatch(cmd, handlers, user, command)
+    except UserError as exc:
+        return SlashReply(exc.message)
+
+
+def _dispatch(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: str) -> SlashReply:
     match cmd:
         case Help():
             return SlashReply(strings.SLASH_HELP.format(cmd=command))
@@ -261,30 +280,21 @@ class Unavailable:
 
     def _no(self, name: str) -> SlashReply:
         return SlashReply(strings.SLASH_UNAVAILABLE.format(name=name))
-
     def status(self, user: str) -> SlashReply:
         return self._no("status")
-
     def incidents(self, user: str) -> SlashReply:
         return self._no("incidents")
-
     def diag(self, user: str, host: str, playbook: str | None) -> SlashReply:
         return self._no("diag")
-
     def jobs(self, user: str) -> SlashReply:
         return self._no("jobs")
-
     def job(self, user: str, job_id: str) -> SlashReply:
         return self._no("job")
-
     def silence(self, user: str, host: str, kind: str, duration_s: int) -> SlashReply:
         return self._no("silence")
-
     def digest_now(self, user: str) -> SlashReply:
         return self._no("digest")
-
     def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
         return self._no(verb)
-
     def evidence(self, user: str, incident_id: str) -> SlashReply:
         return self._no("evidence")

@@ -81,13 +81,14 @@ def run(settings: Settings, host: str | None = None, port: int | None = None,
         alerts_only: bool = False) -> None:
     import uvicorn
 
+    from bot.ingest.server import server_config
+
     app, start, stop = build(settings, alerts_only)  # config errors before any connection
     check_durability(settings.redis_url)
     start()
     freeze_startup_heap()
     try:
-        uvicorn.run(app, host=host or settings.http.host, port=port or settings.http.port,
-                    log_level="warning", access_log=False, lifespan="on")
+        uvicorn.Server(server_config(app, settings.http, host, port)).run()
     finally:
         stop()
 

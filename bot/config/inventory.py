@@ -50,11 +50,22 @@ def _path(value: str | None) -> str | None:
     return os.path.expanduser(value) if value else None
 
 
+class NotInInventory(UserError):
+    """An alert or command named a host the config does not list: nothing may SSH to it."""
+
+    def __init__(self, host: str, message: str = "") -> None:
+        super().__init__(message or strings.HOST_NOT_IN_INVENTORY.format(host=host), 2)
+        self.host = host
+
+
 def resolve(settings: Settings, spec: str, *, key: str | None = None,
             known_hosts: str | None = None) -> SSHTarget:
     """An inventory name, or ``user@host:port`` (matched back to an inventory entry with
-    the same address); ``key``/``known_hosts`` override the config. UserError (exit 2)."""
+    the same address); ``key``/``known_hosts`` override the config. UserError (exit 2);
+    NotInInventory for a bare name the inventory does not list."""
     name = spec if spec in settings.hosts else _by_address(settings, spec)
+    if name is None and "@" not in spec:  # a bare name is an inventory name or nothing:
+        raise NotInInventory(spec, strings.DIAG_BAD_TARGET.format(target=spec))  # not an address
     try:
         if name is not None:
             host = settings.hosts[name]
@@ -64,6 +75,17 @@ def resolve(settings: Settings, spec: str, *, key: str | None = None,
         return SSHTarget.parse(spec, key_path=_path(key), known_hosts=_path(known_hosts))
     except ValueError:
         raise UserError(strings.DIAG_BAD_TARGET.format(target=spec), 2) from None
+
+
+def known(settings: Settings, host: str) -> SSHTarget:
+    """The SSH target of an inventory host (by name, or by its ``user@host:port``), or
+    NotInInventory. Unlike ``resolve`` (the CLI's ad-hoc ``user@host:port``), a well-formed
+    name that is not listed is never turned into an address to try: an alert for
+    ``gpu-55`` must not end in "SSH authentication failed for gpu-55"."""
+    name = host if host in settings.hosts else _by_address(settings, host)
+    if name is None:
+        raise NotInInventory(host)
+    return resolve(settings, name)
 
 
 def _by_address(settings: Settings, spec: str) -> str | None:

@@ -42,6 +42,13 @@ class HttpSettings(StrictModel):
     port: int = Field(8080, ge=0, le=65535)
     max_body_bytes: int = Field(1_048_576, gt=0)
     group_commit: bool = True  # alert batches waiting together share one Redis write
+    # slow clients (issue 25): a request's headers, then its body, must arrive in time;
+    # an idle keep-alive connection is closed; past max_connections new requests get 503
+    header_timeout_s: float = Field(10.0, gt=0, le=600)
+    body_timeout_s: float = Field(30.0, gt=0, le=600)
+    keep_alive_s: int = Field(5, ge=1, le=600)
+    max_connections: int = Field(256, ge=1)
+    max_header_bytes: int = Field(16_384, ge=1024, le=1_048_576)
 
 
 class SlackSettings(StrictModel):

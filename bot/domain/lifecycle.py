@@ -34,6 +34,7 @@ class IncidentState(StrEnum):
 S = IncidentState
 # states a person may snooze, and so the states a snoozed incident wakes back to
 SNOOZABLE = frozenset({S.AWAITING_APPROVAL, S.DIAGNOSIS_FAILED, S.NO_ACTION, S.ACTION_FAILED})
+MAX_SNOOZE_S = 7 * 86400  # the longest snooze: buttons, ``/ir snooze`` and the store alike
 
 TRANSITIONS: dict[IncidentState, frozenset[IncidentState]] = {
     S.OPEN: frozenset({S.DIAGNOSING, S.RESOLVED}),

@@ -16,7 +16,7 @@ from enum import StrEnum
 from bot.core import strings
 from bot.domain.incident import Incident
 from bot.domain.incident_record import Snooze
-from bot.domain.lifecycle import SNOOZABLE, IncidentState, can_transition
+from bot.domain.lifecycle import MAX_SNOOZE_S, SNOOZABLE, IncidentState, can_transition
 from bot.flow.diagnose_step import DiagnoseStep
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
@@ -26,7 +26,6 @@ from storage.incidents import IncidentStore
 
 RETRYABLE = frozenset({IncidentState.DIAGNOSIS_FAILED, IncidentState.ACTION_FAILED,
                        IncidentState.DENIED, IncidentState.EXPIRED, IncidentState.NO_ACTION})
-MAX_SNOOZE_S = 7 * 86400
 
 
 class Verb(StrEnum):

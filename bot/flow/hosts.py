@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.config import inventory
 from bot.config.settings import Settings
+from bot.core import strings
 from bot.core.errors import UserError
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
 from bot.domain.incident import Incident
@@ -37,7 +38,7 @@ class Hosts:
 
     def target_for(self, host: str) -> SSHTarget | None:
         try:
-            return inventory.resolve(self.settings, host)
+            return inventory.known(self.settings, host)
         except UserError:
             return None
 
@@ -66,7 +67,7 @@ class Hosts:
         name = playbook_for(incident.kind)
         if target is None:
             finding = Finding("inventory.unknown_host", Severity.WARNING,
-                              f"{incident.host} is not in the inventory",
+                              strings.HOST_NOT_IN_INVENTORY.format(host=incident.host),
                               "Add it under `hosts:` in the config to diagnose it over SSH.")
             return Diagnosis(incident.host, name, DiagnosisStatus.UNREACHABLE, 0.0, (finding,))
         options = inventory.options_for(self.settings, target)

@@ -5,8 +5,10 @@ matters lives in the process: every replica on the same Redis answers the same w
 
 Answers, in the order they are checked (each with ``{"error": reason}``):
 401 without the bearer token (constant-time compare), 413 over ``http.max_body_bytes``
-(the declared Content-Length and the bytes actually streamed), 400 when the body cannot
-be used, 503 with ``Retry-After`` when Redis cannot take the write (Alertmanager and the
+(the declared Content-Length and the bytes actually streamed), 408 when the body does not
+arrive within ``http.body_timeout_s``, 400 when the body cannot be used (bad JSON, too
+deep, a lone surrogate, a 5000-digit number, a wrong shape), 503 with ``Retry-After``
+when Redis cannot take the write (Alertmanager and the
 agent retry, so nothing is lost), otherwise 200 with what happened to each alert.
 """
 
@@ -28,11 +30,12 @@ from starlette.routing import BaseRoute, Route
 from bot.config.settings import Settings, secret
 from bot.core import metrics
 from bot.core import strings as S
+from bot.core.bodies import BadLength, BodyTooLarge, BodyTooSlow, read_capped
 from bot.core.errors import ConfigError, log_internal
 from bot.domain.incident import Alert
 from bot.domain.planner import PlanOutcome
 from bot.extract.status import refresh_job_metrics
-from bot.ingest import alertmanager, webhook
+from bot.ingest import alertmanager, openapi, webhook
 from bot.ingest.group_commit import GroupCommit, observed
 from bot.ingest.mapping import Mapper
 from bot.ingest.schema import PayloadError
@@ -50,10 +53,6 @@ Parser = Callable[[bytes, Mapper], list[Alert]]
 _UNAVAILABLE_REPLIES = ("LOADING", "MISCONF", "READONLY", "MASTERDOWN", "TRYAGAIN")
 
 
-class _TooLarge(Exception):
-    pass
-
-
 def _error(status: int, reason: str, route: str, **headers: str) -> JSONResponse:
     metrics.ALERTS_REJECTED.labels(reason=str(status)).inc()
     metrics.HTTP_REQUESTS.labels(route=route, status=str(status)).inc()
@@ -67,22 +66,14 @@ def redis_unavailable(exc: BaseException) -> bool:
     return isinstance(exc, ResponseError) and str(exc).startswith(_UNAVAILABLE_REPLIES)
 
 
-async def read_limited(request: Request, limit: int) -> bytes:
-    """The body, refusing more than ``limit`` bytes whatever Content-Length claimed."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise PayloadError("Content-Length is not a number")
-        if int(declared) > limit:
-            raise _TooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+async def read_limited(request: Request, limit: int, deadline_s: float | None = None) -> bytes:
+    """The body, refusing more than ``limit`` bytes whatever Content-Length claimed, and a
+    body that has not arrived within ``deadline_s``."""
+    try:
+        return await read_capped(request.headers.get("content-length"), request.stream(),
+                                 limit, deadline_s)
+    except BadLength:
+        raise PayloadError(S.BAD_CONTENT_LENGTH) from None
 
 
 class AlertEndpoints:
@@ -93,6 +84,7 @@ class AlertEndpoints:
         self.writer = GroupCommit(self.ingest) if settings.http.group_commit else None
         self.mapper = mapper
         self.limit = settings.http.max_body_bytes
+        self.body_timeout_s = settings.http.body_timeout_s
         token = secret(settings.incident_bot_alert_token)
         self.token = f"Bearer {token}".encode() if token else None
 
@@ -111,9 +103,12 @@ class AlertEndpoints:
             reason = S.ALERT_NO_TOKEN_CONFIGURED if self.token is None else S.ALERT_UNAUTHORIZED
             return _error(401, reason, route, **{"WWW-Authenticate": "Bearer"})
         try:
-            alerts = parse(await read_limited(request, self.limit), self.mapper)
-        except _TooLarge:
+            body = await read_limited(request, self.limit, self.body_timeout_s)
+            alerts = parse(body, self.mapper)
+        except BodyTooLarge:
             return _error(413, S.ALERT_TOO_LARGE.format(limit=self.limit), route)
+        except BodyTooSlow:
+            return _error(408, S.BODY_TOO_SLOW.format(seconds=self.body_timeout_s), route)
         except PayloadError as exc:
             return _error(400, str(exc), route)
         try:
@@ -148,6 +143,9 @@ def _health_routes(redis: Redis, store: IncidentStore) -> list[Route]:
             return JSONResponse({"status": "unavailable", "redis": str(exc)[:200]}, 503)
         return JSONResponse({"status": "ok", "redis": "ok"})
 
+    async def openapi_endpoint(_: Request) -> Response:
+        return JSONResponse(openapi.DOCUMENT)
+
     async def metrics_endpoint(_: Request) -> Response:
         with contextlib.suppress(RedisError):
             metrics.set_incident_counts(await run_in_threadpool(store.counts_by_state))
@@ -156,7 +154,8 @@ def _health_routes(redis: Redis, store: IncidentStore) -> list[Route]:
         return Response(body, media_type=content_type)
 
     return [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
-            Route("/metrics", metrics_endpoint, methods=["GET"])]
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
+            Route("/openapi.json", openapi_endpoint, methods=["GET"])]
 
 
 async def _run_hooks(hooks: Sequence[Hook]) -> None:

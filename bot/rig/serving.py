@@ -12,15 +12,18 @@ from typing import Any
 
 import uvicorn
 
+from bot.config.settings import HttpSettings
 from bot.core.procs import free_port
+from bot.ingest.server import server_config
 
 
 class ServedApp:
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int | None = None) -> None:
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int | None = None,
+                 http: HttpSettings | None = None) -> None:
+        """``http``: the slow-client limits (defaults: the config file's defaults)."""
         self.port = port or free_port()
         self.url = f"http://{host}:{self.port}"
-        config = uvicorn.Config(app, host=host, port=self.port, log_level="warning",
-                                access_log=False, lifespan="on")
+        config = server_config(app, http or HttpSettings(), host, self.port)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
 

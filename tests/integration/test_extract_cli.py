@@ -40,7 +40,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tm
     code, _, err = cli(capsys, "extract", "status", "../../etc", "--url", redis_url)
     assert code == 2 and "invalid job id" in err
     code, _, err = cli(capsys, "extract", "pause", "ex-0123456789ab", "--url", redis_url)
-    assert code == 2 and err.strip() == "error: no extraction job ex-0123456789ab"
+    assert code == 2 and err.strip() == "error: no such job ex-0123456789ab"
     code, _, err = cli(capsys, "worker", "--host", "a b", "--url", redis_url)
     assert code == 2 and "invalid --host" in err
     code, _, err = cli(capsys, "extract", "status", "--url", "redis://:secret@127.0.0.1:1/0")

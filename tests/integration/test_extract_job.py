@@ -53,7 +53,7 @@ def test_submit_run_and_read_back(redis_bytes: Redis, redis: Redis, tmp_path: Pa
     assert queue.list_jobs(redis, "other") == []
     with pytest.raises(UserError, match="already completed"):
         queue.pause(redis, job_id)
-    with pytest.raises(UserError, match="no extraction job"):
+    with pytest.raises(UserError, match="no such job"):
         queue.status(redis, "ex-000000000000")
 
 

@@ -60,8 +60,9 @@ def test_parse_valid(text: str, expected: object) -> None:
         ("job ../../etc", "not a valid job ID"),
         ("silence gpu-01 vram_idle", "needs HOST KIND DURATION"),
         ("silence gpu-01 vram_idle forever", "must look like 30m"),
-        ("silence gpu-01 vram_idle 0s", "between 1s and 30d"),
-        ("silence gpu-01 vram_idle 31d", "between 1s and 30d"),
+        ("silence gpu-01 vram_idle 0s", "at least 1s"),
+        ("silence gpu-01 vram_idle 31d", "at most 30 days"),
+        ("snooze INC-1 8d", "at most 7 days"),  # the incident store's cap, not the silence's
         ("digest later", "only `digest now`"),
         ('diag "unterminated', "Could not read that"),
         ("evidence", "needs one incident ID"),
