@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.imports import cross_imports, violations
+from tests.helpers.imports import cross_imports, private_imports, redis_takers, violations
 from tests.helpers.names import clashing_classes, nx_sets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +36,15 @@ def test_every_known_exception_is_still_needed() -> None:
     stale = [k for k in KNOWN if not any(v.startswith(f"{k[0]}:") and f"-> {k[1]}" in v
                                          for v in everything)]
     assert not stale, f"remove from KNOWN: {stale}"
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    assert private_imports(ROOT) == []
+
+
+def test_flow_steps_take_stores_never_a_redis_client() -> None:
+    """Only the composition (``bot/flow/assembly.py``) builds stores from a client."""
+    assert redis_takers(ROOT, "bot.flow", composition=("bot.flow.assembly",)) == []
 
 
 def test_tests_share_code_through_helpers_only() -> None:
@@ -132,3 +141,19 @@ def test_the_name_checks_report_planted_clashes(tmp_path: Path) -> None:
                             "storage/other.py": "def own(r):\n    r.set('k', 1, nx=True)\n"})
     assert clashing_classes(root) == {"Ctx": ["bot/a.py", "bot/b.py"]}
     assert nx_sets(root) == ["storage/other.py:2"]
+
+
+def test_a_private_import_is_reported(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {**BASE, "bot/a.py": "def _x() -> None: ...\n",
+                            "bot/b.py": "from bot.a import _x\n"})
+    assert private_imports(root) == ["bot.b:1 -> bot.a._x"]
+
+
+def test_a_flow_step_taking_a_redis_client_is_reported(tmp_path: Path) -> None:
+    step = ("from storage.connection import Redis\n"
+            "class Step:\n    def __init__(self, redis: Redis) -> None: ...\n"
+            "def run(conn: 'Redis | None') -> None: ...\n")
+    root = _tree(tmp_path, {**BASE, "bot/flow/__init__.py": "", "bot/flow/step.py": step,
+                            "bot/flow/assembly.py": step})
+    assert redis_takers(root, "bot.flow", composition=("bot.flow.assembly",)) == [
+        "bot.flow.step:3 __init__(redis)", "bot.flow.step:4 run(conn)"]

@@ -69,7 +69,7 @@ def _redis(config: Path | None) -> Iterator[Redis]:
         client.close()
 
 
-def _with_redis(config: Path | None, fn: Callable[[Redis], T]) -> T:
+def with_redis(config: Path | None, fn: Callable[[Redis], T]) -> T:
     with _redis(config) as client:
         return fn(client)
 
@@ -106,7 +106,7 @@ def register(app: typer.Typer) -> None:
                   limit: Annotated[int, typer.Option(help="At most this many, newest")] = 200,
                   ) -> None:
         """List open incidents (--all: resolved too)."""
-        found = _with_redis(config, lambda r: IncidentStore(r).list(open_only=not all_,
+        found = with_redis(config, lambda r: IncidentStore(r).list(open_only=not all_,
                                                                     limit=limit))
         if as_json:
             typer.echo(json.dumps([i.to_dict() for i in found], indent=2))
@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
                 raise UserError(S.INCIDENTS_UNKNOWN.format(incident_id=ident))
             return AuditLog(r).timeline(ident)
 
-        entries = _with_redis(config, read)
+        entries = with_redis(config, read)
         if as_json:
             typer.echo(json.dumps([e.to_dict() for e in entries], indent=2))
             return
@@ -152,14 +152,14 @@ def _silence_app() -> typer.Typer:
             except ValueError as exc:
                 raise UserError(S.SILENCE_BAD.format(reason=exc), 2) from None
 
-        s = _with_redis(config, do)
+        s = with_redis(config, do)
         typer.echo(S.SILENCE_ADDED.format(host=host, kind=kind, until=fmt_time(s.until),
                                           author=s.author))
 
     @silence.command(name="remove")
     def remove(host: str, kind: str, config: ConfigOpt = None) -> None:
         """End a silence now."""
-        gone = _with_redis(config, lambda r: SilenceStore(r).remove(host, kind, getpass.getuser()))
+        gone = with_redis(config, lambda r: SilenceStore(r).remove(host, kind, getpass.getuser()))
         if not gone:
             raise UserError(S.SILENCE_NOT_FOUND.format(host=host, kind=kind))
         typer.echo(S.SILENCE_REMOVED.format(host=host, kind=kind))
@@ -167,7 +167,7 @@ def _silence_app() -> typer.Typer:
     @silence.command(name="list")
     def list_(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
         """Active silences, then the recurring maintenance windows."""
-        found, windows = _with_redis(config, lambda r: (SilenceStore(r).list(),
+        found, windows = with_redis(config, lambda r: (SilenceStore(r).list(),
                                                         SilenceStore(r).maintenance()))
         if as_json:
             typer.echo(json.dumps([json.loads(s.to_json()) for s in found], indent=2))

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from bot.commands.incidents import ConfigOpt, _with_redis, incident_id
+from bot.commands.incidents import ConfigOpt, with_redis, incident_id
 from bot.core import strings as S
 from bot.core.errors import UserError
 from bot.digest.postmortem import Postmortem
@@ -40,4 +40,4 @@ def register(app: typer.Typer) -> None:
         if render is None:
             raise UserError(S.PM_BAD_FORMAT.format(fmt=fmt), 2)
         ident = incident_id(incident)
-        typer.echo(render(_with_redis(config, lambda r: _required(r, ident))), nl=False)
+        typer.echo(render(with_redis(config, lambda r: _required(r, ident))), nl=False)

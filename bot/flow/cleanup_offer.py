@@ -17,11 +17,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from bot.core import strings
+from bot.core import fmt, strings
 from bot.domain.findings import Diagnosis, Finding, ProposedAction, Severity
 from bot.remediation import catalog
 from bot.remediation import cleanup as cl
-from bot.remediation.verify_more import human
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.base import action_id
 
@@ -70,8 +69,8 @@ def proposal(host: str, chosen: Sequence[cl.CleanupCandidate], need: int,
     total = sum(c.size for c in chosen)
     params = {"paths": cl.paths_param(chosen), "need_bytes": str(min(need, total))}
     lines = "\n".join(cl.preview(chosen[:PREVIEW_LINES], now=now))
-    reason = strings.FLOW_CLEANUP_REASON.format(n=len(chosen), size=human(total),
-                                                need=human(need), preview=lines)
+    reason = strings.FLOW_CLEANUP_REASON.format(n=len(chosen), size=fmt.size(total),
+                                                need=fmt.size(need), preview=lines)
     return ProposedAction(action_id(host, "disk.cleanup", params), "disk.cleanup", params,
                           reason, catalog.CATALOG["disk.cleanup"].risk)
 
@@ -98,7 +97,7 @@ def parts(host: str, chosen: Sequence[cl.CleanupCandidate], need: int) -> list[P
         out.append(ProposedAction(PART_PREFIX + action_id(host, "disk.cleanup", params)[:10],
                                   "disk.cleanup", params,
                                   strings.FLOW_CLEANUP_PART_REASON.format(
-                                      what=what, n=len(group), size=human(total)),
+                                      what=what, n=len(group), size=fmt.size(total)),
                                   catalog.CATALOG["disk.cleanup"].risk))
     return out
 
@@ -111,7 +110,7 @@ def preview_finding(chosen: Sequence[cl.CleanupCandidate], need: int, now: float
          "age_s": int(max(now - c.mtime, 0)), "owner": c.owner, "paths": list(c.paths)}
         for c in chosen]
     return Finding(CANDIDATES_CODE, Severity.INFO,
-                   strings.FLOW_CLEANUP_FOUND.format(n=len(chosen), size=human(total)),
+                   strings.FLOW_CLEANUP_FOUND.format(n=len(chosen), size=fmt.size(total)),
                    evidence={"items": items, "total_bytes": total, "need_bytes": need})
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.core import fmt
 from bot.domain import validate
 from bot.remediation.probes import plain
 from bot.ssh.base import Command, SSHRunner, SSHTarget
@@ -188,7 +189,6 @@ def paths_param(chosen: Sequence[CleanupCandidate]) -> str:
 
 def preview(chosen: Sequence[CleanupCandidate], now: float) -> list[str]:
     """One line per item for the thread: size, age, owner, what it is."""
-    from bot.remediation.verify_more import human
 
-    return [f"{human(c.size):>10}  {max(now - c.mtime, 0) / 86400:5.0f} d  {c.owner:<8} "
+    return [f"{fmt.size(c.size):>10}  {max(now - c.mtime, 0) / 86400:5.0f} d  {c.owner:<8} "
             f"{c.category:<10} {c.label}" for c in chosen]

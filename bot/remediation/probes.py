@@ -99,12 +99,12 @@ def parse_size(text: str) -> int | None:
 
 
 # --- I/O helpers ---------------------------------------------------------------------
-def _run(runner: SSHRunner, target: SSHTarget, name: str, text: str,
+def run_probe(runner: SSHRunner, target: SSHTarget, name: str, text: str,
          timeout_s: float) -> ProbeResult:
     return runner.run(plain(target), Command(name, text, timeout_s))
 
 
-def _ok(probe: ProbeResult) -> ProbeResult:
+def require_ok(probe: ProbeResult) -> ProbeResult:
     if probe.timed_out:
         raise ProbeFailed(probe, "timed out")
     if probe.exit_status != 0 or probe.error:
@@ -117,8 +117,8 @@ def read_unit(runner: SSHRunner, target: SSHTarget, unit: str, timeout_s: float)
     text = f"systemctl show {shlex.quote(unit)} -p {SHOW_PROPS}"
     show, ps = runner.run_many(plain(target), [Command("unit", text, timeout_s),
                                                Command("cgroups", PS_CGROUPS, timeout_s)])
-    pids = tuple(sorted(p for p, u in parse_cgroups(_ok(ps).stdout).items() if u == unit))
-    return unit_state(unit, parse_show(_ok(show).stdout), pids)
+    pids = tuple(sorted(p for p, u in parse_cgroups(require_ok(ps).stdout).items() if u == unit))
+    return unit_state(unit, parse_show(require_ok(show).stdout), pids)
 
 
 def read_gpus(runner: SSHRunner, target: SSHTarget,
@@ -130,11 +130,11 @@ def read_gpus(runner: SSHRunner, target: SSHTarget,
     units = parse_cgroups(ps.stdout) if ps.ok else {}
     holders = [GpuHolder(pid, uuid, mib, units.get(pid))
                for pid, uuid, mib in gpu_apps(apps.stdout if apps.ok else "")]
-    return gpu_states(_ok(gpus).stdout), holders
+    return gpu_states(require_ok(gpus).stdout), holders
 
 
 def read_gpu_memory(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> list[GpuState]:
-    return gpu_states(_ok(_run(runner, target, "gpus", GPU_QUERY, timeout_s)).stdout)
+    return gpu_states(require_ok(run_probe(runner, target, "gpus", GPU_QUERY, timeout_s)).stdout)
 
 
 def read_process(runner: SSHRunner, target: SSHTarget, pid: str, timeout_s: float) -> ProcState:
@@ -170,7 +170,7 @@ def parse_df_avail(text: str) -> dict[str, int]:
 
 
 def read_disk_avail(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> dict[str, int]:
-    return parse_df_avail(_ok(_run(runner, target, "df", DF_AVAIL, timeout_s)).stdout)
+    return parse_df_avail(require_ok(run_probe(runner, target, "df", DF_AVAIL, timeout_s)).stdout)
 
 
 def fabric_states(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> list[str]:
@@ -180,7 +180,7 @@ def fabric_states(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> lis
     from playbooks.commands import QUERY_XML_COMMAND
     from playbooks.parsers.nvidia_xml import parse_query_xml
 
-    probe = _run(runner, target, "fabric", QUERY_XML_COMMAND, timeout_s)
+    probe = run_probe(runner, target, "fabric", QUERY_XML_COMMAND, timeout_s)
     if not probe.ok:
         return []
     return [g.fabric_state for g in parse_query_xml(probe.stdout).gpus if g.fabric_state]
@@ -191,7 +191,7 @@ def regular_files(runner: SSHRunner, target: SSHTarget, paths: list[str],
     """Which of ``paths`` are regular files now (a symlink or a directory is not)."""
     text = ("find " + " ".join(shlex.quote(p) for p in paths)
             + " -maxdepth 0 -type f -printf '%p\\0'")
-    probe = _run(runner, target, "files", text, timeout_s)  # exit 1 when one is missing
+    probe = run_probe(runner, target, "files", text, timeout_s)  # exit 1 when one is missing
     return {p for p in probe.stdout.split("\0") if p}
 
 
@@ -214,7 +214,7 @@ def read_container_owner(runner: SSHRunner, target: SSHTarget, scope: str,
     if cid is None:
         return None
     text = f"docker inspect --format {shlex.quote(DOCKER_POLICY)} {cid}"
-    probe = _run(runner, target, "container", text, timeout_s)
+    probe = run_probe(runner, target, "container", text, timeout_s)
     policy = probe.stdout.strip().splitlines()[0] if probe.ok and probe.stdout.strip() else ""
     if not policy:
         return None
@@ -226,5 +226,5 @@ def read_container_owner(runner: SSHRunner, target: SSHTarget, scope: str,
 def read_journal_bytes(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> int | None:
     """Journal size; through ``sudo -n`` for non-root users (allowlisted, read-only)."""
     text = f"sudo -n {JOURNAL_USAGE}" if target.sudo else JOURNAL_USAGE
-    probe = _ok(_run(runner, target, "journal", text, timeout_s))
+    probe = require_ok(run_probe(runner, target, "journal", text, timeout_s))
     return parse_journal_usage(probe.stdout + "\n" + probe.stderr)

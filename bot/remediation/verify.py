@@ -8,31 +8,140 @@ under a new PID (a respawn) or another unit.
 
 from __future__ import annotations
 
+import shlex
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from bot.core import strings
+from bot.core import fmt, strings
 from bot.domain.action_result import Verification
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, UnitState
 from bot.remediation.capture import subject_pids
+from bot.remediation.catalog import PATH_SEP, dropin_path
 from bot.remediation.polling import ActionRun, Look, poll
 from bot.remediation.probes import (
+    ProbeFailed,
+    parse_size,
+    parse_timespan,
+    read_disk_avail,
     read_gpu_memory,
     read_gpus,
+    read_journal_bytes,
     read_process,
     read_unit,
+    regular_files,
+    require_ok,
+    run_probe,
 )
 from bot.remediation.slurm import verify_slurm
-from bot.remediation.verify_more import (
-    verify_cleanup,
-    verify_dropin,
-    verify_gpu_reset,
-    verify_journal,
-    verify_reboot,
-    with_gpu_report,
-)
+from playbooks.parsers.systemd import parse_show
 
+# --- the newer kinds: the drop-in, a GPU reset, a cleanup, the journal, a reboot ------
+
+DROPIN_PROPS = "Restart,TimeoutStopUSec,DropInPaths,ExecStartPre"
+
+
+def read_dropins(ctx: ActionRun, unit: str) -> dict[str, str]:
+    text = f"systemctl show {shlex.quote(unit)} -p {DROPIN_PROPS}"
+    probe = require_ok(run_probe(ctx.runner, ctx.target, "dropins", text,
+                                 ctx.options.probe_timeout_s))
+    return parse_show(probe.stdout)
+
+
+def verify_dropin(ctx: ActionRun, captured: CapturedState) -> Verification:
+    """Installed: systemd lists the file and shows its values. Reverted: the file is gone."""
+    unit = captured.units[0]
+    path = dropin_path(unit.name)
+    props = read_dropins(ctx, unit.name)
+    paths = props.get("DropInPaths", "").split()
+    timeout = parse_timespan(props.get("TimeoutStopUSec", ""), -1.0)
+    if ctx.spec.kind == "systemd.dropin":
+        ok = (path in paths and props.get("Restart") == "on-failure"
+              and timeout == float(ctx.params["timeout_stop_s"]))
+    else:
+        ok = path not in paths
+    before: dict[str, Any] = {"restart": unit.restart, "timeout_stop_s": unit.timeout_stop_s}
+    detail = strings.REM_DROPIN_NOW.format(unit=unit.name, restart=props.get("Restart", "?"),
+                                           timeout=props.get("TimeoutStopUSec", "?"),
+                                           paths=", ".join(paths) or "none")
+    return Verification(ok, detail, evidence={"show": props, "before": before, "path": path})
+
+
+def verify_gpu_reset(ctx: ActionRun, captured: CapturedState, patient: bool) -> Verification:
+    index = int(ctx.params["gpu"])
+    free = ctx.options.gpu_free_mib
+
+    def look() -> Look:
+        gpus = read_gpu_memory(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
+        used = next((g.memory_used_mib for g in gpus if g.index == index), None)
+        ev = {"gpu": index, "used_mib": used,
+              "gpus": [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]}
+        return Look(used is not None and used < free, None, ev)
+
+    seen, elapsed = poll(ctx, look, patient)
+    used = seen.evidence.get("used_mib")
+    detail = strings.REM_GPU_RESET.format(gpu=index, used=f"{used:.0f}" if used is not None
+                                          else "?")
+    return Verification(seen.done, detail, elapsed, evidence=seen.evidence)
+
+
+def verify_cleanup(ctx: ActionRun, captured: CapturedState) -> Verification:
+    """Every file gone, and ``df`` shows at least ``need_bytes`` more available."""
+    start = time.monotonic()
+    t = ctx.options.probe_timeout_s
+    paths = ctx.params["paths"].split(PATH_SEP)
+    left = sorted(regular_files(ctx.runner, ctx.target, paths, t))
+    after = read_disk_avail(ctx.runner, ctx.target, t)
+    gained = {m: after[m] - b for m, b in captured.disk_avail.items() if m in after}
+    grew = {m: g for m, g in gained.items() if g > 0}
+    freed, need = sum(grew.values()), int(ctx.params["need_bytes"])
+    ok = not left and freed >= need
+    detail = strings.REM_CLEAN_FREED.format(n=len(paths) - len(left), freed=fmt.size(freed),
+                                            mounts=", ".join(sorted(grew)) or "no mount",
+                                            need=fmt.size(need))
+    if left:
+        detail += "; " + strings.REM_CLEAN_LEFT.format(left=len(left))
+    ev = {"freed_bytes": freed, "need_bytes": need, "per_mount": grew, "left": left[:20],
+          "avail_before": captured.disk_avail, "avail_after": after}
+    return Verification(ok, detail, time.monotonic() - start, evidence=ev)
+
+
+def verify_journal(ctx: ActionRun, captured: CapturedState) -> Verification:
+    start = time.monotonic()
+    after = read_journal_bytes(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
+    limit = parse_size(ctx.params["size"]) or 0
+    before = captured.journal_bytes
+    ok = after is not None and (after <= limit or (before is not None and after < before))
+    detail = strings.REM_JOURNAL.format(before=fmt.size(before), after=fmt.size(after),
+                                        limit=ctx.params["size"])
+    ev = {"before_bytes": before, "after_bytes": after, "limit_bytes": limit}
+    return Verification(ok, detail, time.monotonic() - start, evidence=ev)
+
+
+def with_gpu_report(ctx: ActionRun, v: Verification) -> Verification:
+    """After a revert: is the memory taken again? Evidence, not a condition."""
+    try:
+        gpus = read_gpu_memory(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
+    except ProbeFailed:
+        return v
+    if not gpus:
+        return v
+    held = [g for g in gpus if g.memory_used_mib >= ctx.options.gpu_free_mib]
+    top = max(g.memory_used_mib for g in gpus)
+    note = strings.REM_GPUS_HELD.format(held=len(held), total=len(gpus), max=f"{top:.0f}")
+    after = [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]
+    ev = {**v.evidence, "gpus_after": after}
+    return replace(v, detail=f"{v.detail}; {note}", evidence=ev)
+
+
+def verify_reboot(ctx: ActionRun) -> Verification:
+    """A reboot is proven later (host back, new boot id): this only records the request."""
+    return Verification(False, strings.REM_REBOOT_SENT.format(host=ctx.target.name),
+                        evidence={"pending": "host back with a new boot id"})
+
+
+# --- GPU-freeing kinds: units and processes --------------------------------------------
 
 def gpu_range(indexes: list[int] | tuple[int, ...]) -> str:
     """[0..7] → "0-7"; [0, 2] → "0,2" (what an operator would type into nvidia-smi -i)."""

@@ -125,3 +125,53 @@ def cross_imports(root: Path) -> list[str]:
     return sorted(set(out))
 
 
+
+
+def private_imports(root: Path) -> list[str]:
+    """``from our.module import _name``: a module reaching into another's private names
+    (make the name public where it is shared, or keep the code in one module)."""
+    out = []
+    for path in sources(root):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            if node.module.split(".")[0] not in PACKAGES:
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    out.append(f"{module_name(root, path)}:{node.lineno} -> "
+                               f"{node.module}.{alias.name}")
+    return sorted(out)
+
+
+def _mentions_redis(annotation: ast.expr | None) -> bool:
+    """The annotation names ``Redis`` (``Redis``, ``redis.Redis``, ``"Redis | None"``)."""
+    for n in ast.walk(annotation) if annotation is not None else ():
+        if ((isinstance(n, ast.Name) and n.id == "Redis")
+                or (isinstance(n, ast.Attribute) and n.attr == "Redis")
+                or (isinstance(n, ast.Constant) and isinstance(n.value, str) and "Redis" in n.value)):
+            return True
+    return False
+
+
+def redis_takers(root: Path, package: str, composition: Iterable[str] = ()) -> list[str]:
+    """Functions, methods and dataclass fields under ``package`` that take or hold a Redis
+    client (annotated ``Redis``): steps get stores, never the client. ``composition``
+    lists the modules that build the stores (they may hold the client)."""
+    skip = set(composition)
+    out = []
+    base = root.joinpath(*package.split("."))
+    for path in sorted(base.rglob("*.py")):
+        name = module_name(root, path)
+        if name in skip:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                out += [f"{name}:{a.lineno} {node.name}({a.arg})" for a in args
+                        if _mentions_redis(a.annotation)]
+            elif isinstance(node, ast.AnnAssign) and _mentions_redis(node.annotation):
+                out.append(f"{name}:{node.lineno} {ast.unparse(node.target)}")
+    return sorted(out)
