@@ -150,7 +150,7 @@ def _mentions_redis(annotation: ast.expr | None) -> bool:
     for n in ast.walk(annotation) if annotation is not None else ():
         if ((isinstance(n, ast.Name) and n.id == "Redis")
                 or (isinstance(n, ast.Attribute) and n.attr == "Redis")
-                or (isinstance(n, ast.Constant) and isinstance(n.value, str) and "Redis" in n.value)):
+                or (isinstance(n, ast.Constant) and "Redis" in str(n.value))):
             return True
     return False
 
