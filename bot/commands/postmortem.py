@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from bot.commands.incidents import ConfigOpt, with_redis, incident_id
+from bot.commands.incidents import ConfigOpt, incident_id, with_redis
 from bot.core import strings as S
 from bot.core.errors import UserError
 from bot.digest.postmortem import Postmortem
