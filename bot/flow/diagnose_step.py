@@ -12,9 +12,12 @@ from dataclasses import replace
 
 from bot.chat.evidence import kept_outputs
 from bot.chat.render import evidence_hash
-from bot.domain.findings import Diagnosis, DiagnosisStatus
+from bot.core import strings
+from bot.core.errors import log_internal
+from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
 from bot.domain.incident import Incident
-from bot.domain.lifecycle import IncidentState
+from bot.domain.kinds import playbook_for
+from bot.domain.lifecycle import IllegalTransition, IncidentState, can_transition
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
@@ -42,21 +45,52 @@ class DiagnoseStep:
         self.bot_user = bot_user
 
     def on_opened(self, incident_id: str) -> Incident:
-        """Diagnose, store the findings and plans, post the message, wait for a person."""
+        """Diagnose, store the findings and plans, post the message, wait for a person.
+
+        Never silent: an error of ours in any step after the incident moved to
+        ``diagnosing`` (target, probes, planning, rendering) leaves it
+        ``diagnosis_failed`` with the error id and a Retry button, and says so."""
         incident = self.incidents.transition(incident_id, IncidentState.DIAGNOSING,
                                              self.bot_user, "alert received")
+        try:
+            return self._diagnose(incident)
+        except Exception as exc:
+            error_id = log_internal(exc, f"diagnosis of {incident_id}")
+            return self._failed(incident_id, error_id)
+
+    def _diagnose(self, incident: Incident) -> Incident:
+        incident_id = incident.id
         target = self.hosts.target_for(incident.host)
         diagnosis = self.hosts.diagnose(incident, target)
         plans = (self.plans.make_plans(incident, diagnosis, target)
                  if target is not None and diagnosis.status is not DiagnosisStatus.UNREACHABLE
                  else [])
         ev_hash = evidence_hash(diagnosis)
-        self.incidents.update(incident_id, lambda i: replace(
+        stored = self.incidents.update(incident_id, lambda i: replace(
             i, diagnosis=diagnosis, plans=tuple(plans), evidence_hash=ev_hash, results=(),
             last_outcome=None, revert_plan=None, running=None,
             probe_output=kept_outputs(diagnosis)))
+        outcome = outcome_state(diagnosis, len(plans))
+        self.publisher.render_stored(replace(stored, state=outcome))  # renders, or fails here
         reason = f"{len(diagnosis.findings)} findings, {len(plans)} proposed actions"
-        incident = self.incidents.transition(incident_id, outcome_state(diagnosis, len(plans)),
-                                             self.bot_user, reason, ev_hash)
+        incident = self.incidents.transition(incident_id, outcome, self.bot_user, reason, ev_hash)
         self.publisher.publish(incident_id)
         return incident
+
+    def _failed(self, incident_id: str, error_id: str) -> Incident:
+        """The incident as ``diagnosis_failed`` naming the error id, its message posted."""
+        current = self.incidents.require(incident_id)
+        title = strings.FLOW_DIAGNOSIS_ERROR.format(error_id=error_id)
+        failed = Diagnosis(current.host, playbook_for(current.kind), DiagnosisStatus.UNREACHABLE,
+                           0.0, (Finding("bot.internal_error", Severity.WARNING, title),))
+        self.plans.withdraw_pending(current, self.bot_user, reason="diagnosis failed")
+        self.incidents.update(incident_id, lambda i: replace(
+            i, diagnosis=failed, plans=(), results=(), running=None))
+        if can_transition(current.state, IncidentState.DIAGNOSIS_FAILED):
+            try:
+                current = self.incidents.transition(incident_id, IncidentState.DIAGNOSIS_FAILED,
+                                                    self.bot_user, title)
+            except IllegalTransition:  # another step settled it meanwhile
+                current = self.incidents.require(incident_id)
+        self.publisher.publish(incident_id)
+        return current

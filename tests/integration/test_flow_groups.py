@@ -3,14 +3,11 @@ diagnosed, with its own buttons, in that message's thread."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from redis import Redis
 
-from bot.chat.base import ChatMessage, Ephemeral, MessageRef
 from bot.config.settings import Settings
 from bot.demo.story import make_desk
 from bot.domain.incident import Alert
@@ -19,32 +16,9 @@ from bot.flow.assembly import build_flow
 from bot.flow.consumer import GROUP
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
+from tests.helpers.chat import RecordingChat
 
 UNIT = "vllm-kimi-k25-int4.service"
-
-
-class RecordingChat:
-    """A ChatBackend that keeps what was posted, where, and in which thread."""
-
-    def __init__(self) -> None:
-        self.posts: list[tuple[str, ChatMessage, MessageRef | None, MessageRef]] = []
-        self.updates: list[tuple[MessageRef, ChatMessage]] = []
-        self._ts = itertools.count(1)
-
-    def post(self, channel: str, message: ChatMessage,
-             thread: MessageRef | None = None) -> MessageRef:
-        ref = MessageRef(channel, f"{next(self._ts)}.000")
-        self.posts.append((channel, message, thread, ref))
-        return ref
-
-    def update(self, ref: MessageRef, message: ChatMessage) -> None:
-        self.updates.append((ref, message))
-
-    def ephemeral(self, note: Ephemeral) -> None:
-        pass
-
-    def upload(self, ref: MessageRef, path: Path, title: str) -> None:
-        pass
 
 
 def test_second_host_is_diagnosed_in_the_parents_thread(

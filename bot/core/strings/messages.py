@@ -156,3 +156,6 @@ MSG_ACTION_SLURM_DRAIN = ("drain {node} in Slurm, so no new job lands on it (run
 MSG_ACTION_SLURM_RESUME = "return {node} to Slurm"
 MSG_ACTION_SLURM_REQUEUE = "requeue Slurm job {job} on {node} through the scheduler"
 MSG_ACTION_SLURM_CANCEL = "cancel Slurm job {job} on {node} through the scheduler"
+
+# --- issue 29: no silent incident ----------------------------------------------------------
+FLOW_DIAGNOSIS_ERROR = "the bot hit an internal error while diagnosing (error id {error_id})"
