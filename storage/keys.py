@@ -209,3 +209,19 @@ def home_viewers(workspace: str) -> str:
 def home_shown(workspace: str) -> str:
     """Hash: user id → hash of the Home view last published to them."""
     return _k("slack", "home", workspace, "shown")
+
+
+# --- work in progress: owners and deadlines of transient states (issue 24) ---------------
+def incidents_inflight() -> str:
+    """Sorted set: incident id → when its owner's deadline passes (transient states only)."""
+    return _k("incidents", "inflight")
+
+
+def incident_owner(incident_id: str) -> str:
+    """Hash: the transient state's owner token, deadline and re-drive attempts."""
+    return _k("incident", incident_id, "owner")
+
+
+def reconcile_sweep() -> str:
+    """``SET NX`` claim: one replica sweeps the in-flight set per period."""
+    return _k("reconcile", "sweep")
