@@ -104,3 +104,6 @@ MSG_CLEANUP_TITLE = "*Cleanup preview:* {n} item(s), {total} in all; {need} need
 MSG_CLEANUP_MORE = "… {n} more item(s), {size}"
 MSG_CLEANUP_PARTS = "*Or delete only one part* (Deny above declines them all):"
 MSG_CLEANUP_PART_BUTTON = "{what} · {size}"
+
+# --- re-driving interrupted work (issue 24) ---------------------------------------------
+FLOW_DIAGNOSIS_INTERRUPTED = "diagnosis interrupted {n} times (the bot or Redis stopped while it ran)"
