@@ -62,7 +62,7 @@ def reconcile_settings(extra: dict[str, Any]) -> ReconcileSettings:
         raise ConfigError(f"key 'extra.reconcile.{where}': {err['msg']}") from None
 
 
-class Outcome(StrEnum):
+class RedriveOutcome(StrEnum):
     REDIAGNOSED = "rediagnosed"
     GAVE_UP = "gave_up"
     FAILED_STALLED = "failed_stalled"
@@ -75,7 +75,7 @@ class Redrive:
     """What one sweep did to one incident, and why."""
 
     incident_id: str
-    outcome: Outcome
+    outcome: RedriveOutcome
     reason: str
 
 
@@ -107,23 +107,23 @@ def _settle(incidents: IncidentStore, entry: Inflight, reason: str, *,
     incident = incidents.get(entry.incident_id)
     if incident is None or incident.state is not entry.state:
         incidents.drop_stale(entry)
-        return Redrive(entry.incident_id, Outcome.DROPPED, reason)
+        return Redrive(entry.incident_id, RedriveOutcome.DROPPED, reason)
     if entry.state in ACTING:
         if not incidents.take_over(entry, ACTOR, reason, grace_s):
-            return Redrive(entry.incident_id, Outcome.RACED, reason)
+            return Redrive(entry.incident_id, RedriveOutcome.RACED, reason)
         fail_stalled(entry.incident_id, reason)
-        return Redrive(entry.incident_id, Outcome.FAILED_STALLED, reason)
+        return Redrive(entry.incident_id, RedriveOutcome.FAILED_STALLED, reason)
     interrupted = entry.attempts + 1
     if interrupted >= max_attempts:
         text = strings.FLOW_DIAGNOSIS_INTERRUPTED.format(n=interrupted)
         if incidents.give_up(entry, IncidentState.DIAGNOSIS_FAILED, ACTOR, text) is None:
-            return Redrive(entry.incident_id, Outcome.RACED, reason)
+            return Redrive(entry.incident_id, RedriveOutcome.RACED, reason)
         publish(entry.incident_id)
-        return Redrive(entry.incident_id, Outcome.GAVE_UP, text)
+        return Redrive(entry.incident_id, RedriveOutcome.GAVE_UP, text)
     if incidents.redrive(entry, ACTOR, reason) is None:
-        return Redrive(entry.incident_id, Outcome.RACED, reason)
+        return Redrive(entry.incident_id, RedriveOutcome.RACED, reason)
     rediagnose(entry.incident_id)
-    return Redrive(entry.incident_id, Outcome.REDIAGNOSED, reason)
+    return Redrive(entry.incident_id, RedriveOutcome.REDIAGNOSED, reason)
 
 
 def run_forever(incidents: IncidentStore, sweep: Callable[[], list[Redrive]],

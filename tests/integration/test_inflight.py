@@ -12,7 +12,7 @@ from redis import Redis
 from bot.core.errors import ConfigError
 from bot.domain.incident import Alert, AlertStatus
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, IncidentState, StepDeadlines, StepTaken
-from bot.flow.reconcile import Outcome, reconcile_once, reconcile_settings
+from bot.flow.reconcile import RedriveOutcome, reconcile_once, reconcile_settings
 from storage import keys
 from storage.audit import AuditLog
 from storage.incidents import IncidentStore
@@ -120,7 +120,7 @@ class Calls:
         self.failed: list[tuple[str, str]] = []
         self.published: list[str] = []
 
-    def sweep(self, store: IncidentStore, clock: Clock) -> list[tuple[str, Outcome]]:
+    def sweep(self, store: IncidentStore, clock: Clock) -> list[tuple[str, RedriveOutcome]]:
         out = reconcile_once(store, AuditLog(store.redis), clock,
                              rediagnose=self.rediagnosed.append,
                              fail_stalled=lambda i, r: self.failed.append((i, r)),
@@ -136,7 +136,7 @@ def test_a_stuck_diagnosis_is_redriven_then_given_up_with_retry(
     assert calls.sweep(store, clock) == []  # within its deadline: alive
     for attempt in (1, 2):
         clock.now += 31
-        assert calls.sweep(store, clock) == [(iid, Outcome.REDIAGNOSED)]
+        assert calls.sweep(store, clock) == [(iid, RedriveOutcome.REDIAGNOSED)]
         entry = store.inflight.get(iid)
         assert entry == Inflight(iid, S.DIAGNOSING, "", clock.now + 30, attempt)
         # the re-driven diagnosis claims the released step (and dies again)
@@ -144,7 +144,7 @@ def test_a_stuck_diagnosis_is_redriven_then_given_up_with_retry(
         assert store.inflight.get(iid).attempts == attempt  # type: ignore[union-attr]
     assert calls.rediagnosed == [iid, iid]
     clock.now += 31
-    assert calls.sweep(store, clock) == [(iid, Outcome.GAVE_UP)]
+    assert calls.sweep(store, clock) == [(iid, RedriveOutcome.GAVE_UP)]
     incident = store.require(iid)
     assert incident.state is S.DIAGNOSIS_FAILED and store.inflight.get(iid) is None
     assert incident.last_outcome is not None
@@ -159,7 +159,7 @@ def test_an_open_incident_nobody_picked_up_is_redriven(store: IncidentStore, clo
     iid = opened(store)
     clock.now += 11
     calls = Calls()
-    assert calls.sweep(store, clock) == [(iid, Outcome.REDIAGNOSED)]
+    assert calls.sweep(store, clock) == [(iid, RedriveOutcome.REDIAGNOSED)]
     store.transition(iid, S.DIAGNOSING, "bot", "picked up")  # attempts carry into diagnosing
     assert store.inflight.get(iid).attempts == 1  # type: ignore[union-attr]
 
@@ -171,7 +171,7 @@ def test_an_interrupted_action_is_failed_once_never_rerun(store: IncidentStore,
         store.transition(iid, goal, "bot", "step", owner="A")
     calls = Calls()
     clock.now += 61
-    assert calls.sweep(store, clock) == [(iid, Outcome.FAILED_STALLED)]
+    assert calls.sweep(store, clock) == [(iid, RedriveOutcome.FAILED_STALLED)]
     assert calls.failed == [(iid, "deadline passed 1s ago")] and calls.rediagnosed == []
     clock.now += 1  # the failure is being recorded: a second sweep leaves it alone
     assert calls.sweep(store, clock) == [] and len(calls.failed) == 1
@@ -186,7 +186,7 @@ def test_a_dead_owner_is_redriven_before_its_deadline(store: IncidentStore) -> N
     iid = opened(store)
     store.transition(iid, S.DIAGNOSING, "bot", "go", owner=dead)
     calls = Calls()
-    assert calls.sweep(store, store.clock) == [(iid, Outcome.REDIAGNOSED)]  # type: ignore[arg-type]
+    assert calls.sweep(store, store.clock) == [(iid, RedriveOutcome.REDIAGNOSED)]  # type: ignore[arg-type]
     detail = [e.detail for e in store.audit.timeline(iid) if e.action == "incident.redriven"]
     assert detail[0]["reason"] == f"owner {dead} is gone"
 
@@ -207,7 +207,7 @@ def test_a_leftover_entry_is_dropped(store: IncidentStore, redis: Redis, clock: 
     iid = opened(store)
     redis.hset(keys.incident(iid), "state", "awaiting_approval")  # an older bot moved it
     clock.now += 11
-    assert Calls().sweep(store, clock) == [(iid, Outcome.DROPPED)]
+    assert Calls().sweep(store, clock) == [(iid, RedriveOutcome.DROPPED)]
     assert in_set(redis) == {}
 
 
