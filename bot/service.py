@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -23,9 +24,10 @@ from bot.chat.interactions import ApprovalDesk, audit_sink
 from bot.chat.slack import SlackBackend, SlackGroups
 from bot.chat.slack_app import SlackApp, create_slack_app, socket_mode_wanted, start_socket_mode
 from bot.config.settings import Settings
-from bot.flow import consumer, timers
+from bot.flow import act_step, consumer, reconcile, timers
 from bot.flow.context import FlowContext, build_context
 from bot.flow.dispatch import FlowCallbacks
+from bot.flow.message import publish
 from bot.flow.slash_handlers import FlowSlashHandlers
 from bot.ingest.http import create_app
 from bot.schedule.leader import LeaderScheduler
@@ -33,6 +35,7 @@ from bot.ssh.base import SSHRunner
 from bot.ssh.pool import ParamikoPool
 from storage.audit import AuditLog
 from storage.connection import connect
+from storage.events import IncidentEvents
 from storage.samples import SampleStore
 
 log = logging.getLogger(__name__)
@@ -55,6 +58,10 @@ class Service:
         """The flow consumer thread, the scheduler, and Socket Mode when configured."""
         t = threading.Thread(target=consumer.run_forever, args=(self.ctx, self.stop_event),
                              name="flow-consumer", daemon=True)
+        t.start()
+        self.threads.append(t)
+        t = threading.Thread(target=_reconciler(self.ctx), args=(self.stop_event,),
+                             name="reconciler", daemon=True)
         t.start()
         self.threads.append(t)
         if self.scheduler is not None:
@@ -93,6 +100,7 @@ def check_sections(settings: Settings) -> None:
     load_sections(settings.extra)
     extract_settings(settings)
     xid_policy_from_extra(settings.extra)
+    reconcile.reconcile_settings(settings.extra)
 
 
 def build_service(settings: Settings, *, runner: SSHRunner | None = None,
@@ -146,6 +154,18 @@ def _scheduler(settings: Settings, ctx: FlowContext, desk: ApprovalDesk) -> Any:
     jobs = {"progress": partial(timers.poll_progress, ctx),
             "approval_expiry": partial(timers.expire_approvals, desk, ctx)}
     return build_leader(settings, ctx.redis, ctx.chat, runner=ctx.runner, extra_jobs=jobs)
+
+
+def _reconciler(ctx: FlowContext) -> Callable[[threading.Event], None]:
+    """The re-drive loop (issue 24): a stuck diagnosis is re-sent as ``incident.opened``
+    (any replica's consumer claims it), a stuck action is failed with Retry."""
+    cfg = reconcile.reconcile_settings(ctx.settings.extra)
+    events = IncidentEvents(ctx.redis)
+    sweep = partial(reconcile.reconcile_once, ctx.incidents, ctx.audit, ctx.clock,
+                    rediagnose=lambda i: events.publish("incident.opened", i),
+                    fail_stalled=partial(act_step.fail_stalled, ctx),
+                    publish=partial(publish, ctx), max_attempts=cfg.max_attempts)
+    return partial(reconcile.run_forever, ctx.incidents, sweep, every_s=cfg.every_s)
 
 
 def _close_all(services: list[Service]) -> None:

@@ -65,11 +65,19 @@ def recover_stalled(ctx: FlowContext, max_age_s: float = STALLED_S) -> list[str]
         running = incident.running
         if running is None or ctx.clock() - running.at < max_age_s:
             continue
-        fail(ctx, incident.id, strings.FLOW_INTERRUPTED.format(kind=running.kind or "?"))
-        ctx.incidents.update(incident.id, lambda i: replace(i, running=None))
-        publish(ctx, incident.id)
+        fail_stalled(ctx, incident.id)
         stalled.append(incident.id)
     return stalled
+
+
+def fail_stalled(ctx: FlowContext, incident_id: str, _why: str = "") -> None:
+    """One interrupted action: ``action_failed`` with Retry, never run again (the
+    reconciler calls this for an approved or remediating step whose owner is gone)."""
+    running = ctx.incidents.require(incident_id).running
+    kind = (running.kind if running is not None else "") or "action"
+    fail(ctx, incident_id, strings.FLOW_INTERRUPTED.format(kind=kind))
+    ctx.incidents.update(incident_id, lambda i: replace(i, running=None))
+    publish(ctx, incident_id)
 
 
 def fail(ctx: FlowContext, incident_id: str, text: str) -> None:

@@ -13,6 +13,7 @@ import socket
 import threading
 
 from bot.core.errors import log_internal
+from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
 from bot.flow.context import FlowContext
 from bot.flow.diagnose_step import on_incident_opened
 from bot.flow.message import publish
@@ -31,13 +32,17 @@ def consumer_name() -> str:
 
 def handle(ctx: FlowContext, event: dict[str, str]) -> None:
     kind, incident_id = event.get("type", ""), event.get("incident_id", "")
-    if kind == "incident.opened":
-        on_incident_opened(ctx, incident_id)
-    elif kind == "incident.grouped":
-        publish(ctx, incident_id)  # the parent's host list grew
-        on_incident_opened(ctx, event["child"])  # the new host: diagnosed, in the thread
-    elif kind == "incident.resolved":
-        publish(ctx, incident_id)
+    try:
+        if kind == "incident.opened":  # also what the reconciler sends to re-drive one
+            on_incident_opened(ctx, incident_id, only_from=FIRST_DIAGNOSIS)
+        elif kind == "incident.grouped":
+            publish(ctx, incident_id)  # the parent's host list grew
+            # the new host: diagnosed, in the thread
+            on_incident_opened(ctx, event["child"], only_from=FIRST_DIAGNOSIS)
+        elif kind == "incident.resolved":
+            publish(ctx, incident_id)
+    except StepTaken as taken:  # a duplicate or late delivery: someone else has it
+        log.info("flow event skipped: %s", taken)
 
 
 def run_once(ctx: FlowContext, events: IncidentEvents, consumer: str,

@@ -13,6 +13,7 @@ from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings
 from bot.domain.approval import ApprovalPolicy
 from bot.domain.kinds import playbook_for as playbook_for  # the flow steps import it from here
+from bot.flow.reconcile import reconcile_settings
 from bot.remediation.options import RemediationOptions, options_from_extra
 from bot.ssh.base import SSHRunner
 from storage.approvals import ApprovalStore
@@ -57,7 +58,8 @@ def build_context(settings: Settings, runner: SSHRunner, chat: ChatBackend,
     return FlowContext(
         settings=settings, redis=redis, redis_bytes=redis_bytes, runner=runner, chat=chat,
         channel=channel or settings.slack.channel or "incidents",
-        incidents=IncidentStore(redis, group_wait_s=settings.alerts.group_wait_s),
+        incidents=IncidentStore(redis, group_wait_s=settings.alerts.group_wait_s,
+                                deadlines=reconcile_settings(settings.extra).deadlines()),
         audit=AuditLog(redis), approvals=ApprovalStore(redis),
         policy=policy_from_settings(settings),
         remediation=options_from_extra(settings.extra, redis=redis_bytes),

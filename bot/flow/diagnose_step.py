@@ -31,11 +31,14 @@ def outcome_state(diagnosis: Diagnosis, n_plans: int) -> IncidentState:
     return IncidentState.NO_ACTION if diagnosis.findings else IncidentState.RESOLVED
 
 
-def on_incident_opened(ctx: FlowContext, incident_id: str) -> Incident:
-    """Diagnose, store the findings and plans, post the message, wait for a person."""
+def on_incident_opened(ctx: FlowContext, incident_id: str,
+                       only_from: frozenset[IncidentState] | None = None) -> Incident:
+    """Diagnose, store the findings and plans, post the message, wait for a person.
+    ``only_from``: a delivered event diagnoses only an incident still waiting for its
+    first diagnosis (``StepTaken`` otherwise); re-entering ``diagnosing`` is a re-drive."""
     started = time.monotonic()
     incident = ctx.incidents.transition(incident_id, IncidentState.DIAGNOSING, ctx.bot_user,
-                                        "alert received")
+                                        "alert received", only_from=only_from)
     target = target_for(ctx, incident.host)
     diagnosis, _ = diagnose(ctx, incident, target)
     plans = (make_plans(ctx, incident, diagnosis, target)

@@ -80,8 +80,8 @@ class Redrive:
 
 
 def reconcile_once(incidents: IncidentStore, audit: AuditLog, clock: Callable[[], float], *,
-                   rediagnose: Callable[[str], None], fail_stalled: Callable[[str, str], None],
-                   publish: Callable[[str], None], max_attempts: int = 3,
+                   rediagnose: Callable[[str], object], fail_stalled: Callable[[str, str], object],
+                   publish: Callable[[str], object], max_attempts: int = 3,
                    grace_s: float = 120.0) -> list[Redrive]:
     """One sweep over the in-flight set (run it under ``claim_sweep``)."""
     now = clock()
@@ -102,8 +102,8 @@ def reconcile_once(incidents: IncidentStore, audit: AuditLog, clock: Callable[[]
 
 
 def _settle(incidents: IncidentStore, entry: Inflight, reason: str, *,
-            rediagnose: Callable[[str], None], fail_stalled: Callable[[str, str], None],
-            publish: Callable[[str], None], max_attempts: int, grace_s: float) -> Redrive:
+            rediagnose: Callable[[str], object], fail_stalled: Callable[[str, str], object],
+            publish: Callable[[str], object], max_attempts: int, grace_s: float) -> Redrive:
     incident = incidents.get(entry.incident_id)
     if incident is None or incident.state is not entry.state:
         incidents.drop_stale(entry)
