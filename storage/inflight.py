@@ -68,10 +68,10 @@ class Inflight:
 
     def abandoned(self, now: float) -> str | None:
         """Why the reconciler should take this step over, or None while it is alive."""
-        if self.deadline <= now:
-            return f"deadline passed {now - self.deadline:.0f}s ago"
         if owner_gone(self.owner):
             return f"owner {self.owner} is gone"
+        if self.deadline <= now:
+            return f"deadline passed {now - self.deadline:.0f}s ago"
         return None
 
     def to_hash(self) -> dict[str, str]:
