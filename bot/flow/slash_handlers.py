@@ -8,6 +8,7 @@ from collections.abc import Callable
 from bot.chat.slash import SlashReply
 from bot.core.errors import log_internal
 from bot.domain.incident import Alert
+from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
 from bot.flow.context import FlowContext
 from bot.flow.diagnose_step import on_incident_opened
 from bot.flow.message import post_raw_evidence
@@ -51,8 +52,10 @@ class FlowSlashHandlers:
         """The diagnosis ``/ir diag`` asked for, off the request thread. A failure (Slack
         or Redis down) is logged with an id, not left to kill the thread with a traceback;
         the incident keeps the state it reached, and Retry or the next alert goes on."""
-        try:
-            on_incident_opened(self.ctx, incident_id)
+        try:  # the consumer may take the same incident.opened first: one diagnosis
+            on_incident_opened(self.ctx, incident_id, only_from=FIRST_DIAGNOSIS)
+        except StepTaken:
+            return
         except Exception as exc:  # a background thread: log, never raise
             log_internal(exc, f"/ir diag {incident_id}")
 

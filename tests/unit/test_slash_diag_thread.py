@@ -15,7 +15,7 @@ from bot.flow.context import FlowContext
 
 def test_a_failed_post_is_logged_with_an_id(monkeypatch: pytest.MonkeyPatch,
                                             caplog: pytest.LogCaptureFixture) -> None:
-    def fails(ctx: Any, incident_id: str) -> None:
+    def fails(ctx: Any, incident_id: str, **_: Any) -> None:
         raise ChatDeliveryError("chat.postMessage", 4, "Connection refused")
 
     monkeypatch.setattr(slash_handlers, "on_incident_opened", fails)
