@@ -101,3 +101,12 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, step_s: float = 
             return True
         time.sleep(step_s)
     return predicate()
+
+
+def dead_owner() -> str:
+    """An owner token (``host:pid:thread``) of a process on this machine that has exited."""
+    import socket
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    return f"{socket.gethostname()}:{done.stdout.strip()}:1"

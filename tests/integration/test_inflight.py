@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from redis import Redis
 
@@ -17,6 +14,7 @@ from storage import keys
 from storage.audit import AuditLog
 from storage.incidents import IncidentStore
 from storage.inflight import Inflight, step_owner
+from tests.helpers.serve_process import dead_owner
 
 S = IncidentState
 DEADLINES = StepDeadlines(open_s=10, diagnosing_s=30, acting_s=60)
@@ -180,9 +178,7 @@ def test_an_interrupted_action_is_failed_once_never_rerun(store: IncidentStore,
 
 
 def test_a_dead_owner_is_redriven_before_its_deadline(store: IncidentStore) -> None:
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
-    dead = f"{step_owner().split(':')[0]}:{done.stdout.strip()}:1"
+    dead = dead_owner()
     iid = opened(store)
     store.transition(iid, S.DIAGNOSING, "bot", "go", owner=dead)
     calls = Calls()
