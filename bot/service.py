@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,7 +29,7 @@ from bot.chat.slack import SlackBackend
 from bot.chat.slack_app import SlackApp, create_slack_app, socket_mode_wanted, start_socket_mode
 from bot.config.policy import maintenance_from_settings, policies_from_settings
 from bot.config.settings import Settings
-from bot.flow import timers
+from bot.flow import reconcile, timers
 from bot.flow.assembly import Flow, build_flow
 from bot.flow.slash_handlers import FlowSlashHandlers
 from bot.ingest.http import create_app
@@ -68,6 +69,10 @@ class Service:
                              name="flow-consumer", daemon=True)
         t.start()
         self.threads.append(t)
+        r = threading.Thread(target=_reconciler(self.settings, self.flow), args=(self.stop_event,),
+                             name="reconciler", daemon=True)
+        r.start()
+        self.threads.append(r)
         if self.paging is not None:  # every replica may send: the outbox claims each page
             p = threading.Thread(target=run_paging, args=(self.paging, self.stop_event),
                                  name="paging", daemon=True)
@@ -109,6 +114,7 @@ def check_sections(settings: Settings) -> None:
     load_sections(settings.extra)
     extract_settings(settings)
     xid_policy_from_extra(settings.extra)
+    reconcile.reconcile_settings(settings.extra)
 
 
 def build_service(settings: Settings, *, runner: SSHRunner | None = None,
@@ -167,7 +173,7 @@ def _fleet(settings: Settings, redis: Redis, flow: Flow) -> FleetSource:
     of every sampled or inventory host (an inventory host's missing GPUs count as broken)."""
     expected = {name: host.gpus or 0 for name, host in settings.hosts.items()}
     return fleet_source(flow.incidents, SampleStore(redis), flow.jobs.list, expected,
-                        flow.hosts.clock, maintenance=flow.silences.maintenance)
+                        flow.clock, maintenance=flow.silences.maintenance)
 
 
 def _scheduler(settings: Settings, redis: Redis, flow: Flow, desk: ApprovalDesk) -> Any:
@@ -177,6 +183,17 @@ def _scheduler(settings: Settings, redis: Redis, flow: Flow, desk: ApprovalDesk)
             "approval_expiry": partial(timers.expire_approvals, desk, flow.decide, flow.act,
                                        flow.reboots)}
     return build_leader(settings, redis, flow.chat, runner=flow.runner, extra_jobs=jobs)
+
+
+def _reconciler(settings: Settings, flow: Flow) -> Callable[[threading.Event], None]:
+    """The re-drive loop (issue 24): a stuck diagnosis is re-sent as ``incident.opened``
+    (any replica's consumer claims it), a stuck action is failed with Retry."""
+    cfg = reconcile.reconcile_settings(settings.extra)
+    sweep = partial(reconcile.reconcile_once, flow.incidents, flow.audit, flow.clock,
+                    rediagnose=lambda i: flow.events.publish("incident.opened", i),
+                    fail_stalled=flow.act.fail_stalled, publish=flow.publisher.publish,
+                    max_attempts=cfg.max_attempts)
+    return partial(reconcile.run_forever, flow.incidents, sweep, every_s=cfg.every_s)
 
 
 def _close_all(services: list[Service]) -> None:

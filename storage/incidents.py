@@ -7,6 +7,12 @@ incident hashes, the (host, kind) and fingerprint indexes, the group window, the
 markers, the audit entries and the events. If another replica touched any watched key,
 EXEC fails and the batch is planned again from fresh data, so two ``serve`` replicas
 behave as one. Transitions and ``update`` WATCH the incident hash the same way.
+
+A transition into a transient state (open, diagnosing, approved, remediating) writes its
+owner and deadline (``storage/inflight.py``) in the same MULTI, the transition out removes
+them; re-entering the same transient state is a claim on the step, allowed only to its own
+owner or once the owner is gone (issue 24). ``redrive``, ``give_up`` and ``take_over`` are
+the reconciler's writes, each done only if the entry it read is still there unchanged.
 """
 
 from __future__ import annotations
@@ -28,11 +34,19 @@ from bot.domain.incident import (
     Incident,
     apply_transition,
 )
-from bot.domain.lifecycle import IncidentState
+from bot.domain.incident_record import LastOutcome
+from bot.domain.lifecycle import (
+    FIRST_DIAGNOSIS,
+    IncidentState,
+    StepDeadlines,
+    StepTaken,
+    is_transient,
+)
 from bot.domain.planner import Planner, PlanOutcome
-from storage import keys
+from storage import inflight, keys
 from storage.audit import AuditLog
 from storage.events import IncidentEvents
+from storage.inflight import Inflight, InflightRegistry, step_owner
 from storage.ingest import IdBlocks, read_view, write_plan
 
 
@@ -75,7 +89,7 @@ class IncidentStore:
 
     def __init__(self, redis: Redis, *, group_wait_s: float = 30.0,
                  clock: Callable[[], float] = time.time, max_attempts: int = 50,
-                 id_block: int = 64) -> None:
+                 id_block: int = 64, deadlines: StepDeadlines | None = None) -> None:
         if not redis.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("IncidentStore needs a Redis client with decode_responses=True")
         self.redis = redis
@@ -85,6 +99,8 @@ class IncidentStore:
         self.audit = AuditLog(redis, clock=clock)
         self.events = IncidentEvents(redis)
         self.ids = IdBlocks(redis, size=id_block)
+        self.deadlines = deadlines or StepDeadlines()
+        self.inflight = InflightRegistry(redis, clock)
 
     # --- ingest ----------------------------------------------------------------------
     def ingest(self, alerts: Sequence[Alert]) -> IngestResult:
@@ -114,7 +130,7 @@ class IncidentStore:
         view = read_view(pipe, alerts)
         now = self.clock()
         plan = Planner(view, now, self.group_wait_s, self.ids).run(list(alerts))
-        write_plan(pipe, plan, view, now)
+        write_plan(pipe, plan, view, now, open_deadline_s=self.deadlines.open_s)
         return IngestResult(plan.outcomes)
 
     def _retrying(self, attempt: Callable[[Pipeline], Any]) -> Any:
@@ -167,21 +183,41 @@ class IncidentStore:
 
     # --- changes by the flow -----------------------------------------------------------
     def transition(self, incident_id: str, target: IncidentState | str, actor: str, reason: str,
-                   evidence_hash: str | None = None) -> Incident:
-        """Atomic state change plus its audit entry; raises ``IllegalTransition``."""
+                   evidence_hash: str | None = None, *, owner: str | None = None,
+                   only_from: frozenset[IncidentState] | None = None) -> Incident:
+        """Atomic state change plus its audit entry; raises ``IllegalTransition``.
+
+        Into a transient state it also records ``owner`` (default: this thread) and the
+        state's deadline. The same transient state again is a re-entry (a re-drive):
+        allowed to the step's own owner, to anyone once it was released, overdue or its
+        owner's process is gone; ``StepTaken`` otherwise, and when the incident is not in
+        ``only_from``. Nothing is written when it raises."""
         goal = IncidentState(target)
+        who = owner or step_owner()
         return self._retrying(
             lambda pipe: self._transition_once(pipe, incident_id, goal, actor, reason,
-                                               evidence_hash))
+                                               evidence_hash, who, only_from))
 
     def _transition_once(self, pipe: Pipeline, incident_id: str, goal: IncidentState,
-                         actor: str, reason: str, evidence_hash: str | None) -> Incident:
+                         actor: str, reason: str, evidence_hash: str | None, owner: str,
+                         only_from: frozenset[IncidentState] | None) -> Incident:
         current = self._watch_incident(pipe, incident_id)
+        entry = inflight.watch_entry(pipe, incident_id)
         now = self.clock()
+        if only_from is not None and current.state not in only_from:
+            raise StepTaken(incident_id, current.state, "no longer waiting for this step")
+        if goal is current.state and is_transient(goal):
+            return self._reenter(pipe, current, entry, owner, actor, reason, now)
         new = apply_transition(current, goal, now)
         stale = self._watch_indexes(pipe, current) if goal is IncidentState.RESOLVED else []
         pipe.multi()
         pipe.hset(keys.incident(incident_id), mapping=new.to_hash())
+        if is_transient(new.state):
+            inflight.enter(pipe, Inflight(incident_id, new.state, owner,
+                                          now + self.deadlines.for_state(new.state),
+                                          _carried(entry, new.state)))
+        else:
+            inflight.leave(pipe, incident_id)
         if not new.is_open:
             pipe.srem(keys.incidents_open(), incident_id)
             if stale:
@@ -192,6 +228,98 @@ class IncidentStore:
         self.audit.add_to(pipe, incident_id, actor, "transition", detail, evidence_hash, ts=now)
         pipe.execute()
         return new
+
+    def _reenter(self, pipe: Pipeline, current: Incident, entry: Inflight | None, owner: str,
+                 actor: str, reason: str, now: float) -> Incident:
+        """diagnosing → diagnosing: take the step over (same attempts count) if allowed."""
+        if entry is not None and not entry.may_claim(owner, now):
+            raise StepTaken(current.id, current.state, f"owned by {entry.owner} for "
+                                                        f"{entry.deadline - now:.0f}s more")
+        attempts = entry.attempts if entry is not None else 0
+        new = replace(current, updated=now)
+        pipe.multi()
+        pipe.hset(keys.incident(current.id), mapping={"updated": repr(now)})
+        inflight.enter(pipe, Inflight(current.id, current.state, owner,
+                                      now + self.deadlines.for_state(current.state), attempts))
+        detail = {"state": current.state.value, "owner": owner, "attempts": attempts,
+                  "reason": reason}
+        self.audit.add_to(pipe, current.id, actor, "step.reentered", detail, None, ts=now)
+        pipe.execute()
+        return new
+
+    # --- the reconciler's writes (bot/flow/reconcile.py) -------------------------------
+    def redrive(self, seen: Inflight, actor: str, reason: str) -> Inflight | None:
+        """Release an abandoned step for anyone to claim, one attempt more, with a fresh
+        deadline; audited ``incident.redriven``. None when the entry changed meanwhile."""
+        def write(pipe: Pipeline, current: Incident, now: float) -> Inflight:
+            fresh = replace(seen, owner="", attempts=seen.attempts + 1,
+                            deadline=now + self.deadlines.for_state(seen.state))
+            inflight.enter(pipe, fresh)
+            detail = {"state": seen.state.value, "owner": seen.owner,
+                      "attempts": fresh.attempts, "reason": reason}
+            self.audit.add_to(pipe, current.id, actor, "incident.redriven", detail, None, ts=now)
+            return fresh
+
+        return self._if_unchanged(seen, write)
+
+    def take_over(self, seen: Inflight, actor: str, reason: str, grace_s: float) -> bool:
+        """The reconciler owns an abandoned action for ``grace_s`` while it records the
+        failure (so no second sweep does it too); audited ``incident.redriven``."""
+        def write(pipe: Pipeline, current: Incident, now: float) -> bool:
+            inflight.enter(pipe, replace(seen, owner=step_owner(), deadline=now + grace_s,
+                                         attempts=seen.attempts + 1))
+            detail = {"state": seen.state.value, "owner": seen.owner, "reason": reason,
+                      "then": "fail_stalled"}
+            self.audit.add_to(pipe, current.id, actor, "incident.redriven", detail, None, ts=now)
+            return True
+
+        return bool(self._if_unchanged(seen, write))
+
+    def give_up(self, seen: Inflight, goal: IncidentState, actor: str,
+                reason: str) -> Incident | None:
+        """Stop re-driving: move to ``goal`` (a state with Retry) with ``reason`` as the
+        outcome, the entry removed in the same MULTI. None when the entry changed."""
+        def write(pipe: Pipeline, current: Incident, now: float) -> Incident:
+            new = replace(apply_transition(current, goal, now), last_outcome=LastOutcome(reason))
+            pipe.hset(keys.incident(current.id), mapping=new.to_hash())
+            inflight.leave(pipe, current.id)
+            detail = {"from": current.state.value, "to": goal.value, "reason": reason}
+            self.audit.add_to(pipe, current.id, actor, "transition", detail, None, ts=now)
+            return new
+
+        return self._if_unchanged(seen, write)
+
+    def drop_stale(self, seen: Inflight) -> bool:
+        """Remove an entry whose incident is gone or elsewhere (nothing to re-drive)."""
+        def once(pipe: Pipeline) -> bool:
+            pipe.watch(keys.incident(seen.incident_id))
+            raw = cast(dict[str, str], pipe.hgetall(keys.incident(seen.incident_id)))
+            if inflight.watch_entry(pipe, seen.incident_id) != seen or (
+                    raw and raw.get("state") == seen.state.value):
+                return False
+            pipe.multi()
+            inflight.leave(pipe, seen.incident_id)
+            pipe.execute()
+            return True
+
+        return bool(self._retrying(once))
+
+    def _if_unchanged(self, seen: Inflight, write: Callable[[Pipeline, Incident, float], Any]
+                      ) -> Any:
+        """WATCH the incident and its entry, re-check state and owner are what the sweep
+        saw, then run ``write``'s commands in one MULTI; None when anything changed."""
+        def once(pipe: Pipeline) -> Any:
+            current = self._watch_incident(pipe, seen.incident_id)
+            entry = inflight.watch_entry(pipe, seen.incident_id)
+            if entry != seen or current.state is not seen.state:
+                return None
+            now = self.clock()
+            pipe.multi()
+            out = write(pipe, current, now)
+            pipe.execute()
+            return out
+
+        return self._retrying(once)
 
     def _watch_incident(self, pipe: Pipeline, incident_id: str) -> Incident:
         pipe.watch(keys.incident(incident_id))
@@ -223,3 +351,11 @@ class IncidentStore:
             return new
 
         return self._retrying(once)
+
+
+def _carried(entry: Inflight | None, state: IncidentState) -> int:
+    """Re-drive attempts carry from open into diagnosing (one step: the first diagnosis)."""
+    if entry is None:
+        return 0
+    same_step = entry.state is state or {entry.state, state} <= FIRST_DIAGNOSIS
+    return entry.attempts if same_step else 0

@@ -29,12 +29,14 @@ from bot.domain.incident import (
     flat,
     silence_candidates,
 )
+from bot.domain.lifecycle import is_transient
 from bot.domain.maintenance import windows_from_json
 from bot.domain.planner import Plan, View
 from storage import keys
 from storage.audit import GLOBAL_MAXLEN, entry_fields
 from storage.events import MAXLEN as EVENTS_MAXLEN
 from storage.events import event_fields
+from storage.inflight import Inflight
 
 SEEN_TTL_S = 7 * 86400  # how long a delivery stays "already applied"
 # What ingest decisions read. Labels, details, and summary are never read on the
@@ -155,10 +157,12 @@ class Writes:
             self.op("SET", key, value)
 
 
-def write_plan(pipe: Pipeline, plan: Plan, view: View, now: float) -> None:
+def write_plan(pipe: Pipeline, plan: Plan, view: View, now: float,
+               open_deadline_s: float = 120.0) -> None:
     """Step 4: every write of the plan in one MULTI/EVAL/EXEC (raises WatchError)."""
     w = Writes()
     _incidents(w, plan, view)
+    _inflight(w, plan, view, now + open_deadline_s)
     _indexes(w, plan, now)
     for event in plan.events:
         w.xadd(keys.incident_events(), event_fields(event.kind, event.incident_id,
@@ -185,6 +189,22 @@ def _incidents(w: Writes, plan: Plan, view: View) -> None:
             w.op("SADD" if incident.is_open else "SREM", keys.incidents_open(), incident.id)
     for incident_id in plan.created:
         w.op("ZADD", keys.incidents_all(), plan.incidents[incident_id].first_seen, incident_id)
+
+
+def _inflight(w: Writes, plan: Plan, view: View, deadline: float) -> None:
+    """A new incident is in flight (open, released: the flow consumer claims it) until
+    ``deadline``; one this batch resolved from a transient state is no longer."""
+    for incident in plan.incidents.values():
+        before = view.incidents.get(incident.id)
+        if before is None and is_transient(incident.state):
+            entry = Inflight(incident.id, incident.state, "", deadline)
+            w.op("HSET", keys.incident_owner(incident.id),
+                 *(x for kv in entry.to_hash().items() for x in kv))
+            w.op("ZADD", keys.incidents_inflight(), repr(deadline), incident.id)
+        elif before is not None and is_transient(before.state) and not is_transient(
+                incident.state):
+            w.op("DEL", keys.incident_owner(incident.id))
+            w.op("ZREM", keys.incidents_inflight(), incident.id)
 
 
 def _changed(before: Incident, after: Incident) -> dict[str, str]:

@@ -260,3 +260,18 @@ def maintenance() -> str:
 def usergroup_members(group: str) -> str:
     """JSON list of a Slack usergroup's members, shared by replicas for a short TTL."""
     return _k("slack", "usergroup", group)
+
+# --- work in progress: owners and deadlines of transient states (issue 24) ---------------
+def incidents_inflight() -> str:
+    """Sorted set: incident id → when its owner's deadline passes (transient states only)."""
+    return _k("incidents", "inflight")
+
+
+def incident_owner(incident_id: str) -> str:
+    """Hash: the transient state's owner token, deadline and re-drive attempts."""
+    return _k("incident", incident_id, "owner")
+
+
+def reconcile_sweep() -> str:
+    """``SET NX`` claim: one replica sweeps the in-flight set per period."""
+    return _k("reconcile", "sweep")

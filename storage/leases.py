@@ -42,8 +42,9 @@ def holder_pid(holder: str) -> tuple[str, int] | None:
     return (host, int(pid)) if pid.isdigit() else None
 
 
-def _holder_dead(holder: str) -> bool:
-    """True when the holder is a process on this machine that no longer exists."""
+def holder_dead(holder: str) -> bool:
+    """True when the holder is a process on this machine that no longer exists (also
+    read by the incident reconciler for the owners of in-flight steps)."""
     named = holder_pid(holder)
     if named is None or named[0] != socket.gethostname():
         return False
@@ -71,7 +72,7 @@ class Lease:
         if claim(self.conn, self.key, self.token, self.ttl_s):
             return True
         holder = self.holder()
-        if holder is not None and _holder_dead(holder):
+        if holder is not None and holder_dead(holder):
             self.conn.eval(_RELEASE, 1, self.key, holder)
             return claim(self.conn, self.key, self.token, self.ttl_s)
         return False

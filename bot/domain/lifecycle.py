@@ -6,10 +6,18 @@ be snoozed and wake where they were. A follow-up action approved from the same m
 (Revert, Resume extraction) goes from verified, action_failed or resumed back to
 remediating. The diagram with each state's buttons is in docs/incident-states.md. An
 illegal transition raises; it never silently overwrites.
+
+The transient states (open, diagnosing, approved, remediating) are work in progress: each
+has an owner and a deadline in storage, and a reconciler re-drives one whose owner is gone
+(``bot/flow/reconcile.py``). Re-entering a transient state (diagnosing → diagnosing) is
+not an edge of this table but a *claim* on the step, decided by storage from the owner
+and the deadline (``StepTaken`` when someone alive holds it): a self-loop here would let
+any duplicate delivery start a second diagnosis beside a running one.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -37,7 +45,8 @@ SNOOZABLE = frozenset({S.AWAITING_APPROVAL, S.DIAGNOSIS_FAILED, S.NO_ACTION, S.A
 MAX_SNOOZE_S = 7 * 86400  # the longest snooze: buttons, ``/ir snooze`` and the store alike
 
 TRANSITIONS: dict[IncidentState, frozenset[IncidentState]] = {
-    S.OPEN: frozenset({S.DIAGNOSING, S.RESOLVED}),
+    # open → diagnosis_failed: the diagnosis never got going (interrupted too many times)
+    S.OPEN: frozenset({S.DIAGNOSING, S.RESOLVED, S.DIAGNOSIS_FAILED}),
     S.DIAGNOSING: frozenset({S.AWAITING_APPROVAL, S.RESOLVED, S.ACTION_FAILED,
                              S.DIAGNOSIS_FAILED, S.NO_ACTION}),
     S.DIAGNOSIS_FAILED: frozenset({S.DIAGNOSING, S.RESOLVED, S.SNOOZED}),
@@ -78,3 +87,46 @@ def transition(current: IncidentState, target: IncidentState) -> IncidentState:
 
 def is_terminal(state: IncidentState) -> bool:
     return not TRANSITIONS[state]
+
+
+# --- work in progress: owners, deadlines, re-drives (issue 24) ---------------------------
+TRANSIENT = frozenset({S.OPEN, S.DIAGNOSING, S.APPROVED, S.REMEDIATING})
+# where a delivered "incident.opened" may still start (or re-drive) the first diagnosis;
+# anywhere else it was already diagnosed, and a late redelivery must not do it again
+FIRST_DIAGNOSIS = frozenset({S.OPEN, S.DIAGNOSING})
+ACTING = frozenset({S.APPROVED, S.REMEDIATING})
+
+
+def is_transient(state: IncidentState) -> bool:
+    return state in TRANSIENT
+
+
+class StepTaken(RuntimeError):
+    """The step is owned by someone else who is still within their deadline, or the
+    incident is no longer where the caller expected: nothing was changed."""
+
+    def __init__(self, incident_id: str, state: IncidentState, why: str) -> None:
+        super().__init__(f"incident {incident_id} ({state.value}): {why}")
+        self.incident_id = incident_id
+        self.state = state
+
+
+@dataclass(frozen=True)
+class StepDeadlines:
+    """How long each transient state may last before the reconciler re-drives it.
+
+    ``open_s``: the flow consumer should have picked a new incident up by then.
+    ``diagnosing_s``: longer than the slowest diagnosis (probes time out well before).
+    ``acting_s``: longer than any action with its verification (the former 900 s rule).
+    """
+
+    open_s: float = 120.0
+    diagnosing_s: float = 300.0
+    acting_s: float = 900.0
+
+    def for_state(self, state: IncidentState) -> float:
+        if state is S.OPEN:
+            return self.open_s
+        if state is S.DIAGNOSING:
+            return self.diagnosing_s
+        return self.acting_s

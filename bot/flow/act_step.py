@@ -100,11 +100,18 @@ class ActStep:
             running = incident.running
             if running is None or self.clock() - running.at < max_age_s:
                 continue
-            self.fail(incident.id, strings.FLOW_INTERRUPTED.format(kind=running.kind or "?"))
-            self.incidents.update(incident.id, lambda i: replace(i, running=None))
-            self.publisher.publish(incident.id)
+            self.fail_stalled(incident.id)
             stalled.append(incident.id)
         return stalled
+
+    def fail_stalled(self, incident_id: str, _why: str = "") -> None:
+        """One interrupted action: ``action_failed`` with Retry, never run again (the
+        reconciler calls this for an approved or remediating step whose owner is gone)."""
+        running = self.incidents.require(incident_id).running
+        kind = (running.kind if running is not None else "") or "action"
+        self.fail(incident_id, strings.FLOW_INTERRUPTED.format(kind=kind))
+        self.incidents.update(incident_id, lambda i: replace(i, running=None))
+        self.publisher.publish(incident_id)
 
     def fail(self, incident_id: str, text: str) -> None:
         """Record a failure that happened before (or instead of) an action result."""

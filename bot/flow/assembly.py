@@ -35,6 +35,7 @@ from bot.flow.plans import Plans
 from bot.flow.policy_step import PolicyStep
 from bot.flow.progress_step import ProgressStep
 from bot.flow.reboot_step import RebootStep
+from bot.flow.reconcile import reconcile_settings
 from bot.remediation.options import options_from_extra
 from bot.ssh.base import SSHRunner
 from storage.approvals import ApprovalStore
@@ -73,6 +74,7 @@ class Flow:
     decide: DecideStep
     progress: ProgressStep
     actions: Executor | None
+    clock: Callable[[], float]
     closing_note: Callable[[str], str | None] | None = None
     policies: PolicyStep | None = None
 
@@ -93,7 +95,8 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
     """Every store and step of the flow, from ``settings``, built once."""
     redis = connect(settings.redis_url)
     jobs = JobBook(connect(settings.redis_url, decode=False))
-    incidents = IncidentStore(redis, group_wait_s=settings.alerts.group_wait_s)
+    incidents = IncidentStore(redis, group_wait_s=settings.alerts.group_wait_s,
+                              deadlines=reconcile_settings(settings.extra).deadlines())
     approvals, audit = ApprovalStore(redis), AuditLog(redis)
     policy = policy_from_settings(settings)
     options = options_from_extra(settings.extra, redis=connect(settings.redis_url, decode=False))
@@ -124,7 +127,7 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
                           bot_user=BOT_USER, clock=clock),
         progress=ProgressStep(incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
-        actions=actions, closing_note=_postmortem_note(redis),
+        actions=actions, clock=clock, closing_note=_postmortem_note(redis),
         policies=PolicyStep(incidents, approvals, audit, publisher, approve, clock=clock)
         if gate is not None else None)
 

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 
 from bot.core.errors import log_internal
+from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
 from bot.flow.diagnose_step import DiagnoseStep
 from bot.flow.message import Publisher
 from bot.flow.policy_step import PolicyStep
@@ -45,17 +46,20 @@ class Consumer:
 
     def handle(self, event: dict[str, str]) -> None:
         kind, incident_id = event.get("type", ""), event.get("incident_id", "")
-        if kind == "incident.opened":
-            self._diagnose(incident_id)
-        elif kind == "incident.grouped":
-            self.publisher.publish(incident_id)  # the parent's host list grew
-            self._diagnose(event["child"])  # the new host: diagnosed, in the thread
-        elif kind == "incident.resolved":
-            self.publisher.publish(incident_id)
-            self._post_closing_note(incident_id)
+        try:
+            if kind == "incident.opened":  # also what the reconciler sends to re-drive one
+                self._diagnose(incident_id)
+            elif kind == "incident.grouped":
+                self.publisher.publish(incident_id)  # the parent's host list grew
+                self._diagnose(event["child"])  # the new host: diagnosed, in the thread
+            elif kind == "incident.resolved":
+                self.publisher.publish(incident_id)
+                self._post_closing_note(incident_id)
+        except StepTaken as taken:  # a duplicate or late delivery: someone else has it
+            log.info("flow event skipped: %s", taken)
 
     def _diagnose(self, incident_id: str) -> None:
-        self.diagnose.on_opened(incident_id)
+        self.diagnose.on_opened(incident_id, only_from=FIRST_DIAGNOSIS)
         if self.policies is not None:
             self.policies.after_diagnosis(incident_id)
 

@@ -44,14 +44,18 @@ class DiagnoseStep:
         self.publisher = publisher
         self.bot_user = bot_user
 
-    def on_opened(self, incident_id: str) -> Incident:
+    def on_opened(self, incident_id: str,
+                  only_from: frozenset[IncidentState] | None = None) -> Incident:
         """Diagnose, store the findings and plans, post the message, wait for a person.
 
         Never silent: an error of ours in any step after the incident moved to
         ``diagnosing`` (target, probes, planning, rendering) leaves it
-        ``diagnosis_failed`` with the error id and a Retry button, and says so."""
+        ``diagnosis_failed`` with the error id and a Retry button, and says so.
+        ``only_from``: the states a first diagnosis starts from (a duplicate delivery or a
+        diagnosis another replica owns raises ``StepTaken``: storage's claim on the step)."""
         incident = self.incidents.transition(incident_id, IncidentState.DIAGNOSING,
-                                             self.bot_user, "alert received")
+                                             self.bot_user, "alert received",
+                                             only_from=only_from)
         try:
             return self._diagnose(incident)
         except Exception as exc:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection
 from bot.chat.slash import SlashReply
 from bot.core.errors import log_internal
 from bot.domain.incident import Alert
+from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
 from bot.extract.jobs_api import JobBook
 from bot.flow.diagnose_step import DiagnoseStep
 from bot.flow.message import Publisher
@@ -60,8 +61,10 @@ class FlowSlashHandlers:
         """The diagnosis ``/ir diag`` asked for, off the request thread. A failure (Slack
         or Redis down) is logged with an id, not left to kill the thread with a traceback;
         the incident keeps the state it reached, and Retry or the next alert goes on."""
-        try:
-            self._diagnose.on_opened(incident_id)
+        try:  # the consumer may take the same incident.opened first: one diagnosis
+            self._diagnose.on_opened(incident_id, only_from=FIRST_DIAGNOSIS)
+        except StepTaken:
+            return
         except Exception as exc:  # a background thread: log, never raise
             log_internal(exc, f"/ir diag {incident_id}")
 

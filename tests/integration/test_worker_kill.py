@@ -45,22 +45,38 @@ def _busy_worker(workers: Workers) -> tuple[subprocess.Popen[bytes], int] | None
     return None
 
 
+def _await_busy(workers: Workers, timeout_s: float) -> tuple[subprocess.Popen[bytes], int]:
+    """The worker with a live work horse, waited for: between two batches of a run, or
+    while a kill is being recovered from, no worker may have one for a moment."""
+    found: list[tuple[subprocess.Popen[bytes], int]] = []
+
+    def busy() -> bool:
+        got = _busy_worker(workers)
+        found[:] = [got] if got is not None else []
+        return got is not None
+
+    assert wait_for(busy, timeout_s), "no worker is running the job"
+    return found[0]
+
+
 def _kill(workers: Workers, target: str, rng: random.Random) -> float:
     """Kill the busy worker or its horse; return when (monotonic) it died."""
-    assert wait_for(lambda: _busy_worker(workers) is not None, 30)
+    _await_busy(workers, 30)
     time.sleep(rng.uniform(0.0, 0.25))  # a random moment inside the batch loop
-    found = _busy_worker(workers)
-    assert found is not None
-    proc, horse = found
-    if target == "worker":
-        workers.kill(proc)
-        killed_at = time.monotonic()
-        assert wait_for(lambda: process_gone(horse), 2.0), "work horse outlived its worker"
-        workers.start()  # what systemd's Restart=on-failure does
-    else:
-        os.kill(horse, signal.SIGKILL)
-        killed_at = time.monotonic()
-    return killed_at
+    while True:  # the horse seen may end before the signal: look again, never assume
+        proc, horse = _await_busy(workers, 30)
+        if target == "worker":
+            workers.kill(proc)
+            killed_at = time.monotonic()
+            gone = partial(process_gone, horse)
+            assert wait_for(gone, 2.0), "work horse outlived its worker"
+            workers.start()  # what systemd's Restart=on-failure does
+            return killed_at
+        try:
+            os.kill(horse, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        return time.monotonic()
 
 
 def _starts(conn: Redis, job_id: str) -> int:

@@ -21,6 +21,7 @@ S = IncidentState
 ALLOWED = {
     (S.OPEN, S.DIAGNOSING),
     (S.OPEN, S.RESOLVED),
+    (S.OPEN, S.DIAGNOSIS_FAILED),  # the reconciler gives up on a never-started diagnosis
     (S.DIAGNOSING, S.AWAITING_APPROVAL),
     (S.DIAGNOSING, S.RESOLVED),
     (S.DIAGNOSING, S.FAILED),

@@ -14,7 +14,7 @@ from bot.flow.slash_handlers import FlowSlashHandlers
 
 
 class FailingDiagnosis:
-    def on_opened(self, incident_id: str) -> None:
+    def on_opened(self, incident_id: str, **_: object) -> None:
         raise ChatDeliveryError("chat.postMessage", 4, "Connection refused")
 
 

@@ -159,3 +159,6 @@ MSG_ACTION_SLURM_CANCEL = "cancel Slurm job {job} on {node} through the schedule
 
 # --- issue 29: no silent incident ----------------------------------------------------------
 FLOW_DIAGNOSIS_ERROR = "the bot hit an internal error while diagnosing (error id {error_id})"
+
+# --- re-driving interrupted work (issue 24) ---------------------------------------------
+FLOW_DIAGNOSIS_INTERRUPTED = "diagnosis interrupted {n} times (the bot or Redis stopped while it ran)"

@@ -1,0 +1,140 @@
+"""Every incident settles: re-drive work whose owner is gone or whose deadline passed.
+
+Like rq's registry cleanup (``StartedJobRegistry.cleanup``) under its maintenance lock:
+one replica per period (``InflightRegistry.claim_sweep``) reads the in-flight set and, for
+each abandoned step, re-checks under WATCH that state and owner are still what it saw
+(``IncidentStore.redrive`` / ``take_over`` / ``give_up``), then:
+
+- open or diagnosing: release the step (one attempt more, audited ``incident.redriven``)
+  and ``rediagnose`` it: diagnosis only reads the host, so running it twice is harmless;
+  past ``max_attempts`` interruptions the incident goes to ``diagnosis_failed`` with the
+  reason, so its message shows Retry instead of "diagnosing" forever;
+- approved or remediating: never run an action twice. ``fail_stalled`` records it as
+  failed ("interrupted (the bot stopped while it ran)") with Retry. Reading the host back
+  to tell whether the action took effect is not done here.
+
+Every collaborator is a parameter: the service wires them (no context bag).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from bot.core import strings
+from bot.core.errors import ConfigError, log_internal
+from bot.core.schema import StrictModel
+from bot.domain.lifecycle import ACTING, IncidentState, StepDeadlines
+from storage.audit import AuditLog
+from storage.incidents import IncidentStore
+from storage.inflight import Inflight, step_owner
+
+log = logging.getLogger(__name__)
+ACTOR = "reconciler"
+
+
+class ReconcileSettings(StrictModel):
+    """``settings.extra["reconcile"]``: the sweep period and each transient state's deadline."""
+
+    every_s: float = Field(default=15.0, gt=0, le=3600)
+    max_attempts: int = Field(default=3, ge=1, le=20)
+    open_s: float = Field(default=120.0, gt=0)
+    diagnosing_s: float = Field(default=300.0, gt=0)
+    acting_s: float = Field(default=900.0, gt=0)
+
+    def deadlines(self) -> StepDeadlines:
+        return StepDeadlines(self.open_s, self.diagnosing_s, self.acting_s)
+
+
+def reconcile_settings(extra: dict[str, Any]) -> ReconcileSettings:
+    """Validate ``extra.reconcile``; a one-line ``ConfigError`` naming the bad key."""
+    try:
+        return ReconcileSettings.model_validate(extra.get("reconcile") or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"key 'extra.reconcile.{where}': {err['msg']}") from None
+
+
+class RedriveOutcome(StrEnum):
+    REDIAGNOSED = "rediagnosed"
+    GAVE_UP = "gave_up"
+    FAILED_STALLED = "failed_stalled"
+    DROPPED = "dropped"  # the entry outlived its state: removed, nothing to do
+    RACED = "raced"  # someone changed it between the look and the write: left alone
+
+
+@dataclass(frozen=True)
+class Redrive:
+    """What one sweep did to one incident, and why."""
+
+    incident_id: str
+    outcome: RedriveOutcome
+    reason: str
+
+
+def reconcile_once(incidents: IncidentStore, audit: AuditLog, clock: Callable[[], float], *,
+                   rediagnose: Callable[[str], object], fail_stalled: Callable[[str, str], object],
+                   publish: Callable[[str], object], max_attempts: int = 3,
+                   grace_s: float = 120.0) -> list[Redrive]:
+    """One sweep over the in-flight set (run it under ``claim_sweep``)."""
+    now = clock()
+    done: list[Redrive] = []
+    for entry in incidents.inflight.entries():
+        reason = entry.abandoned(now)
+        if reason is None:
+            continue
+        try:
+            done.append(_settle(incidents, entry, reason, rediagnose=rediagnose,
+                                fail_stalled=fail_stalled, publish=publish,
+                                max_attempts=max_attempts, grace_s=grace_s))
+        except Exception as exc:  # one incident must not stop the sweep
+            error_id = log_internal(exc, f"re-driving incident {entry.incident_id}")
+            audit.append(entry.incident_id, ACTOR, "incident.redrive_failed",
+                         {"reason": reason, "error_id": error_id})
+    return done
+
+
+def _settle(incidents: IncidentStore, entry: Inflight, reason: str, *,
+            rediagnose: Callable[[str], object], fail_stalled: Callable[[str, str], object],
+            publish: Callable[[str], object], max_attempts: int, grace_s: float) -> Redrive:
+    incident = incidents.get(entry.incident_id)
+    if incident is None or incident.state is not entry.state:
+        incidents.drop_stale(entry)
+        return Redrive(entry.incident_id, RedriveOutcome.DROPPED, reason)
+    if entry.state in ACTING:
+        if not incidents.take_over(entry, ACTOR, reason, grace_s):
+            return Redrive(entry.incident_id, RedriveOutcome.RACED, reason)
+        fail_stalled(entry.incident_id, reason)
+        return Redrive(entry.incident_id, RedriveOutcome.FAILED_STALLED, reason)
+    interrupted = entry.attempts + 1
+    if interrupted >= max_attempts:
+        text = strings.FLOW_DIAGNOSIS_INTERRUPTED.format(n=interrupted)
+        if incidents.give_up(entry, IncidentState.DIAGNOSIS_FAILED, ACTOR, text) is None:
+            return Redrive(entry.incident_id, RedriveOutcome.RACED, reason)
+        publish(entry.incident_id)
+        return Redrive(entry.incident_id, RedriveOutcome.GAVE_UP, text)
+    if incidents.redrive(entry, ACTOR, reason) is None:
+        return Redrive(entry.incident_id, RedriveOutcome.RACED, reason)
+    rediagnose(entry.incident_id)
+    return Redrive(entry.incident_id, RedriveOutcome.REDIAGNOSED, reason)
+
+
+def run_forever(incidents: IncidentStore, sweep: Callable[[], list[Redrive]],
+                stop: threading.Event, every_s: float) -> None:
+    """Sweep once per period on whichever replica wins the period's claim."""
+    token = step_owner()
+    while not stop.wait(every_s):
+        try:
+            if incidents.inflight.claim_sweep(token, every_s * 0.9):
+                for redrive in sweep():
+                    log.info("re-drove %s: %s (%s)", redrive.incident_id,
+                             redrive.outcome.value, redrive.reason)
+        except Exception as exc:  # Redis blip: log, try next period
+            log_internal(exc, "incident reconciler")
