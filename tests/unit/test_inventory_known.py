@@ -44,17 +44,18 @@ class NoSSH:
 
 
 def test_the_flow_never_sshes_to_a_host_the_inventory_does_not_list() -> None:
-    """``resolve`` (what the flow's ``target_for`` calls today) refuses a bare unlisted name,
-    so the diagnosis is the "not in the inventory" finding and the runner is never used."""
-    from types import SimpleNamespace
-
+    """``Hosts.target_for`` asks ``inventory.known``, so an unlisted name is no target, the
+    diagnosis is the "not in the inventory" finding and the runner is never used."""
     from bot.domain.incident import Incident
-    from bot.flow.hosts import diagnose, target_for
+    from bot.flow.hosts import Hosts
+    from bot.remediation.options import RemediationOptions
 
-    ctx: Any = SimpleNamespace(settings=SETTINGS, runner=NoSSH(), redis_bytes=None)
-    assert target_for(ctx, "gpu-55") is None
-    assert target_for(ctx, "gpu-01") is not None
-    diagnosis, _ = diagnose(ctx, Incident("INC-1", "gpu-55", "gpu_ecc"), target_for(ctx, "gpu-55"))
+    nothing: Any = None
+    hosts = Hosts(SETTINGS, NoSSH(), nothing, RemediationOptions())
+    assert hosts.target_for("gpu-55") is None
+    assert hosts.target_for("gpu-01") is not None
+    hosts.interrupted_job_ids = lambda host: []  # type: ignore[method-assign]
+    diagnosis = hosts.diagnose(Incident("INC-1", "gpu-55", "gpu_ecc"), None)
     assert diagnosis.status.value == "unreachable"
     assert diagnosis.findings[0].title == "gpu-55 is not in the inventory"
     with pytest.raises(inventory.NotInInventory, match="neither a host in the config"):
