@@ -9,18 +9,29 @@ drain and open a ticket): it never proposes stopping a unit for a hardware fault
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from bot.core import strings as S
 from bot.domain.findings import ProbeResult, Severity
 from playbooks import probes
-from playbooks.base import Probe, Report, Session
+from playbooks.base import PlaybookOptions, Probe, Report, Session
 from playbooks.commands import FABRIC_MANAGER_COMMAND, KERNEL_LOG_COMMAND, QUERY_XML_COMMAND
 from playbooks.gpu import summarize
 from playbooks.parsers import kernel, nvidia, nvidia_xml, ps, smi_errors
 from playbooks.parsers.smi_errors import SmiError, SmiErrorKind
 from playbooks.text import plural
-from playbooks.verdict import GpuVerdict, GpuView, HealthFacts, counts, decide, grid, worst_step
+from playbooks.verdict import (
+    RANK,
+    GpuVerdict,
+    GpuView,
+    HealthFacts,
+    counts,
+    decide,
+    grid,
+    worst_step,
+)
 
 NAME = "gpu_health"
 DESCRIPTION = "a verdict per GPU from Xid, ECC, NVML errors, processes and the inventory"
@@ -35,12 +46,33 @@ def health_probes() -> dict[str, Probe[Any]]:
             "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip)}
 
 
+@dataclass(frozen=True)
+class Pending:
+    """The health probes in flight: started before a playbook's own, collected after."""
+
+    samples: Future[tuple[ProbeResult, Any]]
+    others: dict[str, Future[tuple[ProbeResult, Any]]]
+    options: PlaybookOptions
+
+
+def start(session: Session) -> Pending:
+    """Submit every health probe (the sampler first: its window is the diagnosis' floor);
+    returns at once, so the caller's own probes run in parallel on the same connection."""
+    samples = session.submit(probes.gpu_samples(session.options))
+    return Pending(samples, session.submit_many(health_probes()), session.options)
+
+
 def gather(session: Session) -> tuple[HealthFacts, dict[str, Any]]:
     """Run every health probe in parallel; the facts and the raw parsed values."""
-    samples = session.submit(probes.gpu_samples(session.options))
-    got = session.parsed(session.submit_many(health_probes()))
-    result, parsed = samples.result()
-    got["smi"] = _smi(result, session.options.window_s + session.options.command_timeout_s)
+    return collect(start(session))
+
+
+def collect(pending: Pending) -> tuple[HealthFacts, dict[str, Any]]:
+    """Wait for the health probes and reduce them to ``HealthFacts``."""
+    got = Session.parsed(pending.others)
+    result, parsed = pending.samples.result()
+    opts = pending.options
+    got["smi"] = _smi(result, opts.window_s + opts.command_timeout_s)
     stats = summarize(parsed)
     states: dict[int, tuple[str, str]] = got["stat"]
     holders: dict[str, list[int]] = {}
@@ -50,11 +82,18 @@ def gather(session: Session) -> tuple[HealthFacts, dict[str, Any]]:
             holders.setdefault(app.gpu_uuid, []).append(app.pid)
             if states[app.pid][0].startswith("D"):
                 stuck.setdefault(app.gpu_uuid, []).append(app.pid)
-    opts = session.options
     facts = HealthFacts(stats, got["xml"].gpus, got["kernel"], got["smi"], holders, stuck,
                         _users(got["devs"], states), opts.expected_gpus,
                         opts.held_mib, opts.idle_util_pct, opts.pcie_replay_warn, opts.xid_policy)
     return facts, got
+
+
+def view(pending: Pending, host: str) -> Report:
+    """The GPU view every diagnosis carries: the verdicts and their findings."""
+    report = Report(host)
+    facts, got = collect(pending)
+    assess(facts, decide(facts), got, report)
+    return report
 
 
 DAEMONS = ("nvidia-persist", "nvidia-fabric", "nv-hostengine", "dcgm")  # hold /dev/nvidia*
@@ -71,11 +110,8 @@ def _smi(result: ProbeResult, timeout_s: float) -> list[SmiError]:
 
 
 def run(session: Session, context: Mapping[str, Any]) -> Report:
-    report = Report(session.target.name)
-    facts, got = gather(session)
-    views = decide(facts)
-    assess(facts, views, got, report)
-    return report
+    """Nothing of its own: ``playbooks.pipeline`` adds the GPU view to every playbook."""
+    return Report(session.target.name)
 
 
 def assess(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
@@ -97,7 +133,9 @@ def assess(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
 def _tool_errors(facts: HealthFacts, report: Report) -> None:
     for e in facts.smi:
         title = S.GPU_TOOL_ERROR.format(quote=e.quote)
-        if e.kind is SmiErrorKind.NVML_MISMATCH:
+        if e.kind is SmiErrorKind.HUNG:
+            title = e.quote  # our words (the tool said nothing): "does not answer (killed …)"
+        elif e.kind is SmiErrorKind.NVML_MISMATCH:
             title = _mismatch_title(e, facts.kernel)
         severity = Severity.WARNING if e.kind is SmiErrorKind.UNREADABLE else Severity.CRITICAL
         report.find("gpu.tool_error", severity, title, kind=e.kind.value, quote=e.quote,
@@ -108,7 +146,7 @@ def _mismatch_title(e: SmiError, k: kernel.KernelReport) -> str:
     m = k.mismatches[0] if k.mismatches else None
     driver = m.kernel_version if m else "?"
     library = (m.client_version if m else None) or e.library_version or "?"
-    return S.GPU_NVML_MISMATCH.format(driver=driver, library=library)
+    return S.GPU_DRIVER_MISMATCH.format(driver=driver, library=library)
 
 
 def _summary(views: list[GpuView], report: Report) -> None:
@@ -116,7 +154,8 @@ def _summary(views: list[GpuView], report: Report) -> None:
     worst = {GpuVerdict.BROKEN.value, GpuVerdict.WEDGED.value}
     severity = Severity.CRITICAL if worst & set(c) else (
         Severity.WARNING if GpuVerdict.DEGRADED.value in c else Severity.INFO)
-    summary = ", ".join(f"{n} {verdict}" for verdict, n in sorted(c.items()))
+    worst_first = sorted(c.items(), key=lambda kv: -RANK[GpuVerdict(kv[0])])
+    summary = ", ".join(f"{n} {S.GPU_VERDICT_WORDS.get(v, v)}" for v, n in worst_first)
     table = grid(views)
     report.find("gpu.verdicts", severity, S.GPU_VERDICTS.format(
         n=len(views), s=plural(len(views)), summary=summary),

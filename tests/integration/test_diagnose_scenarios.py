@@ -110,7 +110,7 @@ def test_healthy_host(pool: ParamikoPool, sims: Callable[[str], SimHost]) -> Non
     auto = diagnose(pool, sims("healthy"), "auto")
     assert auto.playbook == "triage" and auto.actions == ()
     busy = diagnose(pool, sims("healthy"), "vram_idle")
-    assert busy.actions == () and busy.findings[0].code == "gpu.busy_holder"
+    assert busy.actions == () and "gpu.busy_holder" in [f.code for f in busy.findings]
 
 
 def test_hostile_names_never_reach_a_command_line(

@@ -136,3 +136,30 @@ FLOW_GATE_OVERRIDE_REASON = "Resume job {job} although the health gate failed: {
 FLOW_GATE_OVERRIDE_RISK = "the extraction runs on GPUs the gate found unhealthy; it may crash again or write wrong results"
 FLOW_GATE_OVERRIDDEN = "Health gate overridden by {who} for job {job}: resuming anyway."
 FLOW_RESUME_INTERRUPTED_REASON = "Job {job} was interrupted on {host}: resume it where it stopped (behind the GPU health gate)."
+
+
+# --- one diagnosis pipeline, on-call headlines, true durations (issue 29) --------------
+GPU_SMI_HUNG = "nvidia-smi does not answer (killed after {secs:g} s)"
+GPU_DRIVER_MISMATCH = "driver/library mismatch: driver {driver} loaded, library {library}"
+GPU_VERDICT_WORDS = {"busy": "busy", "held_idle": "idle with memory held", "free": "free",
+                     "wedged": "wedged", "broken": "broken", "degraded": "degraded"}
+DIAG_HELD_FOR = "for {duration}"
+DIAG_HELD_SINCE_BOOT = "since boot ({duration})"
+DIAG_HELD_FOR_UNKNOWN = "for an unknown time"
+HEADLINE_SMI_HUNG = "nvidia-smi hangs (killed after {secs})"
+HEADLINE_NO_DRIVER = "the NVIDIA driver does not answer: {quote}"
+HEADLINE_GPU_LOST = "GPU {gpu} fell off the bus (Xid {xid})"
+HEADLINE_GPU_UNOPENED = "GPU {gpu} cannot be opened: {quote}"
+HEADLINE_GPU_MISSING = "GPU {gpu} is missing: {seen} of {expected} visible"
+HEADLINE_GPUS_MISSING = "{missing} GPUs missing: {seen} of {expected} visible"
+HEADLINE_GPU_ECC = "GPU {gpu}: uncorrectable ECC error"
+HEADLINE_GPU_XID = "GPU {gpu}: Xid {xid}, {title}"
+HEADLINE_GPU_BROKEN = "GPU {gpu} is broken: {why}"
+HEADLINE_WEDGED_NO_PROCESS = "{n} GPU{s} wedged: memory held, no process"
+HEADLINE_WEDGED = "{n} GPU{s} wedged: {why}"
+HEADLINE_HELD = "{who}{started} holds {gpus} at {util}"
+HEADLINE_HELD_UNKNOWN = "{gpus} held at {util} by a process that could not be named"
+HEADLINE_DISK = "{title}"
+HEADLINE_NOTHING = "nothing wrong found"
+HEADLINE_STARTED_AT_BOOT = ", auto-started at boot,"
+HEADLINE_BOOT_CONTEXT = "Booted {ago} ago; the previous boot {prev}."
