@@ -196,7 +196,18 @@ def missing_finding(facts: HealthFacts, views: list[GpuView], report: Report) ->
     if gone and facts.expected:
         report.find("gpu.missing", Severity.CRITICAL, S.GPU_MISSING.format(
             missing=len(gone), expected=facts.expected, seen=len(views) - len(gone)),
-            expected=facts.expected, seen=len(views) - len(gone))
+            expected=facts.expected, seen=len(views) - len(gone),
+            gpus=_named_missing(facts, views))
+
+
+def _named_missing(facts: HealthFacts, views: list[GpuView]) -> list[dict[str, Any]]:
+    """The missing GPUs the kernel log names (adapter init failed on a bus no tool shows),
+    with the index they would have in bus order: "GPU 7 (DB:00.0)"."""
+    seen = [v.bus for v in views if v.bus]
+    failed = [bus for bus, _ in facts.kernel.init_failures if bus and bus not in seen]
+    named = list(dict.fromkeys(failed))
+    order = sorted(seen + named)
+    return [{"index": order.index(bus), "bus": bus} for bus in named]
 
 
 def _app_faults(facts: HealthFacts, units: Mapping[int, str | None], report: Report) -> None:

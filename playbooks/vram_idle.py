@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.core import strings as S
-from bot.domain import validate
+from bot.domain import holding, validate
 from bot.domain.findings import Severity
 from playbooks import holders as h
 from playbooks.base import PlaybookOptions, Report, Session
@@ -56,9 +56,9 @@ def _assess_holders(p: GpuPicture, held: list[GpuStat], opts: PlaybookOptions,
     if not groups:
         idle = [s for s in held if s.idle(opts.idle_util_pct)]
         if idle:
-            report.find("gpu.idle_vram_held", Severity.CRITICAL, S.DIAG_IDLE_HELD_UNKNOWN.format(
-                n=len(idle), s=_s(len(idle)), mem=_mem(idle), util=_util(idle),
-                window=_window(opts)), gpus=_gpu_evidence(idle))
+            report.find("gpu.idle_vram_held", Severity.CRITICAL, S.DIAG_IDLE_HELD_UNNAMED.format(
+                n=len(idle), s=_s(len(idle)), mem=_mem(idle), util=_util(idle)),
+                gpus=_gpu_evidence(idle))
         return
     for restarter, members in groups.items():
         gpus = _gpus_of(members, held)
@@ -73,8 +73,9 @@ def _assess_holders(p: GpuPicture, held: list[GpuStat], opts: PlaybookOptions,
 
 def _idle_group(p: GpuPicture, restarter: h.Restarter, members: list[h.Holder],
                 gpus: list[GpuStat], opts: PlaybookOptions, report: Report) -> None:
-    title = S.DIAG_IDLE_HELD.format(
-        n=len(gpus), s=_s(len(gpus)), mem=_mem(gpus), util=_util(gpus), window=_window(opts),
+    held = holding.held_for(_holder_evidence(members[0], p)) or S.DIAG_HELD_FOR_UNKNOWN
+    title = S.DIAG_IDLE_HELD_FOR.format(
+        n=len(gpus), s=_s(len(gpus)), mem=_mem(gpus), util=_util(gpus), held=held,
         who=_who(members), started=_started(members[0], p, opts), restarter=restarter.describe())
     report.find("gpu.idle_vram_held", Severity.CRITICAL, title,
                 gpus=_gpu_evidence(gpus, members),
@@ -210,10 +211,11 @@ def _started(x: h.Holder, p: GpuPicture, opts: PlaybookOptions) -> str:
 
 
 def _mem(gpus: list[GpuStat]) -> str:
-    values = sorted({g.memory_used_mib or 0 for g in gpus})
-    if len(values) == 1:
-        return f"{gb(values[0])}" + (" each" if len(gpus) > 1 else "")
-    return f"{gb(values[0])}–{gb(values[-1])}"
+    values = sorted(g.memory_used_mib or 0 for g in gpus)
+    low, high = gb(values[0]), gb(values[-1])
+    if low == high:  # equal as shown: never "75.8 GiB–75.8 GiB"
+        return low + (" each" if len(gpus) > 1 else "")
+    return f"{low.removesuffix(' GiB')}–{high}"
 
 
 def _util(gpus: list[GpuStat]) -> str:
@@ -222,7 +224,3 @@ def _util(gpus: list[GpuStat]) -> str:
         return "unknown utilization"
     lo, hi = min(values), max(values)
     return f"{hi}%" if lo == hi else f"{lo}–{hi}%"
-
-
-def _window(opts: PlaybookOptions) -> str:
-    return f"{opts.window_s:.1f} s ({opts.samples} samples)"

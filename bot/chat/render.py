@@ -107,6 +107,9 @@ def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float,
     pings: with blocks, ``text`` is only the notification fallback)."""
     mention = summary.oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
     text = f"{mention}*{summary.headline(incident, diagnosis, now)}*"
+    context = summary.context_line(diagnosis)
+    if context:  # the crash or reboot: context for the headline, never the headline
+        text += "\n" + context
     hosts = tuple(getattr(incident, "hosts", ()) or ())
     if len(hosts) > 1:  # a group parent: a rack reboot is one message listing its hosts
         shown = ", ".join(escape(h) for h in hosts[:MAX_GROUP_HOSTS])
@@ -120,9 +123,10 @@ def _also_found(state: str, diagnosis: Diagnosis) -> list[Section]:
     the failed and nothing-to-do states already list every finding)."""
     if state in ("diagnosis_failed", "no_action"):
         return []
-    first = summary.primary_finding(diagnosis)
-    others = [summary.plain_title(f) for f in diagnosis.findings
-              if f is not first and _val(f.severity) != "info"]
+    said = set(summary.headline_of(diagnosis).covers)
+    others = list(dict.fromkeys(
+        summary.plain_title(f) for i, f in enumerate(diagnosis.findings)
+        if i not in said and f.code != "boot.previous" and _val(f.severity) != "info"))
     if not others:
         return []
     return [Section(strings.MSG_ALSO_FOUND.format(titles=clip("; ".join(others), 300)))]
@@ -131,9 +135,10 @@ def _also_found(state: str, diagnosis: Diagnosis) -> list[Section]:
 def thread_evidence(diagnosis: Diagnosis) -> tuple[Section, ...]:
     """The thread's evidence, posted once: the per-GPU table, any GPU health grid, and
     the disk cleanup's preview."""
-    tables = (summary.evidence_table(diagnosis), cleanup_view.table(diagnosis))
+    per_gpu = summary.evidence_table(diagnosis)
+    tables = (per_gpu, cleanup_view.table(diagnosis))
     sections = [t for t in tables if t is not None]
-    for f in diagnosis.findings:
+    for f in diagnosis.findings if per_gpu is None else ():  # one per-GPU table, not two
         grid = f.evidence.get("grid")
         if isinstance(grid, str) and grid:
             sections.append(Section(text=f"*{summary.plain_title(f)}*", code=code_safe(grid)))

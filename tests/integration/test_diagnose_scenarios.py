@@ -50,7 +50,7 @@ def test_seed_names_the_unit_and_proposes_exactly_its_stop_disable(
     idle = next(f for f in d.findings if f.code == "gpu.idle_vram_held")
     assert "started at boot (+" in idle.title
     assert f"by {UNIT} (enabled, Restart=always)" in idle.title
-    assert idle.title.startswith("8 GPUs hold 75.8 GB each at 0%")
+    assert idle.title.startswith("8 GPUs hold 75.8 GiB each at 0% since boot (")
     assert "PID 440 (vLLM, --gpu-memory-utilization 0.95)" in idle.title
     found_by = {h["found_by"] for h in idle.evidence["holders"]}
     assert found_by == ({"nvidia-smi"} if scenario == "seed" else {"/dev/nvidia*"})

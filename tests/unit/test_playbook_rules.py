@@ -85,7 +85,7 @@ def test_enabled_unit_gets_stop_disable_then_mask() -> None:
         ("systemd.mask", {"unit": UNIT}),
     ]
     title = report.findings[0].title
-    assert title.startswith("8 GPUs hold 75.8 GB each at 0%")
+    assert title.startswith("8 GPUs hold 75.8 GiB each at 0%")
     assert "PID 440 (vLLM, --gpu-memory-utilization 0.95) started at boot (+9 s)" in title
     assert f"by {UNIT} (enabled, Restart=always)" in title
     assert report.findings[0].severity is Severity.CRITICAL
