@@ -51,8 +51,10 @@ def assess(p: GpuPicture, opts: PlaybookOptions, report: Report) -> None:
 def _assess_holders(p: GpuPicture, held: list[GpuStat], opts: PlaybookOptions,
                     report: Report) -> None:
     groups: dict[h.Restarter, list[h.Holder]] = {}
-    for holder in p.holders:
+    for holder in sorted(p.holders, key=_held_by, reverse=True):
         groups.setdefault(holder.restarter, []).append(holder)
+    # the biggest holder first: the first proposal frees the memory the headline names
+    groups = dict(sorted(groups.items(), key=lambda kv: -sum(map(_held_by, kv[1]))))
     if not groups:
         idle = [s for s in held if s.idle(opts.idle_util_pct)]
         if idle:
@@ -69,6 +71,10 @@ def _assess_holders(p: GpuPicture, held: list[GpuStat], opts: PlaybookOptions,
                 holders=[_holder_evidence(x, p) for x in members])
             continue
         _idle_group(p, restarter, members, gpus, opts, report)
+
+
+def _held_by(x: h.Holder) -> int:
+    return x.used_mib or 0
 
 
 def _idle_group(p: GpuPicture, restarter: h.Restarter, members: list[h.Holder],

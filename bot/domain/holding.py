@@ -31,9 +31,13 @@ def held_text(f: Finding) -> str:
         return S.HEADLINE_HELD_UNKNOWN.format(gpus=gpu_amount(gpus), util=utilisation(gpus))
     first = holders[0]
     after = _num(first.get("started_after_boot_s"))
-    at_boot = after is not None and after <= BOOT_WINDOW_S
-    text = S.HEADLINE_HELD.format(who=holder_name(f), started=S.HEADLINE_STARTED_AT_BOOT
-                                  if at_boot else "", gpus=gpu_amount(gpus),
+    started = ""
+    if after is not None and after <= BOOT_WINDOW_S:  # "auto-": something started it
+        restarter = f.evidence.get("restarter")
+        auto = bool(first.get("unit")) or (isinstance(restarter, Mapping)
+                                           and restarter.get("kind") not in (None, "none"))
+        started = S.HEADLINE_STARTED_AT_BOOT if auto else S.HEADLINE_STARTED_WITH_BOOT
+    text = S.HEADLINE_HELD.format(who=holder_name(f), started=started, gpus=gpu_amount(gpus),
                                   util=utilisation(gpus))
     return f"{text} {held_for(first)}".rstrip()
 
