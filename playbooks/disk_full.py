@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.core import fmt
 from bot.core import strings as S
 from bot.domain import validate
 from bot.domain.findings import Severity
@@ -88,8 +89,8 @@ def assess_space(space: list[Filesystem], inodes: list[Filesystem], opts: Playbo
     for fs in full_fs:
         pct = fs.used_pct or 0.0
         report.find("disk.full", Severity.CRITICAL if pct >= 98 else Severity.WARNING,
-                    S.DIAG_DISK_FULL.format(mount=fs.mount, pct=pct, used=human(fs.used),
-                                            size=human(fs.size), avail=human(fs.avail)),
+                    S.DIAG_DISK_FULL.format(mount=fs.mount, pct=pct, used=fmt.size(fs.used),
+                                            size=fmt.size(fs.size), avail=fmt.size(fs.avail)),
                     filesystem=vars(fs))
     for fs in inodes:
         pct = fs.used_pct or 0.0
