@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.core import strings as S
 from bot.domain.findings import ProbeResult, Severity
+from bot.domain.headline import gpu_label
 from playbooks import probes
 from playbooks.base import PlaybookOptions, Probe, Report, Session
 from playbooks.commands import FABRIC_MANAGER_COMMAND, KERNEL_LOG_COMMAND, QUERY_XML_COMMAND
@@ -180,8 +181,8 @@ def _per_gpu(v: GpuView, report: Report) -> None:
 
 
 def _label(v: GpuView) -> str:
-    idx = "?" if v.index is None else str(v.index)
-    return f"{idx} ({v.bus})" if v.bus else idx
+    """``3 (5D:00.0)``, as the headline names it."""
+    return gpu_label({"index": v.index, "bus": v.bus})
 
 
 def _evidence(v: GpuView) -> dict[str, Any]:

@@ -123,10 +123,7 @@ def _also_found(state: str, diagnosis: Diagnosis) -> list[Section]:
     the failed and nothing-to-do states already list every finding)."""
     if state in ("diagnosis_failed", "no_action"):
         return []
-    said = set(summary.headline_of(diagnosis).covers)
-    others = list(dict.fromkeys(
-        summary.plain_title(f) for i, f in enumerate(diagnosis.findings)
-        if i not in said and f.code != "boot.previous" and _val(f.severity) != "info"))
+    others = summary.also_found(diagnosis)
     if not others:
         return []
     return [Section(strings.MSG_ALSO_FOUND.format(titles=clip("; ".join(others), 300)))]

@@ -99,6 +99,41 @@ def _chat(text: str) -> str:
     return escape(clip(GB_RE.sub(r"\1 GiB", text.splitlines()[0] if text else ""), 200))
 
 
+PER_GPU = {"gpu.broken": "are broken", "gpu.wedged": "are wedged", "gpu.degraded": "are degraded"}
+
+
+def also_found(diagnosis: Diagnosis) -> list[str]:
+    """The warnings the headline does not say, once each: per-GPU findings with the same
+    reasons become one line ("GPUs 0, 1, 2 are wedged: process 1312 in D state"), and the
+    verdict count is left out when it only restates a GPU headline ("8 GPUs: 8 wedged")."""
+    said = set(headline_of(diagnosis).covers)
+    gpu_headline = any(diagnosis.findings[i].code.startswith("gpu.") for i in said)
+    groups: dict[tuple[str, str], list[Finding]] = {}  # in first-seen order
+    order: list[tuple[str, str]] = []
+    for i, f in enumerate(diagnosis.findings):
+        if i in said or f.code == "boot.previous" or _val(f.severity) == "info":
+            continue
+        gpu = f.evidence.get("gpu")
+        if f.code in PER_GPU and isinstance(gpu, Mapping):
+            key = (f.code, "; ".join(map(str, gpu.get("reasons") or [])))
+        elif f.code == "gpu.verdicts" and gpu_headline and len(f.evidence.get("counts") or {}) == 1:
+            continue
+        else:
+            key = ("", plain_title(f))
+        if key not in groups:
+            order.append(key)
+        groups.setdefault(key, []).append(f)
+    return list(dict.fromkeys(_grouped(k[0], k[1], groups[k]) for k in order))
+
+
+def _grouped(code: str, why: str, findings: list[Finding]) -> str:
+    if not code or len(findings) == 1:
+        return plain_title(findings[0])
+    indexes = [g.get("index") for f in findings if isinstance(g := f.evidence.get("gpu"), Mapping)]
+    shown = ", ".join("?" if i is None else str(i) for i in indexes)
+    return _chat(strings.MSG_GPUS_GROUPED.format(indexes=shown, verdict=PER_GPU[code], why=why))
+
+
 def plain_title(finding: Finding) -> str:
     """A finding's title in chat units (GiB), escaped and kept to one readable line."""
     return _chat(finding.title)

@@ -62,7 +62,7 @@ def test_lost_gpu_is_named_by_its_bus_and_the_xid(
         pool: ParamikoPool, sims: Callable[[str], SimHost]) -> None:
     d = health(pool, sims("gpu_xid79"))
     broken = finding(d, "gpu.broken")
-    assert broken.title.startswith("GPU 3 (0000:5d:00) is broken: ")
+    assert broken.title.startswith("GPU 3 (5D:00.0) is broken: ")
     assert "Xid 79 since boot" in broken.title
     rows = finding(d, "gpu.verdicts").evidence["gpus"]
     assert [r["bus"] for r in rows][:4] == ["0000:18:00", "0000:2a:00", "0000:3a:00", "0000:5d:00"]

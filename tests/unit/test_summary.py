@@ -89,3 +89,23 @@ def test_no_findings_and_unknown_action_kinds_still_read_as_words() -> None:
     assert texts[0] == "*gpu-07: no findings*"
     assert texts[2] == "*Proposed:* Run host.reboot on host gpu-07."
     assert [b.label for b in msg.sections[2].buttons] == ["Approve", "Deny"]
+
+
+def test_also_found_groups_per_gpu_findings_and_skips_what_the_headline_says() -> None:
+    from bot.chat.summary import also_found
+
+    def wedged(i: int) -> Finding:
+        return Finding("gpu.wedged", Severity.CRITICAL, f"GPU {i} is wedged: D", evidence={
+            "gpu": {"index": i, "reasons": ["process 1312 in D state (uninterruptible)"]}})
+
+    full = Finding("disk.full", Severity.CRITICAL, "/ is 100% full",
+                   evidence={"filesystem": {"mount": "/", "used_pct": 100.0}})
+    verdicts = Finding("gpu.verdicts", Severity.CRITICAL, "8 GPUs: 8 wedged",
+                       evidence={"counts": {"wedged": 8}})
+    d = Diagnosis("gpu-07", "vm_restart", DiagnosisStatus.OK, 1.0,
+                  (full, verdicts, wedged(0), wedged(1)))
+    assert also_found(d) == ["8 GPUs: 8 wedged", "GPUs 0, 1 are wedged: process 1312 in D state "
+                             "(uninterruptible)"]
+    gpu_first = Diagnosis("gpu-07", "vm_restart", DiagnosisStatus.OK, 1.0,
+                          (verdicts, wedged(0), wedged(1)))
+    assert also_found(gpu_first) == []  # the headline says them all

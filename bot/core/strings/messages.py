@@ -104,3 +104,7 @@ MSG_CLEANUP_TITLE = "*Cleanup preview:* {n} item(s), {total} in all; {need} need
 MSG_CLEANUP_MORE = "… {n} more item(s), {size}"
 MSG_CLEANUP_PARTS = "*Or delete only one part* (Deny above declines them all):"
 MSG_CLEANUP_PART_BUTTON = "{what} · {size}"
+
+
+# --- headlines and "also found" (issue 29) ------------------------------------------
+MSG_GPUS_GROUPED = "GPUs {indexes} {verdict}: {why}"
