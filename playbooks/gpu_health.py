@@ -42,8 +42,8 @@ def health_probes() -> dict[str, Probe[Any]]:
     return {"xml": Probe("gpu_xml", QUERY_XML_COMMAND, nvidia_xml.parse_query_xml),
             "kernel": Probe("kernel_log", KERNEL_LOG_COMMAND, kernel.parse_kernel_log),
             "apps": probes.compute_apps(), "devs": probes.gpu_device_users(),
-            "stat": Probe("process_states", "ps -eo pid=,stat=,comm=", ps.parse_states),
-            "units": Probe("process_units", "ps -eo pid=,cgroup=", ps.cgroup_units),
+            "procs": Probe("process_states", f"ps -eo pid=,stat=,comm= && echo {ps.SECTION} && "
+                           "ps -eo pid=,cgroup=", _states_and_units),
             "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip)}
 
 
@@ -71,6 +71,7 @@ def gather(session: Session) -> tuple[HealthFacts, dict[str, Any]]:
 def collect(pending: Pending) -> tuple[HealthFacts, dict[str, Any]]:
     """Wait for the health probes and reduce them to ``HealthFacts``."""
     got = Session.parsed(pending.others)
+    got["stat"], got["units"] = got.pop("procs")
     result, parsed = pending.samples.result()
     opts = pending.options
     got["smi"] = _smi(result, opts.window_s + opts.command_timeout_s)
@@ -95,6 +96,12 @@ def view(pending: Pending, host: str) -> Report:
     facts, got = collect(pending)
     assess(facts, decide(facts), got, report)
     return report
+
+
+def _states_and_units(text: str) -> tuple[dict[int, tuple[str, str]], dict[int, str | None]]:
+    """One ``ps`` round trip for both: states (D = stuck) and the unit of each PID."""
+    head, _, tail = text.partition(f"\n{ps.SECTION}\n")
+    return ps.parse_states(head), ps.cgroup_units(tail)
 
 
 DAEMONS = ("nvidia-persist", "nvidia-fabric", "nv-hostengine", "dcgm")  # hold /dev/nvidia*
