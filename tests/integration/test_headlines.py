@@ -30,6 +30,7 @@ WANT: dict[str, tuple[str, str]] = {
     "disk_full_ml": ("/ is 100% full (190.0 GiB of 200.0 GiB, 0 B free)",
                      "vacuum the systemd journal down to 500M"),
     "gpu_ecc_dbe": ("GPU 5 (AB:00.0): uncorrectable ECC error", "-"),
+    "gpu_ecc_vllm": ("GPU 5 (AB:00.0): uncorrectable ECC error", SEED[1]),
     "gpu_held_no_process": ("8 GPUs wedged: memory held, no process", "-"),
     "gpu_missing": ("GPU 7 (DB:00.0) is missing: 7 of 8 visible", "-"),
     "gpu_nvml_mismatch": ("driver/library mismatch: driver 580.95.05 loaded, library 580.105.08",
