@@ -248,8 +248,7 @@ def _context(plans: Sequence[ActionPlan], approvals: Mapping[str, Approval]) -> 
 def evidence_hash(diagnosis: Diagnosis) -> str:
     """sha256 of what the approver sees: the headline's facts, each proposed action's
     sentence and the thread's evidence table (no clock in it, so it is stable)."""
-    facts = IncidentHeader("", diagnosis.host, diagnosis.playbook, "", "")
-    parts = [summary.headline(facts, diagnosis, 0.0)]
+    parts = [diagnosis.host, summary.headline_of(diagnosis).stable_text]  # no clock in it
     parts += [summary.action_sentence(a, diagnosis) for a in diagnosis.actions]
     for section in thread_evidence(diagnosis):
         parts += [section.text, section.code or ""]

@@ -18,7 +18,7 @@ from typing import Any
 
 from bot.core import strings as S
 from bot.domain.findings import Diagnosis, Finding, ProposedAction
-from bot.domain.holding import held_text, holders_of
+from bot.domain.holding import held_parts, holders_of
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 HOST_WIDE_TOOL = ("hung", "nvml_mismatch", "nvml_init", "no_driver", "no_devices", "failed")
@@ -35,6 +35,12 @@ class Headline:
     text: str
     covers: tuple[int, ...] = ()  # indexes into diagnosis.findings
     context: str = ""
+    since: str = ""  # the clock-dependent tail of ``text`` ("since boot (18 h)")
+
+    @property
+    def stable_text(self) -> str:
+        """``text`` without its duration: what an evidence hash may include."""
+        return self.text.removesuffix(" " + self.since) if self.since else self.text
 
     @property
     def finding(self) -> int | None:
@@ -48,7 +54,7 @@ def choose(d: Diagnosis) -> Headline:
             or _action(d, found) or _most_severe(found))
     if pick is None:
         return Headline(S.HEADLINE_NOTHING, (), _context(found, ()))
-    return Headline(pick.text, pick.covers, _context(found, pick.covers))
+    return Headline(pick.text, pick.covers, _context(found, pick.covers), pick.since)
 
 
 def _of(found: Sequence[tuple[int, Finding]], code: str) -> list[tuple[int, Finding]]:
@@ -179,7 +185,10 @@ def _action(d: Diagnosis, found: Sequence[tuple[int, Finding]]) -> Headline | No
 
 
 def _said(i: int, f: Finding) -> Headline:
-    return Headline(held_text(f) if f.code == "gpu.idle_vram_held" else _first_line(f), (i,))
+    if f.code != "gpu.idle_vram_held":
+        return Headline(_first_line(f), (i,))
+    what, since = held_parts(f)
+    return Headline(f"{what} {since}".rstrip(), (i,), since=since)
 
 
 def _first_line(f: Finding) -> str:

@@ -22,13 +22,14 @@ def holders_of(f: Finding) -> list[Mapping[str, Any]]:
     return [h for h in holders if isinstance(h, Mapping)] if isinstance(holders, list) else []
 
 
-def held_text(f: Finding) -> str:
-    """``vllm-….service, auto-started at boot, holds 8 GPUs × 75.8 GiB at 0% since boot
-    (18 h)``: who, what it holds, and for how long its holder has run."""
+def held_parts(f: Finding) -> tuple[str, str]:
+    """The headline for held memory and, apart, its clock-dependent duration:
+    (``vllm-….service, auto-started at boot, holds 8 GPUs × 75.8 GiB at 0%``,
+    ``since boot (18 h)``): who, what it holds, and how long its holder has run."""
     gpus = [g for g in f.evidence.get("gpus") or [] if isinstance(g, Mapping)]
     holders = holders_of(f)
     if not holders:
-        return S.HEADLINE_HELD_UNKNOWN.format(gpus=gpu_amount(gpus), util=utilisation(gpus))
+        return S.HEADLINE_HELD_UNKNOWN.format(gpus=gpu_amount(gpus), util=utilisation(gpus)), ""
     first = holders[0]
     after = _num(first.get("started_after_boot_s"))
     started = ""
@@ -39,7 +40,7 @@ def held_text(f: Finding) -> str:
         started = S.HEADLINE_STARTED_AT_BOOT if auto else S.HEADLINE_STARTED_WITH_BOOT
     text = S.HEADLINE_HELD.format(who=holder_name(f), started=started, gpus=gpu_amount(gpus),
                                   util=utilisation(gpus))
-    return f"{text} {held_for(first)}".rstrip()
+    return text, held_for(first)
 
 
 def holder_name(f: Finding) -> str:

@@ -217,3 +217,16 @@ def test_amounts_never_show_an_equal_range_and_agree_in_number() -> None:
 ])
 def test_held_for_is_the_holders_run_time(holder: dict[str, Any], text: str) -> None:
     assert holding.held_for(holder) == text
+
+
+def test_the_evidence_hash_ignores_how_long_memory_has_been_held() -> None:
+    """An approval's evidence hash must not change because a minute passed."""
+    from bot.chat.render import evidence_hash
+
+    early = hl.choose(diag(held(elapsed=600, after=7200.0), actions=(STOP,)))
+    assert early.since == "for 10 min" and early.stable_text == \
+        f"{UNIT} holds 8 GPUs × 75.8 GiB at 0%"
+    assert evidence_hash(diag(held(elapsed=600), actions=(STOP,))) == \
+        evidence_hash(diag(held(elapsed=4000), actions=(STOP,)))
+    assert evidence_hash(diag(held(elapsed=600), actions=(STOP,))) != \
+        evidence_hash(diag(held(elapsed=600, n=2), actions=(STOP,)))
