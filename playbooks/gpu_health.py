@@ -170,8 +170,9 @@ def _summary(views: list[GpuView], report: Report) -> None:
         gpus=[_evidence(v) for v in views], counts=c, grid=table)
     idle = [v for v in views if v.verdict is GpuVerdict.HELD_IDLE]
     if idle:
-        report.find("gpu.held_idle", Severity.WARNING, S.GPU_HELD_IDLE.format(
-            n=len(idle), s=plural(len(idle))), gpus=[v.index for v in idle])
+        report.find("gpu.held_idle", Severity.WARNING, S.GPU_HELD_IDLE_AGREE.format(
+            n=len(idle), s=plural(len(idle)), verb="holds" if len(idle) == 1 else "hold"),
+            gpus=[v.index for v in idle])
 
 
 def _per_gpu(v: GpuView, report: Report) -> None:

@@ -59,7 +59,8 @@ def _assess_holders(p: GpuPicture, held: list[GpuStat], opts: PlaybookOptions,
         idle = [s for s in held if s.idle(opts.idle_util_pct)]
         if idle:
             report.find("gpu.idle_vram_held", Severity.CRITICAL, S.DIAG_IDLE_HELD_UNNAMED.format(
-                n=len(idle), s=_s(len(idle)), mem=_mem(idle), util=_util(idle)),
+                n=len(idle), s=_s(len(idle)), verb=_holds(len(idle)), mem=_mem(idle),
+                util=_util(idle)),
                 gpus=_gpu_evidence(idle))
         return
     for restarter, members in groups.items():
@@ -73,6 +74,10 @@ def _assess_holders(p: GpuPicture, held: list[GpuStat], opts: PlaybookOptions,
         _idle_group(p, restarter, members, gpus, opts, report)
 
 
+def _holds(n: int) -> str:
+    return "holds" if n == 1 else "hold"
+
+
 def _held_by(x: h.Holder) -> int:
     return x.used_mib or 0
 
@@ -81,7 +86,8 @@ def _idle_group(p: GpuPicture, restarter: h.Restarter, members: list[h.Holder],
                 gpus: list[GpuStat], opts: PlaybookOptions, report: Report) -> None:
     held = holding.held_for(_holder_evidence(members[0], p)) or S.DIAG_HELD_FOR_UNKNOWN
     title = S.DIAG_IDLE_HELD_FOR.format(
-        n=len(gpus), s=_s(len(gpus)), mem=_mem(gpus), util=_util(gpus), held=held,
+        n=len(gpus), s=_s(len(gpus)), verb=_holds(len(gpus)), mem=_mem(gpus), util=_util(gpus),
+        held=held,
         who=_who(members), started=_started(members[0], p, opts), restarter=restarter.describe())
     report.find("gpu.idle_vram_held", Severity.CRITICAL, title,
                 gpus=_gpu_evidence(gpus, members),
