@@ -151,10 +151,15 @@ def _tool_errors(facts: HealthFacts, report: Report) -> None:
 
 
 def _mismatch_title(e: SmiError, k: kernel.KernelReport) -> str:
+    """Both versions where the kernel log and the tool name them; never a "?"."""
     m = k.mismatches[0] if k.mismatches else None
-    driver = m.kernel_version if m else "?"
-    library = (m.client_version if m else None) or e.library_version or "?"
-    return S.GPU_DRIVER_MISMATCH.format(driver=driver, library=library)
+    driver = m.kernel_version if m else None
+    library = (m.client_version if m else None) or e.library_version
+    if driver and library:
+        return S.GPU_DRIVER_MISMATCH.format(driver=driver, library=library)
+    if library:
+        return S.GPU_DRIVER_MISMATCH_LIBRARY.format(library=library)
+    return S.GPU_DRIVER_MISMATCH_BARE
 
 
 def _summary(views: list[GpuView], report: Report) -> None:

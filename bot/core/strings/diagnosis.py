@@ -141,6 +141,8 @@ FLOW_RESUME_INTERRUPTED_REASON = "Job {job} was interrupted on {host}: resume it
 # --- one diagnosis pipeline, on-call headlines, true durations (issue 29) --------------
 GPU_SMI_HUNG = "nvidia-smi does not answer (killed after {secs:g} s)"
 GPU_DRIVER_MISMATCH = "driver/library mismatch: driver {driver} loaded, library {library}"
+GPU_DRIVER_MISMATCH_LIBRARY = "driver/library mismatch: library {library}, the loaded driver's version not in the kernel log"
+GPU_DRIVER_MISMATCH_BARE = "driver/library mismatch (versions not reported)"
 GPU_VERDICT_WORDS = {"busy": "busy", "held_idle": "idle with memory held", "free": "free",
                      "wedged": "wedged", "broken": "broken", "degraded": "degraded"}
 DIAG_HELD_FOR = "for {duration}"
