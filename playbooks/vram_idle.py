@@ -195,7 +195,18 @@ def _gpus_of(members: list[h.Holder], held: list[GpuStat]) -> list[GpuStat]:
 def _holder_evidence(x: h.Holder, p: GpuPicture) -> dict[str, Any]:
     return {"pid": x.pid, "args": x.args[:1000], "user": x.user, "found_by": x.found_by,
             "used_mib": x.used_mib, "elapsed_s": x.elapsed_s, "unit": x.cgroup_unit,
-            "started_after_boot_s": started_after_boot(x, p.clock), "kind": x.kind}
+            "started_after_boot_s": started_after_boot(x, p.clock), "kind": x.kind,
+            "unit_active_after_boot_s": _unit_start(x, p),
+            "uptime_s": p.clock[0] - p.clock[1] if p.clock else None}
+
+
+def _unit_start(x: h.Holder, p: GpuPicture) -> float | None:
+    """When the holder's unit became active, in seconds after boot (its
+    ``ActiveEnterTimestampMonotonic``): how long memory has been held where ``ps`` cannot
+    say (a PID from another namespace)."""
+    name = x.restarter.name if x.restarter.kind == "systemd" else (x.cgroup_unit or "")
+    raw = p.shown.get(name, {}).get("ActiveEnterTimestampMonotonic", "")
+    return int(raw) / 1e6 if raw.isdigit() and int(raw) > 0 else None
 
 
 def _gpu_evidence(gpus: list[GpuStat],

@@ -59,12 +59,17 @@ def holder_name(f: Finding) -> str:
 
 
 def held_for(holder: Mapping[str, Any]) -> str:
-    """How long memory has been held = how long its holder has run (``ps -o etimes``):
-    ``since boot (18 h)`` when it started with the boot, else ``for 2 h 10 min``."""
+    """How long memory has been held = how long its holder has run (``ps -o etimes``),
+    else since its unit became active (``unit_active_after_boot_s`` and the host's
+    ``uptime_s``): ``since boot (18 h)`` when it started with the boot, else ``for 2 h``."""
+    uptime_s = _num(holder.get("uptime_s"))
     elapsed = _num(holder.get("elapsed_s"))
+    after = _num(holder.get("started_after_boot_s"))
+    unit_after = _num(holder.get("unit_active_after_boot_s"))
+    if elapsed is None and unit_after is not None and uptime_s is not None:
+        elapsed, after = max(uptime_s - unit_after, 0.0), unit_after
     if elapsed is None:
         return ""
-    after = _num(holder.get("started_after_boot_s"))
     if after is not None and after <= BOOT_WINDOW_S:
         return S.DIAG_HELD_SINCE_BOOT.format(duration=fmt.duration(elapsed))
     return S.DIAG_HELD_FOR.format(duration=fmt.duration(elapsed))

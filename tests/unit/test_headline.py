@@ -230,3 +230,12 @@ def test_the_evidence_hash_ignores_how_long_memory_has_been_held() -> None:
         evidence_hash(diag(held(elapsed=4000), actions=(STOP,)))
     assert evidence_hash(diag(held(elapsed=600), actions=(STOP,))) != \
         evidence_hash(diag(held(elapsed=600, n=2), actions=(STOP,)))
+
+
+def test_held_for_falls_back_to_the_units_active_time() -> None:
+    """A PID ps cannot time (another namespace): the unit's ActiveEnterTimestampMonotonic."""
+    assert holding.held_for({"unit_active_after_boot_s": 9.0, "uptime_s": 64_809.0}) == \
+        "since boot (18 h)"
+    assert holding.held_for({"unit_active_after_boot_s": 3600.0, "uptime_s": 4200.0}) == \
+        "for 10 min"
+    assert holding.held_for({"unit_active_after_boot_s": 3600.0}) == ""
