@@ -107,9 +107,17 @@ class Session:
         self._lock = threading.Lock()
         self.results: list[ProbeResult] = []
         self.required_failed: list[str] = []
+        self._started: dict[tuple[str, str], Future[Any]] = {}
 
     def submit(self, probe: Probe[T]) -> Future[tuple[ProbeResult, T]]:
-        return self._executor.submit(self._run, probe)
+        """Start ``probe`` once per session: the GPU view and a playbook that both ask
+        for the same command (name and text) share one channel and one result."""
+        key = (probe.name, probe.command)
+        with self._lock:
+            started = self._started.get(key)
+            if started is None:
+                started = self._started[key] = self._executor.submit(self._run, probe)
+        return started
 
     def submit_many(self, probes: Mapping[str, Probe[Any]]
                     ) -> dict[str, Future[tuple[ProbeResult, Any]]]:

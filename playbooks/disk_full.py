@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.core import fmt
 from bot.core import strings as S
 from bot.domain import validate
 from bot.domain.findings import Severity
 from playbooks import probes
 from playbooks.base import PlaybookOptions, Report, Session
-from playbooks.parsers.common import human
 from playbooks.parsers.disk import DuEntry, Filesystem, OpenFile
 
 NAME = "disk_full"
@@ -88,8 +88,8 @@ def assess_space(space: list[Filesystem], inodes: list[Filesystem], opts: Playbo
     for fs in full_fs:
         pct = fs.used_pct or 0.0
         report.find("disk.full", Severity.CRITICAL if pct >= 98 else Severity.WARNING,
-                    S.DIAG_DISK_FULL.format(mount=fs.mount, pct=pct, used=human(fs.used),
-                                            size=human(fs.size), avail=human(fs.avail)),
+                    S.DIAG_DISK_FULL.format(mount=fs.mount, pct=pct, used=fmt.size(fs.used),
+                                            size=fmt.size(fs.size), avail=fmt.size(fs.avail)),
                     filesystem=vars(fs))
     for fs in inodes:
         pct = fs.used_pct or 0.0
@@ -104,7 +104,7 @@ def assess_space(space: list[Filesystem], inodes: list[Filesystem], opts: Playbo
 def _largest_finding(mount: str, entries: list[DuEntry], timed_out: bool, opts: PlaybookOptions,
                      report: Report) -> None:
     below = [e for e in entries if e.path.rstrip("/") != mount.rstrip("/")][:10]
-    top = ", ".join(f"{e.path} {human(e.size)}" for e in below[:5]) or "nothing readable"
+    top = ", ".join(f"{e.path} {fmt.size(e.size)}" for e in below[:5]) or "nothing readable"
     report.find("disk.largest_dirs", Severity.INFO, S.DIAG_LARGEST_DIRS.format(
         mount=mount, top=top), entries=[vars(e) for e in below])
     if timed_out:
@@ -117,11 +117,12 @@ def _deleted(files: list[OpenFile], report: Report) -> None:
     if not gone:
         return
     total = sum(f.size or 0 for f in gone)
-    top = ", ".join(f"{f.name.removesuffix(' (deleted)')} ({human(f.size)}, PID {f.pid} "
+    top = ", ".join(f"{f.name.removesuffix(' (deleted)')} ({fmt.size(f.size)}, PID {f.pid} "
                     f"{f.command})" for f in gone[:3])
     report.find("disk.deleted_open", Severity.WARNING if total else Severity.INFO,
-                S.DIAG_DELETED_OPEN.format(n=len(gone), s="" if len(gone) == 1 else "s",
-                                           size=human(total), top=top[:400]),
+                S.DIAG_DELETED_HELD.format(n=len(gone), s="" if len(gone) == 1 else "s",
+                                           verb="holds" if len(gone) == 1 else "hold",
+                                           size=fmt.size(total), top=top[:400]),
                 files=[vars(f) for f in gone[:50]])
 
 
@@ -131,8 +132,8 @@ def _shm(entries: list[DuEntry], opts: PlaybookOptions, report: Report) -> None:
     if total < opts.shm_warn_bytes:
         return
     below = [e for e in entries if e is not root][:10]
-    top = ", ".join(f"{e.path} {human(e.size)}" for e in below[:5]) or "files at the top level"
-    report.find("disk.shm", Severity.WARNING, S.DIAG_SHM.format(size=human(total), top=top),
+    top = ", ".join(f"{e.path} {fmt.size(e.size)}" for e in below[:5]) or "files at the top level"
+    report.find("disk.shm", Severity.WARNING, S.DIAG_SHM.format(size=fmt.size(total), top=top),
                 entries=[vars(e) for e in below])
 
 
@@ -147,12 +148,12 @@ def _journal(size: int | None, space: list[Filesystem], opts: PlaybookOptions,
     var_full = any(f.mount in ("/", "/var", "/var/log") for f in full(space, opts))
     if size < opts.journal_warn_bytes and not var_full:
         return
-    report.find("disk.journal", Severity.WARNING, S.DIAG_JOURNAL.format(size=human(size)),
+    report.find("disk.journal", Severity.WARNING, S.DIAG_JOURNAL.format(size=fmt.size(size)),
                 bytes=size)
     limit = _size_bytes(keep)
     if size > limit:
         report.propose("disk.journal_vacuum", {"size": keep}, S.DIAG_JOURNAL_REASON.format(
-            size=keep, frees=human(size - limit)), S.DIAG_JOURNAL_RISK)
+            size=keep, frees=fmt.size(size - limit)), S.DIAG_JOURNAL_RISK)
 
 
 def _size_bytes(text: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.core import fmt
 from bot.ssh.base import Command, SSHRunner, SSHTarget
 from playbooks.commands import QUERY_GPU_COMMAND
 from playbooks.parsers.nvidia import GpuSample, parse_query_gpu
@@ -54,8 +55,8 @@ def _fold(rows: list[GpuSample]) -> GpuStat:
 
 
 def gb(mib: int | None) -> str:
-    """MiB as the GB people quote from nvidia-smi (binary): 77600 MiB -> '75.8 GB'."""
-    return "?" if mib is None else f"{mib / 1024:.1f} GB"
+    """MiB (what nvidia-smi reports) as GiB, like every message: 77600 MiB -> '75.8 GiB'."""
+    return "? GiB" if mib is None else fmt.gib(mib)
 
 
 def probe_gpus(runner: SSHRunner, target: SSHTarget, timeout_s: float = 10.0) -> list[GpuSample]:

@@ -9,18 +9,30 @@ drain and open a ticket): it never proposes stopping a unit for a hardware fault
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from bot.core import strings as S
 from bot.domain.findings import ProbeResult, Severity
+from bot.domain.headline import gpu_label
 from playbooks import probes
-from playbooks.base import Probe, Report, Session
+from playbooks.base import PlaybookOptions, Probe, Report, Session
 from playbooks.commands import FABRIC_MANAGER_COMMAND, KERNEL_LOG_COMMAND, QUERY_XML_COMMAND
 from playbooks.gpu import summarize
 from playbooks.parsers import kernel, nvidia, nvidia_xml, ps, smi_errors
 from playbooks.parsers.smi_errors import SmiError, SmiErrorKind
 from playbooks.text import plural
-from playbooks.verdict import GpuVerdict, GpuView, HealthFacts, counts, decide, grid, worst_step
+from playbooks.verdict import (
+    RANK,
+    GpuVerdict,
+    GpuView,
+    HealthFacts,
+    counts,
+    decide,
+    grid,
+    worst_step,
+)
 
 NAME = "gpu_health"
 DESCRIPTION = "a verdict per GPU from Xid, ECC, NVML errors, processes and the inventory"
@@ -30,17 +42,39 @@ def health_probes() -> dict[str, Probe[Any]]:
     return {"xml": Probe("gpu_xml", QUERY_XML_COMMAND, nvidia_xml.parse_query_xml),
             "kernel": Probe("kernel_log", KERNEL_LOG_COMMAND, kernel.parse_kernel_log),
             "apps": probes.compute_apps(), "devs": probes.gpu_device_users(),
-            "stat": Probe("process_states", "ps -eo pid=,stat=,comm=", ps.parse_states),
-            "units": Probe("process_units", "ps -eo pid=,cgroup=", ps.cgroup_units),
+            "procs": Probe("process_states", f"ps -eo pid=,stat=,comm= && echo {ps.SECTION} && "
+                           "ps -eo pid=,cgroup=", _states_and_units),
             "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip)}
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The health probes in flight: started before a playbook's own, collected after."""
+
+    samples: Future[tuple[ProbeResult, Any]]
+    others: dict[str, Future[tuple[ProbeResult, Any]]]
+    options: PlaybookOptions
+
+
+def start(session: Session) -> Pending:
+    """Submit every health probe (the sampler first: its window is the diagnosis' floor);
+    returns at once, so the caller's own probes run in parallel on the same connection."""
+    samples = session.submit(probes.gpu_samples(session.options))
+    return Pending(samples, session.submit_many(health_probes()), session.options)
 
 
 def gather(session: Session) -> tuple[HealthFacts, dict[str, Any]]:
     """Run every health probe in parallel; the facts and the raw parsed values."""
-    samples = session.submit(probes.gpu_samples(session.options))
-    got = session.parsed(session.submit_many(health_probes()))
-    result, parsed = samples.result()
-    got["smi"] = _smi(result, session.options.window_s + session.options.command_timeout_s)
+    return collect(start(session))
+
+
+def collect(pending: Pending) -> tuple[HealthFacts, dict[str, Any]]:
+    """Wait for the health probes and reduce them to ``HealthFacts``."""
+    got = Session.parsed(pending.others)
+    got["stat"], got["units"] = got.pop("procs")
+    result, parsed = pending.samples.result()
+    opts = pending.options
+    got["smi"] = _smi(result, opts.window_s + opts.command_timeout_s)
     stats = summarize(parsed)
     states: dict[int, tuple[str, str]] = got["stat"]
     holders: dict[str, list[int]] = {}
@@ -50,11 +84,24 @@ def gather(session: Session) -> tuple[HealthFacts, dict[str, Any]]:
             holders.setdefault(app.gpu_uuid, []).append(app.pid)
             if states[app.pid][0].startswith("D"):
                 stuck.setdefault(app.gpu_uuid, []).append(app.pid)
-    opts = session.options
     facts = HealthFacts(stats, got["xml"].gpus, got["kernel"], got["smi"], holders, stuck,
                         _users(got["devs"], states), opts.expected_gpus,
                         opts.held_mib, opts.idle_util_pct, opts.pcie_replay_warn, opts.xid_policy)
     return facts, got
+
+
+def view(pending: Pending, host: str) -> Report:
+    """The GPU view every diagnosis carries: the verdicts and their findings."""
+    report = Report(host)
+    facts, got = collect(pending)
+    assess(facts, decide(facts), got, report)
+    return report
+
+
+def _states_and_units(text: str) -> tuple[dict[int, tuple[str, str]], dict[int, str | None]]:
+    """One ``ps`` round trip for both: states (D = stuck) and the unit of each PID."""
+    head, _, tail = text.partition(f"\n{ps.SECTION}\n")
+    return ps.parse_states(head), ps.cgroup_units(tail)
 
 
 DAEMONS = ("nvidia-persist", "nvidia-fabric", "nv-hostengine", "dcgm")  # hold /dev/nvidia*
@@ -71,11 +118,8 @@ def _smi(result: ProbeResult, timeout_s: float) -> list[SmiError]:
 
 
 def run(session: Session, context: Mapping[str, Any]) -> Report:
-    report = Report(session.target.name)
-    facts, got = gather(session)
-    views = decide(facts)
-    assess(facts, views, got, report)
-    return report
+    """Nothing of its own: ``playbooks.pipeline`` adds the GPU view to every playbook."""
+    return Report(session.target.name)
 
 
 def assess(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
@@ -97,7 +141,9 @@ def assess(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
 def _tool_errors(facts: HealthFacts, report: Report) -> None:
     for e in facts.smi:
         title = S.GPU_TOOL_ERROR.format(quote=e.quote)
-        if e.kind is SmiErrorKind.NVML_MISMATCH:
+        if e.kind is SmiErrorKind.HUNG:
+            title = e.quote  # our words (the tool said nothing): "does not answer (killed …)"
+        elif e.kind is SmiErrorKind.NVML_MISMATCH:
             title = _mismatch_title(e, facts.kernel)
         severity = Severity.WARNING if e.kind is SmiErrorKind.UNREADABLE else Severity.CRITICAL
         report.find("gpu.tool_error", severity, title, kind=e.kind.value, quote=e.quote,
@@ -105,10 +151,15 @@ def _tool_errors(facts: HealthFacts, report: Report) -> None:
 
 
 def _mismatch_title(e: SmiError, k: kernel.KernelReport) -> str:
+    """Both versions where the kernel log and the tool name them; never a "?"."""
     m = k.mismatches[0] if k.mismatches else None
-    driver = m.kernel_version if m else "?"
-    library = (m.client_version if m else None) or e.library_version or "?"
-    return S.GPU_NVML_MISMATCH.format(driver=driver, library=library)
+    driver = m.kernel_version if m else None
+    library = (m.client_version if m else None) or e.library_version
+    if driver and library:
+        return S.GPU_DRIVER_MISMATCH.format(driver=driver, library=library)
+    if library:
+        return S.GPU_DRIVER_MISMATCH_LIBRARY.format(library=library)
+    return S.GPU_DRIVER_MISMATCH_BARE
 
 
 def _summary(views: list[GpuView], report: Report) -> None:
@@ -116,15 +167,17 @@ def _summary(views: list[GpuView], report: Report) -> None:
     worst = {GpuVerdict.BROKEN.value, GpuVerdict.WEDGED.value}
     severity = Severity.CRITICAL if worst & set(c) else (
         Severity.WARNING if GpuVerdict.DEGRADED.value in c else Severity.INFO)
-    summary = ", ".join(f"{n} {verdict}" for verdict, n in sorted(c.items()))
+    worst_first = sorted(c.items(), key=lambda kv: -RANK[GpuVerdict(kv[0])])
+    summary = ", ".join(f"{n} {S.GPU_VERDICT_WORDS.get(v, v)}" for v, n in worst_first)
     table = grid(views)
     report.find("gpu.verdicts", severity, S.GPU_VERDICTS.format(
         n=len(views), s=plural(len(views)), summary=summary),
         gpus=[_evidence(v) for v in views], counts=c, grid=table)
     idle = [v for v in views if v.verdict is GpuVerdict.HELD_IDLE]
     if idle:
-        report.find("gpu.held_idle", Severity.WARNING, S.GPU_HELD_IDLE.format(
-            n=len(idle), s=plural(len(idle))), gpus=[v.index for v in idle])
+        report.find("gpu.held_idle", Severity.WARNING, S.GPU_HELD_IDLE_AGREE.format(
+            n=len(idle), s=plural(len(idle)), verb="holds" if len(idle) == 1 else "hold"),
+            gpus=[v.index for v in idle])
 
 
 def _per_gpu(v: GpuView, report: Report) -> None:
@@ -141,8 +194,8 @@ def _per_gpu(v: GpuView, report: Report) -> None:
 
 
 def _label(v: GpuView) -> str:
-    idx = "?" if v.index is None else str(v.index)
-    return f"{idx} ({v.bus})" if v.bus else idx
+    """``3 (5D:00.0)``, as the headline names it."""
+    return gpu_label({"index": v.index, "bus": v.bus})
 
 
 def _evidence(v: GpuView) -> dict[str, Any]:
@@ -157,7 +210,18 @@ def missing_finding(facts: HealthFacts, views: list[GpuView], report: Report) ->
     if gone and facts.expected:
         report.find("gpu.missing", Severity.CRITICAL, S.GPU_MISSING.format(
             missing=len(gone), expected=facts.expected, seen=len(views) - len(gone)),
-            expected=facts.expected, seen=len(views) - len(gone))
+            expected=facts.expected, seen=len(views) - len(gone),
+            gpus=_named_missing(facts, views))
+
+
+def _named_missing(facts: HealthFacts, views: list[GpuView]) -> list[dict[str, Any]]:
+    """The missing GPUs the kernel log names (adapter init failed on a bus no tool shows),
+    with the index they would have in bus order: "GPU 7 (DB:00.0)"."""
+    seen = [v.bus for v in views if v.bus]
+    failed = [bus for bus, _ in facts.kernel.init_failures if bus and bus not in seen]
+    named = list(dict.fromkeys(failed))
+    order = sorted(seen + named)
+    return [{"index": order.index(bus), "bus": bus} for bus in named]
 
 
 def _app_faults(facts: HealthFacts, units: Mapping[int, str | None], report: Report) -> None:

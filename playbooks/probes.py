@@ -14,7 +14,7 @@ from playbooks.parsers import disk, host, nvidia, ps, systemd
 from playbooks.parsers.common import lines
 
 SHOW_PROPERTIES = ("Id,LoadState,ActiveState,SubState,UnitFileState,Restart,ExecStart,"
-                   "FragmentPath,NRestarts,MainPID,Description")
+                   "FragmentPath,NRestarts,MainPID,Description,ActiveEnterTimestampMonotonic")
 NVIDIA_DEVICES = "/dev/nvidia*"  # expanded by the remote shell
 
 

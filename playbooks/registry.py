@@ -75,7 +75,7 @@ def run_auto(session: Session, context: Mapping[str, Any]) -> Report:
 def gpu_trouble(glance: ProbeResult) -> str:
     """Why nvidia-smi's own answer says the GPUs need gpu_health ("" when it answered)."""
     if glance.timed_out:
-        return "nvidia-smi did not answer in time"
+        return S.GPU_SMI_HUNG.format(secs=round(glance.duration_s, 1))
     errors = parse_smi_errors(glance.stdout + "\n" + glance.stderr)
     if errors:
         return f"nvidia-smi: {errors[0].quote}"[:200]

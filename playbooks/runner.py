@@ -17,10 +17,11 @@ from bot.core.errors import log_internal
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
 from bot.ssh.base import AuthFailed, HostKeyMismatch, SSHError, SSHRunner, SSHTarget
 from playbooks.base import PlaybookOptions, Session
+from playbooks.pipeline import run_with_view
 from playbooks.registry import get
 from playbooks.slurm import drain_first, job_steps
 
-MAX_PARALLEL_PROBES = 12
+MAX_PARALLEL_PROBES = 16  # the GPU view's probes run beside every playbook's own
 
 
 def run_playbook(runner: SSHRunner, target: SSHTarget, name: str, *,
@@ -32,7 +33,7 @@ def run_playbook(runner: SSHRunner, target: SSHTarget, name: str, *,
     with ThreadPoolExecutor(MAX_PARALLEL_PROBES, thread_name_prefix=f"probe-{target.name}") as ex:
         session = Session(runner, target, options or PlaybookOptions(), ex)
         try:
-            report = playbook.run(session, context or {})
+            report = run_with_view(playbook.run, session, context or {})
         except SSHError as exc:
             if metrics := _metrics():
                 metrics.SSH_ERRORS.labels(kind=exc.kind).inc()

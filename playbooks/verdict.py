@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from bot.core.strings import GPU_VERDICT_WORDS
 from bot.domain.xid import DEFAULT_POLICY, STEP_RANK, XidPolicy, XidStep
 from playbooks.gpu import GpuStat
 from playbooks.parsers.kernel import KernelReport, XidEvent
@@ -206,12 +207,13 @@ def counts(views: Iterable[GpuView]) -> dict[str, int]:
 
 def grid(views: list[GpuView]) -> str:
     """The compact per-GPU table shown in chat (monospace)."""
-    head = f"{'GPU':<4}{'bus':<12}{'verdict':<11}{'memory':>10} {'util':>5}  why"
+    head = f"{'GPU':<4}{'bus':<12}{'verdict':<22}{'memory':>10} {'util':>5}  why"
     rows = [head]
     for v in views:
         idx = "?" if v.index is None else str(v.index)
-        mem = "?" if v.memory_used_mib is None else f"{v.memory_used_mib / 1024:.1f} GB"
+        mem = "?" if v.memory_used_mib is None else f"{v.memory_used_mib / 1024:.1f} GiB"
         util = "?" if v.util_pct is None else f"{v.util_pct}%"
         why = printable("; ".join(v.reasons), 90)
-        rows.append(f"{idx:<4}{(v.bus or '-'):<12}{v.verdict.value:<11}{mem:>10} {util:>5}  {why}")
+        word = GPU_VERDICT_WORDS.get(v.verdict.value, v.verdict.value)
+        rows.append(f"{idx:<4}{(v.bus or '-'):<12}{word:<22}{mem:>10} {util:>5}  {why}")
     return "\n".join(rows)

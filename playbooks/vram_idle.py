@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.core import strings as S
-from bot.domain import validate
+from bot.domain import holding, validate
 from bot.domain.findings import Severity
 from playbooks import holders as h
 from playbooks.base import PlaybookOptions, Report, Session
@@ -51,14 +51,17 @@ def assess(p: GpuPicture, opts: PlaybookOptions, report: Report) -> None:
 def _assess_holders(p: GpuPicture, held: list[GpuStat], opts: PlaybookOptions,
                     report: Report) -> None:
     groups: dict[h.Restarter, list[h.Holder]] = {}
-    for holder in p.holders:
+    for holder in sorted(p.holders, key=_held_by, reverse=True):
         groups.setdefault(holder.restarter, []).append(holder)
+    # the biggest holder first: the first proposal frees the memory the headline names
+    groups = dict(sorted(groups.items(), key=lambda kv: -sum(map(_held_by, kv[1]))))
     if not groups:
         idle = [s for s in held if s.idle(opts.idle_util_pct)]
         if idle:
-            report.find("gpu.idle_vram_held", Severity.CRITICAL, S.DIAG_IDLE_HELD_UNKNOWN.format(
-                n=len(idle), s=_s(len(idle)), mem=_mem(idle), util=_util(idle),
-                window=_window(opts)), gpus=_gpu_evidence(idle))
+            report.find("gpu.idle_vram_held", Severity.CRITICAL, S.DIAG_IDLE_HELD_UNNAMED.format(
+                n=len(idle), s=_s(len(idle)), verb=_holds(len(idle)), mem=_mem(idle),
+                util=_util(idle)),
+                gpus=_gpu_evidence(idle))
         return
     for restarter, members in groups.items():
         gpus = _gpus_of(members, held)
@@ -71,10 +74,20 @@ def _assess_holders(p: GpuPicture, held: list[GpuStat], opts: PlaybookOptions,
         _idle_group(p, restarter, members, gpus, opts, report)
 
 
+def _holds(n: int) -> str:
+    return "holds" if n == 1 else "hold"
+
+
+def _held_by(x: h.Holder) -> int:
+    return x.used_mib or 0
+
+
 def _idle_group(p: GpuPicture, restarter: h.Restarter, members: list[h.Holder],
                 gpus: list[GpuStat], opts: PlaybookOptions, report: Report) -> None:
-    title = S.DIAG_IDLE_HELD.format(
-        n=len(gpus), s=_s(len(gpus)), mem=_mem(gpus), util=_util(gpus), window=_window(opts),
+    held = holding.held_for(_holder_evidence(members[0], p)) or S.DIAG_HELD_FOR_UNKNOWN
+    title = S.DIAG_IDLE_HELD_FOR.format(
+        n=len(gpus), s=_s(len(gpus)), verb=_holds(len(gpus)), mem=_mem(gpus), util=_util(gpus),
+        held=held,
         who=_who(members), started=_started(members[0], p, opts), restarter=restarter.describe())
     report.find("gpu.idle_vram_held", Severity.CRITICAL, title,
                 gpus=_gpu_evidence(gpus, members),
@@ -189,7 +202,18 @@ def _gpus_of(members: list[h.Holder], held: list[GpuStat]) -> list[GpuStat]:
 def _holder_evidence(x: h.Holder, p: GpuPicture) -> dict[str, Any]:
     return {"pid": x.pid, "args": x.args[:1000], "user": x.user, "found_by": x.found_by,
             "used_mib": x.used_mib, "elapsed_s": x.elapsed_s, "unit": x.cgroup_unit,
-            "started_after_boot_s": started_after_boot(x, p.clock), "kind": x.kind}
+            "started_after_boot_s": started_after_boot(x, p.clock), "kind": x.kind,
+            "unit_active_after_boot_s": _unit_start(x, p),
+            "uptime_s": p.clock[0] - p.clock[1] if p.clock else None}
+
+
+def _unit_start(x: h.Holder, p: GpuPicture) -> float | None:
+    """When the holder's unit became active, in seconds after boot (its
+    ``ActiveEnterTimestampMonotonic``): how long memory has been held where ``ps`` cannot
+    say (a PID from another namespace)."""
+    name = x.restarter.name if x.restarter.kind == "systemd" else (x.cgroup_unit or "")
+    raw = p.shown.get(name, {}).get("ActiveEnterTimestampMonotonic", "")
+    return int(raw) / 1e6 if raw.isdigit() and int(raw) > 0 else None
 
 
 def _gpu_evidence(gpus: list[GpuStat],
@@ -217,10 +241,11 @@ def _started(x: h.Holder, p: GpuPicture, opts: PlaybookOptions) -> str:
 
 
 def _mem(gpus: list[GpuStat]) -> str:
-    values = sorted({g.memory_used_mib or 0 for g in gpus})
-    if len(values) == 1:
-        return f"{gb(values[0])}" + (" each" if len(gpus) > 1 else "")
-    return f"{gb(values[0])}–{gb(values[-1])}"
+    values = sorted(g.memory_used_mib or 0 for g in gpus)
+    low, high = gb(values[0]), gb(values[-1])
+    if low == high:  # equal as shown: never "75.8 GiB–75.8 GiB"
+        return low + (" each" if len(gpus) > 1 else "")
+    return f"{low.removesuffix(' GiB')}–{high}"
 
 
 def _util(gpus: list[GpuStat]) -> str:
@@ -229,7 +254,3 @@ def _util(gpus: list[GpuStat]) -> str:
         return "unknown utilization"
     lo, hi = min(values), max(values)
     return f"{hi}%" if lo == hi else f"{lo}–{hi}%"
-
-
-def _window(opts: PlaybookOptions) -> str:
-    return f"{opts.window_s:.1f} s ({opts.samples} samples)"

@@ -104,6 +104,9 @@ def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float,
     pings: with blocks, ``text`` is only the notification fallback)."""
     mention = summary.oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
     text = f"{mention}*{summary.headline(incident, diagnosis, now)}*"
+    context = summary.context_line(diagnosis)
+    if context:  # the crash or reboot: context for the headline, never the headline
+        text += "\n" + context
     hosts = tuple(getattr(incident, "hosts", ()) or ())
     if len(hosts) > 1:  # a group parent: a rack reboot is one message listing its hosts
         shown = ", ".join(escape(h) for h in hosts[:MAX_GROUP_HOSTS])
@@ -117,9 +120,7 @@ def _also_found(state: str, diagnosis: Diagnosis) -> list[Section]:
     the failed and nothing-to-do states already list every finding)."""
     if state in ("diagnosis_failed", "no_action"):
         return []
-    first = summary.primary_finding(diagnosis)
-    others = [summary.plain_title(f) for f in diagnosis.findings
-              if f is not first and _val(f.severity) != "info"]
+    others = summary.also_found(diagnosis)
     if not others:
         return []
     return [Section(strings.MSG_ALSO_FOUND.format(titles=clip("; ".join(others), 300)))]
@@ -128,9 +129,10 @@ def _also_found(state: str, diagnosis: Diagnosis) -> list[Section]:
 def thread_evidence(diagnosis: Diagnosis) -> tuple[Section, ...]:
     """The thread's evidence, posted once: the per-GPU table, any GPU health grid, and
     the disk cleanup's preview."""
-    tables = (summary.evidence_table(diagnosis), cleanup_view.table(diagnosis))
+    per_gpu = summary.evidence_table(diagnosis)
+    tables = (per_gpu, cleanup_view.table(diagnosis))
     sections = [t for t in tables if t is not None]
-    for f in diagnosis.findings:
+    for f in diagnosis.findings if per_gpu is None else ():  # one per-GPU table, not two
         grid = f.evidence.get("grid")
         if isinstance(grid, str) and grid:
             sections.append(Section(text=f"*{summary.plain_title(f)}*", code=code_safe(grid)))
@@ -243,8 +245,7 @@ def _context(plans: Sequence[ActionPlan], approvals: Mapping[str, Approval]) -> 
 def evidence_hash(diagnosis: Diagnosis) -> str:
     """sha256 of what the approver sees: the headline's facts, each proposed action's
     sentence and the thread's evidence table (no clock in it, so it is stable)."""
-    facts = IncidentHeader("", diagnosis.host, diagnosis.playbook, "", "")
-    parts = [summary.headline(facts, diagnosis, 0.0)]
+    parts = [diagnosis.host, summary.headline_of(diagnosis).stable_text]  # no clock in it
     parts += [summary.action_sentence(a, diagnosis) for a in diagnosis.actions]
     for section in thread_evidence(diagnosis):
         parts += [section.text, section.code or ""]

@@ -16,12 +16,12 @@ from bot.chat import cleanup_view
 from bot.chat.base import Section
 from bot.chat.text import clip, code_safe, escape
 from bot.core import fmt, strings
+from bot.domain import headline as hl
+from bot.domain import holding
 from bot.domain.findings import Diagnosis, Finding, ProposedAction
 from bot.domain.validate import USERGROUP_RE
 
-BOOT_WINDOW_S = 300.0  # a holder started this soon after boot was "auto-started at boot"
 GB_RE = re.compile(r"(\d) GB\b")  # playbook text says GB for binary gigabytes
-SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 STATE_ICON = {
     "open": ":new:", "diagnosing": ":mag:", "diagnosis_failed": ":warning:",
     "no_action": ":white_circle:", "awaiting_approval": ":raising_hand:",
@@ -54,10 +54,13 @@ def _val(value: Any) -> str:
 
 
 def primary_finding(diagnosis: Diagnosis) -> Finding | None:
-    """The finding the headline is about: the most severe, first on ties."""
-    if not diagnosis.findings:
-        return None
-    return min(diagnosis.findings, key=lambda f: SEVERITY_RANK.get(_val(f.severity), 3))
+    """The finding the headline is about (``bot.domain.headline``'s rule)."""
+    index = headline_of(diagnosis).finding
+    return None if index is None else diagnosis.findings[index]
+
+
+def headline_of(diagnosis: Diagnosis) -> hl.Headline:
+    return hl.choose(diagnosis)
 
 
 def _gpus(finding: Finding | None) -> list[Mapping[str, Any]]:
@@ -70,76 +73,70 @@ def _number(value: Any) -> float | None:
     return float(value) if ok else None
 
 
-def gpu_amount(gpus: Sequence[Mapping[str, Any]]) -> str:
-    """``8 GPUs × 75.8 GiB`` when all hold the same, else ``3 GPUs, 70.1–75.8 GiB``."""
-    n = len(gpus)
-    label = f"{n} GPU{'' if n == 1 else 's'}"
-    used = sorted({fmt.gib(_number(g.get("memory_used_mib"))) for g in gpus})
-    if len(used) == 1:
-        return f"{label} × {used[0]}"
-    mibs = [m for m in (_number(g.get("memory_used_mib")) for g in gpus) if m is not None]
-    low, high = (fmt.gib(min(mibs)), fmt.gib(max(mibs))) if mibs else ("?", "?")
-    return f"{label}, {low.removesuffix(' GiB')}–{high}"
+gpu_amount = holding.gpu_amount
+holder_name = holding.holder_name
 
 
 def total_held(gpus: Sequence[Mapping[str, Any]]) -> str:
     return fmt.gib(sum(_number(g.get("memory_used_mib")) or 0.0 for g in gpus))
 
 
-def _util(gpus: Sequence[Mapping[str, Any]]) -> str:
-    values = [_number(g.get("utilization_pct", g.get("max_util_pct"))) for g in gpus]
-    known = [v for v in values if v is not None]
-    if not known:
-        return "unknown utilisation"
-    lo, hi = min(known), max(known)
-    return f"{hi:.0f}%" if lo == hi else f"{lo:.0f}–{hi:.0f}%"
-
-
-def holder_name(finding: Finding) -> str:
-    """Who holds the GPUs, as people name it: the unit that restarts it, else the PID."""
-    restarter = finding.evidence.get("restarter")
-    if isinstance(restarter, Mapping) and restarter.get("name"):
-        return str(restarter["name"])
-    holders = finding.evidence.get("holders")
-    if isinstance(holders, list) and holders and isinstance(holders[0], Mapping):
-        first = holders[0]
-        if first.get("unit"):
-            return str(first["unit"])
-        return f"PID {first.get('pid', '?')} ({first.get('kind') or 'process'})"
-    return "an unknown process"
-
-
-def started_clause(finding: Finding) -> str:
-    holders = finding.evidence.get("holders")
-    if not (isinstance(holders, list) and holders and isinstance(holders[0], Mapping)):
-        return ""
-    after = _number(holders[0].get("started_after_boot_s"))
-    if after is None:
-        return ""
-    if after <= BOOT_WINDOW_S:
-        return strings.MSG_STARTED_AT_BOOT
-    return strings.MSG_STARTED_AFTER_BOOT.format(after=fmt.duration(after))
-
-
 def headline(incident: IncidentLike, diagnosis: Diagnosis, now: float) -> str:
-    """What, where, the impact: ``gpu-01: 8 GPUs × 75.8 GiB held at 0% for 4 min by …``."""
-    finding = primary_finding(diagnosis)
-    host = escape(incident.host)
-    gpus = _gpus(finding)
-    if finding is None:
-        return strings.MSG_HEADLINE_GENERIC.format(host=host, title=strings.FLOW_NO_FINDINGS)
-    if finding.code != "gpu.idle_vram_held" or not gpus:
-        return strings.MSG_HEADLINE_GENERIC.format(host=host, title=plain_title(finding))
-    since = incident.first_seen
-    idle_for = strings.MSG_IDLE_FOR.format(duration=fmt.age(now, since)) if since > 0 else ""
-    return strings.MSG_HEADLINE_IDLE.format(
-        host=host, gpus=gpu_amount(gpus), util=_util(gpus), idle_for=idle_for,
-        who=escape(holder_name(finding)), started=started_clause(finding))
+    """What blocks recovery, where: ``gpu-01: GPU 2 (3A:00.0) fell off the bus (Xid 79)``.
+    Durations in it are the holder's own (how long it has run), never the incident's age:
+    that is on the state line, labelled as the incident's."""
+    title = _chat(headline_of(diagnosis).text) if diagnosis.findings else \
+        strings.FLOW_NO_FINDINGS
+    return strings.MSG_HEADLINE_GENERIC.format(host=escape(incident.host), title=title)
+
+
+def context_line(diagnosis: Diagnosis) -> str:
+    """The line under the headline: the crash or reboot that came before (or "")."""
+    return _chat(headline_of(diagnosis).context)
+
+
+def _chat(text: str) -> str:
+    return escape(clip(GB_RE.sub(r"\1 GiB", text.splitlines()[0] if text else ""), 200))
+
+
+PER_GPU = {"gpu.broken": "are broken", "gpu.wedged": "are wedged", "gpu.degraded": "are degraded"}
+
+
+def also_found(diagnosis: Diagnosis) -> list[str]:
+    """The warnings the headline does not say, once each: per-GPU findings with the same
+    reasons become one line ("GPUs 0, 1, 2 are wedged: process 1312 in D state"), and the
+    verdict count is left out when it only restates a GPU headline ("8 GPUs: 8 wedged")."""
+    said = set(headline_of(diagnosis).covers)
+    gpu_headline = any(diagnosis.findings[i].code.startswith("gpu.") for i in said)
+    groups: dict[tuple[str, str], list[Finding]] = {}  # in first-seen order
+    order: list[tuple[str, str]] = []
+    for i, f in enumerate(diagnosis.findings):
+        if i in said or f.code == "boot.previous" or _val(f.severity) == "info":
+            continue
+        gpu = f.evidence.get("gpu")
+        if f.code in PER_GPU and isinstance(gpu, Mapping):
+            key = (f.code, "; ".join(map(str, gpu.get("reasons") or [])))
+        elif f.code == "gpu.verdicts" and gpu_headline and len(f.evidence.get("counts") or {}) == 1:
+            continue
+        else:
+            key = ("", plain_title(f))
+        if key not in groups:
+            order.append(key)
+        groups.setdefault(key, []).append(f)
+    return list(dict.fromkeys(_grouped(k[0], k[1], groups[k]) for k in order))
+
+
+def _grouped(code: str, why: str, findings: list[Finding]) -> str:
+    if not code or len(findings) == 1:
+        return plain_title(findings[0])
+    indexes = [g.get("index") for f in findings if isinstance(g := f.evidence.get("gpu"), Mapping)]
+    shown = ", ".join("?" if i is None else str(i) for i in indexes)
+    return _chat(strings.MSG_GPUS_GROUPED.format(indexes=shown, verdict=PER_GPU[code], why=why))
 
 
 def plain_title(finding: Finding) -> str:
     """A finding's title in chat units (GiB), escaped and kept to one readable line."""
-    return escape(clip(GB_RE.sub(r"\1 GiB", finding.title.splitlines()[0]), 200))
+    return _chat(finding.title)
 
 
 def state_line(incident: IncidentLike, now: float) -> str:
@@ -181,16 +178,37 @@ def _generic(action: ProposedAction, p: Mapping[str, str]) -> str:
 
 
 def action_sentence(action: ProposedAction, diagnosis: Diagnosis) -> str:
-    """``*Proposed:* stop X and keep it from starting at boot (frees 606.2 GiB). *Risk:* …``."""
+    """``*Proposed:* stop X and keep it from starting at boot (frees 606.2 GiB). *Risk:* …``;
+    the gain is what this action's own target holds, never every GPU's memory."""
     phrase = action_phrase(action, diagnosis)
-    finding = primary_finding(diagnosis)
-    gpus = _gpus(finding)
-    if gpus and action.kind in ("systemd.stop_disable", "systemd.mask", "process.terminate"):
-        phrase += f" ({strings.MSG_FREES.format(mem=total_held(gpus))})"
+    gain = action_gain(action, diagnosis)
+    if gain:
+        phrase += f" ({strings.MSG_FREES.format(mem=gain)})"
     if action.risk:
         risk = escape(action.risk).rstrip(".")
         return strings.MSG_ACTION.format(sentence=_capital(phrase), risk=risk)
     return strings.MSG_ACTION_NO_RISK.format(sentence=_capital(phrase))
+
+
+def action_gain(action: ProposedAction, diagnosis: Diagnosis) -> str:
+    """GPU memory ``action`` frees: the PID's own for a kill, the unit's GPUs for a stop
+    ("" when the evidence cannot say: better no figure than a wrong one)."""
+    if action.kind not in ("systemd.stop_disable", "systemd.mask", "process.terminate"):
+        return ""
+    hit = hl.fixed_by(action, list(enumerate(diagnosis.findings)))
+    if hit is None:
+        return ""
+    finding = hit[1]
+    if action.kind == "process.terminate":
+        holders = finding.evidence.get("holders") or []
+        mine = [h for h in holders if isinstance(h, Mapping)
+                and str(h.get("pid")) == action.params.get("pid")]
+        used = _number(mine[0].get("used_mib")) if mine else None
+        if used is not None:
+            return fmt.gib(used)
+        if len(holders) != 1:
+            return ""
+    return total_held(_gpus(finding))
 
 
 def _capital(text: str) -> str:
@@ -208,13 +226,8 @@ def notification_text(incident: IncidentLike, diagnosis: Diagnosis,
                       oncall: str | None = None) -> str:
     """What a phone shows: host, cause and the ask; critical incidents @mention on-call."""
     mention = oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
-    finding = primary_finding(diagnosis)
-    gpus = _gpus(finding)
-    if finding is not None and finding.code == "gpu.idle_vram_held" and gpus:
-        cause = strings.MSG_CAUSE_IDLE.format(
-            who=escape(holder_name(finding)), gpus=gpu_amount(gpus), util=_util(gpus))
-    else:
-        cause = plain_title(finding) if finding else strings.FLOW_NO_FINDINGS
+    cause = _chat(headline_of(diagnosis).text) if diagnosis.findings else \
+        strings.FLOW_NO_FINDINGS
     state = _val(incident.state)
     if diagnosis.actions and state == "awaiting_approval":
         first = action_phrase(diagnosis.actions[0], diagnosis)

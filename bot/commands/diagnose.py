@@ -54,15 +54,19 @@ def run_diagnose(target_spec: str, playbook: str, *, as_json: bool, config: str 
 
 def render(d: Diagnosis, console: Console) -> None:
     """The readable form: a header line, findings, proposed actions, probes."""
+    from bot.domain.headline import choose
+
     console.print(f"[bold]{d.host}[/] · {d.playbook} · {d.status.value} · {d.duration_s:.2f} s")
+    headline = choose(d)  # the same rule and words as the Slack message
+    console.print(f"[bold]{_plain(headline.text)}[/]")
+    if headline.context:
+        console.print(_plain(headline.context))
     findings = _table("Findings", "severity", "code", "finding")
     for f in d.findings:
         style = _SEVERITY_STYLE.get(f.severity.value, "")
         findings.add_row(f"[{style}]{f.severity.value}[/]", f.code, _plain(f.title))
     console.print(findings)
-    for f in d.findings:  # gpu_health's per-GPU grid, as plain text
-        if isinstance(f.evidence.get("grid"), str):
-            console.print(f.evidence["grid"], markup=False, highlight=False)
+    _per_gpu(d, console)
     if d.actions:
         actions = _table("Proposed actions", "id", "action", "params", "why")
         for a in d.actions:
@@ -74,6 +78,20 @@ def render(d: Diagnosis, console: Console) -> None:
         note = "timed out" if p.timed_out else (p.error or ("truncated" if p.truncated else ""))
         probes.add_row(p.name, str(p.exit_status), f"{p.duration_s:.2f}", _plain(note))
     console.print(probes)
+
+
+def _per_gpu(d: Diagnosis, console: Console) -> None:
+    """The per-GPU tables, as plain text: the holders' (memory, utilisation, PID, unit)
+    and the verdict grid, as the Slack thread shows them."""
+    from bot.chat.summary import evidence_table
+
+    table = evidence_table(d)
+    if table is not None:
+        console.print(table.text, markup=False, highlight=False)
+        console.print(table.code or "", markup=False, highlight=False)
+    for f in d.findings:
+        if isinstance(f.evidence.get("grid"), str):
+            console.print(f.evidence["grid"], markup=False, highlight=False)
 
 
 def _table(title: str, *columns: str) -> Table:

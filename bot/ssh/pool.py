@@ -174,7 +174,9 @@ class ParamikoPool:
         start = time.monotonic()
         wait_until = start + command.timeout_s
         if not conn.slots.acquire(timeout=command.timeout_s):
-            return _failed(command, start, "no free SSH session slot before the deadline")
+            # its deadline passed while it queued: a timeout, as if it had run that long
+            return _failed(command, start, "no free SSH session slot before the deadline",
+                           timed_out=True)
         try:
             chan = self._open_channel(conn, wait_until)
             if chan is None:
@@ -202,6 +204,7 @@ class ParamikoPool:
                 time.sleep(CHANNEL_RETRY_S)
 
 
-def _failed(command: Command, start: float, reason: str) -> ProbeResult:
+def _failed(command: Command, start: float, reason: str, *, timed_out: bool = False
+            ) -> ProbeResult:
     return ProbeResult(name=command.name, command=command.argv_text, exit_status=None,
-                       duration_s=time.monotonic() - start, error=reason)
+                       duration_s=time.monotonic() - start, error=reason, timed_out=timed_out)

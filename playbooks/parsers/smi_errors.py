@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from bot.core.strings import GPU_SMI_HUNG
 from playbooks.parsers.common import lines
 from playbooks.parsers.kernel import bus_key
 
@@ -81,7 +82,7 @@ def smi_problems(stdout: str, stderr: str, exit_status: int | None, timed_out: b
     """Everything wrong with one ``nvidia-smi`` run: known errors, a hang, an unknown
     failure (quoting its first line) and lines that are not GPU rows."""
     if timed_out:
-        return [SmiError(SmiErrorKind.HUNG, f"nvidia-smi gave no answer within {timeout_s:g} s")]
+        return [SmiError(SmiErrorKind.HUNG, GPU_SMI_HUNG.format(secs=round(timeout_s, 1)))]
     known = parse_smi_errors(stdout + "\n" + stderr)
     quoted = {e.quote.split(" (NVML")[0] for e in known}
     rest = [u for u in unread if u not in quoted and not _LIBRARY.search(u)]

@@ -78,8 +78,11 @@ def test_inventory_name_from_config_and_table(seed: SimHost, tmp_path: Path,
                           "--config", str(config))
     assert code == 0, err
     assert out.startswith("gpu-01 · vm_restart · ok")
+    head, context = out.splitlines()[1:3]  # the Slack message's headline, then the reboot
+    assert head.startswith("vllm-kimi-k25-int4.service, auto-started at boot, holds 8 GPUs")
+    assert context.startswith("Booted 23 min ago; previous boot ended without a clean")
     assert "vllm-kimi-k25-int4.service" in out and "expected mount /scratch is missing" in out
-    assert "systemd.stop_disable" in out and "0.2 s (2 samples)" in out  # from extra.diagnostics
+    assert "systemd.stop_disable" in out and "highest of 2 samples" in out  # extra.diagnostics
 
 
 def _closed_port() -> int:

@@ -89,7 +89,7 @@ def test_seed_first_message_reads_in_five_seconds(seed_diagnosis: Diagnosis) -> 
     lines = visible_lines(payload)
     assert len(lines) <= 12, lines
     head = lines[0]
-    for fact in ("gpu-01", "8 GPUs × 75.8 GiB", "at 0%", "for 4 min", UNIT,
+    for fact in ("gpu-01", "8 GPUs × 75.8 GiB", "at 0%", "since boot (", UNIT,
                  "auto-started at boot"):
         assert fact in head, (fact, head)
     shown = "\n".join(lines) + "\n" + payload["text"]
@@ -118,7 +118,7 @@ def test_evidence_table_and_terminal_say_the_same_words(seed_diagnosis: Diagnosi
     text = terminal_text(message, ChatMessage(text=table.text, sections=(table,)))
     assert not EMOJI_CODE.search(text), EMOJI_CODE.search(text)
     flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())  # panel borders split lines
-    for words in ("8 GPUs × 75.8 GiB held at 0% for 4 min by", "auto-started at boot",
+    for words in ("auto-started at boot, holds 8 GPUs × 75.8 GiB at 0% since boot (",
                   "Awaiting approval · incident INC-1", "@S0ONCALL gpu-01:"):
         assert words in flat, words
 

@@ -123,7 +123,7 @@ def make_rig(
 def test_message_prints_with_commands_and_literal_host_text(redis: Redis) -> None:
     backend, out, _, _, approval = make_rig(redis)
     text = out.getvalue()
-    assert "gpu-01: 2 GPUs × 75.8 GiB held at 0% for 5 min" in text
+    assert "gpu-01: 2 GPUs × 75.8 GiB held at 0%" in text  # no incident age in the headline
     assert "? Awaiting approval · incident 42 · opened 5 min ago" in text
     assert "Proposed: Stop vllm.service and keep it from starting at boot" in text
     assert '[1] approve 1  |  deny 1 "reason"  (runs commands on the host)' in text

@@ -78,7 +78,7 @@ def test_summarize_folds_samples() -> None:
     ]
     assert stats[0].held(1024) and not stats[1].held(1024)
     assert stats[0].idle(5) and not stats[1].idle(5)
-    assert gb(77600) == "75.8 GB"
+    assert gb(77600) == "75.8 GiB"  # binary, as every message says it
 
 
 def test_compute_apps_with_header_units_and_commas() -> None:

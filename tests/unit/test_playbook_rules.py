@@ -85,7 +85,7 @@ def test_enabled_unit_gets_stop_disable_then_mask() -> None:
         ("systemd.mask", {"unit": UNIT}),
     ]
     title = report.findings[0].title
-    assert title.startswith("8 GPUs hold 75.8 GB each at 0%")
+    assert title.startswith("8 GPUs hold 75.8 GiB each at 0%")
     assert "PID 440 (vLLM, --gpu-memory-utilization 0.95) started at boot (+9 s)" in title
     assert f"by {UNIT} (enabled, Restart=always)" in title
     assert report.findings[0].severity is Severity.CRITICAL
@@ -276,3 +276,23 @@ def test_vm_restart_mounts_and_jobs() -> None:
         ("mount.read_only", "expected mount /scratch/ is mounted read-only"),
         ("extract.interrupted", "interrupted extraction job on this host (1): kimi-k25"),
     ]
+
+
+def test_the_first_kill_is_the_biggest_holder_and_each_gain_is_its_own() -> None:
+    """Issue 29: never "End PID 3391 (frees 608.3 GiB)" for a process holding 2 GiB."""
+    from bot.chat.summary import action_sentence
+    from bot.domain.findings import Diagnosis, DiagnosisStatus
+    from bot.domain.headline import choose
+
+    none = Restarter("none")
+    small = holder(none, pid=3391, gpu_uuids=("GPU-0",), used_mib=2048, cgroup_unit=None)
+    big = holder(none, pid=440, used_mib=8 * 77600, cgroup_unit=None)
+    report = run(picture([small, big]))
+    kills = [a for a in report.actions if a.kind == "process.terminate"]
+    assert [a.params["pid"] for a in kills] == ["440", "3391"]
+    d = Diagnosis("gpu-01", "vram_idle", DiagnosisStatus.OK, 1.0, tuple(report.findings),
+                  tuple(report.actions))
+    assert "(frees 606.2 GiB)" in action_sentence(kills[0], d)
+    assert "(frees 2.0 GiB)" in action_sentence(kills[1], d)
+    assert choose(d).text == ("PID 440 (vLLM), started at boot, holds 8 GPUs × 75.8 GiB at 0% "
+                              "since boot (22 min)")

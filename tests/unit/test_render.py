@@ -87,8 +87,8 @@ def render(*args: object, **kw: object) -> ChatMessage:
 def test_awaiting_approval_message() -> None:
     msg = render(INCIDENT, DIAG, [PLAN])
     head, state, action = msg.sections
-    assert head.text == ("*gpu-01: 8 GPUs × 75.8 GiB held at 0% for 4 min by "
-                         "vllm-kimi-k25-int4.service, auto-started at boot*")
+    assert head.text == ("*gpu-01: vllm-kimi-k25-int4.service, auto-started at boot, holds "
+                         "8 GPUs × 75.8 GiB at 0%*")  # never the incident's age (4 min)
     assert state.text == ":raising_hand: Awaiting approval · incident 42 · opened 4 min ago"
     assert action.text.startswith("*Proposed:* Stop vllm-kimi-k25-int4.service and keep it")
     assert "(frees 606.4 GiB)" in action.text and "*Risk:* the inference server goes down" in (
@@ -100,7 +100,8 @@ def test_awaiting_approval_message() -> None:
     assert (deny.action_id, deny.value, deny.style) == ("deny", "apprid123", ButtonStyle.DEFAULT)
     assert approve.confirm is not None and all(c in approve.confirm for c in COMMANDS)
     assert msg.incident_id == "42" and msg.context == ()
-    assert msg.text.startswith("gpu-01: vllm-kimi-k25-int4.service holds 8 GPUs")
+    assert msg.text.startswith("gpu-01: vllm-kimi-k25-int4.service, auto-started at boot, "
+                               "holds 8 GPUs")
     assert "Approve or deny" in msg.text
     assert [b["type"] for b in bk.to_blocks(msg)][:4] == ["section", "section", "section",
                                                           "actions"]

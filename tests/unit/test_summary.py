@@ -31,7 +31,8 @@ def incident(state: IncidentState = IncidentState.AWAITING_APPROVAL,
 
 
 def idle_finding(used: list[int], after_boot: float = 7200.0) -> Finding:
-    holders = [{"pid": 77, "kind": "SGLang", "unit": None, "started_after_boot_s": after_boot}]
+    holders = [{"pid": 77, "kind": "SGLang", "unit": None, "started_after_boot_s": after_boot,
+                "elapsed_s": 9000, "used_mib": 195_200}]
     return Finding("gpu.idle_vram_held", Severity.CRITICAL, "x", evidence={
         "gpus": gpus(used), "holders": holders})
 
@@ -42,9 +43,9 @@ TERMINATE = ProposedAction("t1", "process.terminate", {"pid": "77"}, "r", "SIGTE
 def test_uneven_memory_a_bare_process_started_later() -> None:
     d = Diagnosis("gpu-07", "vram_idle", DiagnosisStatus.OK, 1.0,
                   (idle_finding([40_000, 77_600, 77_600]),), (TERMINATE,))
+    # how long PID 77 has run (2 h 30 min), not the incident's age (3 h 10 min)
     assert headline(incident(), d, NOW) == (
-        "gpu-07: 3 GPUs, 39.1–75.8 GiB held at 0% for 3 h 10 min by PID 77 (SGLang), "
-        "started 2 h after boot")
+        "gpu-07: PID 77 (SGLang) holds 3 GPUs, 39.1–75.8 GiB at 0% for 2 h 30 min")
     assert action_sentence(TERMINATE, d) == (
         "*Proposed:* End PID 77 (frees 190.6 GiB). *Risk:* SIGTERM, then SIGKILL.")
     table = evidence_table(d)
@@ -64,7 +65,8 @@ def test_notification_mentions_oncall_only_when_critical() -> None:
     d = Diagnosis("gpu-07", "vram_idle", DiagnosisStatus.OK, 1.0, (idle_finding([77_600]),),
                   (TERMINATE,))
     crit = notification_text(incident(), d, oncall="S0ONCALL")
-    assert crit == ("<!subteam^S0ONCALL> gpu-07: PID 77 (SGLang) holds 1 GPU × 75.8 GiB at 0%. "
+    assert crit == ("<!subteam^S0ONCALL> gpu-07: PID 77 (SGLang) holds 1 GPU × 75.8 GiB at 0% "
+                    "for 2 h 30 min. "
                     "Approve or deny: end PID 77?")
     warn = notification_text(incident(severity=Severity.WARNING), d, oncall="S0ONCALL")
     assert warn.startswith("gpu-07: PID 77")
@@ -88,3 +90,23 @@ def test_no_findings_and_unknown_action_kinds_still_read_as_words() -> None:
     assert texts[0] == "*gpu-07: no findings*"
     assert texts[2] == "*Proposed:* Run host.reboot on host gpu-07."
     assert [b.label for b in msg.sections[2].buttons] == ["Approve", "Deny"]
+
+
+def test_also_found_groups_per_gpu_findings_and_skips_what_the_headline_says() -> None:
+    from bot.chat.summary import also_found
+
+    def wedged(i: int) -> Finding:
+        return Finding("gpu.wedged", Severity.CRITICAL, f"GPU {i} is wedged: D", evidence={
+            "gpu": {"index": i, "reasons": ["process 1312 in D state (uninterruptible)"]}})
+
+    full = Finding("disk.full", Severity.CRITICAL, "/ is 100% full",
+                   evidence={"filesystem": {"mount": "/", "used_pct": 100.0}})
+    verdicts = Finding("gpu.verdicts", Severity.CRITICAL, "8 GPUs: 8 wedged",
+                       evidence={"counts": {"wedged": 8}})
+    d = Diagnosis("gpu-07", "vm_restart", DiagnosisStatus.OK, 1.0,
+                  (full, verdicts, wedged(0), wedged(1)))
+    assert also_found(d) == ["8 GPUs: 8 wedged", "GPUs 0, 1 are wedged: process 1312 in D state "
+                             "(uninterruptible)"]
+    gpu_first = Diagnosis("gpu-07", "vm_restart", DiagnosisStatus.OK, 1.0,
+                          (verdicts, wedged(0), wedged(1)))
+    assert also_found(gpu_first) == []  # the headline says them all

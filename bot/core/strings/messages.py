@@ -162,3 +162,6 @@ FLOW_DIAGNOSIS_ERROR = "the bot hit an internal error while diagnosing (error id
 
 # --- re-driving interrupted work (issue 24) ---------------------------------------------
 FLOW_DIAGNOSIS_INTERRUPTED = "diagnosis interrupted {n} times (the bot or Redis stopped while it ran)"
+
+# --- headlines and "also found" (issue 29) ------------------------------------------
+MSG_GPUS_GROUPED = "GPUs {indexes} {verdict}: {why}"

@@ -93,7 +93,8 @@ def _read_verb(ctx: SimCall, verb: str, args: list[str], opts: dict[str, Any]) -
         return 0
     names = [engine.normalize_unit(a) for a in args]
     if verb == "show":
-        blocks = [fmt.show(fmt.properties(state["units"].get(n), n), opts["property"],
+        boot = float(state["boot"]["time"])
+        blocks = [fmt.show(fmt.properties(state["units"].get(n), n, boot), opts["property"],
                            bool(opts.get("value"))) for n in names or ["-.slice"]]
         ctx.out.write("\n".join(blocks))
         return 0

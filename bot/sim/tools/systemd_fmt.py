@@ -41,6 +41,10 @@ def ts(epoch: float) -> str:
     return time.strftime("%a %Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch)) if epoch else ""
 
 
+def _mono(epoch: float, boot_time: float) -> str:
+    return str(int(max(epoch - boot_time, 0.0) * 1e6)) if epoch and boot_time else "0"
+
+
 def ago(seconds: float) -> str:
     s = int(max(seconds, 0))
     if s < 60:
@@ -82,8 +86,9 @@ def _exec_start(unit: Unit) -> str:
             f"status=0/0 }}")
 
 
-def properties(unit: Unit | None, name: str) -> dict[str, str]:
-    """``systemctl show`` properties of one unit; an unknown unit shows not-found."""
+def properties(unit: Unit | None, name: str, boot_time: float = 0.0) -> dict[str, str]:
+    """``systemctl show`` properties of one unit; an unknown unit shows not-found.
+    ``boot_time`` (epoch) gives the ``…Monotonic`` timestamps (µs since boot)."""
     if unit is None:
         return {"Id": name, "Names": name, "Description": name, "LoadState": "not-found",
                 "ActiveState": "inactive", "SubState": "dead", "UnitFileState": "",
@@ -103,6 +108,7 @@ def properties(unit: Unit | None, name: str) -> dict[str, str]:
         "ActiveState": unit["active_state"], "SubState": unit["sub_state"],
         "FragmentPath": unit["fragment_path"], "UnitFileState": unit["unit_file_state"],
         "UnitFilePreset": unit["preset"], "ActiveEnterTimestamp": ts(unit["active_enter"]),
+        "ActiveEnterTimestampMonotonic": _mono(unit["active_enter"], boot_time),
         "ActiveExitTimestamp": ts(unit.get("active_exit", 0)),
         "CanStart": "no" if unit["load_state"] == "masked" else "yes", "CanStop": "yes",
         "TimeoutStopUSec": _usec(unit.get("timeout_stop_sec", 90.0)),

@@ -1,0 +1,55 @@
+"""One diagnosis pipeline: every playbook runs with the host's GPU view beside it.
+
+The GPU-health probes (``nvidia-smi -q -x``, the kernel log's Xids, the tool's own errors
+and exit status, the inventory's count) are started first, the playbook's own probes run
+on the same connection meanwhile, and the view's findings are merged in: a kind adds
+probes, it never removes the per-GPU verdicts. Probes both ask for (the sampler, the
+compute-apps list, the /dev/nvidia* users) run once (``Session.submit``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from bot.domain.findings import Finding
+from playbooks import gpu_health
+from playbooks.base import Report, Session
+
+# the kind's findings the GPU view says better (its tool errors name why there are no rows)
+SUPERSEDED_BY_TOOL_ERRORS = ("gpu.no_data",)
+# the view's pointer to vram_idle, pointless once vram_idle (or vm_restart) has traced holders
+TRACED = ("gpu.idle_vram_held", "gpu.busy_holder", "gpu.free")
+
+
+def run_with_view(run: Callable[[Session, Mapping[str, Any]], Report], session: Session,
+                  context: Mapping[str, Any]) -> Report:
+    """``run`` (a playbook) with the GPU view started before it and merged after it."""
+    pending = gpu_health.start(session)
+    own = run(session, context)
+    return merge(gpu_health.view(pending, session.target.name), own)
+
+
+def merge(view: Report, own: Report) -> Report:
+    """The kind's report with the GPU view's findings in (pure). Order: how ``auto``
+    chose, the GPU view, then the kind's own findings; the kind's actions unchanged."""
+    codes = {f.code for f in view.findings}
+    own_codes = {f.code for f in own.findings}
+    wedged = "gpu.wedged" in codes
+    kept_own = [f for f in own.findings if not _superseded(f, codes, wedged)]
+    kept_view = [f for f in view.findings
+                 if not (f.code == "gpu.held_idle" and own_codes & set(TRACED))]
+    auto = [f for f in kept_own if f.code == "playbook.auto"]
+    rest = [f for f in kept_own if f.code != "playbook.auto"]
+    out = Report(own.host, playbook=own.playbook, actions=list(own.actions))
+    for f in auto + kept_view + rest:
+        if all((g.code, g.title) != (f.code, f.title) for g in out.findings):
+            out.findings.append(f)
+    return out
+
+
+def _superseded(f: Finding, view_codes: set[str], wedged: bool) -> bool:
+    if f.code in SUPERSEDED_BY_TOOL_ERRORS and "gpu.tool_error" in view_codes:
+        return True
+    # "held, and no process could be named": the view's wedged verdict says it exactly
+    return f.code == "gpu.idle_vram_held" and wedged and not f.evidence.get("holders")
