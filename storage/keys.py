@@ -209,3 +209,29 @@ def home_viewers(workspace: str) -> str:
 def home_shown(workspace: str) -> str:
     """Hash: user id → hash of the Home view last published to them."""
     return _k("slack", "home", workspace, "shown")
+
+
+# --- the chat outbox (issue 24) ---------------------------------------------------------
+def outbox_queue(incident_id: str) -> str:
+    """Sorted set: the incident's undelivered chat items by sequence number (head first)."""
+    return _k("outbox", incident_id, "queue")
+
+
+def outbox_items(incident_id: str) -> str:
+    """Hash: sequence number → one chat item (JSON: op, purpose, message, target, due …)."""
+    return _k("outbox", incident_id, "items")
+
+
+def outbox_seq(incident_id: str) -> str:
+    """Counter: the sequence number of the incident's newest chat item."""
+    return _k("outbox", incident_id, "seq")
+
+
+def outbox_posted(incident_id: str) -> str:
+    """Hash: purpose ("incident-card", "evidence" …) → where it was posted (JSON)."""
+    return _k("outbox", incident_id, "posted")
+
+
+def outbox_due() -> str:
+    """Sorted set: incident id → when its head chat item is due (or its claim expires)."""
+    return _k("outbox", "due")

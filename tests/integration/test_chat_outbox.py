@@ -1,0 +1,223 @@
+"""The durable chat outbox against a real redis-server and the Slack stand-in over HTTP:
+an outage, a 429, a lost response and two concurrent senders each end with every item
+delivered once, in order per incident, and the delay in the audit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from redis import Redis
+
+from bot.chat.base import ChatMessage, MessageRef
+from bot.chat.outbox import ChatOutbox, message_to_json
+from bot.chat.slack import SlackBackend, make_client
+from bot.rig.slack_standin import SlackStandIn
+from storage.audit import AuditEntry, AuditLog
+from storage.chat_outbox import ChatOutboxStore, NewItem, Op, Posted
+from tests.fixtures.slack import CHANNEL, slack_test_settings
+
+CARD = "incident-card"
+
+
+def backend(standin: SlackStandIn) -> SlackBackend:
+    return SlackBackend(make_client(slack_test_settings(standin), timeout_s=2))
+
+
+def card(text: str) -> ChatMessage:
+    return ChatMessage(text=text, header=f"incident 42: {text}", incident_id="42")
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline, tick = time.monotonic() + timeout_s, threading.Event()
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        tick.wait(0.05)
+
+
+@contextmanager
+def draining(outbox: ChatOutbox, idle_s: float = 0.2) -> Iterator[None]:
+    stop = threading.Event()
+    thread = threading.Thread(target=outbox.run, args=(stop, idle_s), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def entries(redis: Redis, action: str, incident_id: str = "42") -> list[AuditEntry]:
+    return [e for e in AuditLog(redis).timeline(incident_id) if e.action == action]
+
+
+def test_slack_down_20s_then_one_card_and_its_edits_in_order(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    delivered: list[tuple[str, str, MessageRef]] = []
+    store = ChatOutboxStore(redis)
+    outbox = ChatOutbox(store, backend(slack_standin),
+                        on_delivered=lambda i, p, r: delivered.append((i, p, r)))
+    slack_standin.outage(20.0, status=500)
+    back_at = time.time() + 20.0
+    # the flow re-publishes while the card is not posted yet: each is a "post" of the card
+    assert outbox.send("42", CARD, Op.POST, card("v1"), CHANNEL) is None
+    assert outbox.send("42", CARD, Op.POST, card("v2"), CHANNEL) is None
+    assert outbox.send("42", "evidence", Op.POST, ChatMessage(text="per-GPU table"), CHANNEL,
+                       thread_of=CARD) is None
+    assert outbox.send("42", CARD, Op.POST, card("v3"), CHANNEL) is None
+    with draining(outbox):
+        wait_until(lambda: store.pending("42") == 0, 60, "the outbox to empty")
+    cards = slack_standin.top_level(CHANNEL)
+    assert [m["text"] for m in cards] == ["v3"], "one card, showing the newest render"
+    ts = cards[0]["ts"]
+    ok_updates = [c for c in slack_standin.calls_of("chat.update") if c.params.get("ts") == ts]
+    assert [c.params["text"] for c in ok_updates] == ["v2", "v3"], "edits in order"
+    reply = [m for m in slack_standin.messages.values() if m.get("thread_ts") == ts]
+    assert [m["text"] for m in reply] == ["per-GPU table"]
+    assert [(i, p) for i, p, _ in delivered] == [("42", CARD), ("42", CARD), ("42", "evidence"),
+                                                ("42", CARD)]
+    assert delivered[0][2] == MessageRef(CHANNEL, ts)
+    late = entries(redis, "chat.delivered_late")
+    assert len(late) == 4 and late[0].detail["seconds"] >= 19.0
+    first_ok = min(e.ts for e in late)
+    print(f"\ndelivery delay after recovery: {first_ok - back_at:.2f}s "
+          f"(card {late[0].detail['seconds']}s after it was queued, "
+          f"{late[0].detail['attempts']} attempts)")
+    assert first_ok - back_at <= 5.5, "delivered within one capped backoff of recovery"
+    # only the head was tried while Slack was down: the items behind it waited their turn
+    assert len(entries(redis, "chat.delivery_deferred")) == 1
+
+
+def test_429_retry_after_is_honoured_not_slept_on(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    store = ChatOutboxStore(redis)
+    outbox = ChatOutbox(store, backend(slack_standin))
+    slack_standin.rate_limit("chat.postMessage", times=1, retry_after=2)
+    started = time.monotonic()
+    assert outbox.send("42", CARD, Op.POST, card("v1"), CHANNEL) is None
+    assert time.monotonic() - started < 1.0, "send never sleeps on a 429"
+    assert outbox.drain_once() == 0, "not due before Retry-After"
+    with draining(outbox, idle_s=0.05):
+        wait_until(lambda: store.pending("42") == 0, 10, "the card")
+    first, second = slack_standin.calls_of("chat.postMessage")
+    assert second.at - first.at >= 2.0
+    assert len(slack_standin.top_level(CHANNEL)) == 1
+    (late,) = entries(redis, "chat.delivered_late")
+    assert late.detail["seconds"] >= 2.0 and late.detail["last_error"] == "ratelimited"
+
+
+def test_a_lost_response_does_not_post_a_second_card(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    delivered: list[MessageRef] = []
+    store = ChatOutboxStore(redis)
+    outbox = ChatOutbox(store, backend(slack_standin), on_delivered=lambda i, p, r:
+                        delivered.append(r), backoff_s=0.05)
+    slack_standin.lose_response("chat.postMessage", 1)
+    assert outbox.send("42", CARD, Op.POST, card("v1"), CHANNEL) is None
+    assert len(slack_standin.top_level(CHANNEL)) == 1, "Slack has the post; we lack its ts"
+    with draining(outbox, idle_s=0.05):
+        wait_until(lambda: store.pending("42") == 0, 10, "the retry")
+    (posted,) = slack_standin.top_level(CHANNEL)
+    assert delivered == [MessageRef(CHANNEL, posted["ts"])], "found, not posted again"
+    assert len(slack_standin.calls_of("chat.postMessage")) == 1
+    # a later render of the card edits that message
+    assert outbox.send("42", CARD, Op.POST, card("v2"), CHANNEL) == MessageRef(
+        CHANNEL, posted["ts"])
+    assert [m["text"] for m in slack_standin.top_level(CHANNEL)] == ["v2"]
+
+
+def test_two_senders_draining_together_send_each_item_once_in_order(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    store = ChatOutboxStore(redis)
+    one = ChatOutbox(store, backend(slack_standin))
+    two = ChatOutbox(ChatOutboxStore(Redis(connection_pool=redis.connection_pool)),
+                     backend(slack_standin))
+    now = time.time()
+    texts = {f"I{i}": [f"I{i} item {n}" for n in range(8)] for i in range(6)}
+    for iid, items in texts.items():
+        for n, text in enumerate(items):
+            store.append(iid, NewItem(Op.POST, f"reply:{n}", _json(text), CHANNEL), now)
+    go = threading.Barrier(2)
+    sent = [0, 0]
+
+    def drain(k: int, outbox: ChatOutbox) -> None:
+        go.wait()
+        while any(store.pending(i) for i in texts):
+            sent[k] += outbox.drain_once()
+
+    threads = [threading.Thread(target=drain, args=(k, o)) for k, o in enumerate((one, two))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    posted = [c.params["text"] for c in slack_standin.calls_of("chat.postMessage")]
+    assert sorted(posted) == sorted(t for items in texts.values() for t in items), "once each"
+    assert sum(sent) == 48
+    for items in texts.values():
+        assert [p for p in posted if p.split(" ")[0] == items[0].split(" ")[0]] == items
+
+
+def test_a_dead_senders_claim_expires_and_is_taken_again(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    store = ChatOutboxStore(redis, lease_s=30)
+    now = time.time()
+    store.append("42", NewItem(Op.POST, CARD, _json("v1"), CHANNEL), now)
+    dead = store.claim("42", now, store.new_token())  # claimed, then its process died
+    assert dead is not None and dead.attempts == 1
+    outbox = ChatOutbox(store, backend(slack_standin))
+    assert outbox.drain_once(now + 29) == 0, "a live claim is respected"
+    assert slack_standin.calls_of("chat.postMessage") == []
+    assert outbox.drain_once(now + 31) == 1
+    assert not store.ack(dead, _posted(), None, now), "the dead claim cannot ack any more"
+    assert len(slack_standin.top_level(CHANNEL)) == 1
+
+
+def test_a_waiting_head_blocks_later_items_of_its_incident_only(redis: Redis) -> None:
+    store = ChatOutboxStore(redis)
+    now = 1000.0
+    for iid in ("A", "B"):
+        store.append(iid, NewItem(Op.POST, CARD, _json(f"{iid} card"), CHANNEL), now)
+        store.append(iid, NewItem(Op.UPDATE, CARD, _json(f"{iid} edit"), CHANNEL), now)
+    head = store.claim("A", now, "t1")
+    assert head is not None and head.seq == 1
+    assert store.claim("A", now, "t2") is None, "a claimed head is not taken twice"
+    assert store.release(head, now + 5, "HTTP 500", False)
+    assert store.claim("A", now + 1, "t2") is None, "its edit waits behind the delayed head"
+    assert store.due_incidents(now + 1) == ["B"]
+    assert store.claim("A", now + 5, "t2") is not None
+
+
+def test_a_permanent_refusal_is_given_up_audited_and_the_queue_moves_on(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    store = ChatOutboxStore(redis)
+    outbox = ChatOutbox(store, backend(slack_standin))
+    slack_standin.fail("chat.postMessage", times=1, status=200, error="invalid_blocks")
+    assert outbox.send("42", CARD, Op.POST, card("bad"), CHANNEL) is None
+    (failed,) = entries(redis, "chat.delivery_failed")
+    assert failed.detail["error"] == "invalid_blocks" and len(failed.detail["error_id"]) == 12
+    assert store.pending("42") == 0
+    assert outbox.send("42", CARD, Op.POST, card("good"), CHANNEL) is not None
+
+
+def test_refused_connections_wait_and_deliver_when_slack_listens_again(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    store = ChatOutboxStore(redis)
+    outbox = ChatOutbox(store, backend(slack_standin), backoff_s=0.05, max_backoff_s=0.2)
+    slack_standin.refuse_connections()
+    assert outbox.send("42", CARD, Op.POST, card("v1"), CHANNEL) is None
+    (deferred,) = entries(redis, "chat.delivery_deferred")
+    assert "Connection refused" in deferred.detail["error"]
+    slack_standin.reopen()
+    with draining(outbox, idle_s=0.05):
+        wait_until(lambda: store.pending("42") == 0, 10, "the card")
+    assert [m["text"] for m in slack_standin.top_level(CHANNEL)] == ["v1"]
+
+
+def _json(text: str) -> str:
+    return message_to_json(ChatMessage(text=text))
+
+
+def _posted() -> Posted:
+    return Posted(CHANNEL, "1.000001", "1.000001")
