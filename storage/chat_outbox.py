@@ -10,6 +10,8 @@ a hash of item JSON); a global ZSET scores each incident id by when its *head* i
 - A failed send never sleeps: ``release`` moves the item's due time (``Retry-After`` or a
   backoff) and frees the claim; the waiting head blocks the incident's later items, so
   order holds per incident (rq's rate limiter lets a delayed retry be overtaken; we do not).
+- An edit that a newer item of the same purpose replaces is dropped unsent when it comes
+  up: after an outage the card is edited once to its newest render, not once per render.
 - ``ack`` records where a purpose ("incident-card", "evidence" …) was posted in the same
   script that removes the item, so a retried post of a purpose that already has a ``ts`` is
   sent as an edit: a lost response cannot produce a second card.
@@ -96,49 +98,64 @@ class OutboxItem:
         return f"{self.incident_id}/{self.seq}"
 
 
-# KEYS: seq counter, queue, items, due; ARGV: incident id, item JSON, due
+# KEYS: seq counter, queue, items, due, newest; ARGV: incident id, item JSON, due, purpose
 APPEND = """
 local seq = redis.call('INCR', KEYS[1])
 redis.call('HSET', KEYS[3], seq, ARGV[2])
 redis.call('ZADD', KEYS[2], seq, seq)
+redis.call('HSET', KEYS[5], ARGV[4], seq)
 redis.call('ZADD', KEYS[4], 'NX', ARGV[3], ARGV[1])
 return seq
 """
 
-# KEYS: queue, items, due; ARGV: incident id, now, token, lease seconds, expected seq ('')
+# KEYS: queue, items, due, posted, newest
+# ARGV: incident id, now, token, lease seconds, expected seq ('')
+# An edit of a message that a newer item of the same purpose replaces anyway is dropped
+# unsent (a render queue during an outage is not replayed render by render); a first
+# post never is (replies may be queued for its thread), nor a try that may have arrived.
 CLAIM = """
-local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
-if not head then
-  redis.call('ZREM', KEYS[3], ARGV[1])
-  return false
-end
-if ARGV[5] ~= '' and head ~= ARGV[5] then return false end
-local raw = redis.call('HGET', KEYS[2], head)
-if not raw then
-  redis.call('ZREM', KEYS[1], head)
-  return false
-end
-local item = cjson.decode(raw)
 local now = tonumber(ARGV[2])
-if item.due > now then
-  redis.call('ZADD', KEYS[3], item.due, ARGV[1])
-  return false
+while true do
+  local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+  if not head then
+    redis.call('ZREM', KEYS[3], ARGV[1])
+    redis.call('DEL', KEYS[5])
+    return false
+  end
+  local raw = redis.call('HGET', KEYS[2], head)
+  if not raw then
+    redis.call('ZREM', KEYS[1], head)
+  else
+    local item = cjson.decode(raw)
+    if item.due > now then
+      redis.call('ZADD', KEYS[3], item.due, ARGV[1])
+      return false
+    end
+    if item.claim ~= '' and item.claim_until > now then
+      redis.call('ZADD', KEYS[3], item.claim_until, ARGV[1])
+      return false
+    end
+    local newest = tonumber(redis.call('HGET', KEYS[5], item.purpose) or '0')
+    local edit = item.op == 'update' or redis.call('HEXISTS', KEYS[4], item.purpose) == 1
+    if edit and newest > tonumber(head) and not item.uncertain then
+      redis.call('HDEL', KEYS[2], head)
+      redis.call('ZREM', KEYS[1], head)
+    else
+      if ARGV[5] ~= '' and head ~= ARGV[5] then return false end
+      item.claim = ARGV[3]
+      item.claim_until = now + tonumber(ARGV[4])
+      item.attempts = item.attempts + 1
+      raw = cjson.encode(item)
+      redis.call('HSET', KEYS[2], head, raw)
+      redis.call('ZADD', KEYS[3], item.claim_until, ARGV[1])
+      return {head, raw}
+    end
+  end
 end
-if item.claim ~= '' and item.claim_until > now then
-  redis.call('ZADD', KEYS[3], item.claim_until, ARGV[1])
-  return false
-end
-item.claim = ARGV[3]
-item.claim_until = now + tonumber(ARGV[4])
-item.attempts = item.attempts + 1
-raw = cjson.encode(item)
-redis.call('HSET', KEYS[2], head, raw)
-redis.call('ZADD', KEYS[3], item.claim_until, ARGV[1])
-return {head, raw}
 """
 
 # The end of an item: delivered (mode 'ack': remember where its purpose was posted) or
-# given up ('drop'). KEYS: queue, items, posted, due, audit, audit all.
+# given up ('drop'). KEYS: queue, items, posted, due, audit, audit all, newest.
 # ARGV: incident id, seq, token, mode, posted JSON, audit max length, n audit fields, k v …
 FINISH = """
 local raw = redis.call('HGET', KEYS[2], ARGV[2])
@@ -158,6 +175,7 @@ if head then
   redis.call('ZADD', KEYS[4], due, ARGV[1])
 else
   redis.call('ZREM', KEYS[4], ARGV[1])
+  redis.call('DEL', KEYS[7])
 end
 local n = tonumber(ARGV[7])
 if n > 0 then
@@ -219,12 +237,14 @@ class ChatOutboxStore:
     def append(self, incident_id: str, item: NewItem, now: float) -> int:
         """Queue ``item`` at the incident's tail, due now; its sequence number."""
         return int(self._append(keys=_append_keys(incident_id),
-                                args=[incident_id, _item_json(item, now), repr(now)]))
+                                args=[incident_id, _item_json(item, now), repr(now),
+                                      item.purpose]))
 
     def append_to(self, pipe: Pipeline, incident_id: str, item: NewItem, now: float) -> None:
         """Queue the append in a caller's MULTI, so it commits with the incident write."""
         self._append(keys=_append_keys(incident_id),
-                     args=[incident_id, _item_json(item, now), repr(now)], client=pipe)
+                     args=[incident_id, _item_json(item, now), repr(now), item.purpose],
+                     client=pipe)
 
     def claim(self, incident_id: str, now: float, token: str,
               expect_seq: int | None = None) -> OutboxItem | None:
@@ -232,7 +252,8 @@ class ChatOutboxStore:
         expired); with ``expect_seq``, only if that item is the head."""
         got = self._claim(
             keys=[keys.outbox_queue(incident_id), keys.outbox_items(incident_id),
-                  keys.outbox_due()],
+                  keys.outbox_due(), keys.outbox_posted(incident_id),
+                  keys.outbox_newest(incident_id)],
             args=[incident_id, repr(now), token, repr(self.lease_s),
                   "" if expect_seq is None else str(expect_seq)])
         if not got:
@@ -266,7 +287,8 @@ class ChatOutboxStore:
                 *_audit_args(item, note, now)]
         return bool(self._finish(
             keys=[keys.outbox_queue(iid), keys.outbox_items(iid), keys.outbox_posted(iid),
-                  keys.outbox_due(), keys.audit(iid), keys.audit_all()], args=args))
+                  keys.outbox_due(), keys.audit(iid), keys.audit_all(),
+                  keys.outbox_newest(iid)], args=args))
 
     # --- readers ------------------------------------------------------------------------
     def due_incidents(self, now: float, limit: int = 100) -> list[str]:
@@ -301,7 +323,7 @@ class ChatOutboxStore:
 
 def _append_keys(incident_id: str) -> list[str]:
     return [keys.outbox_seq(incident_id), keys.outbox_queue(incident_id),
-            keys.outbox_items(incident_id), keys.outbox_due()]
+            keys.outbox_items(incident_id), keys.outbox_due(), keys.outbox_newest(incident_id)]
 
 
 def _item_json(item: NewItem, now: float) -> str:

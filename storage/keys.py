@@ -232,6 +232,11 @@ def outbox_posted(incident_id: str) -> str:
     return _k("outbox", incident_id, "posted")
 
 
+def outbox_newest(incident_id: str) -> str:
+    """Hash: purpose → the sequence number of its newest queued item (older edits are moot)."""
+    return _k("outbox", incident_id, "newest")
+
+
 def outbox_due() -> str:
     """Sorted set: incident id → when its head chat item is due (or its claim expires)."""
     return _k("outbox", "due")

@@ -83,10 +83,11 @@ class ChatSendError(Exception):
     ``transient`` (5xx, 429, timeouts, refused connections: try again later, after
     ``retry_after_s`` when Slack said so) or permanent (``channel_not_found``,
     ``invalid_blocks`` …: trying again cannot help). ``uncertain``: the request may have
-    reached Slack (a timeout or a reset connection), so look before posting again."""
+    reached Slack (a timeout or a reset connection), so look before posting again.
+    ``throttled``: not Slack's refusal but our own shared budget's spacing (no audit)."""
 
     def __init__(self, error: str, *, transient: bool, retry_after_s: float | None = None,
-                 uncertain: bool = False) -> None:
+                 uncertain: bool = False, throttled: bool = False) -> None:
         super().__init__(error)
         self.error, self.transient = error, transient
-        self.retry_after_s, self.uncertain = retry_after_s, uncertain
+        self.retry_after_s, self.uncertain, self.throttled = retry_after_s, uncertain, throttled

@@ -88,10 +88,12 @@ class ChatOutbox:
         *,
         backoff_s: float = 1.0,
         max_backoff_s: float = 5.0,
+        late_after_s: float = 2.0,
     ) -> None:
         self.store, self.clock, self.on_delivered = store, clock, on_delivered
         self.direct: DirectChat = backend if isinstance(backend, DirectChat) else _Plain(backend)
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.late_after_s = late_after_s  # a shorter wait (budget spacing) is not audited
         self.token = uuid.uuid4().hex  # this sender's claims
 
     def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
@@ -108,7 +110,7 @@ class ChatOutbox:
                        ref_ts=ref.ts if ref is not None else "")
         seq = self.store.append(incident_id, item, now)
         claimed = self.store.claim(incident_id, now, self.token, expect_seq=seq)
-        return self._deliver(claimed, fast=True) if claimed is not None else None
+        return self._deliver(claimed) if claimed is not None else None
 
     def drain_once(self, now: float | None = None) -> int:
         """One pass of the retry loop: deliver every due head item, and the items behind
@@ -117,7 +119,7 @@ class ChatOutbox:
         delivered = 0
         for incident_id in self.store.due_incidents(now):
             while (item := self.store.claim(incident_id, now, self.token)) is not None:
-                if self._deliver(item, fast=False) is None:
+                if self._deliver(item) is None:
                     break
                 delivered += 1
         return delivered
@@ -139,7 +141,7 @@ class ChatOutbox:
         return self.store.posted(incident_id).get(purpose)
 
     # --- one attempt ---------------------------------------------------------------------
-    def _deliver(self, item: OutboxItem, *, fast: bool) -> MessageRef | None:
+    def _deliver(self, item: OutboxItem) -> MessageRef | None:
         try:
             ref, thread_ts = self._attempt(item)
         except ChatSendError as exc:
@@ -152,7 +154,7 @@ class ChatOutbox:
                                              transient=True))
             return None
         at = self.clock()
-        late = not fast or item.attempts > 1
+        late = at - item.created >= self.late_after_s or bool(item.last_error)
         note = AuditNote("chat.delivered_late", {
             "purpose": item.purpose, "op": item.op.value, "seconds": round(at - item.created, 3),
             "attempts": item.attempts, "last_error": item.last_error}) if late else None
@@ -214,8 +216,9 @@ class ChatOutbox:
         log.info("chat outbox: %s (%s %s) refused (%s); again in %.1fs", item.key,
                  item.op.value, item.purpose, exc.error, wait)
         note = (AuditNote("chat.delivery_deferred", {**detail, "retry_in_s": round(wait, 3)})
-                if item.attempts == 1 else None)
-        self.store.release(item, now + wait, exc.error, exc.uncertain, note, now)
+                if not exc.throttled and not item.last_error else None)  # its first refusal
+        error = "" if exc.throttled else exc.error
+        self.store.release(item, now + wait, error or item.last_error, exc.uncertain, note, now)
 
     def _backoff(self, item: OutboxItem) -> float:
         return min(self.max_backoff_s, self.backoff_s * 2 ** max(0, item.attempts - 1))

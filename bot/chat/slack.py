@@ -43,6 +43,7 @@ RETRYABLE_ERRORS = frozenset(
     {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
 OUTBOX_EVENT = "incident_bot_outbox"  # message metadata tagging a post with its outbox key
+BUDGET_WAIT = "slack budget"  # the shared budget's spacing, not a refusal by Slack
 
 
 class ChatDeliveryError(RuntimeError):
@@ -251,7 +252,8 @@ class SlackBackend:
         carries ``key`` in its metadata so ``find_posted`` can tell whether a post whose
         response was lost reached the channel after all."""
         if self.budget is not None and (wait := self.budget.try_post(channel)) > 0:
-            raise ChatSendError("slack budget", transient=True, retry_after_s=wait)
+            raise ChatSendError(BUDGET_WAIT, transient=True, retry_after_s=wait,
+                                throttled=True)
         args: dict[str, Any] = {"channel": channel, **to_payload(message)}
         if thread is not None:
             args["thread_ts"] = thread.ts
@@ -265,7 +267,8 @@ class SlackBackend:
         """One ``chat.update`` now (not coalesced), no sleeping; a refusal raises."""
         budget = self.budget
         if budget is not None and (wait := budget.try_update(ref.channel, ref.ts)) > 0:
-            raise ChatSendError("slack budget", transient=True, retry_after_s=wait)
+            raise ChatSendError(BUDGET_WAIT, transient=True, retry_after_s=wait,
+                                throttled=True)
         payload = to_payload(message)
         try:
             self._once("chat.update",

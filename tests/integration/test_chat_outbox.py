@@ -14,10 +14,11 @@ from redis import Redis
 from bot.chat.base import ChatMessage, MessageRef
 from bot.chat.outbox import ChatOutbox, message_to_json
 from bot.chat.slack import SlackBackend, make_client
-from bot.rig.slack_standin import SlackStandIn
+from bot.rig.slack_standin import Call, SlackStandIn
 from storage.audit import AuditEntry, AuditLog
 from storage.chat_outbox import ChatOutboxStore, NewItem, Op, Posted
-from tests.fixtures.slack import CHANNEL, slack_test_settings
+from storage.slack_budget import BudgetSettings, SlackBudget, workspace_of
+from tests.fixtures.slack import BOT_TOKEN, CHANNEL, slack_test_settings
 
 CARD = "incident-card"
 
@@ -60,7 +61,7 @@ def test_slack_down_20s_then_one_card_and_its_edits_in_order(
     outbox = ChatOutbox(store, backend(slack_standin),
                         on_delivered=lambda i, p, r: delivered.append((i, p, r)))
     slack_standin.outage(20.0, status=500)
-    back_at = time.time() + 20.0
+    back_at, back_mono = time.time() + 20.0, time.monotonic() + 20.0
     # the flow re-publishes while the card is not posted yet: each is a "post" of the card
     assert outbox.send("42", CARD, Op.POST, card("v1"), CHANNEL) is None
     assert outbox.send("42", CARD, Op.POST, card("v2"), CHANNEL) is None
@@ -70,22 +71,30 @@ def test_slack_down_20s_then_one_card_and_its_edits_in_order(
     with draining(outbox):
         wait_until(lambda: store.pending("42") == 0, 60, "the outbox to empty")
     cards = slack_standin.top_level(CHANNEL)
-    assert [m["text"] for m in cards] == ["v3"], "one card, showing the newest render"
+    assert len(cards) == 1 and cards[0]["text"] == "v3", "one card, showing the newest render"
     ts = cards[0]["ts"]
-    ok_updates = [c for c in slack_standin.calls_of("chat.update") if c.params.get("ts") == ts]
-    assert [c.params["text"] for c in ok_updates] == ["v2", "v3"], "edits in order"
+    (first_post,) = [c for c in slack_standin.calls_of("chat.postMessage")
+                     if c.params.get("thread_ts") is None and c.at >= back_mono]
+    assert first_post.params["text"] == "v1", "the first render is posted, then edited"
+    # v2 is moot once v3 is queued: the card is edited once, to the newest render
+    assert [c.params["text"] for c in _updates(slack_standin, ts)] == ["v3"]
     reply = [m for m in slack_standin.messages.values() if m.get("thread_ts") == ts]
-    assert [m["text"] for m in reply] == ["per-GPU table"]
-    assert [(i, p) for i, p, _ in delivered] == [("42", CARD), ("42", CARD), ("42", "evidence"),
-                                                ("42", CARD)]
+    assert [m["text"] for m in reply] == ["per-GPU table"], "the evidence is in its thread"
+    assert [(i, p) for i, p, _ in delivered] == [("42", CARD), ("42", "evidence"), ("42", CARD)]
     assert delivered[0][2] == MessageRef(CHANNEL, ts)
     late = entries(redis, "chat.delivered_late")
-    assert len(late) == 4 and late[0].detail["seconds"] >= 19.0
+    assert len(late) == 3 and late[0].detail["seconds"] >= 19.0
     first_ok = min(e.ts for e in late)
     print(f"\ndelivery delay after recovery: {first_ok - back_at:.2f}s "
           f"(card {late[0].detail['seconds']}s after it was queued, "
           f"{late[0].detail['attempts']} attempts)")
     assert first_ok - back_at <= 5.5, "delivered within one capped backoff of recovery"
+    # later edits go straight through, in order, as edits of that card
+    assert outbox.send("42", CARD, Op.POST, card("v4"), CHANNEL) == MessageRef(CHANNEL, ts)
+    assert outbox.send("42", CARD, Op.UPDATE, card("v5"), CHANNEL,
+                       ref=MessageRef(CHANNEL, ts)) == MessageRef(CHANNEL, ts)
+    assert [c.params["text"] for c in _updates(slack_standin, ts)] == ["v3", "v4", "v5"]
+    assert len(slack_standin.top_level(CHANNEL)) == 1
     # only the head was tried while Slack was down: the items behind it waited their turn
     assert len(entries(redis, "chat.delivery_deferred")) == 1
 
@@ -213,6 +222,54 @@ def test_refused_connections_wait_and_deliver_when_slack_listens_again(
     with draining(outbox, idle_s=0.05):
         wait_until(lambda: store.pending("42") == 0, 10, "the card")
     assert [m["text"] for m in slack_standin.top_level(CHANNEL)] == ["v1"]
+
+
+def test_an_edit_a_newer_one_replaces_is_dropped_but_never_a_first_post(redis: Redis) -> None:
+    store = ChatOutboxStore(redis)
+    now = 1000.0
+    for text in ("v1", "v2", "v3"):
+        store.append("42", NewItem(Op.POST, CARD, _json(text), CHANNEL), now)
+    first = store.claim("42", now, "t")
+    assert first is not None and first.seq == 1, "the first post is never skipped"
+    assert store.ack(first, _posted(), None, now)
+    newest = store.claim("42", now, "t")
+    assert newest is not None and newest.seq == 3 and store.pending("42") == 1
+    assert store.release(newest, now, "TimeoutError", True)  # it may have reached Slack
+    store.append("42", NewItem(Op.UPDATE, CARD, _json("v4"), CHANNEL), now)
+    again = store.claim("42", now, "t")
+    assert again is not None and again.seq == 3, "an uncertain try is tried again, not skipped"
+
+
+def test_the_shared_budget_spaces_posts_without_audit_noise(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    budget = SlackBudget(redis, workspace_of(BOT_TOKEN), BudgetSettings(post_interval_s=1.0))
+    store = ChatOutboxStore(redis)
+    chat = SlackBackend(make_client(slack_test_settings(slack_standin), timeout_s=2),
+                        budget=budget)
+    outbox = ChatOutbox(store, chat)
+    assert outbox.send("42", CARD, Op.POST, card("v1"), CHANNEL) is not None
+    # a second post in the channel within the second: the budget defers it, nobody sleeps
+    assert outbox.send("42", "evidence", Op.POST, ChatMessage(text="table"), CHANNEL,
+                       thread_of=CARD) is None
+    with draining(outbox, idle_s=0.05):
+        wait_until(lambda: store.pending("42") == 0, 10, "the evidence")
+    first, second = slack_standin.calls_of("chat.postMessage")
+    assert second.at - first.at >= 0.9
+    assert AuditLog(redis).timeline("42") == [], "spacing is not a refusal: no audit entries"
+
+
+def test_an_item_appends_in_the_callers_transaction(redis: Redis) -> None:
+    store = ChatOutboxStore(redis)
+    with redis.pipeline(transaction=True) as pipe:
+        pipe.hset("ib:test:incident", "state", "diagnosing")
+        store.append_to(pipe, "42", NewItem(Op.POST, CARD, _json("v1"), CHANNEL), 1000.0)
+        pipe.execute()
+    assert store.pending_items("42") == [(1, "post", CARD, 0)]
+    assert store.due_incidents(1000.0) == ["42"]
+
+
+def _updates(standin: SlackStandIn, ts: str) -> list[Call]:
+    return [c for c in standin.calls_of("chat.update") if c.params.get("ts") == ts]
 
 
 def _json(text: str) -> str:
