@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Protocol, runtime_checkable
 
 from bot.chat.base import (
@@ -32,12 +32,16 @@ from bot.chat.base import (
     MessageRef,
     Section,
 )
+from bot.domain.incident_record import ChatRefs
+from storage.approvals import ApprovalStore
 from storage.chat_outbox import AuditNote, ChatOutboxStore, NewItem, Op, OutboxItem, Posted
 from storage.connection import StorageError
+from storage.incidents import IncidentStore
 
 log = logging.getLogger(__name__)
 
 Delivered = Callable[[str, str, MessageRef], None]  # incident id, purpose, where it is now
+CARD = "incident-card"  # the purpose of the incident's own message (posted once, then edited)
 
 
 @runtime_checkable
@@ -222,6 +226,28 @@ class ChatOutbox:
 
     def _backoff(self, item: OutboxItem) -> float:
         return min(self.max_backoff_s, self.backoff_s * 2 ** max(0, item.attempts - 1))
+
+
+def remember_card(store: ChatOutboxStore, incidents: IncidentStore,
+                  approvals: ApprovalStore) -> Delivered:
+    """The ``on_delivered`` the flow needs: once the incident's card is in Slack, keep
+    where it is (``Incident.chat``, the thread it sits in included) and tell its approvals
+    which message holds their buttons, whichever replica or retry delivered it."""
+
+    def delivered(incident_id: str, purpose: str, ref: MessageRef) -> None:
+        if purpose != CARD:
+            return
+        posted = store.posted(incident_id).get(CARD)
+        chat = ChatRefs(ref.channel, ref.ts, posted.thread_ts if posted else ref.ts)
+        incident = incidents.get(incident_id)
+        if incident is None:
+            return
+        if incident.chat != chat:  # an edit of a known card changes nothing
+            incident = incidents.update(incident_id, lambda i: replace(i, chat=chat))
+        for plan in incident.plans:
+            approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
+
+    return delivered
 
 
 # --- the message as stored in the outbox --------------------------------------------------

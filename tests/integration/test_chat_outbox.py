@@ -8,19 +8,27 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 from redis import Redis
 
 from bot.chat.base import ChatMessage, MessageRef
-from bot.chat.outbox import ChatOutbox, message_to_json
+from bot.chat.outbox import CARD, ChatOutbox, message_to_json, remember_card
 from bot.chat.slack import SlackBackend, make_client
+from bot.domain.approval import ApprovalPolicy
+from bot.domain.findings import ProposedAction
+from bot.domain.incident import Alert
+from bot.domain.incident_record import ActionPlan, ChatRefs
 from bot.rig.slack_standin import Call, SlackStandIn
+from storage.approvals import ApprovalStore
 from storage.audit import AuditEntry, AuditLog
 from storage.chat_outbox import ChatOutboxStore, NewItem, Op, Posted
+from storage.incidents import IncidentStore
 from storage.slack_budget import BudgetSettings, SlackBudget, workspace_of
 from tests.fixtures.slack import BOT_TOKEN, CHANNEL, slack_test_settings
 
-CARD = "incident-card"
+POLICY = ApprovalPolicy(approvers=frozenset({"UALICE"}), allow_self_approval=False,
+                        two_person=frozenset(), expiry_s=600)
 
 
 def backend(standin: SlackStandIn) -> SlackBackend:
@@ -266,6 +274,27 @@ def test_an_item_appends_in_the_callers_transaction(redis: Redis) -> None:
         pipe.execute()
     assert store.pending_items("42") == [(1, "post", CARD, 0)]
     assert store.due_incidents(1000.0) == ["42"]
+
+
+def test_remember_card_keeps_the_refs_and_attaches_the_approvals(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    incidents, approvals, store = IncidentStore(redis), ApprovalStore(redis), ChatOutboxStore(redis)
+    incident, _ = incidents.open_or_fold(Alert("alertmanager", "gpu-01", "vram_idle"))
+    action = ProposedAction("a1", "systemd.stop_disable", {"unit": "vllm.service"}, "frees")
+    approval = approvals.create(incident.id, action.to_dict(), evidence_hash="e",
+                                requested_by="alertmanager", now=time.time(), policy=POLICY)
+    plan = ActionPlan(action, ("systemctl stop vllm.service",), approval.id)
+    incidents.update(incident.id, lambda i: replace(i, plans=(plan,)))
+    outbox = ChatOutbox(store, backend(slack_standin),
+                        on_delivered=remember_card(store, incidents, approvals))
+    slack_standin.fail("chat.postMessage", times=1)
+    assert outbox.send(incident.id, CARD, Op.POST, card("v1"), CHANNEL) is None
+    assert incidents.require(incident.id).chat is None, "not delivered, nothing to remember"
+    assert outbox.drain_once(time.time() + 60) == 1  # the retry, from the drain
+    (posted,) = slack_standin.top_level(CHANNEL)
+    assert incidents.require(incident.id).chat == ChatRefs(CHANNEL, posted["ts"], posted["ts"])
+    stored = approvals.get(approval.id)
+    assert stored is not None and stored.message_ts == posted["ts"]
 
 
 def _updates(standin: SlackStandIn, ts: str) -> list[Call]:
