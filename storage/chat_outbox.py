@@ -6,7 +6,8 @@ a hash of item JSON); a global ZSET scores each incident id by when its *head* i
 
 - Claiming is a compare-and-swap in one Lua script (as st2's ``handling`` flag): only a
   due, unclaimed head is taken, and its claim expires (``lease_s``) so a sender that died
-  holding it does not block the incident for good. Two replicas never send one item at once.
+  holding it does not block the incident for good (its try may have reached Slack, so the
+  item is marked uncertain). Two replicas never send one item at once.
 - A failed send never sleeps: ``release`` moves the item's due time (``Retry-After`` or a
   backoff) and frees the claim; the waiting head blocks the incident's later items, so
   order holds per incident (rq's rate limiter lets a delayed retry be overtaken; we do not).
@@ -142,6 +143,7 @@ while true do
       redis.call('ZREM', KEYS[1], head)
     else
       if ARGV[5] ~= '' and head ~= ARGV[5] then return false end
+      if item.claim ~= '' then item.uncertain = true end
       item.claim = ARGV[3]
       item.claim_until = now + tonumber(ARGV[4])
       item.attempts = item.attempts + 1
@@ -222,7 +224,7 @@ class AuditNote:
 
 
 class ChatOutboxStore:
-    def __init__(self, redis: Redis, *, lease_s: float = 60.0) -> None:
+    def __init__(self, redis: Redis, *, lease_s: float = 30.0) -> None:
         self.redis, self.lease_s = redis, lease_s
         self._append = redis.register_script(APPEND)
         self._claim = redis.register_script(CLAIM)

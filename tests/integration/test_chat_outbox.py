@@ -189,6 +189,22 @@ def test_a_dead_senders_claim_expires_and_is_taken_again(
     assert outbox.drain_once(now + 31) == 1
     assert not store.ack(dead, _posted(), None, now), "the dead claim cannot ack any more"
     assert len(slack_standin.top_level(CHANNEL)) == 1
+    # its try may have reached Slack: the channel was looked at before posting
+    assert len(slack_standin.calls_of("conversations.history")) == 1
+
+
+def test_a_sender_killed_after_posting_leaves_no_duplicate(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    store = ChatOutboxStore(redis, lease_s=30)
+    chat = backend(slack_standin)
+    now = time.time()
+    store.append("42", NewItem(Op.POST, CARD, _json("v1"), CHANNEL), now)
+    dead = store.claim("42", now, store.new_token())
+    assert dead is not None
+    chat.post_once(CHANNEL, card("v1"), None, dead.key)  # posted, then killed before the ack
+    assert ChatOutbox(store, chat).drain_once(now + 31) == 1
+    assert len(slack_standin.top_level(CHANNEL)) == 1
+    assert store.posted("42")[CARD].ts == slack_standin.top_level(CHANNEL)[0]["ts"]
 
 
 def test_a_waiting_head_blocks_later_items_of_its_incident_only(redis: Redis) -> None:
