@@ -32,6 +32,7 @@ from bot.chat.base import (
     MessageRef,
     Section,
 )
+from bot.core import metrics
 from bot.domain.incident_record import ChatRefs
 from storage.approvals import ApprovalStore
 from storage.chat_outbox import AuditNote, ChatOutboxStore, NewItem, Op, OutboxItem, Posted
@@ -162,6 +163,7 @@ class ChatOutbox:
         note = AuditNote("chat.delivered_late", {
             "purpose": item.purpose, "op": item.op.value, "seconds": round(at - item.created, 3),
             "attempts": item.attempts, "last_error": item.last_error}) if late else None
+        metrics.CHAT_OUTBOX.labels(outcome="delivered_late" if late else "delivered").inc()
         if not self.store.ack(item, Posted(ref.channel, ref.ts, thread_ts), note, at):
             log.warning("chat outbox: claim on %s was lost before its ack", item.key)
         if self.on_delivered is not None:
@@ -213,12 +215,14 @@ class ChatOutbox:
             error_id = uuid.uuid4().hex[:12]
             log.error("chat outbox: gave up on %s (%s %s) after %d attempt(s): %s [error %s]",
                       item.key, item.op.value, item.purpose, item.attempts, exc.error, error_id)
+            metrics.CHAT_OUTBOX.labels(outcome="given_up").inc()
             self.store.drop(item, AuditNote("chat.delivery_failed",
                                             {**detail, "error_id": error_id}), now)
             return
         wait = exc.retry_after_s if exc.retry_after_s is not None else self._backoff(item)
         log.info("chat outbox: %s (%s %s) refused (%s); again in %.1fs", item.key,
                  item.op.value, item.purpose, exc.error, wait)
+        metrics.CHAT_OUTBOX.labels(outcome="deferred").inc()
         note = (AuditNote("chat.delivery_deferred", {**detail, "retry_in_s": round(wait, 3)})
                 if not exc.throttled and not item.last_error else None)  # its first refusal
         error = "" if exc.throttled else exc.error
