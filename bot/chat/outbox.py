@@ -99,7 +99,6 @@ class ChatOutbox:
         self.direct: DirectChat = backend if isinstance(backend, DirectChat) else _Plain(backend)
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.late_after_s = late_after_s  # a shorter wait (budget spacing) is not audited
-        self.token = uuid.uuid4().hex  # this sender's claims
 
     def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
              channel: str, thread: MessageRef | None = None, ref: MessageRef | None = None,
@@ -114,7 +113,7 @@ class ChatOutbox:
                        thread_ts=thread.ts if thread is not None else "", thread_of=thread_of,
                        ref_ts=ref.ts if ref is not None else "")
         seq = self.store.append(incident_id, item, now)
-        claimed = self.store.claim(incident_id, now, self.token, expect_seq=seq)
+        claimed = self.store.claim(incident_id, now, _token(), expect_seq=seq)
         return self._deliver(claimed) if claimed is not None else None
 
     def drain_once(self, now: float | None = None) -> int:
@@ -123,7 +122,7 @@ class ChatOutbox:
         now = self.clock() if now is None else now
         delivered = 0
         for incident_id in self.store.due_incidents(now):
-            while (item := self.store.claim(incident_id, now, self.token)) is not None:
+            while (item := self.store.claim(incident_id, now, _token())) is not None:
                 if self._deliver(item) is None:
                     break
                 delivered += 1
@@ -183,8 +182,7 @@ class ChatOutbox:
         if item.op is Op.POST and known is None:
             thread = self._thread(item, posted)
             channel = thread.channel if thread is not None else item.channel
-            found = (self.direct.find_posted(channel, thread, item.key, item.created)
-                     if item.uncertain else None)
+            found = self._find(item, channel, thread) if item.uncertain else None
             ref = found or self.direct.post_once(channel, message, thread, item.key)
             return ref, thread.ts if thread is not None else ref.ts
         if item.ref_ts:
@@ -195,6 +193,18 @@ class ChatOutbox:
             raise ChatSendError(f"nothing posted yet for {item.purpose}", transient=False)
         self.direct.update_once(target, message)
         return target, known.thread_ts if known is not None else target.ts
+
+    def _find(self, item: OutboxItem, channel: str, thread: MessageRef | None) -> MessageRef | None:
+        """The post an earlier try may have left; when the channel cannot be read (a missing
+        ``channels:history`` scope), post again: a second card beats no card."""
+        try:
+            return self.direct.find_posted(channel, thread, item.key, item.created)
+        except ChatSendError as exc:
+            if exc.transient:
+                raise
+            log.warning("chat outbox: cannot look for %s before posting again: %s",
+                        item.key, exc.error)
+            return None
 
     @staticmethod
     def _thread(item: OutboxItem, posted: dict[str, Posted]) -> MessageRef | None:
@@ -252,6 +262,11 @@ def remember_card(store: ChatOutboxStore, incidents: IncidentStore,
             approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
 
     return delivered
+
+
+def _token() -> str:
+    """A fresh token per claim: an expired claim cannot ack, even from this process."""
+    return uuid.uuid4().hex
 
 
 # --- the message as stored in the outbox --------------------------------------------------

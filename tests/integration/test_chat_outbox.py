@@ -145,6 +145,34 @@ def test_a_lost_response_does_not_post_a_second_card(
     assert [m["text"] for m in slack_standin.top_level(CHANNEL)] == ["v2"]
 
 
+def test_a_lost_reply_is_found_in_its_thread_not_posted_twice(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    store = ChatOutboxStore(redis)
+    outbox = ChatOutbox(store, backend(slack_standin), backoff_s=0.05)
+    card_ref = outbox.send("42", CARD, Op.POST, card("v1"), CHANNEL)
+    assert card_ref is not None
+    slack_standin.lose_response("chat.postMessage", 1)
+    assert outbox.send("42", "reply:1", Op.POST, ChatMessage(text="step 1 done"), CHANNEL,
+                       thread_of=CARD) is None
+    with draining(outbox, idle_s=0.05):
+        wait_until(lambda: store.pending("42") == 0, 10, "the reply")
+    replies = [m for m in slack_standin.messages.values() if m.get("thread_ts") == card_ref.ts]
+    assert [m["text"] for m in replies] == ["step 1 done"]
+    assert len(slack_standin.calls_of("conversations.replies")) == 1
+
+
+def test_a_lookup_refused_for_good_posts_again_rather_than_lose_the_card(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    store = ChatOutboxStore(redis)
+    outbox = ChatOutbox(store, backend(slack_standin), backoff_s=0.05)
+    slack_standin.fail("conversations.history", times=1, status=200, error="missing_scope")
+    store.append("42", NewItem(Op.POST, CARD, _json("v1"), CHANNEL), time.time())
+    item = store.claim("42", time.time(), "t")
+    assert item is not None and store.release(item, time.time(), "TimeoutError", True)
+    assert outbox.drain_once() == 1
+    assert [m["text"] for m in slack_standin.top_level(CHANNEL)] == ["v1"]
+
+
 def test_two_senders_draining_together_send_each_item_once_in_order(
         slack_standin: SlackStandIn, redis: Redis) -> None:
     store = ChatOutboxStore(redis)
