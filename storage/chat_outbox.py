@@ -11,8 +11,10 @@ a hash of item JSON); a global ZSET scores each incident id by when its *head* i
 - A failed send never sleeps: ``release`` moves the item's due time (``Retry-After`` or a
   backoff) and frees the claim; the waiting head blocks the incident's later items, so
   order holds per incident (rq's rate limiter lets a delayed retry be overtaken; we do not).
-- An edit that a newer item of the same purpose replaces is dropped unsent when it comes
-  up: after an outage the card is edited once to its newest render, not once per render.
+- An edit that a newer item of the same purpose replaces (a later one, or a render with a
+  higher sequence number, queued or sent) is dropped unsent when it comes up: after an
+  outage the card is edited once, to its newest render, and a render that lost a race
+  between replicas never overwrites a newer one.
 - ``ack`` records where a purpose ("incident-card", "evidence" …) was posted in the same
   script that removes the item, so a retried post of a purpose that already has a ``ts`` is
   sent as an edit: a lost response cannot produce a second card.
@@ -71,6 +73,7 @@ class NewItem:
     thread_ts: str = ""
     thread_of: str = ""
     ref_ts: str = ""
+    version: int = 0  # the render's sequence number: an older one never overwrites a newer
 
 
 @dataclass(frozen=True)
@@ -99,28 +102,36 @@ class OutboxItem:
         return f"{self.incident_id}/{self.seq}"
 
 
-# KEYS: seq counter, queue, items, due, newest; ARGV: incident id, item JSON, due, purpose
+# KEYS: seq counter, queue, items, due, newest
+# ARGV: incident id, item JSON, due, purpose, version (a render's sequence number, 0: none)
+# ``newest`` keeps, per purpose, "version:seq" of the item with the highest version (the
+# later one on a tie), so a render that took its number earlier but arrived later loses.
 APPEND = """
 local seq = redis.call('INCR', KEYS[1])
 redis.call('HSET', KEYS[3], seq, ARGV[2])
 redis.call('ZADD', KEYS[2], seq, seq)
-redis.call('HSET', KEYS[5], ARGV[4], seq)
+local current = redis.call('HGET', KEYS[5], ARGV[4])
+local version = tonumber(ARGV[5])
+if not current or version >= tonumber(string.match(current, '^(%d+):')) then
+  redis.call('HSET', KEYS[5], ARGV[4], ARGV[5] .. ':' .. seq)
+end
 redis.call('ZADD', KEYS[4], 'NX', ARGV[3], ARGV[1])
 return seq
 """
 
 # KEYS: queue, items, due, posted, newest
 # ARGV: incident id, now, token, lease seconds, expected seq ('')
-# An edit of a message that a newer item of the same purpose replaces anyway is dropped
-# unsent (a render queue during an outage is not replayed render by render); a first
-# post never is (replies may be queued for its thread), nor a try that may have arrived.
+# An edit of a message that a newer item of the same purpose replaces (a later or a
+# higher-numbered render, queued or already sent) is dropped unsent: a render queue is
+# not replayed render by render after an outage, and an older render never overwrites a
+# newer one. A first post never is (replies may be queued for its thread), nor a try
+# that may have reached Slack.
 CLAIM = """
 local now = tonumber(ARGV[2])
 while true do
   local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
   if not head then
     redis.call('ZREM', KEYS[3], ARGV[1])
-    redis.call('DEL', KEYS[5])
     return false
   end
   local raw = redis.call('HGET', KEYS[2], head)
@@ -136,9 +147,10 @@ while true do
       redis.call('ZADD', KEYS[3], item.claim_until, ARGV[1])
       return false
     end
-    local newest = tonumber(redis.call('HGET', KEYS[5], item.purpose) or '0')
+    local newest = redis.call('HGET', KEYS[5], item.purpose)
+    local newest_seq = newest and tonumber(string.match(newest, ':(%d+)$')) or 0
     local edit = item.op == 'update' or redis.call('HEXISTS', KEYS[4], item.purpose) == 1
-    if edit and newest > tonumber(head) and not item.uncertain then
+    if edit and newest_seq ~= tonumber(head) and not item.uncertain then
       redis.call('HDEL', KEYS[2], head)
       redis.call('ZREM', KEYS[1], head)
     else
@@ -157,7 +169,7 @@ end
 """
 
 # The end of an item: delivered (mode 'ack': remember where its purpose was posted) or
-# given up ('drop'). KEYS: queue, items, posted, due, audit, audit all, newest.
+# given up ('drop'). KEYS: queue, items, posted, due, audit, audit all.
 # ARGV: incident id, seq, token, mode, posted JSON, audit max length, n audit fields, k v …
 FINISH = """
 local raw = redis.call('HGET', KEYS[2], ARGV[2])
@@ -177,7 +189,6 @@ if head then
   redis.call('ZADD', KEYS[4], due, ARGV[1])
 else
   redis.call('ZREM', KEYS[4], ARGV[1])
-  redis.call('DEL', KEYS[7])
 end
 local n = tonumber(ARGV[7])
 if n > 0 then
@@ -240,13 +251,13 @@ class ChatOutboxStore:
         """Queue ``item`` at the incident's tail, due now; its sequence number."""
         return int(self._append(keys=_append_keys(incident_id),
                                 args=[incident_id, _item_json(item, now), repr(now),
-                                      item.purpose]))
+                                      item.purpose, str(max(0, item.version))]))
 
     def append_to(self, pipe: Pipeline, incident_id: str, item: NewItem, now: float) -> None:
         """Queue the append in a caller's MULTI, so it commits with the incident write."""
         self._append(keys=_append_keys(incident_id),
-                     args=[incident_id, _item_json(item, now), repr(now), item.purpose],
-                     client=pipe)
+                     args=[incident_id, _item_json(item, now), repr(now), item.purpose,
+                           str(max(0, item.version))], client=pipe)
 
     def claim(self, incident_id: str, now: float, token: str,
               expect_seq: int | None = None) -> OutboxItem | None:
@@ -289,8 +300,7 @@ class ChatOutboxStore:
                 *_audit_args(item, note, now)]
         return bool(self._finish(
             keys=[keys.outbox_queue(iid), keys.outbox_items(iid), keys.outbox_posted(iid),
-                  keys.outbox_due(), keys.audit(iid), keys.audit_all(),
-                  keys.outbox_newest(iid)], args=args))
+                  keys.outbox_due(), keys.audit(iid), keys.audit_all()], args=args))
 
     # --- readers ------------------------------------------------------------------------
     def due_incidents(self, now: float, limit: int = 100) -> list[str]:
@@ -332,7 +342,7 @@ def _item_json(item: NewItem, now: float) -> str:
     return json.dumps({
         "op": item.op.value, "purpose": item.purpose, "message": item.message,
         "channel": item.channel, "thread_ts": item.thread_ts, "thread_of": item.thread_of,
-        "ref_ts": item.ref_ts, "attempts": 0, "due": now, "created": now,
+        "ref_ts": item.ref_ts, "version": item.version, "attempts": 0, "due": now, "created": now,
         "claim": "", "claim_until": 0, "uncertain": False, "last_error": "",
     })
 

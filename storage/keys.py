@@ -233,7 +233,7 @@ def outbox_posted(incident_id: str) -> str:
 
 
 def outbox_newest(incident_id: str) -> str:
-    """Hash: purpose → the sequence number of its newest queued item (older edits are moot)."""
+    """Hash: purpose → "version:seq" of its newest item (older edits of it are moot)."""
     return _k("outbox", incident_id, "newest")
 
 

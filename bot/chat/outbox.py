@@ -105,13 +105,15 @@ class ChatOutbox:
              *, thread_of: str = "") -> MessageRef | None:
         """Queue one post or edit and try it now: the ref when delivered now, None when
         it waits (Slack refused, or an earlier item of the incident is still waiting).
+        ``message.seq`` (a render's number) orders renders of one purpose: an older one
+        that arrives late is never sent over a newer one.
         ``thread_of`` names a purpose whose thread the reply goes to (resolved when sent,
         so a reply may be queued before the incident's card is delivered)."""
         now = self.clock()
         item = NewItem(op=Op(op), purpose=purpose, message=message_to_json(message),
                        channel=ref.channel if ref is not None else channel,
                        thread_ts=thread.ts if thread is not None else "", thread_of=thread_of,
-                       ref_ts=ref.ts if ref is not None else "")
+                       ref_ts=ref.ts if ref is not None else "", version=message.seq)
         seq = self.store.append(incident_id, item, now)
         claimed = self.store.claim(incident_id, now, _token(), expect_seq=seq)
         return self._deliver(claimed) if claimed is not None else None

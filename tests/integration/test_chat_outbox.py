@@ -341,6 +341,29 @@ def test_remember_card_keeps_the_refs_and_attaches_the_approvals(
     assert stored is not None and stored.message_ts == posted["ts"]
 
 
+def test_a_render_that_lost_the_race_never_overwrites_a_newer_one(redis: Redis) -> None:
+    store = ChatOutboxStore(redis)
+    now = 1000.0
+
+    def render(version: int) -> NewItem:
+        return NewItem(Op.POST, CARD, _json(f"render {version}"), CHANNEL, version=version)
+
+    store.append("42", render(1), now)
+    first = store.claim("42", now, "t")
+    assert first is not None and store.ack(first, _posted(), None, now)
+    store.append("42", render(6), now)  # replica B took 6 after A took 5, and came first
+    store.append("42", render(5), now)
+    sent = store.claim("42", now, "t")
+    assert sent is not None and sent.seq == 2
+    assert store.ack(sent, _posted(), None, now)
+    assert store.claim("42", now, "t") is None and store.pending("42") == 0, "5 was moot"
+    store.append("42", render(4), now)  # later still, with the queue empty
+    assert store.claim("42", now, "t") is None and store.pending("42") == 0
+    store.append("42", render(7), now)
+    newer = store.claim("42", now, "t")
+    assert newer is not None and newer.seq == 5
+
+
 def _updates(standin: SlackStandIn, ts: str) -> list[Call]:
     return [c for c in standin.calls_of("chat.update") if c.params.get("ts") == ts]
 
