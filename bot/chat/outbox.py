@@ -42,6 +42,7 @@ from storage.incidents import IncidentStore
 log = logging.getLogger(__name__)
 
 Delivered = Callable[[str, str, MessageRef], None]  # incident id, purpose, where it is now
+UNKNOWN_TRIES = 5  # an unexpected error (not Slack's refusal) is tried this often, then dropped
 CARD = "incident-card"  # the purpose of the incident's own message (posted once, then edited)
 
 
@@ -153,11 +154,13 @@ class ChatOutbox:
         except ChatSendError as exc:
             self._failed(item, exc)
             return None
-        except Exception as exc:  # a bug or an unknown failure: keep the item, say so
+        except StorageError:
+            raise  # Redis away: the claim expires and the item is tried again
+        except Exception as exc:  # a bug or an unknown failure: a few more tries, then give up
             error_id = uuid.uuid4().hex[:12]
             log.error("chat outbox: error %s sending item %s", error_id, item.key, exc_info=exc)
             self._failed(item, ChatSendError(f"{type(exc).__name__} (error {error_id})",
-                                             transient=True))
+                                             transient=item.attempts < UNKNOWN_TRIES))
             return None
         at = self.clock()
         late = at - item.created >= self.late_after_s or bool(item.last_error)

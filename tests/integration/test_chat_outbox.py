@@ -364,6 +364,33 @@ def test_a_render_that_lost_the_race_never_overwrites_a_newer_one(redis: Redis) 
     assert newer is not None and newer.seq == 5
 
 
+def test_an_item_that_cannot_be_read_is_given_up_after_a_few_tries(redis: Redis) -> None:
+    store, clock = ChatOutboxStore(redis), [1000.0]
+    outbox = ChatOutbox(store, _NeverCalled(), clock=lambda: clock[0])
+    store.append("42", NewItem(Op.POST, CARD, "not json", CHANNEL), clock[0])
+    for _ in range(5):
+        assert outbox.drain_once() == 0
+        clock[0] += 60
+    assert store.pending("42") == 0
+    (failed,) = entries(redis, "chat.delivery_failed")
+    assert failed.detail["attempts"] == 5 and "JSONDecodeError" in failed.detail["error"]
+
+
+class _NeverCalled:
+    def post(self, channel: str, message: ChatMessage, thread: MessageRef | None = None,
+             ) -> MessageRef:
+        raise AssertionError("an unreadable item reached the backend")
+
+    def update(self, ref: MessageRef, message: ChatMessage) -> None:
+        raise AssertionError("an unreadable item reached the backend")
+
+    def ephemeral(self, note: object) -> None:
+        raise AssertionError("unused")
+
+    def upload(self, ref: MessageRef, path: object, title: str) -> None:
+        raise AssertionError("unused")
+
+
 def _updates(standin: SlackStandIn, ts: str) -> list[Call]:
     return [c for c in standin.calls_of("chat.update") if c.params.get("ts") == ts]
 
