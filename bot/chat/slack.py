@@ -260,11 +260,17 @@ class SlackBackend:
         if key:
             args["metadata"] = {"event_type": OUTBOX_EVENT, "event_payload": {"key": key}}
         resp = self._once("chat.postMessage", lambda: self.client.chat_postMessage(**args))
+        self._applied(message)
         self._changed()
         return MessageRef(channel=str(resp["channel"]), ts=str(resp["ts"]))
 
     def update_once(self, ref: MessageRef, message: ChatMessage) -> None:
         """One ``chat.update`` now (not coalesced), no sleeping; a refusal raises."""
+        if message.seq and self.ledger is not None and message.incident_id and \
+                message.seq <= self.ledger.applied(message.incident_id):
+            log.info("render %s of incident %s not sent: a newer one was", message.seq,
+                     message.incident_id)
+            return
         budget = self.budget
         if budget is not None and (wait := budget.try_update(ref.channel, ref.ts)) > 0:
             raise ChatSendError(BUDGET_WAIT, transient=True, retry_after_s=wait,
@@ -277,7 +283,12 @@ class SlackBackend:
             if budget is not None and exc.retry_after_s:  # other replicas' edits wait too
                 budget.hold_message(ref.channel, ref.ts, exc.retry_after_s)
             raise
+        self._applied(message)
         self._changed()
+
+    def _applied(self, message: ChatMessage) -> None:
+        if message.seq and self.ledger is not None and message.incident_id:
+            self.ledger.mark_applied(message.incident_id, message.seq)
 
     def find_posted(self, channel: str, thread: MessageRef | None, key: str,
                     oldest: float) -> MessageRef | None:

@@ -24,6 +24,7 @@ from storage.approvals import ApprovalStore
 from storage.audit import AuditEntry, AuditLog
 from storage.chat_outbox import ChatOutboxStore, NewItem, Op, Posted
 from storage.incidents import IncidentStore
+from storage.renders import RenderLedger
 from storage.slack_budget import BudgetSettings, SlackBudget, workspace_of
 from tests.fixtures.slack import BOT_TOKEN, CHANNEL, slack_test_settings
 
@@ -389,6 +390,20 @@ class _NeverCalled:
 
     def upload(self, ref: MessageRef, path: object, title: str) -> None:
         raise AssertionError("unused")
+
+
+def test_outbox_sends_advance_the_render_ledger_the_other_path_reads(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    chat = SlackBackend(make_client(slack_test_settings(slack_standin), timeout_s=2),
+                        redis=redis)
+    outbox = ChatOutbox(ChatOutboxStore(redis), chat)
+    ref = outbox.send("42", CARD, Op.POST, replace(card("v3"), seq=3), CHANNEL)
+    assert ref is not None and RenderLedger(redis).applied("42") == 3
+    chat.update_once(ref, replace(card("v2"), seq=2))  # an older render, sent another way
+    assert slack_standin.calls_of("chat.update") == []
+    outbox.send("42", CARD, Op.UPDATE, replace(card("v4"), seq=4), CHANNEL, ref=ref)
+    assert RenderLedger(redis).applied("42") == 4
+    assert [m["text"] for m in slack_standin.top_level(CHANNEL)] == ["v4"]
 
 
 def _updates(standin: SlackStandIn, ts: str) -> list[Call]:
