@@ -143,6 +143,18 @@ class ChatOutbox:
             wait = idle_s if nxt is None else min(idle_s, max(0.02, nxt - self.clock()))
             stop.wait(wait)
 
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Deliver what can be delivered within ``timeout_s`` (shutdown, the demo, tests
+        that read Slack): True when nothing is left waiting."""
+        deadline, tick = time.monotonic() + timeout_s, threading.Event()
+        while True:
+            self.drain_once()
+            nxt = self.store.next_due()
+            left = deadline - time.monotonic()
+            if nxt is None or left <= 0:
+                return nxt is None
+            tick.wait(min(left, max(0.02, nxt - self.clock())))
+
     def posted(self, incident_id: str, purpose: str) -> Posted | None:
         """Where a purpose's message was delivered (channel, ts, the thread it sits in)."""
         return self.store.posted(incident_id).get(purpose)
