@@ -275,3 +275,33 @@ def incident_owner(incident_id: str) -> str:
 def reconcile_sweep() -> str:
     """``SET NX`` claim: one replica sweeps the in-flight set per period."""
     return _k("reconcile", "sweep")
+
+# --- the chat outbox (issue 24) ---------------------------------------------------------
+def outbox_queue(incident_id: str) -> str:
+    """Sorted set: the incident's undelivered chat items by sequence number (head first)."""
+    return _k("outbox", incident_id, "queue")
+
+
+def outbox_items(incident_id: str) -> str:
+    """Hash: sequence number → one chat item (JSON: op, purpose, message, target, due …)."""
+    return _k("outbox", incident_id, "items")
+
+
+def outbox_seq(incident_id: str) -> str:
+    """Counter: the sequence number of the incident's newest chat item."""
+    return _k("outbox", incident_id, "seq")
+
+
+def outbox_posted(incident_id: str) -> str:
+    """Hash: purpose ("incident-card", "evidence" …) → where it was posted (JSON)."""
+    return _k("outbox", incident_id, "posted")
+
+
+def outbox_newest(incident_id: str) -> str:
+    """Hash: purpose → "version:seq" of its newest item (older edits of it are moot)."""
+    return _k("outbox", incident_id, "newest")
+
+
+def outbox_due() -> str:
+    """Sorted set: incident id → when its head chat item is due (or its claim expires)."""
+    return _k("outbox", "due")

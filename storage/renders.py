@@ -20,11 +20,22 @@ LOCK_S = 15.0  # longer than one chat call; a crashed sender's lock expires on i
 RETENTION_S = 30 * 86400
 
 
+# KEYS[1] applied; ARGV: seq, retention seconds. The applied number only ever grows.
+MARK_APPLIED = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) > current then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+end
+return current
+"""
+
+
 class RenderLedger:
     """Allocates and applies render numbers; needs a ``decode_responses`` client."""
 
     def __init__(self, redis: Redis, wait_s: float = 20.0) -> None:
         self.redis, self.wait_s = redis, wait_s
+        self._mark = redis.register_script(MARK_APPLIED)
 
     def next_seq(self, incident_id: str) -> int:
         key = keys.render_seq(incident_id)
@@ -47,3 +58,8 @@ class RenderLedger:
             return True
         finally:
             lease.release()
+
+    def mark_applied(self, incident_id: str, seq: int) -> None:
+        """Record a render the chat outbox delivered (it orders renders itself, under its
+        own claim), so a render sent the other way is compared with it too."""
+        self._mark(keys=[keys.render_applied(incident_id)], args=[seq, RETENTION_S])

@@ -76,3 +76,19 @@ class ChatBackend(Protocol):
     def upload(self, ref: MessageRef, path: Path, title: str) -> None:
         """Attach a file (a digest chart) in the message's thread."""
         ...
+
+
+# --- one delivery attempt, classified (issue 24: the chat outbox) -------------------------
+class ChatSendError(Exception):
+    """One send that did not go through, said in the terms the outbox decides on:
+    ``transient`` (5xx, 429, timeouts, refused connections: try again later, after
+    ``retry_after_s`` when Slack said so) or permanent (``channel_not_found``,
+    ``invalid_blocks`` …: trying again cannot help). ``uncertain``: the request may have
+    reached Slack (a timeout or a reset connection), so look before posting again.
+    ``throttled``: not Slack's refusal but our own shared budget's spacing (no audit)."""
+
+    def __init__(self, error: str, *, transient: bool, retry_after_s: float | None = None,
+                 uncertain: bool = False, throttled: bool = False) -> None:
+        super().__init__(error)
+        self.error, self.transient = error, transient
+        self.retry_after_s, self.uncertain, self.throttled = retry_after_s, uncertain, throttled

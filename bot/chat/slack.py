@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.error import URLError
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web import SlackResponse
 
-from bot.chat.base import ChatMessage, Ephemeral, MessageRef
+from bot.chat.base import ChatMessage, ChatSendError, Ephemeral, MessageRef
 from bot.chat.blockkit import to_payload
 from bot.chat.coalesce import (
     UpdateCoalescer,
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 RETRYABLE_ERRORS = frozenset(
     {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
+OUTBOX_EVENT = "incident_bot_outbox"  # message metadata tagging a post with its outbox key
+BUDGET_WAIT = "slack budget"  # the shared budget's spacing, not a refusal by Slack
 
 
 class ChatDeliveryError(RuntimeError):
@@ -242,6 +245,79 @@ class SlackBackend:
             return
         send()
 
+    # --- one attempt each, for the durable outbox (issue 24) -------------------------
+    def post_once(self, channel: str, message: ChatMessage, thread: MessageRef | None,
+                  key: str) -> MessageRef:
+        """One ``chat.postMessage``, no sleeping: a refusal raises ``ChatSendError``. The post
+        carries ``key`` in its metadata so ``find_posted`` can tell whether a post whose
+        response was lost reached the channel after all."""
+        if self.budget is not None and (wait := self.budget.try_post(channel)) > 0:
+            raise ChatSendError(BUDGET_WAIT, transient=True, retry_after_s=wait,
+                                throttled=True)
+        args: dict[str, Any] = {"channel": channel, **to_payload(message)}
+        if thread is not None:
+            args["thread_ts"] = thread.ts
+        if key:
+            args["metadata"] = {"event_type": OUTBOX_EVENT, "event_payload": {"key": key}}
+        resp = self._once("chat.postMessage", lambda: self.client.chat_postMessage(**args))
+        self._applied(message)
+        self._changed()
+        return MessageRef(channel=str(resp["channel"]), ts=str(resp["ts"]))
+
+    def update_once(self, ref: MessageRef, message: ChatMessage) -> None:
+        """One ``chat.update`` now (not coalesced), no sleeping; a refusal raises."""
+        if message.seq and self.ledger is not None and message.incident_id and \
+                message.seq <= self.ledger.applied(message.incident_id):
+            log.info("render %s of incident %s not sent: a newer one was", message.seq,
+                     message.incident_id)
+            return
+        budget = self.budget
+        if budget is not None and (wait := budget.try_update(ref.channel, ref.ts)) > 0:
+            raise ChatSendError(BUDGET_WAIT, transient=True, retry_after_s=wait,
+                                throttled=True)
+        payload = to_payload(message)
+        try:
+            self._once("chat.update",
+                       lambda: self.client.chat_update(channel=ref.channel, ts=ref.ts, **payload))
+        except ChatSendError as exc:
+            if budget is not None and exc.retry_after_s:  # other replicas' edits wait too
+                budget.hold_message(ref.channel, ref.ts, exc.retry_after_s)
+            raise
+        self._applied(message)
+        self._changed()
+
+    def _applied(self, message: ChatMessage) -> None:
+        if message.seq and self.ledger is not None and message.incident_id:
+            self.ledger.mark_applied(message.incident_id, message.seq)
+
+    def find_posted(self, channel: str, thread: MessageRef | None, key: str,
+                    oldest: float) -> MessageRef | None:
+        """The message an earlier post with ``key`` left in the channel (or the thread),
+        if any: asked before posting again after a timeout."""
+        def call() -> SlackResponse:
+            if thread is not None:
+                return self.client.conversations_replies(
+                    channel=channel, ts=thread.ts, include_all_metadata=True, limit=200)
+            return self.client.conversations_history(
+                channel=channel, oldest=f"{max(0.0, oldest - 60):.6f}",
+                include_all_metadata=True, limit=200)
+        for found in self._once("conversations.history", call).get("messages") or []:
+            meta = found.get("metadata") or {}
+            if meta.get("event_type") == OUTBOX_EVENT and \
+                    (meta.get("event_payload") or {}).get("key") == key:
+                return MessageRef(channel=channel, ts=str(found["ts"]))
+        return None
+
+    def _once(self, method: str, call: Callable[[], SlackResponse]) -> SlackResponse:
+        try:
+            return call()
+        except Exception as exc:  # every failure is classified, none escapes unnamed
+            failure = classify(exc)
+            if failure is None:
+                raise
+            metrics.SLACK_API_ERRORS.labels(method=method, error=clip(failure.error, 40)).inc()
+            raise failure from None
+
     def _call(
         self, method: str, incident_id: str, call: Callable[[], SlackResponse]
     ) -> SlackResponse:
@@ -256,6 +332,25 @@ class SlackBackend:
                 except Exception:  # both Slack and the audit failed: the log has it
                     log.exception("could not audit a failed Slack call")
             raise
+
+
+def classify(exc: BaseException) -> ChatSendError | None:
+    """A Web API failure in the outbox's terms (None: not a Slack or network failure)."""
+    if isinstance(exc, SlackApiError):
+        resp = exc.response
+        status = int(getattr(resp, "status_code", 0) or 0)
+        error = str(resp.get("error", "")) if hasattr(resp, "get") else ""
+        reason = error or f"HTTP {status}"
+        if status == 429 or error == "ratelimited":
+            return ChatSendError(reason, transient=True, retry_after_s=retry_after(resp))
+        return ChatSendError(reason, transient=status >= 500 or error in RETRYABLE_ERRORS)
+    if isinstance(exc, ConnectionRefusedError) or (
+            isinstance(exc, URLError) and isinstance(exc.reason, ConnectionRefusedError)):
+        return ChatSendError(f"{type(exc).__name__}: {exc}", transient=True)  # never sent
+    if isinstance(exc, (SlackClientError, OSError)):  # timeout, reset: it may have arrived
+        return ChatSendError(clip(f"{type(exc).__name__}: {exc}", 300), transient=True,
+                             uncertain=True)
+    return None
 
 
 def _newer(new: tuple[str, Any, int], queued: tuple[str, Any, int]) -> bool:

@@ -139,3 +139,9 @@ def render() -> tuple[bytes, str]:
         except Exception:  # stale gauges beat a failed scrape
             log.warning("metrics scrape hook %r failed", hook, exc_info=True)
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+# --- the chat outbox (issue 24) ------------------------------------------------------------
+CHAT_OUTBOX = _counter("chat_outbox_items", ("outcome",),
+                       "Chat outbox items by outcome: delivered, delivered_late, deferred, "
+                       "given_up.")

@@ -3,7 +3,9 @@
 It answers the methods the bot uses, records every call (method, arguments, token),
 keeps posted messages so ``conversations.replies`` and ``chat.update`` behave, accepts
 file uploads and ``response_url`` posts, and can be told to answer 429 with a
-``Retry-After`` (or a 5xx) for the next N calls of a method. Tests and the demo point
+``Retry-After`` (or a 5xx) for the next N calls of a method, to answer every call with
+a 5xx or a 429 for a while (an outage), to refuse connections (Slack unreachable), or to
+act on a call and then drop the connection unanswered (a lost response). Tests and the demo point
 ``slack.api_url`` at it; the bot's code cannot tell the difference.
 """
 
@@ -51,6 +53,9 @@ class SlackStandIn:
         self.uploads: dict[str, bytes] = {}
         self.home: dict[str, Params] = {}  # user id → the App Home view last published
         self._faults: dict[str, _Fault] = {}
+        self._outage: tuple[float, _Fault] | None = None  # (until monotonic, answer)
+        self._lose: dict[str, int] = {}  # method → calls to act on, then drop unanswered
+        self._port = 0
         self._ids = itertools.count(1)
         self._cv = threading.Condition()
         self._server: ThreadingHTTPServer | None = None
@@ -58,7 +63,8 @@ class SlackStandIn:
 
     # --- lifecycle -----------------------------------------------------------------------
     def start(self) -> SlackStandIn:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), _handler_for(self))
+        self._port = int(self._server.server_address[1])
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.05,), name="slack-standin", daemon=True
@@ -97,6 +103,31 @@ class SlackStandIn:
     ) -> None:
         self._faults[method] = _Fault(times, status, None, error)
 
+    def outage(self, seconds: float, status: int = 500, retry_after: float | None = None,
+               error: str = "internal_error") -> None:
+        """Answer every Web API call with ``status`` (and ``Retry-After``) for ``seconds``."""
+        fault = _Fault(0, status, retry_after, "ratelimited" if status == 429 else error)
+        self._outage = (time.monotonic() + seconds, fault)
+
+    def lose_response(self, method: str, times: int = 1) -> None:
+        """Act on the next ``times`` calls of ``method`` but close the connection without
+        an answer: the message is posted, the client never learns its ``ts``."""
+        self._lose[method] = times
+
+    def refuse_connections(self) -> None:
+        """Close the listening socket: clients get "connection refused" until ``reopen``."""
+        self.stop()
+
+    def reopen(self) -> None:
+        """Listen again on the same port (after ``refuse_connections``)."""
+        self.start()
+
+    def top_level(self, channel: str) -> list[Params]:
+        """The channel's messages that are not thread replies, oldest first."""
+        with self._cv:
+            return [m for (c, _), m in sorted(self.messages.items())
+                    if c == channel and not m.get("thread_ts")]
+
     def calls_of(self, method: str) -> list[Call]:
         with self._cv:
             return [c for c in self.calls if c.method == method]
@@ -131,7 +162,7 @@ class SlackStandIn:
             return 200, {"ok": True}, {}
         method = path.removeprefix("/api/")
         self._record(Call(method, params, token))
-        fault = self._take_fault(method)
+        fault = self._take_fault(method) or self._outage_fault()
         if fault is not None:
             headers = (
                 {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
@@ -143,7 +174,8 @@ class SlackStandIn:
         answer = self._methods().get(method)
         if answer is None:
             return 200, {"ok": False, "error": "unknown_method"}, {}
-        return 200, {"ok": True, **answer(params)}, {}
+        body = {"ok": True, **answer(params)}
+        return (LOST if self._take_lost(method) else 200), body, {}
 
     def _record(self, call: Call) -> None:
         with self._cv:
@@ -157,6 +189,18 @@ class SlackStandIn:
                 return None
             fault.times -= 1
             return fault
+
+    def _outage_fault(self) -> _Fault | None:
+        outage = self._outage
+        return outage[1] if outage is not None and time.monotonic() < outage[0] else None
+
+    def _take_lost(self, method: str) -> bool:
+        with self._cv:
+            left = self._lose.get(method, 0)
+            if left <= 0:
+                return False
+            self._lose[method] = left - 1
+            return True
 
     def _methods(self) -> dict[str, Callable[[Params], Params]]:
         return {
@@ -179,6 +223,7 @@ class SlackStandIn:
             "files.getUploadURLExternal": self._upload_url,
             "files.completeUploadExternal": lambda p: {"files": _as_list(p.get("files"))},
             "conversations.replies": self._replies,
+            "conversations.history": self._history,
             "apps.connections.open": lambda p: {"url": self.socket_url},
         }
 
@@ -197,6 +242,8 @@ class SlackStandIn:
         }
         if p.get("thread_ts"):
             message["thread_ts"] = str(p["thread_ts"])
+        if isinstance(p.get("metadata"), dict):
+            message["metadata"] = p["metadata"]
         with self._cv:
             self.messages[(channel, ts)] = message
         return {"channel": channel, "ts": ts, "message": message}
@@ -240,6 +287,16 @@ class SlackStandIn:
         return {"messages": [parent, *replies], "has_more": False}
 
 
+    def _history(self, p: Params) -> Params:
+        """The channel's top-level messages, newest first, from ``oldest`` on."""
+        channel, oldest = str(p.get("channel", "")), float(p.get("oldest") or 0)
+        found = [m for m in self.top_level(channel) if float(m["ts"]) >= oldest]
+        return {"messages": found[::-1], "has_more": False}
+
+
+LOST = 0  # a handled call whose connection is closed without an answer
+
+
 def _as_list(value: Any) -> list[Any]:
     if isinstance(value, str):
         try:
@@ -281,6 +338,9 @@ def _handler_for(standin: SlackStandIn) -> type[BaseHTTPRequestHandler]:
                 auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else params.get("token")
             )
             status, body, headers = standin.handle(url.path, params, raw, token)
+            if status == LOST:
+                self.close_connection = True
+                return
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=utf-8")

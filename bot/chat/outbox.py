@@ -1,0 +1,313 @@
+"""Chat delivery through the durable outbox (``storage/chat_outbox.py``): nothing is lost
+when Slack refuses for a while, nothing is sent twice, and each incident's items keep order.
+
+``send`` queues the item and tries it at once, so a healthy Slack sees today's latency;
+when Slack refuses (5xx, 429, a timeout, a refused connection) the item waits in Redis
+with a due time and ``drain_once`` (a thread, any replica) delivers it later. A permanent
+refusal (``channel_not_found``, ``invalid_blocks`` …) is given up with an audit entry and
+a log line carrying an error id. A delivery after a delay is audited with the delay.
+
+Duplicates: a retried ``post`` whose purpose already has a ``ts`` is sent as an edit of
+that message; a post whose last try timed out (it may have reached Slack) is first looked
+up by the key it carries in its metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from typing import Any, Protocol, runtime_checkable
+
+from bot.chat.base import (
+    Button,
+    ButtonStyle,
+    ChatBackend,
+    ChatMessage,
+    ChatSendError,
+    MessageRef,
+    Section,
+)
+from bot.core import metrics
+from bot.domain.incident_record import ChatRefs
+from storage.approvals import ApprovalStore
+from storage.chat_outbox import AuditNote, ChatOutboxStore, NewItem, Op, OutboxItem, Posted
+from storage.connection import StorageError
+from storage.incidents import IncidentStore
+
+log = logging.getLogger(__name__)
+
+Delivered = Callable[[str, str, MessageRef], None]  # incident id, purpose, where it is now
+UNKNOWN_TRIES = 5  # an unexpected error (not Slack's refusal) is tried this often, then dropped
+CARD = "incident-card"  # the purpose of the incident's own message (posted once, then edited)
+
+
+@runtime_checkable
+class DirectChat(Protocol):
+    """One attempt per call, never sleeping; a refusal raises ``ChatSendError``
+    (``bot.chat.slack.SlackBackend`` is one)."""
+
+    def post_once(self, channel: str, message: ChatMessage, thread: MessageRef | None,
+                  key: str) -> MessageRef: ...
+
+    def update_once(self, ref: MessageRef, message: ChatMessage) -> None: ...
+
+    def find_posted(self, channel: str, thread: MessageRef | None, key: str,
+                    oldest: float) -> MessageRef | None: ...
+
+
+class _Plain:
+    """A backend without one-attempt calls (the terminal): any failure is transient."""
+
+    def __init__(self, backend: ChatBackend) -> None:
+        self.backend = backend
+
+    def post_once(self, channel: str, message: ChatMessage, thread: MessageRef | None,
+                  key: str) -> MessageRef:
+        try:
+            return self.backend.post(channel, message, thread=thread)
+        except Exception as exc:
+            raise ChatSendError(f"{type(exc).__name__}: {exc}", transient=True) from exc
+
+    def update_once(self, ref: MessageRef, message: ChatMessage) -> None:
+        try:
+            self.backend.update(ref, message)
+        except Exception as exc:
+            raise ChatSendError(f"{type(exc).__name__}: {exc}", transient=True) from exc
+
+    def find_posted(self, channel: str, thread: MessageRef | None, key: str,
+                    oldest: float) -> MessageRef | None:
+        return None
+
+
+class ChatOutbox:
+    def __init__(
+        self,
+        store: ChatOutboxStore,
+        backend: ChatBackend,
+        clock: Callable[[], float] = time.time,
+        on_delivered: Delivered | None = None,
+        *,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 5.0,
+        late_after_s: float = 2.0,
+    ) -> None:
+        self.store, self.clock, self.on_delivered = store, clock, on_delivered
+        self.direct: DirectChat = backend if isinstance(backend, DirectChat) else _Plain(backend)
+        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.late_after_s = late_after_s  # a shorter wait (budget spacing) is not audited
+
+    def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
+             channel: str, thread: MessageRef | None = None, ref: MessageRef | None = None,
+             *, thread_of: str = "") -> MessageRef | None:
+        """Queue one post or edit and try it now: the ref when delivered now, None when
+        it waits (Slack refused, or an earlier item of the incident is still waiting).
+        ``message.seq`` (a render's number) orders renders of one purpose: an older one
+        that arrives late is never sent over a newer one.
+        ``thread_of`` names a purpose whose thread the reply goes to (resolved when sent,
+        so a reply may be queued before the incident's card is delivered)."""
+        now = self.clock()
+        item = NewItem(op=Op(op), purpose=purpose, message=message_to_json(message),
+                       channel=ref.channel if ref is not None else channel,
+                       thread_ts=thread.ts if thread is not None else "", thread_of=thread_of,
+                       ref_ts=ref.ts if ref is not None else "", version=message.seq)
+        seq = self.store.append(incident_id, item, now)
+        claimed = self.store.claim(incident_id, now, _token(), expect_seq=seq)
+        return self._deliver(claimed) if claimed is not None else None
+
+    def drain_once(self, now: float | None = None) -> int:
+        """One pass of the retry loop: deliver every due head item, and the items behind
+        it that are due too; the number delivered."""
+        now = self.clock() if now is None else now
+        delivered = 0
+        for incident_id in self.store.due_incidents(now):
+            while (item := self.store.claim(incident_id, now, _token())) is not None:
+                if self._deliver(item) is None:
+                    break
+                delivered += 1
+        return delivered
+
+    def run(self, stop: threading.Event, idle_s: float = 1.0) -> None:
+        """The retry loop for a thread: drain, then wait until the next item is due."""
+        while not stop.is_set():
+            try:
+                self.drain_once()
+                nxt = self.store.next_due()
+            except StorageError as exc:  # Redis away: chat waits with it, nothing is lost
+                log.warning("chat outbox: storage unavailable: %s", exc)
+                nxt = None
+            wait = idle_s if nxt is None else min(idle_s, max(0.02, nxt - self.clock()))
+            stop.wait(wait)
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Deliver what can be delivered within ``timeout_s`` (shutdown, the demo, tests
+        that read Slack): True when nothing is left waiting."""
+        deadline, tick = time.monotonic() + timeout_s, threading.Event()
+        while True:
+            self.drain_once()
+            nxt = self.store.next_due()
+            left = deadline - time.monotonic()
+            if nxt is None or left <= 0:
+                return nxt is None
+            tick.wait(min(left, max(0.02, nxt - self.clock())))
+
+    def posted(self, incident_id: str, purpose: str) -> Posted | None:
+        """Where a purpose's message was delivered (channel, ts, the thread it sits in)."""
+        return self.store.posted(incident_id).get(purpose)
+
+    # --- one attempt ---------------------------------------------------------------------
+    def _deliver(self, item: OutboxItem) -> MessageRef | None:
+        try:
+            ref, thread_ts = self._attempt(item)
+        except ChatSendError as exc:
+            self._failed(item, exc)
+            return None
+        except StorageError:
+            raise  # Redis away: the claim expires and the item is tried again
+        except Exception as exc:  # a bug or an unknown failure: a few more tries, then give up
+            error_id = uuid.uuid4().hex[:12]
+            log.error("chat outbox: error %s sending item %s", error_id, item.key, exc_info=exc)
+            self._failed(item, ChatSendError(f"{type(exc).__name__} (error {error_id})",
+                                             transient=item.attempts < UNKNOWN_TRIES))
+            return None
+        at = self.clock()
+        late = at - item.created >= self.late_after_s or bool(item.last_error)
+        note = AuditNote("chat.delivered_late", {
+            "purpose": item.purpose, "op": item.op.value, "seconds": round(at - item.created, 3),
+            "attempts": item.attempts, "last_error": item.last_error}) if late else None
+        metrics.CHAT_OUTBOX.labels(outcome="delivered_late" if late else "delivered").inc()
+        if not self.store.ack(item, Posted(ref.channel, ref.ts, thread_ts), note, at):
+            log.warning("chat outbox: claim on %s was lost before its ack", item.key)
+        if self.on_delivered is not None:
+            try:
+                self.on_delivered(item.incident_id, item.purpose, ref)
+            except Exception as exc:
+                error_id = uuid.uuid4().hex[:12]
+                log.error("chat outbox: error %s in on_delivered for %s", error_id, item.key,
+                          exc_info=exc)
+        return ref
+
+    def _attempt(self, item: OutboxItem) -> tuple[MessageRef, str]:
+        """Send the item once; where it now is and the thread it sits in."""
+        posted = self.store.posted(item.incident_id)
+        message = message_from_json(item.message)
+        known = posted.get(item.purpose)
+        if item.op is Op.POST and known is None:
+            thread = self._thread(item, posted)
+            channel = thread.channel if thread is not None else item.channel
+            found = self._find(item, channel, thread) if item.uncertain else None
+            ref = found or self.direct.post_once(channel, message, thread, item.key)
+            return ref, thread.ts if thread is not None else ref.ts
+        if item.ref_ts:
+            target = MessageRef(item.channel, item.ref_ts)
+        elif known is not None:
+            target = MessageRef(known.channel, known.ts)
+        else:
+            raise ChatSendError(f"nothing posted yet for {item.purpose}", transient=False)
+        self.direct.update_once(target, message)
+        return target, known.thread_ts if known is not None else target.ts
+
+    def _find(self, item: OutboxItem, channel: str, thread: MessageRef | None) -> MessageRef | None:
+        """The post an earlier try may have left; when the channel cannot be read (a missing
+        ``channels:history`` scope), post again: a second card beats no card."""
+        try:
+            return self.direct.find_posted(channel, thread, item.key, item.created)
+        except ChatSendError as exc:
+            if exc.transient:
+                raise
+            log.warning("chat outbox: cannot look for %s before posting again: %s",
+                        item.key, exc.error)
+            return None
+
+    @staticmethod
+    def _thread(item: OutboxItem, posted: dict[str, Posted]) -> MessageRef | None:
+        if item.thread_ts:
+            return MessageRef(item.channel, item.thread_ts)
+        if not item.thread_of:
+            return None
+        parent = posted.get(item.thread_of)
+        if parent is None:
+            raise ChatSendError(f"nothing posted yet for {item.thread_of}", transient=False)
+        return MessageRef(parent.channel, parent.thread_ts)
+
+    def _failed(self, item: OutboxItem, exc: ChatSendError) -> None:
+        now = self.clock()
+        detail: dict[str, Any] = {"purpose": item.purpose, "op": item.op.value,
+                                  "attempts": item.attempts, "error": exc.error}
+        if not exc.transient:
+            error_id = uuid.uuid4().hex[:12]
+            log.error("chat outbox: gave up on %s (%s %s) after %d attempt(s): %s [error %s]",
+                      item.key, item.op.value, item.purpose, item.attempts, exc.error, error_id)
+            metrics.CHAT_OUTBOX.labels(outcome="given_up").inc()
+            self.store.drop(item, AuditNote("chat.delivery_failed",
+                                            {**detail, "error_id": error_id}), now)
+            return
+        wait = exc.retry_after_s if exc.retry_after_s is not None else self._backoff(item)
+        log.info("chat outbox: %s (%s %s) refused (%s); again in %.1fs", item.key,
+                 item.op.value, item.purpose, exc.error, wait)
+        metrics.CHAT_OUTBOX.labels(outcome="deferred").inc()
+        note = (AuditNote("chat.delivery_deferred", {**detail, "retry_in_s": round(wait, 3)})
+                if not exc.throttled and not item.last_error else None)  # its first refusal
+        error = "" if exc.throttled else exc.error
+        self.store.release(item, now + wait, error or item.last_error, exc.uncertain, note, now)
+
+    def _backoff(self, item: OutboxItem) -> float:
+        return min(self.max_backoff_s, self.backoff_s * 2 ** max(0, item.attempts - 1))
+
+
+def remember_card(store: ChatOutboxStore, incidents: IncidentStore,
+                  approvals: ApprovalStore) -> Delivered:
+    """The ``on_delivered`` the flow needs: once the incident's card is in Slack, keep
+    where it is (``Incident.chat``, the thread it sits in included) and tell its approvals
+    which message holds their buttons, whichever replica or retry delivered it."""
+
+    def delivered(incident_id: str, purpose: str, ref: MessageRef) -> None:
+        if purpose != CARD:
+            return
+        posted = store.posted(incident_id).get(CARD)
+        chat = ChatRefs(ref.channel, ref.ts, posted.thread_ts if posted else ref.ts)
+        incident = incidents.get(incident_id)
+        if incident is None:
+            return
+        if incident.chat != chat:  # an edit of a known card changes nothing
+            incident = incidents.update(incident_id, lambda i: replace(i, chat=chat))
+        for plan in incident.plans:
+            approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
+
+    return delivered
+
+
+def _token() -> str:
+    """A fresh token per claim: an expired claim cannot ack, even from this process."""
+    return uuid.uuid4().hex
+
+
+# --- the message as stored in the outbox --------------------------------------------------
+def message_to_json(message: ChatMessage) -> str:
+    return json.dumps(asdict(message), separators=(",", ":"))
+
+
+def message_from_json(raw: str) -> ChatMessage:
+    data = json.loads(raw)
+    return ChatMessage(
+        text=str(data["text"]), header=data.get("header"),
+        sections=tuple(_section(s) for s in data.get("sections") or ()),
+        buttons=tuple(_button(b) for b in data.get("buttons") or ()),
+        context=tuple(str(c) for c in data.get("context") or ()),
+        incident_id=str(data.get("incident_id") or ""), seq=int(data.get("seq") or 0))
+
+
+def _section(data: dict[str, Any]) -> Section:
+    return Section(text=str(data["text"]), fields=tuple(str(f) for f in data.get("fields") or ()),
+                   code=data.get("code"),
+                   buttons=tuple(_button(b) for b in data.get("buttons") or ()))
+
+
+def _button(data: dict[str, Any]) -> Button:
+    return Button(label=str(data["label"]), action_id=str(data["action_id"]),
+                  value=str(data["value"]), style=ButtonStyle(data.get("style") or "default"),
+                  confirm=data.get("confirm"))

@@ -1,0 +1,366 @@
+"""The durable chat outbox: every post or edit of an incident's chat, in order, until delivered.
+
+Slack answering 500 for a while, or 429 with ``Retry-After``, must not lose an incident's
+message. Each incident has its own ordered queue of items (a ZSET of sequence numbers and
+a hash of item JSON); a global ZSET scores each incident id by when its *head* item is due.
+
+- Claiming is a compare-and-swap in one Lua script (as st2's ``handling`` flag): only a
+  due, unclaimed head is taken, and its claim expires (``lease_s``) so a sender that died
+  holding it does not block the incident for good (its try may have reached Slack, so the
+  item is marked uncertain). Two replicas never send one item at once.
+- A failed send never sleeps: ``release`` moves the item's due time (``Retry-After`` or a
+  backoff) and frees the claim; the waiting head blocks the incident's later items, so
+  order holds per incident (rq's rate limiter lets a delayed retry be overtaken; we do not).
+- An edit that a newer item of the same purpose replaces (a later one, or a render with a
+  higher sequence number, queued or sent) is dropped unsent when it comes up: after an
+  outage the card is edited once, to its newest render, and a render that lost a race
+  between replicas never overwrites a newer one.
+- ``ack`` records where a purpose ("incident-card", "evidence" …) was posted in the same
+  script that removes the item, so a retried post of a purpose that already has a ``ts`` is
+  sent as an edit: a lost response cannot produce a second card.
+- The audit entry of a late delivery (or a give-up) is written in the same script as the
+  ack, so the timeline and the queue never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from redis import Redis
+from redis.client import Pipeline
+
+from storage import keys
+from storage.audit import GLOBAL_MAXLEN, entry_fields
+
+
+class Op(StrEnum):
+    POST = "post"
+    UPDATE = "update"
+
+
+@dataclass(frozen=True)
+class Posted:
+    """Where a purpose's message lives: its ``ts`` and the thread it sits in (its own
+    ``ts`` for a top-level message, the parent's for a reply)."""
+
+    channel: str
+    ts: str
+    thread_ts: str
+
+    def to_json(self) -> str:
+        return json.dumps({"channel": self.channel, "ts": self.ts, "thread_ts": self.thread_ts})
+
+    @classmethod
+    def from_json(cls, raw: str) -> Posted:
+        data = json.loads(raw)
+        return cls(str(data["channel"]), str(data["ts"]), str(data.get("thread_ts") or data["ts"]))
+
+
+@dataclass(frozen=True)
+class NewItem:
+    """What a step asks the outbox to deliver. ``message`` is the serialized chat message
+    (opaque here: storage does not know the chat model). ``thread_of`` names a purpose of
+    the same incident whose thread the reply goes to, resolved when it is sent."""
+
+    op: Op
+    purpose: str
+    message: str
+    channel: str
+    thread_ts: str = ""
+    thread_of: str = ""
+    ref_ts: str = ""
+    version: int = 0  # the render's sequence number: an older one never overwrites a newer
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """One stored item, as a sender claimed it."""
+
+    incident_id: str
+    seq: int
+    op: Op
+    purpose: str
+    message: str
+    channel: str
+    thread_ts: str
+    thread_of: str
+    ref_ts: str
+    attempts: int  # sends tried, this claim included
+    due: float
+    created: float
+    uncertain: bool  # the last try may have reached Slack (timeout, reset): look before posting
+    last_error: str
+    token: str  # this claim's token; ack/release need it
+
+    @property
+    def key(self) -> str:
+        """Stable per item: tagged on the posted message so a lost response can be found."""
+        return f"{self.incident_id}/{self.seq}"
+
+
+# KEYS: seq counter, queue, items, due, newest
+# ARGV: incident id, item JSON, due, purpose, version (a render's sequence number, 0: none)
+# ``newest`` keeps, per purpose, "version:seq" of the item with the highest version (the
+# later one on a tie), so a render that took its number earlier but arrived later loses.
+APPEND = """
+local seq = redis.call('INCR', KEYS[1])
+redis.call('HSET', KEYS[3], seq, ARGV[2])
+redis.call('ZADD', KEYS[2], seq, seq)
+local current = redis.call('HGET', KEYS[5], ARGV[4])
+local version = tonumber(ARGV[5])
+if not current or version >= tonumber(string.match(current, '^(%d+):')) then
+  redis.call('HSET', KEYS[5], ARGV[4], ARGV[5] .. ':' .. seq)
+end
+redis.call('ZADD', KEYS[4], 'NX', ARGV[3], ARGV[1])
+return seq
+"""
+
+# KEYS: queue, items, due, posted, newest
+# ARGV: incident id, now, token, lease seconds, expected seq ('')
+# An edit of a message that a newer item of the same purpose replaces (a later or a
+# higher-numbered render, queued or already sent) is dropped unsent: a render queue is
+# not replayed render by render after an outage, and an older render never overwrites a
+# newer one. A first post never is (replies may be queued for its thread), nor a try
+# that may have reached Slack.
+CLAIM = """
+local now = tonumber(ARGV[2])
+while true do
+  local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+  if not head then
+    redis.call('ZREM', KEYS[3], ARGV[1])
+    return false
+  end
+  local raw = redis.call('HGET', KEYS[2], head)
+  if not raw then
+    redis.call('ZREM', KEYS[1], head)
+  else
+    local item = cjson.decode(raw)
+    if item.due > now then
+      redis.call('ZADD', KEYS[3], item.due, ARGV[1])
+      return false
+    end
+    if item.claim ~= '' and item.claim_until > now then
+      redis.call('ZADD', KEYS[3], item.claim_until, ARGV[1])
+      return false
+    end
+    local newest = redis.call('HGET', KEYS[5], item.purpose)
+    local newest_seq = newest and tonumber(string.match(newest, ':(%d+)$')) or 0
+    local edit = item.op == 'update' or redis.call('HEXISTS', KEYS[4], item.purpose) == 1
+    if edit and newest_seq ~= tonumber(head) and not item.uncertain then
+      redis.call('HDEL', KEYS[2], head)
+      redis.call('ZREM', KEYS[1], head)
+    else
+      if ARGV[5] ~= '' and head ~= ARGV[5] then return false end
+      if item.claim ~= '' then item.uncertain = true end
+      item.claim = ARGV[3]
+      item.claim_until = now + tonumber(ARGV[4])
+      item.attempts = item.attempts + 1
+      raw = cjson.encode(item)
+      redis.call('HSET', KEYS[2], head, raw)
+      redis.call('ZADD', KEYS[3], item.claim_until, ARGV[1])
+      return {head, raw}
+    end
+  end
+end
+"""
+
+# The end of an item: delivered (mode 'ack': remember where its purpose was posted) or
+# given up ('drop'). KEYS: queue, items, posted, due, audit, audit all.
+# ARGV: incident id, seq, token, mode, posted JSON, audit max length, n audit fields, k v …
+FINISH = """
+local raw = redis.call('HGET', KEYS[2], ARGV[2])
+if not raw then return 0 end
+local item = cjson.decode(raw)
+if item.claim ~= ARGV[3] then return 0 end
+local first = redis.call('HEXISTS', KEYS[3], item.purpose) == 0
+if ARGV[4] == 'ack' and (item.op == 'post' or first) then
+  redis.call('HSET', KEYS[3], item.purpose, ARGV[5])
+end
+redis.call('HDEL', KEYS[2], ARGV[2])
+redis.call('ZREM', KEYS[1], ARGV[2])
+local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+if head then
+  local next_raw = redis.call('HGET', KEYS[2], head)
+  local due = next_raw and cjson.decode(next_raw).due or 0
+  redis.call('ZADD', KEYS[4], due, ARGV[1])
+else
+  redis.call('ZREM', KEYS[4], ARGV[1])
+end
+local n = tonumber(ARGV[7])
+if n > 0 then
+  local fields = {}
+  for i = 1, n * 2 do fields[i] = ARGV[7 + i] end
+  redis.call('XADD', KEYS[5], '*', unpack(fields))
+  redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[6], '*', unpack(fields))
+end
+return 1
+"""
+
+# KEYS: items, due, audit, audit all; ARGV: incident id, seq, token, due, error,
+# uncertain ('1'/''), audit max length, n audit fields, k v …
+RELEASE = """
+local raw = redis.call('HGET', KEYS[1], ARGV[2])
+if not raw then return 0 end
+local item = cjson.decode(raw)
+if item.claim ~= ARGV[3] then return 0 end
+item.claim = ''
+item.claim_until = 0
+item.due = tonumber(ARGV[4])
+item.last_error = ARGV[5]
+item.uncertain = (ARGV[6] == '1') or item.uncertain
+redis.call('HSET', KEYS[1], ARGV[2], cjson.encode(item))
+redis.call('ZADD', KEYS[2], item.due, ARGV[1])
+local n = tonumber(ARGV[8])
+if n > 0 then
+  local fields = {}
+  for i = 1, n * 2 do fields[i] = ARGV[8 + i] end
+  redis.call('XADD', KEYS[3], '*', unpack(fields))
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', unpack(fields))
+end
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class AuditNote:
+    """An audit entry written in the same script as the queue change it records."""
+
+    action: str
+    detail: dict[str, Any]
+    actor: str = "bot"
+
+
+class ChatOutboxStore:
+    def __init__(self, redis: Redis, *, lease_s: float = 30.0) -> None:
+        self.redis, self.lease_s = redis, lease_s
+        self._append = redis.register_script(APPEND)
+        self._claim = redis.register_script(CLAIM)
+        self._finish = redis.register_script(FINISH)
+        self._release = redis.register_script(RELEASE)
+
+    @staticmethod
+    def new_token() -> str:
+        return uuid.uuid4().hex
+
+    # --- writers ------------------------------------------------------------------------
+    def append(self, incident_id: str, item: NewItem, now: float) -> int:
+        """Queue ``item`` at the incident's tail, due now; its sequence number."""
+        return int(self._append(keys=_append_keys(incident_id),
+                                args=[incident_id, _item_json(item, now), repr(now),
+                                      item.purpose, str(max(0, item.version))]))
+
+    def append_to(self, pipe: Pipeline, incident_id: str, item: NewItem, now: float) -> None:
+        """Queue the append in a caller's MULTI, so it commits with the incident write."""
+        self._append(keys=_append_keys(incident_id),
+                     args=[incident_id, _item_json(item, now), repr(now), item.purpose,
+                           str(max(0, item.version))], client=pipe)
+
+    def claim(self, incident_id: str, now: float, token: str,
+              expect_seq: int | None = None) -> OutboxItem | None:
+        """Take the incident's head item if it is due and nobody holds it (or their claim
+        expired); with ``expect_seq``, only if that item is the head."""
+        got = self._claim(
+            keys=[keys.outbox_queue(incident_id), keys.outbox_items(incident_id),
+                  keys.outbox_due(), keys.outbox_posted(incident_id),
+                  keys.outbox_newest(incident_id)],
+            args=[incident_id, repr(now), token, repr(self.lease_s),
+                  "" if expect_seq is None else str(expect_seq)])
+        if not got:
+            return None
+        seq, raw = got
+        return _item(incident_id, int(seq), json.loads(raw))
+
+    def ack(self, item: OutboxItem, posted: Posted, note: AuditNote | None = None,
+            now: float = 0.0) -> bool:
+        """Delivered: remember where its purpose lives, drop it, the next item is due.
+        False when this claim was lost (another sender took it after the lease)."""
+        return self._end(item, "ack", posted.to_json(), note, now)
+
+    def drop(self, item: OutboxItem, note: AuditNote, now: float) -> bool:
+        """Give up on an item Slack refuses for good; the incident's next item is due."""
+        return self._end(item, "drop", "", note, now)
+
+    def release(self, item: OutboxItem, due: float, error: str, uncertain: bool,
+                note: AuditNote | None = None, now: float = 0.0) -> bool:
+        """Not delivered this time: due again at ``due``; it stays the head meanwhile."""
+        args = [item.incident_id, str(item.seq), item.token, repr(due), error[:300],
+                "1" if uncertain else "", str(GLOBAL_MAXLEN), *_audit_args(item, note, now)]
+        return bool(self._release(
+            keys=[keys.outbox_items(item.incident_id), keys.outbox_due(),
+                  keys.audit(item.incident_id), keys.audit_all()], args=args))
+
+    def _end(self, item: OutboxItem, mode: str, posted: str, note: AuditNote | None,
+             now: float) -> bool:
+        iid = item.incident_id
+        args = [iid, str(item.seq), item.token, mode, posted, str(GLOBAL_MAXLEN),
+                *_audit_args(item, note, now)]
+        return bool(self._finish(
+            keys=[keys.outbox_queue(iid), keys.outbox_items(iid), keys.outbox_posted(iid),
+                  keys.outbox_due(), keys.audit(iid), keys.audit_all()], args=args))
+
+    # --- readers ------------------------------------------------------------------------
+    def due_incidents(self, now: float, limit: int = 100) -> list[str]:
+        """Incident ids whose head item is due (or whose claim expired), most overdue first."""
+        return [str(i) for i in self.redis.zrangebyscore(  # type: ignore[union-attr]
+            keys.outbox_due(), "-inf", repr(now), start=0, num=limit)]
+
+    def next_due(self) -> float | None:
+        """When the earliest head item is due (None: nothing queued)."""
+        first = self.redis.zrange(keys.outbox_due(), 0, 0, withscores=True)
+        return float(first[0][1]) if first else None  # type: ignore[index]
+
+    def posted(self, incident_id: str) -> dict[str, Posted]:
+        raw = self.redis.hgetall(keys.outbox_posted(incident_id))
+        return {str(k): Posted.from_json(str(v)) for k, v in raw.items()}  # type: ignore[union-attr]
+
+    def pending(self, incident_id: str) -> int:
+        return int(self.redis.zcard(keys.outbox_queue(incident_id)))  # type: ignore[arg-type]
+
+    def pending_items(self, incident_id: str) -> list[tuple[int, str, str, int]]:
+        """(seq, op, purpose, attempts) of the incident's queued items, head first."""
+        seqs = [str(s) for s in self.redis.zrange(keys.outbox_queue(incident_id), 0, -1)]  # type: ignore[union-attr]
+        raws = self.redis.hmget(keys.outbox_items(incident_id), seqs) if seqs else []
+        rows = []
+        for seq, raw in zip(seqs, raws, strict=True):  # type: ignore[arg-type]
+            if raw:
+                data = json.loads(raw)
+                rows.append((int(seq), str(data["op"]), str(data["purpose"]),
+                             int(data["attempts"])))
+        return rows
+
+
+def _append_keys(incident_id: str) -> list[str]:
+    return [keys.outbox_seq(incident_id), keys.outbox_queue(incident_id),
+            keys.outbox_items(incident_id), keys.outbox_due(), keys.outbox_newest(incident_id)]
+
+
+def _item_json(item: NewItem, now: float) -> str:
+    return json.dumps({
+        "op": item.op.value, "purpose": item.purpose, "message": item.message,
+        "channel": item.channel, "thread_ts": item.thread_ts, "thread_of": item.thread_of,
+        "ref_ts": item.ref_ts, "version": item.version, "attempts": 0, "due": now, "created": now,
+        "claim": "", "claim_until": 0, "uncertain": False, "last_error": "",
+    })
+
+
+def _item(incident_id: str, seq: int, data: dict[str, Any]) -> OutboxItem:
+    return OutboxItem(
+        incident_id=incident_id, seq=seq, op=Op(str(data["op"])), purpose=str(data["purpose"]),
+        message=str(data["message"]), channel=str(data["channel"]),
+        thread_ts=str(data.get("thread_ts") or ""), thread_of=str(data.get("thread_of") or ""),
+        ref_ts=str(data.get("ref_ts") or ""), attempts=int(data["attempts"]),
+        due=float(data["due"]), created=float(data["created"]),
+        uncertain=bool(data.get("uncertain")), last_error=str(data.get("last_error") or ""),
+        token=str(data["claim"]))
+
+
+def _audit_args(item: OutboxItem, note: AuditNote | None, now: float) -> list[str]:
+    if note is None:
+        return ["0"]
+    fields = entry_fields(item.incident_id, note.actor, note.action, note.detail, None, now)
+    flat = [str(x) for pair in fields.items() for x in pair]
+    return [str(len(fields)), *flat]
