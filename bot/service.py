@@ -73,6 +73,10 @@ class Service:
                              name="reconciler", daemon=True)
         r.start()
         self.threads.append(r)
+        o = threading.Thread(target=self.flow.outbox.run, args=(self.stop_event, 1.0),
+                             name="chat-outbox", daemon=True)
+        o.start()
+        self.threads.append(o)
         if self.paging is not None:  # every replica may send: the outbox claims each page
             p = threading.Thread(target=run_paging, args=(self.paging, self.stop_event),
                                  name="paging", daemon=True)
@@ -94,6 +98,7 @@ class Service:
             self.scheduler.stop()
         for t in self.threads:
             t.join(timeout=5)
+        self.flow.outbox.flush(5)  # what can still go to Slack goes now
         if self.flow.actions is not None:
             self.flow.actions.shutdown(wait=True)
         if self.slack is not None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from bot.chat.base import ChatBackend
 from bot.chat.interactions import ApprovalCallbacks
+from bot.chat.outbox import ChatOutbox, remember_card
 from bot.config.policy import policy_from_settings, policy_gate_from_settings
 from bot.config.settings import Settings
 from bot.digest.postmortem_render import to_thread_text
@@ -40,6 +41,7 @@ from bot.remediation.options import options_from_extra
 from bot.ssh.base import SSHRunner
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
+from storage.chat_outbox import ChatOutboxStore
 from storage.connection import Redis, connect
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
@@ -62,6 +64,7 @@ class Flow:
     policy: ApprovalPolicy
     jobs: JobBook
     chat: ChatBackend
+    outbox: ChatOutbox
     runner: SSHRunner
     hosts: Hosts
     publisher: Publisher
@@ -102,7 +105,9 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
     options = options_from_extra(settings.extra, redis=connect(settings.redis_url, decode=False))
     renders = RenderLedger(redis)
     hosts = Hosts(settings, runner, jobs, options, clock)
-    publisher = Publisher(incidents, approvals, renders, chat,
+    outbox = ChatOutbox(ChatOutboxStore(redis), chat, clock,
+                        on_delivered=remember_card(ChatOutboxStore(redis), incidents, approvals))
+    publisher = Publisher(incidents, approvals, renders, outbox,
                           channel or settings.slack.channel or "incidents",
                           oncall=settings.slack.oncall, runbooks=settings.runbooks, clock=clock)
     gate = policy_gate_from_settings(settings, redis, clock=clock) if settings.policies else None
@@ -120,6 +125,7 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
     return Flow(
         incidents=incidents, approvals=approvals, audit=audit, events=events,
         silences=SilenceStore(redis), renders=renders, policy=policy, jobs=jobs, chat=chat,
+        outbox=outbox,
         runner=runner, hosts=hosts, publisher=publisher, plans=plans, diagnose=diagnose,
         followups=followups, reboots=reboots, act=act,
         approve=approve,

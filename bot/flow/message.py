@@ -1,26 +1,32 @@
 """The incident's one voice in chat: render the message from Redis and post or edit it,
-and post replies in its thread.
+and post replies in its thread, all through the durable outbox.
 
 Every post and every edit of the incident message goes through ``Publisher.publish``. It
 takes the next render sequence number *before* reading the stored state, so a higher
-number never shows an older state; the Slack backend drops a render older than the last
-applied one. Nothing is rendered from a click's payload.
+number never shows an older state; the outbox and the Slack backend drop a render older
+than the last applied one. Nothing is rendered from a click's payload.
+
+Every post goes through ``bot/chat/outbox.py``: delivered at once when Slack takes it,
+else kept in Redis and retried (5xx, 429, timeouts) in order per incident, never twice.
+The card's place (``Incident.chat``) and its approvals' message are recorded when it is
+delivered (``remember_card``), whichever replica or retry delivers it.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 
-from bot.chat.base import ChatBackend, ChatMessage, MessageRef
+from bot.chat.base import ChatMessage, MessageRef
 from bot.chat.evidence import raw_evidence, with_outputs
+from bot.chat.outbox import CARD, ChatOutbox
 from bot.chat.render import render_incident, thread_evidence
 from bot.core import strings
 from bot.domain.incident import Incident
-from bot.domain.incident_record import ChatRefs
 from bot.flow.thread import message_ref, note, thread_ref
 from storage.approvals import ApprovalStore
+from storage.chat_outbox import Op
 from storage.incidents import IncidentStore
 from storage.renders import RenderLedger
 
@@ -29,13 +35,13 @@ class Publisher:
     """Renders stored incidents into ``chat``: the message, its evidence, thread replies."""
 
     def __init__(self, incidents: IncidentStore, approvals: ApprovalStore,
-                 renders: RenderLedger, chat: ChatBackend, channel: str, *,
+                 renders: RenderLedger, outbox: ChatOutbox, channel: str, *,
                  oncall: str | None = None, runbooks: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.time, parent_wait_s: float = 15.0) -> None:
         self.incidents = incidents
         self.approvals = approvals
         self.renders = renders
-        self.chat = chat
+        self.outbox = outbox
         self.channel = channel
         self.oncall = oncall
         self.runbooks = dict(runbooks or {})  # finding code -> runbook URL: link buttons
@@ -65,18 +71,29 @@ class Publisher:
             return None
         ref = message_ref(incident)
         if ref is not None:
-            self.chat.update(ref, message)
-            return ref
+            return self.outbox.send(incident_id, CARD, Op.UPDATE, message, ref.channel, ref=ref)
         return self._first_post(incident, message)
 
-    def reply(self, incident: Incident, text: str, code: str | None = None) -> MessageRef | None:
-        """A reply in the incident's thread (its group parent's, for a grouped host)."""
-        ref = thread_ref(incident)
-        return self.chat.post(ref.channel, note(text, code), thread=ref) if ref else None
+    def reply(self, incident: Incident, text: str, code: str | None = None, *,
+              purpose: str = "") -> MessageRef | None:
+        """A reply in the incident's thread (its group parent's, for a grouped host); the
+        ref when delivered now. Before the card is delivered, it waits behind it. One
+        ``purpose`` is one message: a second reply with it edits the first."""
+        return self._in_thread(incident, note(text, code),
+                               purpose or f"reply:{uuid.uuid4().hex[:12]}")
 
-    def edit(self, ref: MessageRef, text: str) -> None:
+    def edit(self, incident: Incident, ref: MessageRef, text: str, purpose: str) -> None:
         """Edit a reply the flow keeps current (the extraction's progress line)."""
-        self.chat.update(ref, note(text))
+        self.outbox.send(incident.id, purpose, Op.UPDATE, note(text), ref.channel, ref=ref)
+
+    def _in_thread(self, incident: Incident, message: ChatMessage,
+                   purpose: str) -> MessageRef | None:
+        ref = thread_ref(incident)
+        if ref is not None:
+            return self.outbox.send(incident.id, purpose, Op.POST, message, ref.channel,
+                                    thread=ref)
+        return self.outbox.send(incident.id, purpose, Op.POST, message, self.channel,
+                                thread_of=CARD)
 
     def post_raw_evidence(self, incident_id: str) -> str:
         """Raw probe output on demand (button or ``/ir evidence``), as a reply in the
@@ -91,26 +108,22 @@ class Publisher:
             return strings.MSG_EVIDENCE_NO_THREAD.format(id=incident_id)
         sections = raw_evidence(with_outputs(incident.diagnosis, incident.probe_output))
         text = sections[0].text if sections else strings.MSG_PROBE_NO_OUTPUT
-        self.chat.post(ref.channel, ChatMessage(text=text, sections=sections,
-                                                incident_id=incident_id), thread=ref)
+        self._in_thread(incident, ChatMessage(text=text, sections=sections,
+                                              incident_id=incident_id),
+                        f"raw-evidence:{uuid.uuid4().hex[:12]}")
         return strings.MSG_EVIDENCE_POSTED.format(id=incident_id)
 
-    def _first_post(self, incident: Incident, message: ChatMessage) -> MessageRef:
+    def _first_post(self, incident: Incident, message: ChatMessage) -> MessageRef | None:
+        """The card, then the per-GPU evidence table as the first reply under it. Both have
+        fixed purposes: a second first post (the card still waiting) edits, never doubles."""
         channel, parent_ref = self._where_to_post(incident)
-        ref = self.chat.post(channel, message, thread=parent_ref)
-        for plan in incident.plans:
-            self.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
-        chat = ChatRefs(ref.channel, ref.ts, parent_ref.ts if parent_ref is not None else ref.ts)
-        incident = self.incidents.update(incident.id, lambda i: replace(i, chat=chat))
-        self._post_evidence(incident, MessageRef(ref.channel, chat.thread_ts))
-        return ref
-
-    def _post_evidence(self, incident: Incident, thread: MessageRef) -> None:
-        """The per-GPU evidence table, once, as the first reply under the new message."""
+        ref = self.outbox.send(incident.id, CARD, Op.POST, message, channel, thread=parent_ref)
         sections = thread_evidence(incident.diagnosis) if incident.diagnosis else ()
         if sections:
-            self.chat.post(thread.channel, ChatMessage(text=sections[0].text, sections=sections),
-                           thread=thread)
+            self.outbox.send(incident.id, "evidence", Op.POST,
+                             ChatMessage(text=sections[0].text, sections=sections), channel,
+                             thread_of=CARD)
+        return ref
 
     def _where_to_post(self, incident: Incident) -> tuple[str, MessageRef | None]:
         """A grouped child is posted in its parent's thread (one channel message per

@@ -25,6 +25,7 @@ from bot.flow.message import Publisher
 from storage.audit import AuditLog
 from storage.incidents import IncidentStore
 
+PROGRESS = "progress"  # the outbox purpose of the one progress message per incident
 DONE = {JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED}
 
 
@@ -93,15 +94,15 @@ class ProgressStep:
         """Post the one progress message once; later, edit it only when its text changed and
         at most once per ``progress_interval_s``. Returns the tracker as now shown."""
         if not tracker.ts:
-            ref = self.publisher.reply(incident, text)
-            if ref is None:
+            ref = self.publisher.reply(incident, text, purpose=PROGRESS)
+            if ref is None:  # waiting in the outbox: the next poll's reply edits it
                 return tracker
             return replace(tracker, channel=ref.channel, ts=ref.ts, shown=text, shown_at=now)
         if text == tracker.shown:
             return tracker
         if not force and now - tracker.shown_at < self.interval_s:
             return tracker
-        self.publisher.edit(MessageRef(tracker.channel, tracker.ts), text)
+        self.publisher.edit(incident, MessageRef(tracker.channel, tracker.ts), text, PROGRESS)
         return replace(tracker, shown=text, shown_at=now)
 
 
