@@ -73,10 +73,7 @@ class Service:
                              name="reconciler", daemon=True)
         r.start()
         self.threads.append(r)
-        o = threading.Thread(target=self.flow.outbox.run, args=(self.stop_event, 1.0),
-                             name="chat-outbox", daemon=True)
-        o.start()
-        self.threads.append(o)
+        self.start_outbox()
         if self.paging is not None:  # every replica may send: the outbox claims each page
             p = threading.Thread(target=run_paging, args=(self.paging, self.stop_event),
                                  name="paging", daemon=True)
@@ -86,6 +83,13 @@ class Service:
             self.scheduler.start()
         if self.slack is not None and self.socket_mode:
             self._socket = start_socket_mode(self.slack, self.settings)
+
+    def start_outbox(self) -> None:
+        """The chat outbox's retry loop: what Slack refused (or spaced out) goes later."""
+        t = threading.Thread(target=self.flow.outbox.run, args=(self.stop_event, 1.0),
+                             name="chat-outbox", daemon=True)
+        t.start()
+        self.threads.append(t)
 
     def close(self) -> None:
         """Stop the consumer, hand the scheduler lease back, finish Slack work. Idempotent."""

@@ -161,6 +161,7 @@ def test_crash_recovery_story_through_slack(world: dict[str, Any],
                                        "nounits"), capture_output=True, text=True, timeout=30)
     assert [int(x) for x in used.stdout.split()] == [0] * 8
     check_extraction(world, job_id, finished_before - 1)
+    assert world["service"].flow.outbox.flush(10)  # what Slack's pace held back goes now
     check_thread(standin, ts)
     check_final_message(world, ts)
     check_stale_click(world, before, ts)
@@ -186,6 +187,12 @@ def check_final_message(world: dict[str, Any], ts: str) -> None:
 def check_stale_click(world: dict[str, Any], before: dict[str, Any], ts: str) -> None:
     """A click built from the pre-approval message runs nothing and changes nothing."""
     standin = world["standin"]
+    # the consumer's last render (on incident.resolved) comes before its postmortem post:
+    # once that is in the thread and the outbox is empty, nothing else is on its way
+    wait_until(lambda: any("Postmortem" in str(c.params.get("text"))
+                           for c in standin.calls_of("chat.postMessage")), 30,
+               "the postmortem in the thread")
+    assert world["service"].flow.outbox.flush(10)
     final, updates = last_message(standin, ts), len(standin.calls_of("chat.update"))
     stops = len(stops_run(world["sim"]))
     ephemerals = len(standin.calls_of("chat.postEphemeral"))
