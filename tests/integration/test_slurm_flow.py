@@ -1,23 +1,85 @@
 """Through the assembled bot (as serve runs it): an Xid 79 incident on a Slurm node whose
 real job keeps running; the drain is the first proposal, approved by a signed click, and the
-real controller shows the node DRAINING with the bot's reason; the message names the job.
+real controller shows the node DRAINING with the incident in its reason; the message names
+the job. The job ends: the expiry tick says DRAINED in the thread and offers the reboot.
+The GPU comes back with the reboot; the health gate passes; "Return gpu-01 to Slurm" is
+approved and the controller shows the node IDLE with no reason.
 
 Real: redis-server, the sim host over OpenSSH sshd, slurmctld/slurmd/munged, our service on
-uvicorn. Stand-in: Slack's Web API. Not wired yet in bot/flow (so not asserted here): the
-incident id in the reason, the message update on DRAINED, the gated return to Slurm.
+uvicorn. Stand-in: Slack's Web API. The tick is called as the scheduler calls it
+(``timers.expire_approvals``); the scheduler itself is off in these tests.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
+from bot.domain.lifecycle import IncidentState as S
+from bot.flow import timers
 from bot.sim.sshd import SimHost
+from bot.sim.state import load_state, locked, write_state
 from tests.fixtures.bots import ONCALL, Loop, loop, loop_settings, wait_until  # noqa: F401
 from tests.fixtures.sim import SimFactory
 from tests.fixtures.slurm import SlurmCluster
 
 
-def test_xid79_alert_drain_button_drains_the_real_node_around_its_job(
+def heal(sim: SimHost) -> None:
+    """The repair the reboot brings: the GPU that fell off the bus is back, and the new
+    boot's kernel log has no Xid."""
+    with locked(sim.workdir):
+        state = load_state(sim.workdir)
+        for gpu in state["gpus"]:
+            gpu["lost"] = False
+        state["dmesg"] = [line for line in state["dmesg"]
+                          if "Xid" not in line and "fallen off" not in line]
+        write_state(sim.workdir, state)
+
+
+def plan_of(lp: Loop, incident_id: str, kind: str) -> str:
+    """The approval id of the incident's newest plan of ``kind``."""
+    plans = [p for p in lp.flow.incidents.require(incident_id).plans if p.action.kind == kind]
+    assert plans, f"no {kind} plan"
+    return plans[-1].approval_id
+
+
+def approve(lp: Loop, incident_id: str, kind: str) -> None:
+    approval = wait_until(lambda: any(p.action.kind == kind for p in
+                                      lp.flow.incidents.require(incident_id).plans)
+                          and plan_of(lp, incident_id, kind), 60, f"a {kind} button")
+    shown = lp.wait_text(incident_id, approval)
+    lp.click(ONCALL, shown, lambda el: el.get("value") == approval
+               and str(el["action_id"]).startswith("approve"))
+
+
+def thread(lp: Loop, incident_id: str) -> list[str]:
+    """The thread as a person reads it: the message as it is now, then every reply."""
+    chat = lp.flow.incidents.require(incident_id).chat
+    assert chat is not None
+    top = lp.standin.messages[(chat.channel, chat.ts)]
+    out = ["[message] " + " | ".join(_texts(top.get("blocks") or []))]
+    for call in lp.standin.calls_of("chat.postMessage"):
+        if call.params.get("thread_ts") == chat.thread_ts:
+            out.append("[reply] " + str(call.params.get("text") or ""))
+    return out
+
+
+def _texts(blocks: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for block in blocks:
+        text = block.get("text")
+        if isinstance(text, dict):
+            out.append(str(text.get("text", "")))
+        for el in block.get("elements") or []:
+            label = el.get("text")
+            out.append(f"[{label.get('text')}]" if isinstance(label, dict)
+                       else str(el.get("text", "")))
+        for field in block.get("fields") or []:
+            out.append(str(field.get("text", "")))
+    return [t for t in out if t]
+
+
+def test_xid79_drain_job_ends_drained_reboot_gate_return_to_slurm(
         loop: Loop, redis_url: str, sim_factory: SimFactory,  # noqa: F811
         slurm: SlurmCluster) -> None:
     sim: SimHost = sim_factory("gpu_xid79", binds=(slurm.socket_dir,),
@@ -26,24 +88,51 @@ def test_xid79_alert_drain_button_drains_the_real_node_around_its_job(
     settings.hosts["gpu-01"] = settings.hosts["gpu-01"].model_copy(
         update={"slurm_node": "gpu-01", "gpus": 8})
     job = slurm.sbatch("train-llm", minutes=90)
-    loop.start(settings)
+    bot = loop.start(settings)
     incident_id = loop.open(kind="gpu_xid")
 
     shown = loop.wait_text(incident_id, "rain gpu-01 in Slurm, so no new job lands on it")
-    plans = loop.ctx.incidents.require(incident_id).meta.get("plans") or []
-    assert plans[0]["action"]["kind"] == "slurm.drain"  # the first proposal, before any reset
-    approval = plans[0]["approval_id"]
+    plans = loop.flow.incidents.require(incident_id).plans
+    assert plans[0].action.kind == "slurm.drain"  # the first proposal, before any reset
     assert "scontrol update NodeName=gpu-01 State=DRAIN" in json.dumps(shown)
-    loop.click(ONCALL, shown, lambda el: el.get("value") == approval
-               and str(el["action_id"]).startswith("approve"))
+    approve(loop, incident_id, "slurm.drain")
 
     wait_until(lambda: slurm.state() == "ALLOCATED+DRAIN", 60, "the node DRAINING")
-    assert "Reason=incident-bot" in slurm.show_node()
+    assert f"Reason=incident-bot {incident_id}:" in slurm.show_node()
     assert slurm.jobs() == [job]  # nothing was killed
     text = json.dumps(loop.wait_text(incident_id, "node gpu-01 is DRAINING"))
     assert f"{job} (root, train-llm" in text, text[-3000:]
-    assert loop.state(incident_id).value == "verified"
+    loop.wait_state(incident_id, S.VERIFIED)
+    offered = [a.kind for a in loop.flow.approvals.for_incident(incident_id) if a.is_open]
+    assert "slurm.resume" not in offered  # no Revert: the node returns through the gate only
+    assert "host.reboot" not in offered  # not while a job runs there
+
+    desk, f = bot.service.desk, loop.flow
+    timers.expire_approvals(desk, f.decide, f.act, f.reboots)  # still DRAINING: nothing said
+    assert "is now DRAINED" not in json.dumps(thread(loop, incident_id))
     slurm.run("scancel", job)
     wait_until(lambda: slurm.state() == "IDLE+DRAIN", 30, "the node DRAINED once the job ended")
-    offered = [a.kind for a in loop.ctx.approvals.for_incident(incident_id) if a.is_open]
-    assert "slurm.resume" not in offered  # no Revert: the node returns through the gate only
+    assert f.slurm is not None and f.slurm.poll_draining() == [incident_id]
+    assert f.slurm.poll_draining() == []  # said once
+    assert any("gpu-01 is now DRAINED" in line and "no job runs there" in line
+               for line in thread(loop, incident_id))
+
+    heal(sim)  # the reboot brings the GPU back
+    approve(loop, incident_id, "host.reboot")
+    wait_until(lambda: f.incidents.require(incident_id).reboot is not None
+               and f.incidents.require(incident_id).running is None, 60, "the reboot request")
+    assert slurm.state() == "IDLE+DRAIN"  # still out of Slurm while the host reboots
+    timers.expire_approvals(desk, f.decide, f.act, f.reboots)  # the host is back
+    assert loop.state(incident_id) is S.VERIFIED
+    gate = f.incidents.require(incident_id).gate
+    assert gate is not None and gate.passed and gate.job == "slurm:gpu-01"
+    loop.wait_text(incident_id, "Return gpu-01 to Slurm")
+    assert slurm.state() == "IDLE+DRAIN"  # not before the click
+
+    approve(loop, incident_id, "slurm.resume")
+    wait_until(lambda: slurm.state() == "IDLE", 60, "the node back in Slurm")
+    assert "Reason=" not in slurm.show_node() or "Reason=(null)" in slurm.show_node()
+    loop.wait_text(incident_id, "node gpu-01 is IDLE")
+    gates = [e.action for e in f.audit.timeline(incident_id) if e.action.startswith("gate.")]
+    assert gates == ["gate.passed", "gate.passed"]  # after the reboot, and before the resume
+    print("\n".join(thread(loop, incident_id)))

@@ -156,3 +156,5 @@ MSG_ACTION_SLURM_DRAIN = ("drain {node} in Slurm, so no new job lands on it (run
 MSG_ACTION_SLURM_RESUME = "return {node} to Slurm"
 MSG_ACTION_SLURM_REQUEUE = "requeue Slurm job {job} on {node} through the scheduler"
 MSG_ACTION_SLURM_CANCEL = "cancel Slurm job {job} on {node} through the scheduler"
+# --- the flow's Slurm drain, gate and return (issue 26) --------------------------------------
+MSG_ACTION_REBOOT = "reboot the host (every process on it stops)"

@@ -268,3 +268,13 @@ AUDIT_UNKNOWN_USER = "unknown user"  # the actor of a request that named no user
 UNKNOWN_USER_REFUSED = "Refused: the request did not say who sent it."
 SLASH_SNOOZE_TOO_LONG = "a snooze lasts at most {days} days."
 SLASH_SILENCE_TOO_LONG = "a silence lasts at most {days} days."
+# --- the flow's Slurm drain, gate and return (issue 26) --------------------------------------
+SLURM_NOW_DRAINED = "{node} is now DRAINED: no job runs there any more. {status}"
+SLURM_PROPOSE_REBOOT = ("{node} is drained and no job runs there: reboot {host} to bring its "
+                        "GPUs back; the node returns to Slurm only after the health gate")
+SLURM_RESUME_BLOCKED = "{node} stays drained: the health gate failed on {host} ({why})"
+SLURM_DRAINED_NONE = "No Slurm node is draining or drained."
+SLURM_DRAINED_LINE = "• {node} {view} for {age}, by {who}: {reason}"
+SLURM_DRAINED_HEAD = "Drained Slurm nodes ({n}):"
+SLURM_DRAINED_NO_HOST = "No inventory host is a Slurm node (hosts.NAME.slurm_node)."
+SLURM_DRAINED_UNREADABLE = "Could not read the Slurm nodes from {host}: {why}"
