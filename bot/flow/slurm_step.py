@@ -108,7 +108,7 @@ class SlurmStep:
         if drain is None:
             return None
         node = drain.params["node"]
-        gate = self.followups.gate(incident_id, target, gate_job(node))
+        gate = self.followups.gate(incident_id, target, gate_job(node), say_failed=False)
         incident = self.incidents.require(incident_id)
         self.publisher.reply(incident, followup.gate_note(drain, gate))
         action = followup.return_to_slurm(drain, gate)
@@ -119,7 +119,7 @@ class SlurmStep:
     def gate_resume(self, incident_id: str, target: SSHTarget, node: str) -> GateResult:
         """The gate again right before an approved ``slurm.resume`` (it may have been
         approved long after the gate passed); a failure is said and keeps it drained."""
-        gate = self.followups.gate(incident_id, target, gate_job(node))
+        gate = self.followups.gate(incident_id, target, gate_job(node), say_failed=False)
         if not gate.passed:
             self.audit.append(incident_id, self.bot_user, "slurm.resume_blocked",
                               {"node": node, "reasons": gate.reasons[:10]})

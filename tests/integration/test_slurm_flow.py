@@ -136,3 +136,60 @@ def test_xid79_drain_job_ends_drained_reboot_gate_return_to_slurm(
     gates = [e.action for e in f.audit.timeline(incident_id) if e.action.startswith("gate.")]
     assert gates == ["gate.passed", "gate.passed"]  # after the reboot, and before the resume
     print("\n".join(thread(loop, incident_id)))
+
+
+def break_gpu(sim: SimHost) -> None:
+    """GPU 3 falls off the bus again (the Xid is back in the kernel log)."""
+    with locked(sim.workdir):
+        state = load_state(sim.workdir)
+        state["gpus"][3]["lost"] = True
+        state["dmesg"].append("[  912.331245] NVRM: Xid (PCI:0000:5d:00): 79, pid=2211, "
+                              "name=python, GPU has fallen off the bus.")
+        write_state(sim.workdir, state)
+
+
+def test_a_failed_gate_keeps_the_node_drained_and_says_why(
+        loop: Loop, redis_url: str, sim_factory: SimFactory,  # noqa: F811
+        slurm: SlurmCluster) -> None:
+    sim: SimHost = sim_factory("gpu_xid79", binds=(slurm.socket_dir,),
+                               env={"SLURM_CONF": str(slurm.conf)})
+    settings = loop_settings(redis_url, sim, loop.standin)
+    settings.hosts["gpu-01"] = settings.hosts["gpu-01"].model_copy(
+        update={"slurm_node": "gpu-01", "gpus": 8})
+    loop.start(settings)
+    incident_id = loop.open(kind="gpu_xid")
+    approve(loop, incident_id, "slurm.drain")  # no job on the node: DRAINED at once
+    wait_until(lambda: slurm.state() == "IDLE+DRAIN", 60, "the node DRAINED")
+    loop.wait_state(incident_id, S.VERIFIED)
+    f = loop.flow
+    assert f.slurm is not None
+    wait_until(lambda: any(p.action.kind == "host.reboot" for p in
+                           f.incidents.require(incident_id).plans), 30, "the reboot offered")
+    assert f.slurm.poll_draining() == []  # already DRAINED when it verified: said once
+
+    target = f.hosts.target_for("gpu-01")
+    assert target is not None
+    gate = f.slurm.after_repair(incident_id, target)  # the GPU is still off the bus
+    assert gate is not None and not gate.passed
+    said = json.dumps(thread(loop, incident_id))
+    assert "health gate failed: gpu-01 stays drained" in said and "critical Xid" in said
+    assert not any(p.action.kind == "slurm.resume"
+                   for p in f.incidents.require(incident_id).plans)
+    assert slurm.state() == "IDLE+DRAIN"
+
+    heal(sim)
+    assert f.slurm.after_repair(incident_id, target) is not None
+    f.publisher.publish(incident_id)  # as the reboot and act steps do after it
+    loop.wait_text(incident_id, "Return gpu-01 to Slurm")
+    break_gpu(sim)  # between the passed gate and the click
+    approve(loop, incident_id, "slurm.resume")
+    loop.wait_state(incident_id, S.ACTION_FAILED)
+    assert slurm.state() == "IDLE+DRAIN"  # the resume did not run
+    assert f"Reason=incident-bot {incident_id}:" in slurm.show_node()
+    wait_until(lambda: "gpu-01 stays drained: the health gate failed on gpu-01"
+               in json.dumps(thread(loop, incident_id)), 30, "the blocked resume said")
+    assert "override" not in json.dumps(thread(loop, incident_id))  # none for a node
+    actions = [e.action for e in f.audit.timeline(incident_id)]
+    assert "slurm.resume_blocked" in actions
+    assert not any(e.action.startswith("action.") and e.detail.get("kind") == "slurm.resume"
+                   for e in f.audit.timeline(incident_id))
