@@ -12,6 +12,7 @@ from bot.extract.jobs_api import JobBook
 from bot.flow.diagnose_step import DiagnoseStep
 from bot.flow.message import Publisher
 from bot.flow.progress_step import progress_text
+from bot.flow.slurm_step import drained_report
 from storage.incidents import IncidentStore
 from storage.silences import SilenceStore
 
@@ -92,3 +93,9 @@ class FlowSlashHandlers:
             return SlashReply("Digests are not configured on this bot.")
         threading.Thread(target=self._digest_now, daemon=True).start()
         return SlashReply("Posting the digest now.")
+
+    def drained(self, user: str) -> SlashReply:
+        """``/ir drained``: the Slurm nodes out of the scheduler, read from the cluster now."""
+        hosts = self._diagnose.hosts
+        return SlashReply(drained_report(hosts, hosts.clock(),
+                                         hosts.options.probe_timeout_s))

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import logging
 
-from bot.core import strings
+from bot.chat.text import escape
+from bot.core import fmt, strings
 from bot.domain.action_result import ActionResult, Outcome
 from bot.domain.findings import ProposedAction
 from bot.domain.incident import Incident
 from bot.domain.incident_record import StepResult
+from bot.domain.slurm import SlurmNode
 from bot.flow.followups import Followups
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
@@ -31,10 +33,11 @@ from bot.flow.plans import Plans
 from bot.remediation import followup
 from bot.remediation.catalog import CATALOG
 from bot.remediation.probes import ProbeFailed
-from bot.remediation.slurm import describe, read_status
+from bot.remediation.slurm import describe, drained_nodes, read_status
 from bot.ssh.base import SSHError, SSHTarget
 from playbooks.base import action_id
 from playbooks.health_gate import GateResult
+from playbooks.parsers.slurm import reason_epoch
 from storage.audit import AuditEntry, AuditLog
 from storage.incidents import IncidentStore
 
@@ -76,6 +79,35 @@ def drained_view(drain: ActionResult) -> str:
     ev = drain.verification.evidence if drain.verification is not None else {}
     node = ev.get("node") if isinstance(ev, dict) else None
     return str(node.get("view", "")) if isinstance(node, dict) else ""
+
+
+def drained_text(nodes: list[SlurmNode], now: float) -> str:
+    """``/ir drained`` (pure): each node, DRAINING or DRAINED, for how long, by whom, why.
+    The reason is the controller's text (a person may have written it): escaped."""
+    if not nodes:
+        return strings.SLURM_DRAINED_NONE
+    lines = [strings.SLURM_DRAINED_HEAD.format(n=len(nodes))]
+    for node in sorted(nodes, key=lambda n: n.name):
+        since = reason_epoch(node)
+        lines.append(strings.SLURM_DRAINED_LINE.format(
+            node=escape(node.name), view=node.view,
+            age=fmt.age(now, since) if since is not None else "an unknown time",
+            who=escape(node.reason_user or "unknown"), reason=escape(node.reason or "none")))
+    return "\n".join(lines)
+
+
+def drained_report(hosts: Hosts, now: float, timeout_s: float = 10.0) -> str:
+    """The cluster's drained nodes, read on the first inventory host that is a Slurm node
+    (one answers for the whole cluster); says so when there is none or Slurm cannot say."""
+    name = next((n for n, h in sorted(hosts.settings.hosts.items()) if h.slurm_node), None)
+    target = hosts.target_for(name) if name is not None else None
+    if name is None or target is None:
+        return strings.SLURM_DRAINED_NO_HOST
+    try:
+        nodes = drained_nodes(hosts.runner, target, timeout_s)
+    except (ProbeFailed, SSHError) as exc:
+        return strings.SLURM_DRAINED_UNREADABLE.format(host=name, why=escape(str(exc))[:200])
+    return drained_text(nodes, now)
 
 
 class SlurmStep:

@@ -64,6 +64,15 @@ def thread(lp: Loop, incident_id: str) -> list[str]:
     return out
 
 
+def slash_reply(lp: Loop, needle: str) -> str:
+    """The newest ``/ir`` answer (sent to the response URL) that says ``needle``."""
+    def found() -> str:
+        texts = [str(c.params.get("text", "")) for c in lp.standin.calls_of("response_url")]
+        return next((t for t in reversed(texts) if needle in t), "")
+
+    return str(wait_until(found, 30, f"a slash reply saying {needle!r}"))
+
+
 def _texts(blocks: list[dict[str, Any]]) -> list[str]:
     out = []
     for block in blocks:
@@ -135,6 +144,8 @@ def test_xid79_drain_job_ends_drained_reboot_gate_return_to_slurm(
     loop.wait_text(incident_id, "node gpu-01 is IDLE")
     gates = [e.action for e in f.audit.timeline(incident_id) if e.action.startswith("gate.")]
     assert gates == ["gate.passed", "gate.passed"]  # after the reboot, and before the resume
+    assert bot.sender.slash(ONCALL, "/ir", "drained").status_code == 200
+    assert "No Slurm node is draining or drained." in slash_reply(loop, "Slurm node")
     print("\n".join(thread(loop, incident_id)))
 
 
@@ -156,7 +167,7 @@ def test_a_failed_gate_keeps_the_node_drained_and_says_why(
     settings = loop_settings(redis_url, sim, loop.standin)
     settings.hosts["gpu-01"] = settings.hosts["gpu-01"].model_copy(
         update={"slurm_node": "gpu-01", "gpus": 8})
-    loop.start(settings)
+    bot = loop.start(settings)
     incident_id = loop.open(kind="gpu_xid")
     approve(loop, incident_id, "slurm.drain")  # no job on the node: DRAINED at once
     wait_until(lambda: slurm.state() == "IDLE+DRAIN", 60, "the node DRAINED")
@@ -176,6 +187,10 @@ def test_a_failed_gate_keeps_the_node_drained_and_says_why(
     assert not any(p.action.kind == "slurm.resume"
                    for p in f.incidents.require(incident_id).plans)
     assert slurm.state() == "IDLE+DRAIN"
+    assert bot.sender.slash(ONCALL, "/ir", "drained").status_code == 200
+    listed = slash_reply(loop, "Drained Slurm nodes")
+    assert "Drained Slurm nodes (1):" in listed and "gpu-01 DRAINED for" in listed
+    assert f"by root: incident-bot {incident_id}: GPU 3 broken" in listed, listed
 
     heal(sim)
     assert f.slurm.after_repair(incident_id, target) is not None

@@ -76,7 +76,8 @@ SLASH_HELP = (
     "*{cmd} silence HOST KIND DURATION* mute alerts of one kind on a host (e.g. 2h)\n"
     "*{cmd} digest now* post the health digest\n"
     "*{cmd} ack ID* · *{cmd} resolve ID* · *{cmd} snooze ID [30m|2h|1d]* decide on an incident\n"
-    "*{cmd} evidence ID* post the raw probe output in the incident's thread"
+    "*{cmd} evidence ID* post the raw probe output in the incident's thread\n"
+    "*{cmd} drained* Slurm nodes drained or draining: reason, who, how long"
 )
 TERMINAL_USAGE = (
     'Commands: approve N | deny N "reason" | revert N | ack ID | snooze ID [30m|2h|1d]'
