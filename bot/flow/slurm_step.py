@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 
 from bot.chat.text import escape
+from bot.config.inventory import slurm_host
 from bot.core import fmt, strings
 from bot.domain.action_result import ActionResult, Outcome
 from bot.domain.findings import ProposedAction
 from bot.domain.incident import Incident
 from bot.domain.incident_record import StepResult
-from bot.domain.slurm import SlurmNode
+from bot.domain.slurm import DrainedNode
 from bot.flow.followups import Followups
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
@@ -33,11 +34,10 @@ from bot.flow.plans import Plans
 from bot.remediation import followup
 from bot.remediation.catalog import CATALOG
 from bot.remediation.probes import ProbeFailed
-from bot.remediation.slurm import describe, drained_nodes, read_status
+from bot.remediation.slurm import DrainedCache, describe, read_status
 from bot.ssh.base import SSHError, SSHTarget
 from playbooks.base import action_id
 from playbooks.health_gate import GateResult
-from playbooks.parsers.slurm import reason_epoch
 from storage.audit import AuditEntry, AuditLog
 from storage.incidents import IncidentStore
 
@@ -81,33 +81,42 @@ def drained_view(drain: ActionResult) -> str:
     return str(node.get("view", "")) if isinstance(node, dict) else ""
 
 
-def drained_text(nodes: list[SlurmNode], now: float) -> str:
-    """``/ir drained`` (pure): each node, DRAINING or DRAINED, for how long, by whom, why.
-    The reason is the controller's text (a person may have written it): escaped."""
+def drained_line(node: DrainedNode, now: float) -> str:
+    """One node for people: ``gpu-01 DRAINED for 2 h, by root: <reason>`` (the reason is
+    the controller's text, which a person may have written: escaped)."""
+    return strings.SLURM_DRAINED_LINE.format(
+        node=escape(node.name), view=node.view,
+        age=fmt.age(now, node.since) if node.since is not None else "an unknown time",
+        who=escape(node.who), reason=escape(node.reason or "none"))
+
+
+def drained_text(nodes: list[DrainedNode], now: float) -> str:
+    """``/ir drained`` (pure): each node, DRAINING or DRAINED, for how long, by whom, why."""
     if not nodes:
         return strings.SLURM_DRAINED_NONE
-    lines = [strings.SLURM_DRAINED_HEAD.format(n=len(nodes))]
-    for node in sorted(nodes, key=lambda n: n.name):
-        since = reason_epoch(node)
-        lines.append(strings.SLURM_DRAINED_LINE.format(
-            node=escape(node.name), view=node.view,
-            age=fmt.age(now, since) if since is not None else "an unknown time",
-            who=escape(node.reason_user or "unknown"), reason=escape(node.reason or "none")))
-    return "\n".join(lines)
+    return "\n".join([strings.SLURM_DRAINED_HEAD.format(n=len(nodes)),
+                      *(drained_line(n, now) for n in nodes)])
 
 
-def drained_report(hosts: Hosts, now: float, timeout_s: float = 10.0) -> str:
-    """The cluster's drained nodes, read on the first inventory host that is a Slurm node
-    (one answers for the whole cluster); says so when there is none or Slurm cannot say."""
-    name = next((n for n, h in sorted(hosts.settings.hosts.items()) if h.slurm_node), None)
-    target = hosts.target_for(name) if name is not None else None
-    if name is None or target is None:
+def drained_report(cache: DrainedCache, now: float) -> str:
+    """The cluster's drained nodes, read now on the inventory's first Slurm host (one
+    answers for the whole cluster); says so when there is none or Slurm cannot say."""
+    if cache.target() is None:
         return strings.SLURM_DRAINED_NO_HOST
     try:
-        nodes = drained_nodes(hosts.runner, target, timeout_s)
+        nodes = cache.read()
     except (ProbeFailed, SSHError) as exc:
-        return strings.SLURM_DRAINED_UNREADABLE.format(host=name, why=escape(str(exc))[:200])
+        return strings.SLURM_DRAINED_UNREADABLE.format(why=escape(str(exc))[:200])
     return drained_text(nodes, now)
+
+
+def drained_cache(hosts: Hosts, timeout_s: float = 10.0) -> DrainedCache:
+    """The drained nodes as the inventory's first Slurm host reports them (cached)."""
+    def answering() -> SSHTarget | None:
+        name = slurm_host(hosts.settings)
+        return hosts.target_for(name) if name is not None else None
+
+    return DrainedCache(hosts.runner, answering, timeout_s)
 
 
 class SlurmStep:
@@ -124,6 +133,7 @@ class SlurmStep:
         self.audit = audit
         self.probe_timeout_s = probe_timeout_s
         self.bot_user = bot_user
+        self.drained = drained_cache(hosts, probe_timeout_s)
 
     def drain_of(self, incident_id: str) -> ActionResult | None:
         return latest_drain(self.audit.timeline(incident_id))

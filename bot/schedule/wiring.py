@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from bot.chat.base import ChatBackend, MessageRef
-from bot.config.inventory import resolve
+from bot.config.inventory import known, resolve, slurm_host
 from bot.config.settings import Settings
 from bot.digest.runner import AuditActions, DigestRunner, StoreIncidents
 from bot.digest.sampler import Sampler, ssh_probe
+from bot.domain.slurm import DrainedNode
+from bot.remediation.slurm import DrainedCache
 from bot.schedule.escalation import build_escalator
 from bot.schedule.jobs import JobFunc, build_jobs, build_scheduler, load_sections
 from bot.schedule.leader import LeaderScheduler
@@ -42,12 +44,27 @@ def message_ref_of(store: IncidentStore) -> Callable[[str], MessageRef | None]:
 
 
 def build_digest_runner(settings: Settings, redis: Redis, chat: ChatBackend,
-                        out_dir: Path = DEFAULT_OUT) -> DigestRunner:
-    """What the digest job and ``/ir digest now`` both use (``runner.now(channel)``)."""
+                        out_dir: Path = DEFAULT_OUT, *,
+                        runner: SSHRunner | None = None) -> DigestRunner:
+    """What the digest job and ``/ir digest now`` both use (``runner.now(channel)``).
+    With ``runner``, the digest lists the drained Slurm nodes too (issue 26)."""
     _, digest_cfg, _ = load_sections(settings.extra)
     return DigestRunner(SampleStore(redis), chat, out_dir,
                         incidents=StoreIncidents(IncidentStore(redis)),
-                        actions=AuditActions(redis), cfg=digest_cfg)
+                        actions=AuditActions(redis), cfg=digest_cfg,
+                        drained=drained_source(settings, runner))
+
+
+def drained_source(settings: Settings, runner: SSHRunner | None,
+                   ) -> Callable[[], list[DrainedNode]] | None:
+    """The drained Slurm nodes, read on the inventory's first Slurm host (None: no runner
+    or no Slurm host, so the digest says nothing about Slurm)."""
+    name = slurm_host(settings)
+    if runner is None or name is None:
+        return None
+    cache = DrainedCache(runner, lambda: known(settings, name),
+                         settings.ssh_defaults.command_timeout_s, ttl_s=0.0)
+    return cache.cached
 
 
 def build_leader(settings: Settings, redis: Redis, chat: ChatBackend, *,
@@ -69,7 +86,7 @@ def build_leader(settings: Settings, redis: Redis, chat: ChatBackend, *,
                           timeout_s=settings.ssh_defaults.command_timeout_s)
         sampler = Sampler(samples, probe, lambda: list(settings.hosts))
         jobs["sampling"] = lambda _firing: _discard(sampler.sample_once())
-    digests = build_digest_runner(settings, redis, chat, out_dir)
+    digests = build_digest_runner(settings, redis, chat, out_dir, runner=runner)
     specs = build_jobs(sched_cfg, jobs,
                        digest=lambda firing, schedule: digests.for_slot(firing.ts, schedule),
                        digest_cfg=digest_cfg, default_channel=settings.slack.channel)

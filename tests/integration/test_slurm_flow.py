@@ -13,10 +13,12 @@ uvicorn. Stand-in: Slack's Web API. The tick is called as the scheduler calls it
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from bot.domain.lifecycle import IncidentState as S
 from bot.flow import timers
+from bot.schedule.wiring import drained_source
 from bot.sim.sshd import SimHost
 from bot.sim.state import load_state, locked, write_state
 from tests.fixtures.bots import ONCALL, Loop, loop, loop_settings, wait_until  # noqa: F401
@@ -191,6 +193,12 @@ def test_a_failed_gate_keeps_the_node_drained_and_says_why(
     listed = slash_reply(loop, "Drained Slurm nodes")
     assert "Drained Slurm nodes (1):" in listed and "gpu-01 DRAINED for" in listed
     assert f"by root: incident-bot {incident_id}: GPU 3 broken" in listed, listed
+    (shown,) = f.slurm.drained.cached()  # what the Home tab lists (once serve passes it)
+    assert (shown.name, shown.view, shown.incident, shown.by_bot) == (
+        "gpu-01", "DRAINED", incident_id, True)
+    assert shown.since is not None and abs(time.time() - shown.since) < 120
+    digest_nodes = drained_source(settings, f.runner)  # what the scheduled digest lists
+    assert digest_nodes is not None and [n.name for n in digest_nodes()] == ["gpu-01"]
 
     heal(sim)
     assert f.slurm.after_repair(incident_id, target) is not None
