@@ -92,3 +92,11 @@ class DrainedNode:
     since: float | None  # when the reason was set (Unix time); None when unknown
     by_bot: bool = False
     incident: str | None = None  # the incident a bot-written reason names
+
+
+def overdue_drained(nodes: list[DrainedNode], now: float, max_age_s: float,
+                    open_incidents: set[str]) -> list[DrainedNode]:
+    """Nodes the bot drained more than ``max_age_s`` ago whose incident is no longer open
+    (pure): nobody will return them, so escalation says so once."""
+    return [n for n in nodes if n.by_bot and n.since is not None and now - n.since > max_age_s
+            and n.incident not in open_incidents]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ from bot.digest.runner import AuditActions, DigestRunner, StoreIncidents
 from bot.digest.sampler import Sampler, ssh_probe
 from bot.domain.slurm import DrainedNode
 from bot.remediation.slurm import DrainedCache
-from bot.schedule.escalation import build_escalator
+from bot.schedule.drained_escalation import DrainedEscalator
+from bot.schedule.escalation import EscalationSettings, build_escalator, resolve_target
 from bot.schedule.jobs import JobFunc, build_jobs, build_scheduler, load_sections
 from bot.schedule.leader import LeaderScheduler
 from bot.ssh.base import SSHRunner
@@ -78,8 +80,10 @@ def build_leader(settings: Settings, redis: Redis, chat: ChatBackend, *,
     samples = SampleStore(redis)
     jobs: dict[str, JobFunc] = dict(extra_jobs or {})
     escalator = build_escalator(settings, esc_cfg, redis, chat, message_ref_of(incidents))
+    drained = build_drained_escalator(settings, esc_cfg, redis, chat, incidents, runner)
     if escalator is not None:
-        jobs["escalation"] = lambda _firing: _discard(escalator.run())
+        jobs["escalation"] = lambda _firing: _discard(
+            (escalator.run(), drained.run() if drained is not None else None))
     if runner is not None and settings.hosts:
         probe = ssh_probe(runner, lambda h: resolve(settings, h),
                           lambda h: settings.hosts[h].expected_mounts or ["/"],
@@ -92,6 +96,21 @@ def build_leader(settings: Settings, redis: Redis, chat: ChatBackend, *,
                        digest_cfg=digest_cfg, default_channel=settings.slack.channel)
     log.info("scheduler jobs: %s", ", ".join(s.name for s in specs))
     return build_scheduler(redis, sched_cfg, specs)
+
+
+def build_drained_escalator(settings: Settings, cfg: EscalationSettings, redis: Redis,
+                            chat: ChatBackend, incidents: IncidentStore,
+                            runner: SSHRunner | None) -> DrainedEscalator | None:
+    """Escalation of Slurm nodes the bot drained too long ago (None: no Slurm host, no
+    runner, or escalation off); posts where the incident escalations go."""
+    source = drained_source(settings, runner)
+    target = resolve_target(cfg, settings.slack.escalation_channel, settings.slack.channel,
+                            settings.slack.oncall)
+    if source is None or target is None:
+        return None
+    return DrainedEscalator(redis, chat, replace(target, in_thread=False), source,
+                            lambda: {i.id for i in incidents.list(open_only=True)},
+                            cfg.drained_max_s)
 
 
 def _discard(_: object) -> None:

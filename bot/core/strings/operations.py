@@ -281,3 +281,8 @@ SLURM_DRAINED_NO_HOST = "No inventory host is a Slurm node (hosts.NAME.slurm_nod
 SLURM_DRAINED_UNREADABLE = "Could not read the Slurm nodes: {why}"
 HOME_DRAINED = "Drained Slurm nodes"
 DIGEST_DRAINED = "Drained Slurm nodes: {nodes}"
+ESCALATION_DRAINED_HEADER = "Drained too long: Slurm node {node}"
+ESCALATION_DRAINED_TEXT = ("{mention}:rotating_light: Slurm node {node} has been {view} by "
+                           "incident-bot for {age} and its incident {incident} is closed: "
+                           "nobody will return it. Repair it and return it through the health "
+                           "gate, or resume it by hand. Reason: {reason}")
