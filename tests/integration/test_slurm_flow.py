@@ -16,6 +16,7 @@ import json
 import time
 from typing import Any
 
+from bot.domain.findings import ProposedAction
 from bot.domain.lifecycle import IncidentState as S
 from bot.flow import timers
 from bot.schedule.wiring import drained_source
@@ -216,3 +217,32 @@ def test_a_failed_gate_keeps_the_node_drained_and_says_why(
     assert "slurm.resume_blocked" in actions
     assert not any(e.action.startswith("action.") and e.detail.get("kind") == "slurm.resume"
                    for e in f.audit.timeline(incident_id))
+
+
+def test_a_verified_gpu_reset_on_a_drained_node_runs_the_gate(
+        loop: Loop, redis_url: str, sim_factory: SimFactory,  # noqa: F811
+        slurm: SlurmCluster) -> None:
+    sim: SimHost = sim_factory("gpu_held_no_process", binds=(slurm.socket_dir,),
+                               env={"SLURM_CONF": str(slurm.conf)})
+    settings = loop_settings(redis_url, sim, loop.standin)
+    settings.hosts["gpu-01"] = settings.hosts["gpu-01"].model_copy(
+        update={"slurm_node": "gpu-01", "gpus": 8})
+    loop.start(settings)
+    incident_id = loop.open(kind="gpu_xid")
+    approve(loop, incident_id, "slurm.drain")
+    wait_until(lambda: slurm.state() == "IDLE+DRAIN", 60, "the node DRAINED")
+    loop.wait_state(incident_id, S.VERIFIED)
+    f = loop.flow
+    reset = ProposedAction("reset-0", "gpu.reset", {"gpu": "0"}, "GPU 0 is wedged", "resets it")
+    f.plans.offer(incident_id, reset, f.hosts.target_for("gpu-01"))
+    f.publisher.publish(incident_id)
+    approve(loop, incident_id, "gpu.reset")
+    wait_until(lambda: (g := f.incidents.require(incident_id).gate) is not None
+               and g.job == "slurm:gpu-01", 60, "the gate after the reset")
+    gate = f.incidents.require(incident_id).gate
+    assert gate is not None and not gate.passed  # GPUs 1-7 still hold memory nobody uses
+    wait_until(lambda: "health gate failed: gpu-01 stays drained"
+               in json.dumps(thread(loop, incident_id)), 30, "the failed gate said")
+    assert not any(p.action.kind == "slurm.resume"
+                   for p in f.incidents.require(incident_id).plans)
+    assert slurm.state() == "IDLE+DRAIN"
