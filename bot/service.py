@@ -162,19 +162,19 @@ def _slack_app(settings: Settings, redis: Redis, flow: Flow, desk: ApprovalDesk,
         return None
     slash = FlowSlashHandlers(flow.incidents, tuple(settings.hosts), flow.diagnose,
                               flow.publisher, flow.jobs, flow.silences,
-                              digest_now=partial(_digest_now, settings, redis, flow.chat,
-                                                 flow.publisher.channel),
-                              decide=desk.incident)
+                              digest_now=partial(_digest_now, settings, redis, flow),
+                              decide=desk.incident, slurm=flow.slurm)
     return create_slack_app(settings, redis, desk.callbacks, slash=slash, backend=backend,
                             desk=desk, home=_fleet(settings, redis, flow))
 
 
-def _digest_now(settings: Settings, redis: Redis, chat: ChatBackend, channel: str) -> None:
+def _digest_now(settings: Settings, redis: Redis, flow: Flow) -> None:
     """``/ir digest now``: the same runner as the scheduled digest, in the incident channel."""
     from bot.schedule.wiring import build_digest_runner  # matplotlib: only when asked
 
     out = Path(tempfile.gettempdir()) / "incident-bot-digests"
-    build_digest_runner(settings, redis, chat, out).now(channel)
+    build_digest_runner(settings, redis, flow.chat, out, runner=flow.runner).now(
+        flow.publisher.channel)
 
 
 def _fleet(settings: Settings, redis: Redis, flow: Flow) -> FleetSource:
@@ -182,7 +182,8 @@ def _fleet(settings: Settings, redis: Redis, flow: Flow) -> FleetSource:
     of every sampled or inventory host (an inventory host's missing GPUs count as broken)."""
     expected = {name: host.gpus or 0 for name, host in settings.hosts.items()}
     return fleet_source(flow.incidents, SampleStore(redis), flow.jobs.list, expected,
-                        flow.clock, maintenance=flow.silences.maintenance)
+                        flow.clock, maintenance=flow.silences.maintenance,
+                        drained=flow.slurm.drained.cached if flow.slurm is not None else None)
 
 
 def _scheduler(settings: Settings, redis: Redis, flow: Flow, desk: ApprovalDesk) -> Any:

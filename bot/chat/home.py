@@ -16,6 +16,7 @@ from bot.chat.summary import STATE_ICON
 from bot.chat.text import clip, escape
 from bot.core import fmt, strings
 from bot.domain.maintenance import MaintenanceWindow
+from bot.domain.slurm import DrainedNode
 from bot.extract.progress import bar
 
 GPU_FIELD = re.compile(r"^gpu(?P<index>\d{1,3})\.(?P<field>mem_used_mib|util_pct)$")
@@ -62,6 +63,7 @@ class Fleet:
     incidents: tuple[IncidentRow, ...] = ()
     jobs: tuple[JobRow, ...] = ()
     maintenance: tuple[MaintenanceWindow, ...] = ()  # recurring silences (issue 28)
+    drained: tuple[DrainedNode, ...] = ()  # Slurm nodes out of the scheduler (issue 26)
 
 
 def classify_gpus(host: str, latest: Mapping[str, float], expected: int = 0,
@@ -147,6 +149,7 @@ def render_home(fleet: Fleet) -> dict[str, Any]:
                strings.HOME_NO_INCIDENTS),
         *_list(strings.HOME_JOBS, [job_line(j) for j in fleet.jobs], strings.HOME_NO_JOBS),
         *_maintenance(fleet),
+        *_drained(fleet),
         {"type": "context", "elements": [{"type": "mrkdwn", "text": updated}]},
     ]
     return {"type": "home", "blocks": blocks[:MAX_BLOCKS]}
@@ -165,3 +168,17 @@ def _maintenance(fleet: Fleet) -> list[dict[str, Any]]:
         return []
     return _list(strings.HOME_MAINTENANCE,
                  [maintenance_line(w, fleet.now) for w in fleet.maintenance], "")
+
+
+def drained_line(d: DrainedNode, now: float) -> str:
+    return strings.SLURM_DRAINED_LINE.format(
+        node=escape(d.name), view=d.view,
+        age=coarse_age(now, d.since) if d.since is not None else "an unknown time",
+        who=escape(d.who), reason=escape(clip(d.reason or "none", 120)))
+
+
+def _drained(fleet: Fleet) -> list[dict[str, Any]]:
+    """Only when a Slurm node is drained: so that none piles up unread (issue 26)."""
+    if not fleet.drained:
+        return []
+    return _list(strings.HOME_DRAINED, [drained_line(d, fleet.now) for d in fleet.drained], "")

@@ -25,6 +25,7 @@ from bot.chat.coalesce import wait_turn
 from bot.chat.home import Fleet, HostGpus, IncidentRow, JobRow, classify_gpus, render_home
 from bot.chat.slack import call_with_retry
 from bot.domain.maintenance import MaintenanceWindow
+from bot.domain.slurm import DrainedNode
 from bot.extract.states import JobState, JobStatus
 from storage.home import HomeViewers
 from storage.incidents import IncidentStore
@@ -49,9 +50,11 @@ def fleet_source(incidents: IncidentStore, samples: SampleStore,
                  jobs: Callable[[], Iterable[JobStatus]], expected: Mapping[str, int],
                  clock: Callable[[], float] = time.time,
                  maintenance: Callable[[], Iterable[MaintenanceWindow]] | None = None,
+                 drained: Callable[[], Iterable[DrainedNode]] | None = None,
                  ) -> FleetSource:
     """A ``FleetSource`` over the bot's stores (``jobs``: ``queue.list_jobs`` bound;
-    ``maintenance``: ``SilenceStore.maintenance`` bound, for the windows section)."""
+    ``maintenance``: ``SilenceStore.maintenance`` bound, for the windows section;
+    ``drained``: the flow's ``SlurmStep.drained.cached``, for the drained Slurm nodes)."""
 
     def snapshot() -> Fleet:
         now = clock()
@@ -62,7 +65,8 @@ def fleet_source(incidents: IncidentStore, samples: SampleStore,
                    for j in jobs() if j.state is JobState.RUNNING]
         return Fleet(now, tuple(host_gpus(samples, h, now, expected.get(h, 0)) for h in hosts),
                      tuple(open_), tuple(running),
-                     tuple(maintenance()) if maintenance else ())
+                     tuple(maintenance()) if maintenance else (),
+                     tuple(drained()) if drained else ())
 
     return snapshot
 

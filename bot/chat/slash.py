@@ -89,8 +89,13 @@ class Evidence:
     incident_id: str
 
 
+@dataclass(frozen=True)
+class Drained:
+    """``drained``: every draining or drained Slurm node, its reason, who and how long."""
+
+
 SlashCommand = (Help | Status | Incidents | Diag | Jobs | Job | Silence | DigestNow | Decide
-                | Evidence)
+                | Evidence | Drained)
 DEFAULT_SNOOZE_S = 1800
 
 
@@ -112,6 +117,7 @@ class SlashHandlers(Protocol):
     def digest_now(self, user: str) -> SlashReply: ...
     def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply: ...
     def evidence(self, user: str, incident_id: str) -> SlashReply: ...
+    def drained(self, user: str) -> SlashReply: ...
 
 
 def usage(command: str = "/ir", reason: str = "") -> str:
@@ -233,6 +239,7 @@ _PARSERS: dict[str, Callable[[list[str]], SlashCommand]] = {
     "resolve": _decide("resolve"),
     "snooze": _decide("snooze"),
     "evidence": _evidence,
+    "drained": _no_args(Drained),
 }
 
 
@@ -272,6 +279,8 @@ def _dispatch(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: st
             return handlers.decide(user, verb, incident_id, duration_s)
         case Evidence(incident_id=incident_id):
             return handlers.evidence(user, incident_id)
+        case Drained():
+            return handlers.drained(user)
     raise AssertionError(f"unhandled slash command {cmd!r}")  # pragma: no cover
 
 
@@ -298,3 +307,5 @@ class Unavailable:
         return self._no(verb)
     def evidence(self, user: str, incident_id: str) -> SlashReply:
         return self._no("evidence")
+    def drained(self, user: str) -> SlashReply:
+        return self._no("drained")

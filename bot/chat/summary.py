@@ -164,6 +164,7 @@ def action_phrase(action: ProposedAction, diagnosis: Diagnosis | None = None) ->
         "slurm.resume": strings.MSG_ACTION_SLURM_RESUME,
         "slurm.requeue": strings.MSG_ACTION_SLURM_REQUEUE,
         "slurm.cancel": strings.MSG_ACTION_SLURM_CANCEL,
+        "host.reboot": strings.MSG_ACTION_REBOOT,
     }
     template = templates.get(action.kind)
     try:

@@ -108,6 +108,11 @@ def slurm_node(settings: Settings, target: SSHTarget) -> str | None:
     return host.slurm_node if host is not None else None
 
 
+def slurm_host(settings: Settings) -> str | None:
+    """The first inventory host (by name) that is a Slurm node: it answers for the cluster."""
+    return next((name for name, h in sorted(settings.hosts.items()) if h.slurm_node), None)
+
+
 def options_for(settings: Settings, target: SSHTarget, **overrides: Any) -> PlaybookOptions:
     """Playbook options for one host: thresholds from config, mounts and prefixes per host."""
     diag = diagnostics_settings(settings).model_dump()

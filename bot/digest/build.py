@@ -16,11 +16,13 @@ from bot.digest.model import (
     incident_stats,
 )
 from bot.digest.waste import waste
+from bot.domain.slurm import DrainedNode
 
 
 def build_digest(start: float, end: float, series_by_host: SeriesByHost,
                  incidents: Iterable[IncidentRecord] = (), actions: Iterable[ActionRecord] = (),
-                 jobs: Iterable[JobRecord] = (), cfg: DigestSettings | None = None) -> Digest:
+                 jobs: Iterable[JobRecord] = (), cfg: DigestSettings | None = None,
+                 drained: Iterable[DrainedNode] = ()) -> Digest:
     """The whole digest for ``[start, end)``; hosts wasting the most GPU time first."""
     if end <= start:
         raise ValueError("digest period must have end > start")
@@ -30,4 +32,4 @@ def build_digest(start: float, end: float, series_by_host: SeriesByHost,
     hosts.sort(key=lambda h: (-h.idle_gpu_minutes, h.host))
     return Digest(start, end, tuple(hosts), incident_stats(records, start, end),
                   action_counts(actions, start, end), tuple(jobs),
-                  waste(series_by_host, records, cfg, start, end))
+                  waste(series_by_host, records, cfg, start, end), tuple(drained))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from bot.digest.settings import DigestSchedule, DigestSettings  # noqa: F401 - re-exported
 from bot.domain.incident import IncidentSummary
+from bot.domain.slurm import DrainedNode
 
 Point = tuple[float, float]
 GPU_METRIC = re.compile(r"^gpu(?P<index>\d{1,3})\.(?P<field>mem_used_mib|mem_total_mib|util_pct)$")
@@ -141,6 +142,7 @@ class Digest:
     actions: dict[tuple[str, str], int]
     jobs: tuple[JobRecord, ...]
     waste: Waste = field(default_factory=Waste)
+    drained: tuple[DrainedNode, ...] = ()  # Slurm nodes out of the scheduler at its end
 
     @property
     def idle_gpu_minutes(self) -> float:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from bot.chat.base import ChatMessage, Section
-from bot.chat.text import code_safe, escape
+from bot.chat.text import clip, code_safe, escape
 from bot.core import fmt, strings
 from bot.digest.model import Digest, DiskStats, HostStats, JobRecord, Stat, Waste
+from bot.domain.slurm import DrainedNode
 
 MAX_HOST_SECTIONS = 20  # Slack allows 50 blocks a message; leave room for the rest
 WASTE_BADGE_MINUTES = 30.0
@@ -120,6 +121,8 @@ def summary_section(d: Digest) -> Section:
                                                 max=fmt.duration(inc.ttr_max_s)))
     fields += waste_lines(d.waste)
     fields.append(_actions_line(d.actions))
+    if d.drained:
+        fields.append(drained_line(d.drained, d.end))
     gpus = sum(len(h.gpus) for h in d.hosts)
     text = strings.DIGEST_SUMMARY.format(hosts=len(d.hosts), gpus=gpus,
                                          idle=fmt_gpu_minutes(d.idle_gpu_minutes))
@@ -146,3 +149,14 @@ def render_digest(d: Digest) -> ChatMessage:
                                             end=f"{b:%Y-%m-%d %H:%M} UTC")
     return ChatMessage(text=text, header=strings.DIGEST_HEADER.format(period=period),
                        sections=tuple(sections), context=(context,))
+
+
+def drained_line(nodes: tuple[DrainedNode, ...], now: float) -> str:
+    """The Slurm nodes still out of the scheduler, each with who, why and for how long."""
+    shown = [f"{escape(n.name)} {n.view} "
+             f"{fmt.age(now, n.since) if n.since is not None else '?'} "
+             f"({escape(n.who)}: {escape(clip(n.reason or 'none', 80))})"
+             for n in nodes[:MAX_WASTE_ROWS]]
+    if len(nodes) > MAX_WASTE_ROWS:
+        shown.append(strings.DIGEST_MORE_HOSTS.format(count=len(nodes) - MAX_WASTE_ROWS))
+    return strings.DIGEST_DRAINED.format(nodes="; ".join(shown))

@@ -31,6 +31,7 @@ from bot.digest.model import (
 )
 from bot.digest.render import fmt_period, render_digest
 from bot.digest.waste import holder_unit
+from bot.domain.slurm import DrainedNode
 from storage.audit import AuditLog
 from storage.connection import Redis
 from storage.samples import SampleStore
@@ -64,8 +65,10 @@ class DigestRunner:
     def __init__(self, samples: SampleStore, chat: ChatBackend, out_dir: Path, *,
                  incidents: IncidentSource | None = None, actions: ActionSource | None = None,
                  jobs: JobSource | None = None, cfg: DigestSettings | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 drained: Callable[[], Iterable[DrainedNode]] | None = None) -> None:
         self.samples, self.chat, self.out_dir = samples, chat, out_dir
+        self.drained = drained  # the Slurm nodes out of the scheduler now (issue 26)
         self.incidents, self.actions, self.jobs = incidents, actions, jobs
         self.cfg = cfg or DigestSettings()
         self.clock = clock
@@ -80,7 +83,8 @@ class DigestRunner:
             start, end, series,
             incidents=self.incidents.incident_records() if self.incidents else (),
             actions=self.actions.action_records(start, end) if self.actions else (),
-            jobs=self.jobs.job_records() if self.jobs else (), cfg=self.cfg)
+            jobs=self.jobs.job_records() if self.jobs else (), cfg=self.cfg,
+            drained=self.drained() if self.drained else ())
         return digest, series
 
     def chart(self, digest: Digest, series: dict[str, dict[str, list[Point]]], tag: str) -> Path:

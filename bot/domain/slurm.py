@@ -78,3 +78,25 @@ class SlurmJob:
     name: str
     time_left: str  # as squeue prints it: 1:29:58, 2-03:04:05, UNLIMITED
     state: str
+
+
+@dataclass(frozen=True)
+class DrainedNode:
+    """A node out of the scheduler, as the lists people read show it (``/ir drained``, the
+    Home tab, the digest): so that drained nodes do not pile up until someone reads sinfo."""
+
+    name: str
+    view: str  # DRAINING | DRAINED
+    who: str  # the Slurm user who set the reason ("unknown" when Slurm does not say)
+    reason: str
+    since: float | None  # when the reason was set (Unix time); None when unknown
+    by_bot: bool = False
+    incident: str | None = None  # the incident a bot-written reason names
+
+
+def overdue_drained(nodes: list[DrainedNode], now: float, max_age_s: float,
+                    open_incidents: set[str]) -> list[DrainedNode]:
+    """Nodes the bot drained more than ``max_age_s`` ago whose incident is no longer open
+    (pure): nobody will return them, so escalation says so once."""
+    return [n for n in nodes if n.by_bot and n.since is not None and now - n.since > max_age_s
+            and n.incident not in open_incidents]

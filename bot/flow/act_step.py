@@ -30,6 +30,7 @@ from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from bot.flow.reboot_step import RebootStep, requested
+from bot.flow.slurm_step import SlurmStep
 from bot.remediation import followup
 from bot.remediation.execute import execute
 from bot.remediation.options import RemediationOptions
@@ -66,7 +67,7 @@ class ActStep:
                  publisher: Publisher, followups: Followups, reboots: RebootStep,
                  runner: SSHRunner, audit: AuditLog, jobs: JobBook, options: RemediationOptions,
                  *, bot_user: str = "incident-bot",
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, slurm: SlurmStep | None = None) -> None:
         self.incidents = incidents
         self.hosts = hosts
         self.plans = plans
@@ -79,6 +80,7 @@ class ActStep:
         self.options = options
         self.bot_user = bot_user
         self.clock = clock
+        self.slurm = slurm  # the drained node: watched, gated before it returns
 
     def run_approved(self, approval: Approval, user: str) -> None:
         """The whole action for one claimed approval; always ends with a re-render."""
@@ -161,6 +163,13 @@ class ActStep:
                 if action["kind"] == OVERRIDE else None
             return self._gated_resume(incident.id, target, action["params"]["job"], user,
                                       approval.evidence_hash, override)
+        if action["kind"] == "slurm.resume" and self.slurm is not None:
+            node = str(action["params"]["node"])
+            gate = self.slurm.gate_resume(incident.id, target, node)
+            if not gate.passed:
+                self.fail(incident.id, self.slurm.blocked_text(node, gate))
+                self.publisher.reply(incident, self.slurm.blocked_text(node, gate))
+                return None
         return execute(self.runner, target, action["kind"], dict(action["params"]),
                        approver=user, evidence_hash=approval.evidence_hash, audit=self.audit,
                        options=self.hosts.act_options(incident.host), incident_id=incident.id)
@@ -228,6 +237,10 @@ class ActStep:
             return None
         if result.ok and result.kind == "disk.cleanup":
             self._offer_other_parts(incident_id, result, target)
+        if self.slurm is not None and result.ok and result.kind == "slurm.drain":
+            self.slurm.after_drain(incident_id, result, target)
+        if self.slurm is not None and result.ok and result.kind == "gpu.reset":
+            self.slurm.after_repair(incident_id, target)
         freed = result.ok and result.kind in GPU_FREEING
         host = self.incidents.require(incident_id).host
         jobs = self.hosts.interrupted_job_ids(host) if freed else []

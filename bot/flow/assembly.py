@@ -37,6 +37,7 @@ from bot.flow.policy_step import PolicyStep
 from bot.flow.progress_step import ProgressStep
 from bot.flow.reboot_step import RebootStep
 from bot.flow.reconcile import reconcile_settings
+from bot.flow.slurm_step import SlurmStep
 from bot.remediation.options import options_from_extra
 from bot.ssh.base import SSHRunner
 from storage.approvals import ApprovalStore
@@ -80,6 +81,7 @@ class Flow:
     clock: Callable[[], float]
     closing_note: Callable[[str], str | None] | None = None
     policies: PolicyStep | None = None
+    slurm: SlurmStep | None = None
 
     def consumer(self) -> Consumer:
         """A new consumer loop on the events stream (one per thread)."""
@@ -115,10 +117,13 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
     diagnose = DiagnoseStep(incidents, hosts, plans, publisher, bot_user=BOT_USER)
     followups = Followups(incidents, plans, publisher, audit, runner, settings,
                           gate_need_mib=options.gate_need_mib, bot_user=BOT_USER)
+    slurm = SlurmStep(incidents, hosts, plans, publisher, followups, audit,
+                      probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER)
     reboots = RebootStep(incidents, hosts, runner, plans, publisher, audit, diagnose,
-                         probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER, clock=clock)
+                         probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER, clock=clock,
+                         slurm=slurm)
     act = ActStep(incidents, hosts, plans, publisher, followups, reboots, runner, audit, jobs,
-                  options, bot_user=BOT_USER, clock=clock)
+                  options, bot_user=BOT_USER, clock=clock, slurm=slurm)
     events = IncidentEvents(redis)
     approve = ApproveStep(incidents, plans, publisher, act, audit, actions, bot_user=BOT_USER,
                           clock=clock)
@@ -127,7 +132,7 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
         silences=SilenceStore(redis), renders=renders, policy=policy, jobs=jobs, chat=chat,
         outbox=outbox,
         runner=runner, hosts=hosts, publisher=publisher, plans=plans, diagnose=diagnose,
-        followups=followups, reboots=reboots, act=act,
+        followups=followups, reboots=reboots, act=act, slurm=slurm,
         approve=approve,
         decide=DecideStep(incidents, plans, publisher, audit, events, diagnose, actions,
                           bot_user=BOT_USER, clock=clock),

@@ -93,8 +93,11 @@ class Followups:
                                 strings.FLOW_RESUME_REASON, "uses the freed GPUs")
         self.plans.offer(incident_id, action, None)
 
-    def gate(self, incident_id: str, target: SSHTarget, job: str) -> GateResult:
-        """Run the health gate for ``job`` on ``target``; post, store and audit what it said."""
+    def gate(self, incident_id: str, target: SSHTarget, job: str, *,
+             say_failed: bool = True) -> GateResult:
+        """Run the health gate for ``job`` on ``target``; post, store and audit what it said.
+        ``say_failed=False``: a failure is left to the caller to word (a drained Slurm node
+        stays drained; no override is offered for it)."""
         options = inventory.options_for(self.settings, target)
         result = run_gate(self.runner, target, need_mib=self.gate_need_mib, options=options)
         record = GateRecord(job, target.name, result.passed, tuple(result.reasons),
@@ -102,7 +105,8 @@ class Followups:
         self.audit.append(incident_id, self.bot_user, "gate.passed" if result.passed
                           else "gate.failed", record.to_json())
         incident = self.incidents.update(incident_id, lambda i: replace(i, gate=record))
-        self.publisher.reply(incident, result.message)
+        if result.passed or say_failed:
+            self.publisher.reply(incident, result.message)
         return result
 
     def offer_override(self, incident_id: str, job: str, result: GateResult) -> None:

@@ -28,6 +28,7 @@ from bot.flow.diagnose_step import DiagnoseStep
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
+from bot.flow.slurm_step import SlurmStep
 from bot.ssh.base import Command, SSHError, SSHRunner, SSHTarget
 from storage.audit import AuditLog
 from storage.incidents import IncidentStore
@@ -65,7 +66,7 @@ class RebootStep:
     def __init__(self, incidents: IncidentStore, hosts: Hosts, runner: SSHRunner,
                  plans: Plans, publisher: Publisher, audit: AuditLog, diagnose: DiagnoseStep,
                  *, probe_timeout_s: float = 10.0, bot_user: str = "incident-bot",
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, slurm: SlurmStep | None = None) -> None:
         self.incidents = incidents
         self.hosts = hosts
         self.runner = runner
@@ -76,6 +77,7 @@ class RebootStep:
         self.probe_timeout_s = probe_timeout_s
         self.bot_user = bot_user
         self.clock = clock
+        self.slurm = slurm  # a node this incident drained is gated once the host is back
 
     def boot_id(self, target: SSHTarget) -> str | None:
         """The host's current boot id, or None when it does not answer (or answers oddly)."""
@@ -149,6 +151,8 @@ class RebootStep:
         else:
             text = strings.FLOW_REBOOT_BACK_OK.format(host=incident.host, boot=now_id)
         self._settle(incident, pending, now_id, not still, text)
+        if not still and self.slurm is not None and self.slurm.after_repair(incident.id, target):
+            self.publisher.publish(incident.id)
         self.follow_others(incident, target, now_id)
 
     def follow_others(self, incident: Incident, target: SSHTarget,

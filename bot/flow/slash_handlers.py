@@ -13,6 +13,7 @@ from bot.extract.jobs_api import JobBook
 from bot.flow.diagnose_step import DiagnoseStep
 from bot.flow.message import Publisher
 from bot.flow.progress_step import progress_text
+from bot.flow.slurm_step import SlurmStep, drained_cache, drained_report
 from storage.incidents import IncidentStore
 from storage.silences import SilenceStore
 
@@ -23,7 +24,8 @@ class FlowSlashHandlers:
     def __init__(self, incidents: IncidentStore, hosts: Collection[str], diagnose: DiagnoseStep,
                  publisher: Publisher, jobs: JobBook, silences: SilenceStore, *,
                  digest_now: Callable[[], None] | None = None,
-                 decide: Callable[[str, str, str, int], str] | None = None) -> None:
+                 decide: Callable[[str, str, str, int], str] | None = None,
+                 slurm: SlurmStep | None = None) -> None:
         self._incidents = incidents
         self._hosts = hosts  # the inventory's host names
         self._diagnose = diagnose
@@ -32,6 +34,7 @@ class FlowSlashHandlers:
         self._silences = silences
         self._digest_now = digest_now
         self._decide = decide  # the approval desk's incident decisions (checks who may)
+        self._drained = slurm.drained if slurm is not None else drained_cache(diagnose.hosts)
 
     def status(self, user: str) -> SlashReply:
         lines = []
@@ -95,3 +98,8 @@ class FlowSlashHandlers:
             return SlashReply("Digests are not configured on this bot.")
         threading.Thread(target=self._digest_now, daemon=True).start()
         return SlashReply("Posting the digest now.")
+
+    def drained(self, user: str) -> SlashReply:
+        """``/ir drained``: the Slurm nodes out of the scheduler, read from the cluster now
+        (through the flow's Slurm step, which the act step holds)."""
+        return SlashReply(drained_report(self._drained, self._diagnose.hosts.clock()))

@@ -21,8 +21,11 @@ def poll_progress(progress: ProgressStep, _firing: Any = None) -> None:
 def expire_approvals(desk: ApprovalDesk, decide: DecideStep, act: ActStep,
                      reboots: RebootStep, _firing: Any = None) -> None:
     """Expire overdue approvals (the desk tells the flow), wake ended snoozes, fail
-    actions a dead replica left running, and settle reboots whose host is back."""
+    actions a dead replica left running, settle reboots whose host is back, and tell
+    the threads whose drained Slurm node is DRAINED now."""
     desk.expire_due()
     decide.wake_snoozed()
     act.recover_stalled()
     reboots.poll_reboots()
+    if act.slurm is not None:  # a drained node whose last job ended: DRAINED in the thread
+        act.slurm.poll_draining()

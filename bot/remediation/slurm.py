@@ -12,16 +12,19 @@ resume, a usable node with no reason. The jobs still on the node are in the resu
 from __future__ import annotations
 
 import shlex
+import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from bot.core import fmt, strings
 from bot.domain.action_result import Verification
 from bot.domain.host_state import CapturedState, SlurmCapture
+from bot.domain.slurm import DrainedNode
 from bot.remediation.polling import ActionRun, Look, poll
 from bot.remediation.preflight import Refusal
 from bot.remediation.probes import ProbeFailed, plain
-from bot.ssh.base import Command, SSHRunner, SSHTarget
+from bot.ssh.base import Command, SSHError, SSHRunner, SSHTarget
 from playbooks.parsers.slurm import (
     SQUEUE_FORMAT,
     SlurmJob,
@@ -193,3 +196,50 @@ def overdue(nodes: list[SlurmNode], now: float, max_age_s: float, open_incidents
                 and node.incident not in open_incidents):
             out.append(node)
     return out
+
+
+def as_drained(node: SlurmNode, utc_offset_s: float = 0.0) -> DrainedNode:
+    return DrainedNode(node.name, node.view, node.reason_user or "unknown", node.reason,
+                       reason_epoch(node, utc_offset_s), node.by_bot, node.incident)
+
+
+def drained_list(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> list[DrainedNode]:
+    """``drained_nodes`` as the lists people read show them, by name."""
+    nodes = drained_nodes(runner, target, timeout_s)
+    return sorted((as_drained(n) for n in nodes), key=lambda d: d.name)
+
+
+class DrainedCache:
+    """The cluster's drained nodes, read over SSH at most once per ``ttl_s``: the Home tab
+    re-renders on every change and the digest and escalation look too, and one read a
+    minute is plenty for a list people glance at. ``target`` says which host answers
+    (None: no Slurm host in the inventory, so nothing is drained)."""
+
+    def __init__(self, runner: SSHRunner, target: Callable[[], SSHTarget | None],
+                 timeout_s: float = 10.0, ttl_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.runner = runner
+        self.target = target
+        self.timeout_s = timeout_s
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self._nodes: list[DrainedNode] = []
+        self._at: float | None = None
+
+    def read(self) -> list[DrainedNode]:
+        """A fresh read now (``ProbeFailed``/``SSHError`` when Slurm cannot say)."""
+        target = self.target()
+        nodes = drained_list(self.runner, target, self.timeout_s) if target is not None else []
+        self._nodes, self._at = nodes, self.clock()
+        return nodes
+
+    def cached(self) -> list[DrainedNode]:
+        """The last read when younger than ``ttl_s``, else a new one; never raises (a
+        failed read keeps the last list and tries again after ``ttl_s``)."""
+        if self._at is not None and self.clock() - self._at < self.ttl_s:
+            return list(self._nodes)
+        try:
+            return self.read()
+        except (ProbeFailed, SSHError):
+            self._at = self.clock()
+            return list(self._nodes)

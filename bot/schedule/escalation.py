@@ -61,6 +61,8 @@ class EscalationSettings(StrictModel):
     after_minutes: float = Field(default=15.0, gt=0)
     channel: str = ""
     usergroup: str = ""  # Slack usergroup id (S...), mentioned in the escalation
+    # a Slurm node the bot drained, this long with no open incident, is escalated (issue 26)
+    drained_max_s: float = Field(default=86400.0, gt=0)
 
     @field_validator("usergroup")
     @classmethod

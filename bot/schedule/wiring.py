@@ -10,15 +10,19 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bot.chat.base import ChatBackend, MessageRef
-from bot.config.inventory import resolve
+from bot.config.inventory import known, resolve, slurm_host
 from bot.config.settings import Settings
 from bot.digest.runner import AuditActions, DigestRunner, StoreIncidents
 from bot.digest.sampler import Sampler, ssh_probe
-from bot.schedule.escalation import build_escalator
+from bot.domain.slurm import DrainedNode
+from bot.remediation.slurm import DrainedCache
+from bot.schedule.drained_escalation import DrainedEscalator
+from bot.schedule.escalation import EscalationSettings, build_escalator, resolve_target
 from bot.schedule.jobs import JobFunc, build_jobs, build_scheduler, load_sections
 from bot.schedule.leader import LeaderScheduler
 from bot.ssh.base import SSHRunner
@@ -42,12 +46,27 @@ def message_ref_of(store: IncidentStore) -> Callable[[str], MessageRef | None]:
 
 
 def build_digest_runner(settings: Settings, redis: Redis, chat: ChatBackend,
-                        out_dir: Path = DEFAULT_OUT) -> DigestRunner:
-    """What the digest job and ``/ir digest now`` both use (``runner.now(channel)``)."""
+                        out_dir: Path = DEFAULT_OUT, *,
+                        runner: SSHRunner | None = None) -> DigestRunner:
+    """What the digest job and ``/ir digest now`` both use (``runner.now(channel)``).
+    With ``runner``, the digest lists the drained Slurm nodes too (issue 26)."""
     _, digest_cfg, _ = load_sections(settings.extra)
     return DigestRunner(SampleStore(redis), chat, out_dir,
                         incidents=StoreIncidents(IncidentStore(redis)),
-                        actions=AuditActions(redis), cfg=digest_cfg)
+                        actions=AuditActions(redis), cfg=digest_cfg,
+                        drained=drained_source(settings, runner))
+
+
+def drained_source(settings: Settings, runner: SSHRunner | None,
+                   ) -> Callable[[], list[DrainedNode]] | None:
+    """The drained Slurm nodes, read on the inventory's first Slurm host (None: no runner
+    or no Slurm host, so the digest says nothing about Slurm)."""
+    name = slurm_host(settings)
+    if runner is None or name is None:
+        return None
+    cache = DrainedCache(runner, lambda: known(settings, name),
+                         settings.ssh_defaults.command_timeout_s, ttl_s=0.0)
+    return cache.cached
 
 
 def build_leader(settings: Settings, redis: Redis, chat: ChatBackend, *,
@@ -61,20 +80,37 @@ def build_leader(settings: Settings, redis: Redis, chat: ChatBackend, *,
     samples = SampleStore(redis)
     jobs: dict[str, JobFunc] = dict(extra_jobs or {})
     escalator = build_escalator(settings, esc_cfg, redis, chat, message_ref_of(incidents))
+    drained = build_drained_escalator(settings, esc_cfg, redis, chat, incidents, runner)
     if escalator is not None:
-        jobs["escalation"] = lambda _firing: _discard(escalator.run())
+        jobs["escalation"] = lambda _firing: _discard(
+            (escalator.run(), drained.run() if drained is not None else None))
     if runner is not None and settings.hosts:
         probe = ssh_probe(runner, lambda h: resolve(settings, h),
                           lambda h: settings.hosts[h].expected_mounts or ["/"],
                           timeout_s=settings.ssh_defaults.command_timeout_s)
         sampler = Sampler(samples, probe, lambda: list(settings.hosts))
         jobs["sampling"] = lambda _firing: _discard(sampler.sample_once())
-    digests = build_digest_runner(settings, redis, chat, out_dir)
+    digests = build_digest_runner(settings, redis, chat, out_dir, runner=runner)
     specs = build_jobs(sched_cfg, jobs,
                        digest=lambda firing, schedule: digests.for_slot(firing.ts, schedule),
                        digest_cfg=digest_cfg, default_channel=settings.slack.channel)
     log.info("scheduler jobs: %s", ", ".join(s.name for s in specs))
     return build_scheduler(redis, sched_cfg, specs)
+
+
+def build_drained_escalator(settings: Settings, cfg: EscalationSettings, redis: Redis,
+                            chat: ChatBackend, incidents: IncidentStore,
+                            runner: SSHRunner | None) -> DrainedEscalator | None:
+    """Escalation of Slurm nodes the bot drained too long ago (None: no Slurm host, no
+    runner, or escalation off); posts where the incident escalations go."""
+    source = drained_source(settings, runner)
+    target = resolve_target(cfg, settings.slack.escalation_channel, settings.slack.channel,
+                            settings.slack.oncall)
+    if source is None or target is None:
+        return None
+    return DrainedEscalator(redis, chat, replace(target, in_thread=False), source,
+                            lambda: {i.id for i in incidents.list(open_only=True)},
+                            cfg.drained_max_s)
 
 
 def _discard(_: object) -> None:

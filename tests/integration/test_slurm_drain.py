@@ -12,12 +12,16 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from bot.chat.base import ChatBackend, ChatMessage, MessageRef
 from bot.remediation import ActionResult, Outcome, RemediationOptions, execute, revert_result
 from bot.remediation.followup import gate_note, offers, return_to_slurm
-from bot.remediation.slurm import drained_nodes, overdue, read_status
+from bot.remediation.slurm import DrainedCache, drained_nodes, overdue, read_status
+from bot.schedule.drained_escalation import DrainedEscalator
+from bot.schedule.escalation import Target
 from bot.sim.sshd import SimHost
 from bot.ssh.base import SSHTarget
 from bot.ssh.pool import ParamikoPool
@@ -25,6 +29,7 @@ from playbooks import PlaybookOptions
 from playbooks.health_gate import run_gate
 from playbooks.parsers.slurm import reason_epoch
 from storage.audit import AuditLog
+from storage.connection import Redis
 from tests.fixtures.remediation import session_commands
 from tests.fixtures.sim import SimFactory, one_host_config
 from tests.fixtures.slurm import SlurmCluster
@@ -234,3 +239,43 @@ def test_a_down_node_with_a_persons_reason_is_not_drained_over_it(
     assert result.outcome is Outcome.REFUSED
     assert 'node gpu-01 is already DOWN with a reason a person set: "bad DIMM"' in result.summary
     assert "Reason=bad DIMM [root@" in slurm.show_node()
+
+
+class PostedChat:
+    """Records what the escalation posts (Slack itself is out of scope here)."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[str, ChatMessage]] = []
+
+    def post(self, channel: str, message: ChatMessage,
+             thread: MessageRef | None = None) -> MessageRef:
+        self.posts.append((channel, message))
+        return MessageRef(channel, str(len(self.posts)))
+
+    def update(self, ref: MessageRef, message: ChatMessage) -> None:
+        raise AssertionError("the escalation never edits")
+
+
+def test_a_node_drained_too_long_for_a_closed_incident_is_escalated_once(
+        node_host: SimHost, slurm: SlurmCluster, rem_pool: ParamikoPool,
+        fast_options: RemediationOptions, redis: Redis) -> None:
+    target = node_host.ssh_target()
+    cache = DrainedCache(rem_pool, lambda: target, 10.0, ttl_s=0.0)
+    chat = PostedChat()
+    open_ids: set[str] = {"INC-7"}
+    esc = DrainedEscalator(redis, cast(ChatBackend, chat), Target("C0ESC", "<!subteam^S0123> "),
+                           cache.cached, lambda: open_ids, max_age_s=3600)
+    assert esc.run() == [] and cache.cached() == []  # nothing drained
+    assert drain(rem_pool, target, fast_options).outcome is Outcome.SUCCEEDED
+    (node,) = cache.cached()
+    assert node.since is not None and node.by_bot and node.incident == "INC-7"
+    assert esc.run(node.since + 7200) == []  # its incident is still open
+    open_ids.clear()
+    assert esc.run(node.since + 60) == []  # closed, but not drained long enough
+    assert esc.run(node.since + 7200) == ["gpu-01"]
+    assert esc.run(node.since + 7300) == []  # once per drain
+    (channel, message), = chat.posts
+    assert channel == "C0ESC" and message.header == "Drained too long: Slurm node gpu-01"
+    assert message.text.startswith("<!subteam^S0123> :rotating_light: Slurm node gpu-01 has "
+                                   "been DRAINED by incident-bot for 2 h and its incident INC-7")
+    assert "Reason: incident-bot INC-7: GPU 2 fell off the bus (Xid 79)" in message.text

@@ -87,3 +87,16 @@ def test_many_hosts_are_capped_and_no_samples_is_said() -> None:
     empty = render_digest(build_digest(DAY0, END, {}))
     assert "No host samples" in empty.sections[-1].text
     assert all(len(s.fields) <= 10 for s in msg.sections)  # Slack's limit per section
+
+
+def test_drained_slurm_nodes_are_listed_with_who_why_and_how_long() -> None:
+    from bot.domain.slurm import DrainedNode
+
+    nodes = [DrainedNode("gpu-01", "DRAINED", "root", "incident-bot INC-7: GPU 3 <!here>",
+                         END - 3 * 3600, by_bot=True, incident="INC-7")]
+    msg = render_digest(build_digest(DAY0, END, story_series(), drained=nodes))
+    line = next(f for f in msg.sections[0].fields if f.startswith("Drained Slurm nodes"))
+    assert line == ("Drained Slurm nodes: gpu-01 DRAINED 3 h "
+                    "(root: incident-bot INC-7: GPU 3 &lt;!here&gt;)")
+    plain = render_digest(build_digest(DAY0, END, story_series()))
+    assert not any("Drained" in f for f in plain.sections[0].fields)  # none: no line

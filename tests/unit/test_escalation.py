@@ -141,3 +141,22 @@ def test_message_mentions_and_escapes() -> None:
     assert msg.sections[0].text == msg.text  # the mention sits in a block, so it pings
     assert msg.context == ("Original message: C0INC/1.2",)
     assert msg.incident_id == "12"
+
+
+def test_drained_max_s_defaults_to_a_day_and_must_be_positive() -> None:
+    assert EscalationSettings().drained_max_s == 86400.0
+    assert EscalationSettings(drained_max_s=3600).drained_max_s == 3600.0
+    with pytest.raises(ValidationError):
+        EscalationSettings(drained_max_s=0)
+
+
+def test_only_the_bots_drains_of_closed_incidents_past_the_limit_are_overdue() -> None:
+    from bot.domain.slurm import DrainedNode, overdue_drained
+
+    ours = DrainedNode("gpu-01", "DRAINED", "root", "incident-bot INC-7: x", 1000.0, True, "INC-7")
+    person = DrainedNode("gpu-02", "DRAINED", "alice", "fan", 1000.0)
+    unknown = DrainedNode("gpu-03", "DRAINED", "root", "incident-bot INC-8: y", None, True, "INC-8")
+    nodes = [ours, person, unknown]
+    assert overdue_drained(nodes, 1000.0 + 7200, 3600, set()) == [ours]
+    assert overdue_drained(nodes, 1000.0 + 7200, 3600, {"INC-7"}) == []
+    assert overdue_drained(nodes, 1000.0 + 60, 3600, set()) == []

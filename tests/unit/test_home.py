@@ -14,6 +14,7 @@ from bot.chat.home import (
     render_home,
 )
 from bot.domain.maintenance import MaintenanceWindow
+from bot.domain.slurm import DrainedNode
 from bot.domain.windows import parse_window
 
 NOW = 1_764_590_400.0  # 12:00 UTC
@@ -72,3 +73,14 @@ def test_maintenance_windows_show_only_when_configured() -> None:
     assert ":construction: now: `gpu-0*`: Sat 02:00-04:00 UTC — firmware" in text
     assert "`*` (disk_full): Sun 01:00-02:00 UTC" in text
     assert "Maintenance" not in json.dumps(render_home(Fleet(sat_3am)))
+
+
+def test_drained_slurm_nodes_show_with_reason_who_and_how_long() -> None:
+    nodes = (DrainedNode("gpu-01", "DRAINED", "root", "incident-bot INC-7: GPU 3 <broken>",
+                         NOW - 2 * 3600, by_bot=True, incident="INC-7"),
+             DrainedNode("gpu-02", "DRAINING", "alice", "bad fan", None))
+    text = json.dumps(render_home(Fleet(NOW, drained=nodes)), ensure_ascii=False)
+    assert "Drained Slurm nodes" in text
+    assert "gpu-01 DRAINED for 2 h, by root: incident-bot INC-7: GPU 3 &lt;broken&gt;" in text
+    assert "gpu-02 DRAINING for an unknown time, by alice: bad fan" in text
+    assert "Drained Slurm" not in json.dumps(render_home(Fleet(NOW)))  # none: no section

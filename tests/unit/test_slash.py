@@ -8,6 +8,7 @@ from bot.chat import slash
 from bot.chat.slash import (
     Diag,
     DigestNow,
+    Drained,
     Evidence,
     Help,
     Incidents,
@@ -39,6 +40,7 @@ from bot.chat.slash import (
         ("silence gpu-01 disk_full 2h", Silence("gpu-01", "disk_full", 7200)),
         ("digest now", DigestNow()),
         ("evidence INC-7", Evidence("INC-7")),
+        ("drained", Drained()),
     ],
 )
 def test_parse_valid(text: str, expected: object) -> None:
@@ -130,6 +132,9 @@ class Recorder:
     def evidence(self, user: str, incident_id: str) -> SlashReply:
         return self._r("evidence", user, incident_id)
 
+    def drained(self, user: str) -> SlashReply:
+        return self._r("drained", user)
+
 
 def test_run_dispatches_each_command_to_its_handler() -> None:
     rec = Recorder()
@@ -142,6 +147,7 @@ def test_run_dispatches_each_command_to_its_handler() -> None:
         "silence h1 k 1h",
         "digest now",
         "evidence INC-3",
+        "drained",
     ):
         slash.run(parse(text), rec, "U1")
     assert rec.calls == [
@@ -153,6 +159,7 @@ def test_run_dispatches_each_command_to_its_handler() -> None:
         ("silence", "U1", "h1", "k", 3600),
         ("digest", "U1"),
         ("evidence", "U1", "INC-3"),
+        ("drained", "U1"),
     ]
     assert slash.run(parse("diag h1"), rec, "U1").in_channel  # starting an incident is public
     help_reply = slash.run(parse("help"), rec, "U1", "/ir")

@@ -165,3 +165,6 @@ FLOW_DIAGNOSIS_INTERRUPTED = "diagnosis interrupted {n} times (the bot or Redis 
 
 # --- headlines and "also found" (issue 29) ------------------------------------------
 MSG_GPUS_GROUPED = "GPUs {indexes} {verdict}: {why}"
+
+# --- the flow's Slurm drain, gate and return (issue 26) --------------------------------------
+MSG_ACTION_REBOOT = "reboot the host (every process on it stops)"

@@ -76,7 +76,8 @@ SLASH_HELP = (
     "*{cmd} silence HOST KIND DURATION* mute alerts of one kind on a host (e.g. 2h)\n"
     "*{cmd} digest now* post the health digest\n"
     "*{cmd} ack ID* · *{cmd} resolve ID* · *{cmd} snooze ID [30m|2h|1d]* decide on an incident\n"
-    "*{cmd} evidence ID* post the raw probe output in the incident's thread"
+    "*{cmd} evidence ID* post the raw probe output in the incident's thread\n"
+    "*{cmd} drained* Slurm nodes drained or draining: reason, who, how long"
 )
 TERMINAL_USAGE = (
     'Commands: approve N | deny N "reason" | revert N | ack ID | snooze ID [30m|2h|1d]'
@@ -268,3 +269,20 @@ AUDIT_UNKNOWN_USER = "unknown user"  # the actor of a request that named no user
 UNKNOWN_USER_REFUSED = "Refused: the request did not say who sent it."
 SLASH_SNOOZE_TOO_LONG = "a snooze lasts at most {days} days."
 SLASH_SILENCE_TOO_LONG = "a silence lasts at most {days} days."
+# --- the flow's Slurm drain, gate and return (issue 26) --------------------------------------
+SLURM_NOW_DRAINED = "{node} is now DRAINED: no job runs there any more. {status}"
+SLURM_PROPOSE_REBOOT = ("{node} is drained and no job runs there: reboot {host} to bring its "
+                        "GPUs back; the node returns to Slurm only after the health gate")
+SLURM_RESUME_BLOCKED = "{node} stays drained: the health gate failed on {host} ({why})"
+SLURM_DRAINED_NONE = "No Slurm node is draining or drained."
+SLURM_DRAINED_LINE = "• {node} {view} for {age}, by {who}: {reason}"
+SLURM_DRAINED_HEAD = "Drained Slurm nodes ({n}):"
+SLURM_DRAINED_NO_HOST = "No inventory host is a Slurm node (hosts.NAME.slurm_node)."
+SLURM_DRAINED_UNREADABLE = "Could not read the Slurm nodes: {why}"
+HOME_DRAINED = "Drained Slurm nodes"
+DIGEST_DRAINED = "Drained Slurm nodes: {nodes}"
+ESCALATION_DRAINED_HEADER = "Drained too long: Slurm node {node}"
+ESCALATION_DRAINED_TEXT = ("{mention}:rotating_light: Slurm node {node} has been {view} by "
+                           "incident-bot for {age} and its incident {incident} is closed: "
+                           "nobody will return it. Repair it and return it through the health "
+                           "gate, or resume it by hand. Reason: {reason}")
