@@ -163,7 +163,7 @@ def _slack_app(settings: Settings, redis: Redis, flow: Flow, desk: ApprovalDesk,
     slash = FlowSlashHandlers(flow.incidents, tuple(settings.hosts), flow.diagnose,
                               flow.publisher, flow.jobs, flow.silences,
                               digest_now=partial(_digest_now, settings, redis, flow),
-                              decide=desk.incident, slurm=flow.slurm)
+                              decide=desk.incident, slurm=flow.slurm, stats=flow.stats)
     return create_slack_app(settings, redis, desk.callbacks, slash=slash, backend=backend,
                             desk=desk, home=_fleet(settings, redis, flow))
 

@@ -23,6 +23,7 @@ PLAYBOOK_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 KIND_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
 DURATION_RE = re.compile(r"^(\d{1,6})([smhd])$")
 UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_STATS_S = 90 * 86400  # the audit keeps about this much history per incident
 Guard = Callable[[str, str, str, Mapping[str, Any]], str | None]  # verb, user, incident, detail
 
 
@@ -94,8 +95,16 @@ class Drained:
     """``drained``: every draining or drained Slurm node, its reason, who and how long."""
 
 
+@dataclass(frozen=True)
+class Stats:
+    """``stats [7d]``: time to acknowledge and to resolve, per kind and host, and the share
+    of incidents fixed with one click, over the incidents opened in the window."""
+
+    window_s: int = 7 * 86400
+
+
 SlashCommand = (Help | Status | Incidents | Diag | Jobs | Job | Silence | DigestNow | Decide
-                | Evidence | Drained)
+                | Evidence | Drained | Stats)
 DEFAULT_SNOOZE_S = 1800
 
 
@@ -118,6 +127,7 @@ class SlashHandlers(Protocol):
     def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply: ...
     def evidence(self, user: str, incident_id: str) -> SlashReply: ...
     def drained(self, user: str) -> SlashReply: ...
+    def stats(self, user: str, window_s: int) -> SlashReply: ...
 
 
 def usage(command: str = "/ir", reason: str = "") -> str:
@@ -200,6 +210,13 @@ def _evidence(args: list[str]) -> SlashCommand:
     return Evidence(_check(args[0], INCIDENT_ID_RE, "incident ID"))
 
 
+def _stats(args: list[str]) -> SlashCommand:
+    if len(args) > 1:
+        raise ValueError("takes at most a period, e.g. `stats 7d`.")
+    return Stats(parse_duration(args[0], MAX_STATS_S, strings.SLASH_STATS_TOO_LONG)
+                 if args else Stats.window_s)
+
+
 def parse_duration(text: str, most_s: int = MAX_SILENCE_S,
                    too_long: str = strings.SLASH_SILENCE_TOO_LONG) -> int:
     """``30m`` → 1800; 1 s to ``most_s``, the store's own limit (never accept what it refuses)."""
@@ -240,6 +257,7 @@ _PARSERS: dict[str, Callable[[list[str]], SlashCommand]] = {
     "snooze": _decide("snooze"),
     "evidence": _evidence,
     "drained": _no_args(Drained),
+    "stats": _stats,
 }
 
 
@@ -281,6 +299,8 @@ def _dispatch(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: st
             return handlers.evidence(user, incident_id)
         case Drained():
             return handlers.drained(user)
+        case Stats(window_s=window_s):
+            return handlers.stats(user, window_s)
     raise AssertionError(f"unhandled slash command {cmd!r}")  # pragma: no cover
 
 
@@ -309,3 +329,5 @@ class Unavailable:
         return self._no("evidence")
     def drained(self, user: str) -> SlashReply:
         return self._no("drained")
+    def stats(self, user: str, window_s: int) -> SlashReply:
+        return self._no("stats")

@@ -48,7 +48,8 @@ def response_stats(pms: Iterable[Postmortem],
 
 
 def stats_lines(rows: Iterable[ResponseRow]) -> list[str]:
-    return [S.STATS_ROW.format(key=r.key, n=r.incidents, mtta=fmt.duration(r.mtta_s),
+    return [S.STATS_ROW.format(key=r.key, n=r.incidents, s="" if r.incidents == 1 else "s",
+                               mtta=fmt.duration(r.mtta_s),
                                mttr=fmt.duration(r.mttr_s),
                                share=fmt.percent(r.one_click / r.incidents))
             for r in rows if r.incidents]

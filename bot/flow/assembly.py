@@ -19,8 +19,10 @@ from bot.chat.interactions import ApprovalCallbacks
 from bot.chat.outbox import ChatOutbox, remember_card
 from bot.config.policy import policy_from_settings, policy_gate_from_settings
 from bot.config.settings import Settings
+from bot.core import fmt, strings
 from bot.digest.postmortem_render import to_thread_text
-from bot.digest.postmortem_source import load_postmortem
+from bot.digest.postmortem_source import load_postmortem, recent_postmortems
+from bot.digest.response_stats import response_stats, stats_lines
 from bot.domain.approval import ApprovalPolicy
 from bot.extract.jobs_api import JobBook
 from bot.flow.act_step import ActStep
@@ -81,6 +83,7 @@ class Flow:
     clock: Callable[[], float]
     closing_note: Callable[[str], str | None] | None = None
     policies: PolicyStep | None = None
+    stats: Callable[[int], str] | None = None
     slurm: SlurmStep | None = None
 
     def consumer(self) -> Consumer:
@@ -139,8 +142,24 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
         progress=ProgressStep(incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
         actions=actions, clock=clock, closing_note=_postmortem_note(redis),
+        stats=_stats_report(redis, clock),
         policies=PolicyStep(incidents, approvals, audit, publisher, approve, clock=clock)
         if gate is not None else None)
+
+
+def _stats_report(redis: Redis, clock: Callable[[], float]) -> Callable[[int], str]:
+    """``/ir stats``: MTTA, MTTR and the one-click share per kind and per host, from the
+    postmortems of the incidents opened in the window (the audit trail is the source)."""
+    def report(window_s: int) -> str:
+        period = fmt.duration(window_s)
+        found = recent_postmortems(redis, clock() - window_s)
+        if not found:
+            return strings.STATS_NONE.format(period=period)
+        return "\n".join([strings.STATS_HEAD.format(period=period), strings.STATS_BY_KIND,
+                          *stats_lines(response_stats(found)), strings.STATS_BY_HOST,
+                          *stats_lines(response_stats(found, key=lambda pm: pm.host))])
+
+    return report
 
 
 def _postmortem_note(redis: Redis) -> Callable[[str], str | None]:

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Collection
 
 from bot.chat.slash import SlashReply
+from bot.core import strings
 from bot.core.errors import log_internal
 from bot.domain.incident import Alert
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
@@ -25,7 +26,8 @@ class FlowSlashHandlers:
                  publisher: Publisher, jobs: JobBook, silences: SilenceStore, *,
                  digest_now: Callable[[], None] | None = None,
                  decide: Callable[[str, str, str, int], str] | None = None,
-                 slurm: SlurmStep | None = None) -> None:
+                 slurm: SlurmStep | None = None,
+                 stats: Callable[[int], str] | None = None) -> None:
         self._incidents = incidents
         self._hosts = hosts  # the inventory's host names
         self._diagnose = diagnose
@@ -34,6 +36,7 @@ class FlowSlashHandlers:
         self._silences = silences
         self._digest_now = digest_now
         self._decide = decide  # the approval desk's incident decisions (checks who may)
+        self._stats = stats  # the response numbers over a window, as one reply
         self._drained = slurm.drained if slurm is not None else drained_cache(diagnose.hosts)
 
     def status(self, user: str) -> SlashReply:
@@ -98,6 +101,12 @@ class FlowSlashHandlers:
             return SlashReply("Digests are not configured on this bot.")
         threading.Thread(target=self._digest_now, daemon=True).start()
         return SlashReply("Posting the digest now.")
+
+    def stats(self, user: str, window_s: int) -> SlashReply:
+        """``/ir stats [7d]``: MTTA, MTTR and the one-click share per kind and per host."""
+        if self._stats is None:
+            return SlashReply(strings.SLASH_UNAVAILABLE.format(name="stats"))
+        return SlashReply(self._stats(window_s))
 
     def drained(self, user: str) -> SlashReply:
         """``/ir drained``: the Slurm nodes out of the scheduler, read from the cluster now

@@ -16,6 +16,7 @@ from bot.chat.slash import (
     Jobs,
     Silence,
     SlashReply,
+    Stats,
     Status,
     UsageError,
     parse,
@@ -41,6 +42,8 @@ from bot.chat.slash import (
         ("digest now", DigestNow()),
         ("evidence INC-7", Evidence("INC-7")),
         ("drained", Drained()),
+        ("stats", Stats(7 * 86400)),
+        ("stats 30d", Stats(30 * 86400)),
     ],
 )
 def test_parse_valid(text: str, expected: object) -> None:
@@ -70,6 +73,8 @@ def test_parse_valid(text: str, expected: object) -> None:
         ("evidence", "needs one incident ID"),
         ("evidence INC-1 INC-2", "needs one incident ID"),
         ("evidence ../INC-1", "not a valid incident ID"),
+        ("stats 91d", "at most 90 days"),
+        ("stats 7d gpu-01", "at most a period"),
     ],
 )
 def test_parse_invalid_gives_reason_and_usage(text: str, reason: str) -> None:

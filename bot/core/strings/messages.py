@@ -143,7 +143,7 @@ PM_THREAD = ("*Postmortem {id}*: acknowledged {tta}, mitigated {ttm}, resolved {
 PM_THREAD_CHANGE = "Changed on {host}: `{kind}` {params} ({outcome}); revert: `{revert}`"
 PM_THREAD_MORE = "The full timeline: `incident-bot postmortem {id}`"
 PM_IN = "in {d}"
-STATS_ROW = "*{key}*: {n} incidents · MTTA {mtta} · MTTR {mttr} · fixed with one click {share}"
+STATS_ROW = "*{key}*: {n} incident{s} · MTTA {mtta} · MTTR {mttr} · fixed with one click {share}"
 
 # --- maintenance windows on the Home tab (issue 28) ---------------------------------------
 HOME_MAINTENANCE = "Maintenance windows (alerts recorded, not posted)"

@@ -67,7 +67,7 @@ SLASH_UNAVAILABLE = "`{name}` is not available in this deployment."
 SLASH_USAGE = (
     "Usage: {cmd} help | status | incidents | diag HOST [PLAYBOOK] | jobs | job ID"
     " | silence HOST KIND DURATION (e.g. 30m, 2h) | digest now"
-    " | ack ID | resolve ID | snooze ID [DURATION] | evidence ID"
+    " | ack ID | resolve ID | snooze ID [DURATION] | evidence ID | drained | stats [7d]"
 )
 SLASH_HELP = (
     "*{cmd} help* this text\n*{cmd} status* each host: GPU memory and utilization, disk, open incidents\n"
@@ -286,3 +286,10 @@ ESCALATION_DRAINED_TEXT = ("{mention}:rotating_light: Slurm node {node} has been
                            "incident-bot for {age} and its incident {incident} is closed: "
                            "nobody will return it. Repair it and return it through the health "
                            "gate, or resume it by hand. Reason: {reason}")
+
+# --- issue 27: /ir stats -------------------------------------------------------------------
+SLASH_STATS_TOO_LONG = "stats look back at most {days} days."
+STATS_HEAD = "*Incidents opened in the last {period}*"
+STATS_BY_KIND = "_By kind_"
+STATS_BY_HOST = "_By host_"
+STATS_NONE = "No incidents were opened in the last {period}."
