@@ -96,14 +96,34 @@ MAX_PATHS = 500
 
 
 def _paths(value: object) -> str:
-    """``|``-joined absolute paths under the default prefixes (the host's own prefixes
-    are checked again in the preflight)."""
+    """``|``-joined absolute file paths, grammar only. Where they may be is the host's
+    one set of allowed prefixes (``Hosts.act_options``: the inventory's
+    ``allowed_path_prefixes``), checked in the preflight: the same set the diagnosis
+    searched, so a proposal is never refused by a second, different list."""
     if not isinstance(value, str) or not value:
         raise validate.InvalidIdentifier("paths", value, "one or more paths joined by |")
     parts = value.split(PATH_SEP)
     if len(parts) > MAX_PATHS:
         raise validate.InvalidIdentifier("paths", value, f"at most {MAX_PATHS} paths")
-    return PATH_SEP.join(validate.path_under(p) for p in parts)
+    return PATH_SEP.join(_file_path(p) for p in parts)
+
+
+def _file_path(value: str) -> str:
+    clean = validate.abs_path(value)
+    if clean == "/" or clean.count("/") < 2:
+        raise validate.InvalidIdentifier("paths", value, "a file below a top-level directory")
+    return clean
+
+
+def _mount(value: object) -> str:
+    """The mount point a cleanup frees space on (empty: any mount counts)."""
+    return "" if value == "" else validate.abs_path(value)
+
+
+def _pct(value: object) -> str:
+    if not isinstance(value, str) or not value.isdigit() or not 0 <= int(value) <= 100:
+        raise validate.InvalidIdentifier("full_pct", value, "a whole percentage, 0..100")
+    return str(int(value))
 
 
 def _bytes(value: object) -> str:
@@ -233,6 +253,8 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
     ActionSpec("disk.cleanup", "deleted", (
         ParamSpec("paths", _paths, "files to delete, joined by |"),
         ParamSpec("need_bytes", _bytes, "bytes that must be freed", default="0"),
+        ParamSpec("mount", _mount, "the full mount it frees space on", default=""),
+        ParamSpec("full_pct", _pct, "verified only once the mount is below this", default="0"),
     ), _cleanup, risk="deletes the listed cache, checkpoint and core files for good"),
     ActionSpec("slurm.drain", "drained", (
         _NODE,
