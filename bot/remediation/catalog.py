@@ -38,8 +38,25 @@ def _sigkill(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
     return (RemoteStep("kill", ("kill", "-KILL", p["pid"]), 5.0, binary=True),)
 
 
+# What keeps a GPU open without being a compute process: NVIDIA's reset documentation
+# (nvidia-smi(1), "-r, --gpu-reset": "there can't be any applications using this
+# particular device (e.g. CUDA application, graphics application like X server,
+# monitoring application like other instance of nvidia-smi)"; the Fabric Manager user
+# guide has nvidia-fabricmanager stopped before a reset and started after) has these
+# daemons stopped first and started again afterwards. Only those active at capture are
+# stopped, and they are started again even when the reset fails.
+GPU_HOLDER_UNITS = ("nvidia-persistenced.service", "dcgm-exporter.service",
+                    "nvidia-fabricmanager.service")
+RELEASE, RESTORE = "release", "restore"  # the step names around a reset
+
+
 def _gpu_reset(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
-    return (RemoteStep("reset", ("nvidia-smi", "--gpu-reset", "-i", p["gpu"]), 60.0),)
+    release = tuple(RemoteStep(RELEASE, ("systemctl", "stop", u), 30.0)
+                    for u in GPU_HOLDER_UNITS)
+    restore = tuple(RemoteStep(RESTORE, ("systemctl", "start", u), 30.0, always=True)
+                    for u in reversed(GPU_HOLDER_UNITS))
+    return (*release, RemoteStep("reset", ("nvidia-smi", "--gpu-reset", "-i", p["gpu"]), 60.0),
+            *restore)
 
 
 def _reboot(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
@@ -236,7 +253,9 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
                risk="SIGKILL: no cleanup, unsaved work is lost; GPU memory may stay held",
                frees_gpus=True),
     ActionSpec("gpu.reset", "reset", (ParamSpec("gpu", _gpu_index, "a GPU index"),), _gpu_reset,
-               risk="resets one GPU: refused while any process uses it", frees_gpus=True),
+               risk="resets one GPU: refused while any process uses it; the NVIDIA daemons that "
+                    "hold it (persistenced, dcgm-exporter, fabricmanager) are stopped around "
+                    "the reset and started again", frees_gpus=True),
     ActionSpec("host.reboot", "rebooted", (), _reboot,
                risk="reboots the host: every process on it stops; units enabled at boot start"),
     ActionSpec("systemd.dropin", "installed the incident-bot drop-in for", (

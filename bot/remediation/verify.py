@@ -19,7 +19,7 @@ from bot.core import fmt, strings
 from bot.domain.action_result import Verification
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, UnitState
 from bot.remediation.capture import subject_pids
-from bot.remediation.catalog import PATH_SEP, dropin_path
+from bot.remediation.catalog import GPU_HOLDER_UNITS, PATH_SEP, dropin_path
 from bot.remediation.polling import ActionRun, Look, poll
 from bot.remediation.probes import (
     ProbeFailed,
@@ -84,7 +84,23 @@ def verify_gpu_reset(ctx: ActionRun, captured: CapturedState, patient: bool) -> 
     used = seen.evidence.get("used_mib")
     detail = strings.REM_GPU_RESET.format(gpu=index, used=f"{used:.0f}" if used is not None
                                           else "?")
-    return Verification(seen.done, detail, elapsed, evidence=seen.evidence)
+    back, note = _holders_back(ctx, captured)
+    ev = {**seen.evidence, "holders_restored": back}
+    return Verification(seen.done and all(s == "active" for s in back.values()),
+                        f"{detail}; {note}" if note else detail, elapsed, evidence=ev)
+
+
+def _holders_back(ctx: ActionRun, captured: CapturedState) -> tuple[dict[str, str], str]:
+    """The holder daemons stopped for the reset, and their state now (each must be active
+    again: a reset that leaves nvidia-persistenced off is not done)."""
+    stopped = [u.name for u in captured.owners if u.name in GPU_HOLDER_UNITS and u.running]
+    if not stopped:
+        return {}, ""
+    t = ctx.options.probe_timeout_s
+    back = {name: read_unit(ctx.runner, ctx.target, name, t).active_state or "?"
+            for name in stopped}
+    after = ", ".join(f"{n} {s}" for n, s in back.items())
+    return back, strings.REM_GPU_RESET_HOLDERS.format(units=", ".join(stopped), after=after)
 
 
 def verify_cleanup(ctx: ActionRun, captured: CapturedState) -> Verification:
