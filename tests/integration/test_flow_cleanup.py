@@ -262,3 +262,33 @@ def test_a_cleanup_that_brings_the_alerted_mount_under_its_threshold_is_verified
     assert result["outcome"] == "succeeded", result["summary"]
     assert "/data now 89% used (threshold 90%)" in result["summary"]
     assert used_pct(sim, "/data") < 90
+
+
+ROOT_CACHE = "/root/.cache/huggingface/hub/models--a--b/blobs/0f0f"
+ON_ROOT = [{"path": ROOT_CACHE, "size": "60G", "age_days": 30},
+           {"path": "/var/lib/systemd/coredump/core.python3.0.1.2.3.zst", "size": "50G",
+            "age_days": 3}]
+
+
+def test_one_set_of_allowed_prefixes_for_diagnosis_planning_and_action(
+        loop: Loop, redis_url: str, sim_factory: Callable[..., SimHost]) -> None:  # noqa: F811
+    """/root/.cache is allowed on this host: the diagnosis finds the cache on the full /,
+    the planner plans it (no second, default list refuses it), the act step deletes it
+    and / drops under 90%."""
+    need(sandbox.available(), "sim sandbox needs root and unshare")
+    sim = sim_factory("disk_full_ml", overrides={"files": ON_ROOT})
+    s = settings(redis_url, sim, loop)
+    s.hosts["gpu-01"].allowed_path_prefixes = ["/data", "/var", "/root/.cache"]
+    loop.start(s)
+    incident_id = loop.open("disk_full", {"mountpoint": "/"})
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    stored = loop.flow.incidents.require(incident_id).parts_to_dict()
+    cleanup = next(p for p in stored["plans"] if p["action"]["kind"] == "disk.cleanup")
+    assert cleanup["action"]["params"]["paths"] == ROOT_CACHE
+    assert cleanup["action"]["params"]["mount"] == "/"
+    assert not [f for f in stored["diagnosis"]["findings"] if f["code"] == "plan.not_proposed"]
+    approve(loop, incident_id, cleanup["approval_id"])
+    loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
+    result = loop.flow.incidents.require(incident_id).parts_to_dict()["last_outcome"]
+    assert result["outcome"] == "succeeded", result["summary"]
+    assert not exists(sim, ROOT_CACHE) and used_pct(sim, "/") < 90
