@@ -34,10 +34,26 @@ class DiskPicture:
     du_timed_out: dict[str, bool]
 
 
+JOURNAL_DIR = "/var/log/journal"
+
+
 def run(session: Session, context: Mapping[str, Any]) -> Report:
     report = Report(session.target.name)
-    assess(gather(session), session.options, report)
+    assess(gather(session), session.options, report, alerted_mount(context))
     return report
+
+
+def alerted_mount(context: Mapping[str, Any]) -> str:
+    """The mount the alert named (Prometheus's ``mountpoint`` label), or "" for any."""
+    mount = context.get("mount")
+    return mount if isinstance(mount, str) and safe_mount(mount) else ""
+
+
+def mount_of(path: str, space: list[Filesystem]) -> str:
+    """The mount point ``path`` lives on: the longest mount that is a prefix of it."""
+    mounts = [f.mount for f in space if f.real and
+              (f.mount == "/" or path == f.mount or path.startswith(f.mount.rstrip("/") + "/"))]
+    return max(mounts, key=len, default="/")
 
 
 def gather(session: Session) -> DiskPicture:
@@ -72,13 +88,13 @@ def safe_mount(mount: str) -> str | None:
     return mount if validate.is_valid(validate.abs_path, mount) else None
 
 
-def assess(p: DiskPicture, opts: PlaybookOptions, report: Report) -> None:
+def assess(p: DiskPicture, opts: PlaybookOptions, report: Report, alerted: str = "") -> None:
     assess_space(p.space, p.inodes, opts, report)
     for mount, entries in p.largest.items():
         _largest_finding(mount, entries, p.du_timed_out.get(mount, False), opts, report)
     _deleted(p.deleted, report)
     _shm(p.shm, opts, report)
-    _journal(p.journal_bytes, p.space, opts, report)
+    _journal(p.journal_bytes, p.space, opts, report, alerted)
 
 
 def assess_space(space: list[Filesystem], inodes: list[Filesystem], opts: PlaybookOptions,
@@ -138,20 +154,25 @@ def _shm(entries: list[DuEntry], opts: PlaybookOptions, report: Report) -> None:
 
 
 def _journal(size: int | None, space: list[Filesystem], opts: PlaybookOptions,
-             report: Report) -> None:
+             report: Report, alerted: str = "") -> None:
+    """The journal's size; a vacuum is proposed only when the full mount (the alerted one,
+    when the alert named it) is the one the journal lives on: vacuuming / frees nothing
+    on a full /data."""
     if size is None:
         return
     try:
         keep = validate.size(opts.journal_vacuum_size)
     except validate.InvalidIdentifier:
         return
-    var_full = any(f.mount in ("/", "/var", "/var/log") for f in full(space, opts))
-    if size < opts.journal_warn_bytes and not var_full:
+    home = mount_of(JOURNAL_DIR, space)
+    fixes = any(f.mount == home and (not alerted or f.mount == alerted)
+                for f in full(space, opts))
+    if size < opts.journal_warn_bytes and not fixes:
         return
     report.find("disk.journal", Severity.WARNING, S.DIAG_JOURNAL.format(size=fmt.size(size)),
-                bytes=size)
+                bytes=size, mount=home)
     limit = _size_bytes(keep)
-    if size > limit:
+    if size > limit and fixes:
         report.propose("disk.journal_vacuum", {"size": keep}, S.DIAG_JOURNAL_REASON.format(
             size=keep, frees=fmt.size(size - limit)), S.DIAG_JOURNAL_RISK)
 

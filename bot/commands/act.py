@@ -20,12 +20,13 @@ from bot.config.inventory import resolve
 from bot.config.settings import Settings, env_redis_url, load_settings
 from bot.core import strings
 from bot.core.errors import UserError
-from bot.domain.action_result import ActionResult
+from bot.domain.action_result import ActionResult, Outcome, Verification
 from bot.remediation import catalog
 from bot.remediation.cleanup import unfinished_output_dirs
 from bot.remediation.execute import AuditSink, audit_refusal, cli_incident_id, execute
 from bot.remediation.followup import chain_resumes, offers
 from bot.remediation.options import RemediationOptions, options_from_extra
+from bot.remediation.reboot import read_boot_id, requested, wait_back
 from bot.ssh.base import SSHTarget
 
 
@@ -133,9 +134,34 @@ def _refused(settings: Settings, target: SSHTarget, kind: str, params: dict[str,
     audit_refusal(audit, incident, actor, kind, params, target, exc.message, None)
 
 
+def _rebooted(pool: Any, target: SSHTarget, result: ActionResult, before: str | None,
+              wait_s: float, options: RemediationOptions, audit: AuditSink | None) -> ActionResult:
+    """A sent reboot, waited for: a new boot id within ``wait_s`` is success ("back after
+    N s with a new boot id"), none is failure ("did not come back within N s"); audited."""
+    if not requested(result):
+        return result
+    seen = wait_back(pool, target, before, wait_s=wait_s, timeout_s=options.probe_timeout_s,
+                     poll_s=max(options.poll_interval_s, 0.5))
+    if seen.boot_id is not None:
+        outcome, text = Outcome.SUCCEEDED, strings.REM_REBOOT_BACK.format(
+            host=target.name, secs=seen.waited_s, boot=seen.boot_id)
+    else:
+        outcome, text = Outcome.FAILED, strings.REM_REBOOT_NOT_BACK.format(
+            host=target.name, secs=seen.waited_s, boot=before or "unknown")
+    evidence = {"boot_id_before": before, "boot_id_after": seen.boot_id,
+                "waited_s": round(seen.waited_s, 1), "wait_s": wait_s}
+    done = replace(result, outcome=outcome, summary=text,
+                   verification=Verification(seen.boot_id is not None, text, seen.waited_s,
+                                             evidence=evidence))
+    if audit is not None:
+        audit.append(result.incident_id or "", result.approver, "host.reboot_settled",
+                     {**evidence, "ok": done.ok, "text": text})
+    return done
+
+
 def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes: bool,
             as_json: bool, config: str | None, ssh_key: str | None, known_hosts: str | None,
-            incident: str | None) -> int:
+            incident: str | None, wait_s: float = 600.0) -> int:
     settings = load_settings(config)
     target = resolve_target(settings, target_spec, ssh_key, known_hosts)
     actor, incident_id = getpass.getuser(), incident or cli_incident_id()
@@ -157,8 +183,12 @@ def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes
                             options_from_extra(settings.extra, redis=queue_conn), queue_conn)
     pool = ParamikoPool(settings.ssh_defaults)
     try:
+        reboot = kind == "host.reboot" and not dry_run
+        before = read_boot_id(pool, target, options.probe_timeout_s) if reboot else None
         result = execute(pool, target, kind, params, approver=actor, evidence_hash=None,
                          audit=audit, dry_run=dry_run, incident_id=incident_id, options=options)
+        if reboot:
+            result = _rebooted(pool, target, result, before, wait_s, options, audit)
         interrupted = [] if dry_run else _interrupted(queue_conn, target.name)
         chained = chain_resumes(pool, target, result, interrupted, options=options, audit=audit)
     finally:
@@ -184,6 +214,8 @@ _Config = Annotated[str | None, typer.Option("--config", "-c", help="config file
 _Key = Annotated[str | None, typer.Option("--ssh-key", help="private key (overrides config)")]
 _Known = Annotated[str | None, typer.Option("--known-hosts", help="known_hosts file")]
 _Incident = Annotated[str | None, typer.Option("--incident", help="audit under this incident")]
+_WaitS = Annotated[float, typer.Option("--wait-s", min=0, max=3600,
+                                       help="host.reboot: wait this long for a new boot id")]
 
 
 def register(app: typer.Typer) -> None:
@@ -191,10 +223,10 @@ def register(app: typer.Typer) -> None:
     def _cmd(target: _Target, kind: _Kind, params: _Params = None, dry_run: _DryRun = False,
              yes: _Yes = False, as_json: _Json = False, config: _Config = None,
              ssh_key: _Key = None, known_hosts: _Known = None,
-             incident: _Incident = None) -> None:
+             incident: _Incident = None, wait_s: _WaitS = 600.0) -> None:
         """Run one catalog action on TARGET with capture, verify and audit."""
         code = run_act(target, kind, params or [], dry_run=dry_run, yes=yes, as_json=as_json,
                        config=config, ssh_key=ssh_key, known_hosts=known_hosts,
-                       incident=incident)
+                       incident=incident, wait_s=wait_s)
         if code:
             raise typer.Exit(code)

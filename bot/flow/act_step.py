@@ -235,7 +235,8 @@ class ActStep:
         if result.ok and is_resume(result.kind):
             self._mark_resumed(incident_id, result.params["job"])
             return None
-        if result.ok and result.kind == "disk.cleanup":
+        partial = bool(result.verification and result.verification.evidence.get("partial"))
+        if result.kind == "disk.cleanup" and (result.ok or partial):
             self._offer_other_parts(incident_id, result, target)
         if self.slurm is not None and result.ok and result.kind == "slurm.drain":
             self.slurm.after_drain(incident_id, result, target)

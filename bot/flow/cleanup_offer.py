@@ -21,6 +21,7 @@ from bot.core import fmt, strings
 from bot.domain.findings import Diagnosis, Finding, ProposedAction, Severity
 from bot.remediation import catalog
 from bot.remediation import cleanup as cl
+from bot.remediation.probes import read_disk_avail
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.base import action_id
 
@@ -32,42 +33,79 @@ MAX_PARTS = 5  # one button each; the five categories fit one actions row
 PER_ITEM_UP_TO = 3  # one category with this few items: one button per item
 
 
+def mount_need(f: Finding, full_pct: float) -> int:
+    """Bytes to free so the finding's filesystem drops under ``full_pct`` (pure)."""
+    fs = f.evidence.get("filesystem") or {}
+    used, avail = fs.get("used"), fs.get("avail")
+    if isinstance(used, int) and isinstance(avail, int):
+        return max(0, used - int((used + avail) * full_pct / 100))
+    return 0
+
+
 def need_bytes(diagnosis: Diagnosis, full_pct: float) -> int:
     """Bytes to free so every full filesystem drops under ``full_pct`` (pure)."""
-    need = 0
-    for f in diagnosis.findings:
-        if f.code != FULL_CODE:
-            continue
-        fs = f.evidence.get("filesystem") or {}
-        used, avail = fs.get("used"), fs.get("avail")
-        if isinstance(used, int) and isinstance(avail, int):
-            need += max(0, used - int((used + avail) * full_pct / 100))
-    return need
+    return sum(mount_need(f, full_pct) for f in diagnosis.findings if f.code == FULL_CODE)
+
+
+def target_mount(diagnosis: Diagnosis, full_pct: float, alerted: str = "") -> tuple[str, int]:
+    """The full mount a cleanup acts on and the bytes it needs (pure): the one the alert
+    named, else the one that needs the most; ("", 0) when that mount is not full."""
+    full = {str((f.evidence.get("filesystem") or {}).get("mount", "")): mount_need(f, full_pct)
+            for f in diagnosis.findings if f.code == FULL_CODE}
+    if alerted:
+        return (alerted, full[alerted]) if alerted in full else ("", 0)
+    return max(full.items(), key=lambda kv: kv[1], default=("", 0))
+
+
+def home(path: str, mounts: Sequence[str]) -> str:
+    """The mount ``path`` lives on: the longest mount point that contains it (pure)."""
+    return max((m for m in mounts if m == "/" or path == m or cl.under(path, [m])),
+               key=len, default="/")
+
+
+def search_roots(mount: str, allowed: Sequence[str], mounts: Sequence[str]) -> list[str]:
+    """Where to look on ``mount`` (pure): each allowed prefix that lives on it, or the
+    mount itself when an allowed prefix contains it. ``find -xdev`` keeps each search on
+    its own filesystem, and nothing on another mount is searched at all."""
+    roots = {p.rstrip("/") or "/" for p in allowed if home(p.rstrip("/") or "/", mounts) == mount}
+    roots |= {mount for p in allowed if mount == p.rstrip("/") or cl.under(mount, [p])}
+    return sorted(r for r in roots if not any(r != o and (o == "/" or cl.under(r, [o]))
+                                              for o in roots))
+
+
+def on_mount(files: Sequence[cl.CleanupCandidate], mount: str,
+             mounts: Sequence[str]) -> list[cl.CleanupCandidate]:
+    """The candidates whose every file lives on ``mount`` (pure)."""
+    return [c for c in files if all(home(p, mounts) == mount for p in c.paths)]
 
 
 def with_cleanup(diagnosis: Diagnosis, runner: SSHRunner, target: SSHTarget, *,
                  allowed: Sequence[str], protected: Sequence[str],
-                 full_pct: float, now: float) -> Diagnosis:
-    """``diagnosis`` plus the cleanup proposals and their preview, when a filesystem is
-    full and something may go; unchanged otherwise."""
-    if not any(f.code == FULL_CODE for f in diagnosis.findings):
+                 full_pct: float, now: float, alerted: str = "") -> Diagnosis:
+    """``diagnosis`` plus the cleanup proposals and their preview, when the alerted (else
+    the fullest) filesystem is full and something on it may go; unchanged otherwise."""
+    mount, need = target_mount(diagnosis, full_pct, alerted)
+    if not mount:
         return diagnosis
-    found = cl.candidates(runner, target, allowed=allowed, protected=protected)
-    need = need_bytes(diagnosis, full_pct)
-    chosen = cl.choose(found, need)
+    mounts = list(read_disk_avail(runner, target, 30.0))
+    roots = search_roots(mount, allowed, mounts)
+    found = cl.candidates(runner, target, allowed=roots, protected=protected) if roots else []
+    chosen = cl.choose(on_mount(found, mount, mounts), need)
     if not chosen:
         return diagnosis
-    actions = [proposal(target.name, chosen, need, now), *parts(target.name, chosen, need)]
+    where = {"mount": mount, "full_pct": str(int(full_pct))}
+    actions = [proposal(target.name, chosen, need, now, where),
+               *parts(target.name, chosen, need, where)]
     return replace(diagnosis, findings=(*diagnosis.findings, preview_finding(chosen, need, now)),
                    actions=(*diagnosis.actions, *actions))
 
 
 def proposal(host: str, chosen: Sequence[cl.CleanupCandidate], need: int,
-             now: float) -> ProposedAction:
-    """One ``disk.cleanup`` for all chosen items; it must free what they hold (or ``need``
-    when they hold more)."""
+             now: float, where: dict[str, str] | None = None) -> ProposedAction:
+    """One ``disk.cleanup`` for all chosen items: verified only once ``where``'s mount is
+    under its threshold (``need`` is what that takes; the items may hold less)."""
     total = sum(c.size for c in chosen)
-    params = {"paths": cl.paths_param(chosen), "need_bytes": str(min(need, total))}
+    params = {"paths": cl.paths_param(chosen), "need_bytes": str(need), **(where or {})}
     lines = "\n".join(cl.preview(chosen[:PREVIEW_LINES], now=now))
     reason = strings.FLOW_CLEANUP_REASON.format(n=len(chosen), size=fmt.size(total),
                                                 need=fmt.size(need), preview=lines)
@@ -87,12 +125,13 @@ def groups(chosen: Sequence[cl.CleanupCandidate]) -> list[list[cl.CleanupCandida
     return ranked[:MAX_PARTS]
 
 
-def parts(host: str, chosen: Sequence[cl.CleanupCandidate], need: int) -> list[ProposedAction]:
-    """One ``disk.cleanup`` per part; each must free what its own files hold."""
+def parts(host: str, chosen: Sequence[cl.CleanupCandidate], need: int,
+          where: dict[str, str] | None = None) -> list[ProposedAction]:
+    """One ``disk.cleanup`` per part; like the whole, verified against the mount."""
     out = []
     for group in groups(chosen):
         total = sum(c.size for c in group)
-        params = {"paths": cl.paths_param(group), "need_bytes": str(min(need, total))}
+        params = {"paths": cl.paths_param(group), "need_bytes": str(need), **(where or {})}
         what = group[0].label if len(group) == 1 else group[0].category
         out.append(ProposedAction(PART_PREFIX + action_id(host, "disk.cleanup", params)[:10],
                                   "disk.cleanup", params,

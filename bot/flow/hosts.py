@@ -19,6 +19,7 @@ from bot.domain.kinds import playbook_for
 from bot.extract.jobs_api import JobBook
 from bot.flow.cleanup_offer import with_cleanup
 from bot.remediation.options import RemediationOptions
+from bot.remediation.proposals import plannable
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks import run_playbook
 
@@ -58,7 +59,8 @@ class Hosts:
     def diagnose(self, incident: Incident, target: SSHTarget | None) -> Diagnosis:
         """Run the incident kind's playbook; an unknown host is a finding, not a crash."""
         # the incident id names the incident in a Slurm drain's reason ("incident-bot INC-7: ...")
-        context: dict[str, Any] = {"interrupted_jobs": [], "incident_id": incident.id}
+        context: dict[str, Any] = {"interrupted_jobs": [], "incident_id": incident.id,
+                                   "mount": incident.labels.get("mountpoint", "")}
         try:
             context["interrupted_jobs"] = [
                 {"job_id": j} for j in self.interrupted_job_ids(incident.host)]
@@ -73,18 +75,19 @@ class Hosts:
         options = inventory.options_for(self.settings, target)
         diagnosis = run_playbook(self.runner, target, name, options=options, context=context)
         if name == "disk_full" and diagnosis.status is not DiagnosisStatus.UNREACHABLE:
-            diagnosis = self._with_cleanup(diagnosis, target, options.disk_full_pct)
-        return diagnosis
+            diagnosis = self._with_cleanup(diagnosis, target, options.disk_full_pct,
+                                           str(context["mount"]))
+        return plannable(diagnosis, target)
 
     def _with_cleanup(self, diagnosis: Diagnosis, target: SSHTarget,
-                      full_pct: float) -> Diagnosis:
+                      full_pct: float, alerted: str = "") -> Diagnosis:
         """The cleanup proposal; a probe that fails leaves the diagnosis as the playbook
         made it."""
         opts = self.act_options(target.name)
         try:
             return with_cleanup(diagnosis, self.runner, target, allowed=opts.allowed_prefixes,
                                 protected=opts.protected_dirs, full_pct=full_pct,
-                                now=self.clock())
+                                now=self.clock(), alerted=alerted)
         except Exception:  # the proposal is an extra, never a reason the diagnosis fails
             log.warning("cleanup candidates on %s failed", target.name, exc_info=True)
             return diagnosis

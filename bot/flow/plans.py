@@ -24,6 +24,7 @@ from bot.domain.incident_record import ActionPlan
 from bot.flow.thread import message_ref
 from bot.remediation import catalog
 from bot.remediation.policy_gate import PolicyGate
+from bot.remediation.proposals import refusal
 from bot.ssh.base import SSHTarget
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
@@ -67,7 +68,18 @@ class Plans:
         """One pending approval per proposed action, plus Resume for interrupted jobs."""
         ev_hash = evidence_hash(diagnosis)
         actions = [*diagnosis.actions, *resume_proposals(diagnosis)]
-        return [self._planned(incident, a, target, ev_hash) for a in actions]
+        return [self._planned(incident, a, target, ev_hash) for a in actions
+                if self._plannable(incident, a, target)]
+
+    def _plannable(self, incident: Incident, action: ProposedAction, target: SSHTarget) -> bool:
+        """A proposal the catalog refuses is skipped (audited), never an exception that
+        kills the diagnosis; ``Hosts.diagnose`` has already turned it into an info finding."""
+        why = refusal(action, target)
+        if why is None:
+            return True
+        self.audit.append(incident.id, self.bot_user, "proposal.skipped",
+                          {"kind": action.kind, "id": action.id, "reason": why[:300]})
+        return False
 
     def _planned(self, incident: Incident, action: ProposedAction, target: SSHTarget,
                  ev_hash: str) -> ActionPlan:

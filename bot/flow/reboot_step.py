@@ -13,13 +13,12 @@ other incidents marked ``Incident.host_reboot`` are re-diagnosed too (``follow_o
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from bot.core import strings
-from bot.domain.action_result import ActionResult, Outcome
+from bot.domain.action_result import ActionResult
 from bot.domain.findings import Diagnosis, Severity
 from bot.domain.incident import Incident
 from bot.domain.incident_record import HostRebootMark, LastOutcome, RebootPending, StepResult
@@ -29,23 +28,15 @@ from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from bot.flow.slurm_step import SlurmStep
-from bot.ssh.base import Command, SSHError, SSHRunner, SSHTarget
+from bot.remediation.reboot import BOOT_ID_CMD as BOOT_ID_CMD
+from bot.remediation.reboot import read_boot_id
+from bot.remediation.reboot import requested as requested
+from bot.ssh.base import SSHRunner, SSHTarget
 from storage.audit import AuditLog
 from storage.incidents import IncidentStore
 
 log = logging.getLogger(__name__)
-BOOT_ID_CMD = "cat /proc/sys/kernel/random/boot_id"
 BACK_WITHIN_S = 900.0  # a GPU host with 8 GPUs and a slow BIOS can take ten minutes
-_BOOT_ID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}")
-_NOT_SENT = frozenset({Outcome.REFUSED, Outcome.DRY_RUN, Outcome.UNREACHABLE})
-
-
-def requested(result: ActionResult) -> bool:
-    """The reboot command went out: it exited 0, or the host dropped the session on it."""
-    if result.kind != "host.reboot" or result.outcome in _NOT_SENT:
-        return False
-    sent = [c for c in result.commands if c.ran]
-    return bool(sent) and all(c.exit_status in (0, None, 255) or c.timed_out for c in sent)
 
 
 def still_there(before: Diagnosis | None, fresh: Diagnosis) -> list[str]:
@@ -81,13 +72,7 @@ class RebootStep:
 
     def boot_id(self, target: SSHTarget) -> str | None:
         """The host's current boot id, or None when it does not answer (or answers oddly)."""
-        try:
-            probe = self.runner.run(target, Command("boot_id", BOOT_ID_CMD,
-                                                    self.probe_timeout_s))
-        except SSHError:
-            return None
-        text = probe.stdout.strip().lower()
-        return text if probe.ok and _BOOT_ID.fullmatch(text) else None
+        return read_boot_id(self.runner, target, self.probe_timeout_s)
 
     def on_requested(self, incident_id: str, result: ActionResult,
                      before: str | None) -> None:

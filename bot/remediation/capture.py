@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from bot.domain import validate
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, SlurmCapture, UnitState
-from bot.remediation.catalog import ActionSpec
+from bot.remediation.catalog import GPU_HOLDER_UNITS, ActionSpec
 from bot.remediation.options import RemediationOptions
 from bot.remediation.probes import (
     ProbeFailed,
@@ -47,6 +47,8 @@ def capture(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mapp
     named = {p.unit for p in processes if p.alive and p.unit}
     owners = tuple(_owner(runner, target, name, t)  # a hostile name is never sent
                    for name in sorted(named) if validate.is_valid(validate.unit_name, name))
+    if spec.kind == "gpu.reset":  # the daemons that hold the device, stopped around the reset
+        owners += tuple(read_unit(runner, target, name, t) for name in GPU_HOLDER_UNITS)
     avail = read_disk_avail(runner, target, t) if spec.kind == "disk.cleanup" else {}
     slurm = _slurm(runner, target, spec, params, t)
     return CapturedState(

@@ -38,8 +38,25 @@ def _sigkill(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
     return (RemoteStep("kill", ("kill", "-KILL", p["pid"]), 5.0, binary=True),)
 
 
+# What keeps a GPU open without being a compute process: NVIDIA's reset documentation
+# (nvidia-smi(1), "-r, --gpu-reset": "there can't be any applications using this
+# particular device (e.g. CUDA application, graphics application like X server,
+# monitoring application like other instance of nvidia-smi)"; the Fabric Manager user
+# guide has nvidia-fabricmanager stopped before a reset and started after) has these
+# daemons stopped first and started again afterwards. Only those active at capture are
+# stopped, and they are started again even when the reset fails.
+GPU_HOLDER_UNITS = ("nvidia-persistenced.service", "dcgm-exporter.service",
+                    "nvidia-fabricmanager.service")
+RELEASE, RESTORE = "release", "restore"  # the step names around a reset
+
+
 def _gpu_reset(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
-    return (RemoteStep("reset", ("nvidia-smi", "--gpu-reset", "-i", p["gpu"]), 60.0),)
+    release = tuple(RemoteStep(RELEASE, ("systemctl", "stop", u), 30.0)
+                    for u in GPU_HOLDER_UNITS)
+    restore = tuple(RemoteStep(RESTORE, ("systemctl", "start", u), 30.0, always=True)
+                    for u in reversed(GPU_HOLDER_UNITS))
+    return (*release, RemoteStep("reset", ("nvidia-smi", "--gpu-reset", "-i", p["gpu"]), 60.0),
+            *restore)
 
 
 def _reboot(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
@@ -96,14 +113,34 @@ MAX_PATHS = 500
 
 
 def _paths(value: object) -> str:
-    """``|``-joined absolute paths under the default prefixes (the host's own prefixes
-    are checked again in the preflight)."""
+    """``|``-joined absolute file paths, grammar only. Where they may be is the host's
+    one set of allowed prefixes (``Hosts.act_options``: the inventory's
+    ``allowed_path_prefixes``), checked in the preflight: the same set the diagnosis
+    searched, so a proposal is never refused by a second, different list."""
     if not isinstance(value, str) or not value:
         raise validate.InvalidIdentifier("paths", value, "one or more paths joined by |")
     parts = value.split(PATH_SEP)
     if len(parts) > MAX_PATHS:
         raise validate.InvalidIdentifier("paths", value, f"at most {MAX_PATHS} paths")
-    return PATH_SEP.join(validate.path_under(p) for p in parts)
+    return PATH_SEP.join(_file_path(p) for p in parts)
+
+
+def _file_path(value: str) -> str:
+    clean = validate.abs_path(value)
+    if clean == "/" or clean.count("/") < 2:
+        raise validate.InvalidIdentifier("paths", value, "a file below a top-level directory")
+    return clean
+
+
+def _mount(value: object) -> str:
+    """The mount point a cleanup frees space on (empty: any mount counts)."""
+    return "" if value == "" else validate.abs_path(value)
+
+
+def _pct(value: object) -> str:
+    if not isinstance(value, str) or not value.isdigit() or not 0 <= int(value) <= 100:
+        raise validate.InvalidIdentifier("full_pct", value, "a whole percentage, 0..100")
+    return str(int(value))
 
 
 def _bytes(value: object) -> str:
@@ -216,7 +253,9 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
                risk="SIGKILL: no cleanup, unsaved work is lost; GPU memory may stay held",
                frees_gpus=True),
     ActionSpec("gpu.reset", "reset", (ParamSpec("gpu", _gpu_index, "a GPU index"),), _gpu_reset,
-               risk="resets one GPU: refused while any process uses it", frees_gpus=True),
+               risk="resets one GPU: refused while any process uses it; the NVIDIA daemons that "
+                    "hold it (persistenced, dcgm-exporter, fabricmanager) are stopped around "
+                    "the reset and started again", frees_gpus=True),
     ActionSpec("host.reboot", "rebooted", (), _reboot,
                risk="reboots the host: every process on it stops; units enabled at boot start"),
     ActionSpec("systemd.dropin", "installed the incident-bot drop-in for", (
@@ -233,6 +272,8 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
     ActionSpec("disk.cleanup", "deleted", (
         ParamSpec("paths", _paths, "files to delete, joined by |"),
         ParamSpec("need_bytes", _bytes, "bytes that must be freed", default="0"),
+        ParamSpec("mount", _mount, "the full mount it frees space on", default=""),
+        ParamSpec("full_pct", _pct, "verified only once the mount is below this", default="0"),
     ), _cleanup, risk="deletes the listed cache, checkpoint and core files for good"),
     ActionSpec("slurm.drain", "drained", (
         _NODE,

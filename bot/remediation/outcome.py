@@ -64,5 +64,8 @@ def summarize(spec: ActionSpec, subject: str, host: str, outcome: Outcome,
         why = failed.error or _first_line(failed.stderr or failed.stdout)
         return strings.REM_FAILED_STEP.format(command=failed.command, status=failed.exit_status,
                                               why=why, detail=detail)
+    if verification.evidence.get("partial"):
+        return strings.REM_PARTIAL.format(title=spec.title, subject=subject, host=host,
+                                          detail=detail)
     ran = sum(1 for r in records if r.ran)
     return strings.REM_FAILED_VERIFY.format(n=ran, host=host, detail=detail)

@@ -173,6 +173,26 @@ def read_disk_avail(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> d
     return parse_df_avail(require_ok(run_probe(runner, target, "df", DF_AVAIL, timeout_s)).stdout)
 
 
+DF_USAGE = "df -B1 --output=used,avail,target"
+
+
+def parse_df_usage(text: str) -> dict[str, tuple[int, int]]:
+    """``df -B1 --output=used,avail,target`` → mount → (bytes used, bytes available)."""
+    out: dict[str, tuple[int, int]] = {}
+    for line in text.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit() \
+                and parts[2].startswith("/"):
+            out[parts[2].strip()] = (int(parts[0]), int(parts[1]))
+    return out
+
+
+def read_disk_usage(runner: SSHRunner, target: SSHTarget,
+                    timeout_s: float) -> dict[str, tuple[int, int]]:
+    return parse_df_usage(require_ok(run_probe(runner, target, "df", DF_USAGE,
+                                               timeout_s)).stdout)
+
+
 def fabric_states(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> list[str]:
     """Each GPU's NVLink fabric state from ``nvidia-smi -q -x`` (``Completed``, ``In
     Progress``...); empty on a host without NVSwitches (the field reads N/A) or when the

@@ -52,6 +52,7 @@ class RemoteStep:
     timeout_s: float
     binary: bool = False  # must run the program, never a shell builtin of the same name
     stdin_lines: tuple[str, ...] = ()  # piped in by an unprivileged printf (a drop-in's text)
+    always: bool = False  # runs even after an earlier step failed (restores what it stopped)
 
     def text(self, sudo: bool) -> str:
         """The exact command line: every argument quoted, ``sudo -n`` for non-root users.

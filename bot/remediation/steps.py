@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.domain.action_result import CommandRecord
 from bot.domain.host_state import CapturedState, ProcState, UnitState
-from bot.remediation.catalog import RemoteStep
+from bot.remediation.catalog import RELEASE, RESTORE, RemoteStep
 from bot.remediation.polling import ActionRun
 from bot.remediation.probes import parse_size, plain, read_journal_bytes, read_process, read_unit
 from bot.remediation.slurm import skip as slurm_skip
@@ -66,10 +66,22 @@ def precheck(ctx: ActionRun, step: RemoteStep, captured: CapturedState) -> str |
         return _wait_gone(ctx, captured.processes[0].pid)
     if captured.slurm is not None:
         return slurm_skip(step.name, captured, ctx.params)
+    if step.name in (RELEASE, RESTORE):
+        return _holder_skip(step, captured)
     unit = captured.units[0] if captured.units else None
     proc = captured.processes[0] if captured.processes else None
     journal = (captured.journal_bytes, _journal_limit(ctx)) if step.name == "vacuum" else None
     return skip_reason(step, unit, proc, journal)
+
+
+def _holder_skip(step: RemoteStep, captured: CapturedState) -> str | None:
+    """Around a GPU reset: stop a holder daemon only if it ran at capture, and start again
+    only what was stopped (a daemon that was off stays off)."""
+    unit = captured.owner(step.argv[-1])
+    if unit is None or not unit.running:
+        state = unit.active_state if unit is not None and unit.exists else "not installed"
+        return f"{step.argv[-1]} was {state or 'inactive'} before the reset"
+    return None
 
 
 def _wait_gone(ctx: ActionRun, pid: int) -> str | None:
@@ -141,15 +153,17 @@ def run_steps(ctx: ActionRun, steps: tuple[RemoteStep, ...], captured: CapturedS
 
     Appends to ``records`` as it goes, so a connection lost mid-way keeps what ran.
     """
+    failed = False
     for step in steps:
+        if failed and not step.always:
+            continue  # after a failure only the steps that restore what was stopped run
         reason = precheck(ctx, step, captured)
         if reason is not None:
             records.append(CommandRecord(step.name, step.text(ctx.target.sudo), skipped=reason))
             continue
         record = run_one(ctx, step, captured)
         records.append(record)
-        if hard_failure(record):
-            break
+        failed = failed or hard_failure(record)
     return records
 
 

@@ -8,6 +8,7 @@ under a new PID (a respawn) or another unit.
 
 from __future__ import annotations
 
+import math
 import shlex
 import time
 from collections.abc import Callable
@@ -18,13 +19,13 @@ from bot.core import fmt, strings
 from bot.domain.action_result import Verification
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, UnitState
 from bot.remediation.capture import subject_pids
-from bot.remediation.catalog import PATH_SEP, dropin_path
+from bot.remediation.catalog import GPU_HOLDER_UNITS, PATH_SEP, dropin_path
 from bot.remediation.polling import ActionRun, Look, poll
 from bot.remediation.probes import (
     ProbeFailed,
     parse_size,
     parse_timespan,
-    read_disk_avail,
+    read_disk_usage,
     read_gpu_memory,
     read_gpus,
     read_journal_bytes,
@@ -83,28 +84,72 @@ def verify_gpu_reset(ctx: ActionRun, captured: CapturedState, patient: bool) -> 
     used = seen.evidence.get("used_mib")
     detail = strings.REM_GPU_RESET.format(gpu=index, used=f"{used:.0f}" if used is not None
                                           else "?")
-    return Verification(seen.done, detail, elapsed, evidence=seen.evidence)
+    back, note = _holders_back(ctx, captured)
+    ev = {**seen.evidence, "holders_restored": back}
+    return Verification(seen.done and all(s == "active" for s in back.values()),
+                        f"{detail}; {note}" if note else detail, elapsed, evidence=ev)
+
+
+def _holders_back(ctx: ActionRun, captured: CapturedState) -> tuple[dict[str, str], str]:
+    """The holder daemons stopped for the reset, and their state now (each must be active
+    again: a reset that leaves nvidia-persistenced off is not done)."""
+    stopped = [u.name for u in captured.owners if u.name in GPU_HOLDER_UNITS and u.running]
+    if not stopped:
+        return {}, ""
+    t = ctx.options.probe_timeout_s
+    back = {name: read_unit(ctx.runner, ctx.target, name, t).active_state or "?"
+            for name in stopped}
+    after = ", ".join(f"{n} {s}" for n, s in back.items())
+    return back, strings.REM_GPU_RESET_HOLDERS.format(units=", ".join(stopped), after=after)
 
 
 def verify_cleanup(ctx: ActionRun, captured: CapturedState) -> Verification:
-    """Every file gone, and ``df`` shows at least ``need_bytes`` more available."""
+    """Every file gone, and the mount that alerted under its threshold (``mount`` and
+    ``full_pct``): never verified while that mount stays above it, whatever was freed.
+    Without a mount (a cleanup typed by hand) ``df`` must show ``need_bytes`` more free."""
     start = time.monotonic()
     t = ctx.options.probe_timeout_s
     paths = ctx.params["paths"].split(PATH_SEP)
     left = sorted(regular_files(ctx.runner, ctx.target, paths, t))
-    after = read_disk_avail(ctx.runner, ctx.target, t)
+    usage = read_disk_usage(ctx.runner, ctx.target, t)
+    after = {m: avail for m, (_, avail) in usage.items()}
     gained = {m: after[m] - b for m, b in captured.disk_avail.items() if m in after}
     grew = {m: g for m, g in gained.items() if g > 0}
     freed, need = sum(grew.values()), int(ctx.params["need_bytes"])
-    ok = not left and freed >= need
-    detail = strings.REM_CLEAN_FREED.format(n=len(paths) - len(left), freed=fmt.size(freed),
-                                            mounts=", ".join(sorted(grew)) or "no mount",
-                                            need=fmt.size(need))
+    ev: dict[str, Any] = {"freed_bytes": freed, "need_bytes": need, "per_mount": grew,
+                          "left": left[:20], "avail_before": captured.disk_avail,
+                          "avail_after": after}
+    mount = ctx.params.get("mount", "")
+    if mount and mount in usage:
+        ok, detail = _mount_below(ctx, mount, usage[mount], grew.get(mount, 0), ev)
+        ok = ok and not left
+    else:
+        ok = not left and freed >= need
+        detail = strings.REM_CLEAN_FREED.format(n=len(paths) - len(left), freed=fmt.size(freed),
+                                                mounts=", ".join(sorted(grew)) or "no mount",
+                                                need=fmt.size(need))
     if left:
         detail += "; " + strings.REM_CLEAN_LEFT.format(left=len(left))
-    ev = {"freed_bytes": freed, "need_bytes": need, "per_mount": grew, "left": left[:20],
-          "avail_before": captured.disk_avail, "avail_after": after}
     return Verification(ok, detail, time.monotonic() - start, evidence=ev)
+
+
+def _mount_below(ctx: ActionRun, mount: str, usage: tuple[int, int], freed: int,
+                 ev: dict[str, Any]) -> tuple[bool, str]:
+    """Is ``mount`` under ``full_pct`` now; the partial result says how far and what next."""
+    used, avail = usage
+    full = int(ctx.params.get("full_pct") or 0) or 100
+    pct = math.ceil(used * 100 / (used + avail)) if used + avail else 0  # as df rounds
+    still = max(0, used - int((used + avail) * full / 100))
+    ev.update(mount=mount, used_pct_after=round(pct, 2), full_pct=full, still_need_bytes=still,
+              freed_on_mount=freed, partial=still > 0)
+    if still == 0:
+        return True, strings.REM_CLEAN_FREED.format(
+            n=len(ctx.params["paths"].split(PATH_SEP)), freed=fmt.size(freed), mounts=mount,
+            need=fmt.size(int(ctx.params["need_bytes"]))) + "; " + strings.REM_CLEAN_BELOW.format(
+            mount=mount, pct=pct, full=full)
+    return False, strings.REM_CLEAN_PARTIAL.format(
+        freed=fmt.size(freed), needed=fmt.size(freed + still), mount=mount, pct=pct, full=full,
+        next=strings.REM_CLEAN_NEXT.format(mount=mount))
 
 
 def verify_journal(ctx: ActionRun, captured: CapturedState) -> Verification:

@@ -46,6 +46,7 @@ class GpuSpec(StrictModel):
     slowdowns: list[Literal["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
                             "sw_thermal_slowdown"]] = Field(default_factory=list)
     pcie_replays: int = Field(default=0, ge=0)
+    reset_fails: bool = False  # nvidia-smi --gpu-reset answers "Unknown Error" (exit 255)
 
 
 class NvidiaSpec(StrictModel):

@@ -75,36 +75,51 @@ def approve(lp: Loop, incident_id: str, approval_id: str) -> None:
 
 
 def open_with_a_paused_job(lp: Loop, redis_url: str, redis_bytes: Redis, full: SimHost,
-                           tmp_path: Path) -> str:
+                           tmp_path: Path, labels: dict[str, str] | None = None) -> str:
     """A paused job's output on the full disk, the bot up, the disk_full incident awaiting
     approval: the start of every cleanup story here."""
     paused_job(redis_bytes, tmp_path)
     lp.start(settings(redis_url, full, lp))
-    incident_id = lp.open("disk_full")
+    incident_id = lp.open("disk_full", labels)
     lp.wait_state(incident_id, S.AWAITING_APPROVAL)
     return incident_id
 
 
-def test_cleanup_frees_the_bytes_and_never_touches_a_paused_jobs_output(
+def used_pct(sim: SimHost, mount: str) -> int:
+    out = subprocess.run(sim.ssh_argv(f"df --output=pcent {mount}"), capture_output=True,
+                         text=True, timeout=30)
+    return int(out.stdout.split()[-1].rstrip("%"))
+
+
+def test_a_cleanup_that_leaves_data_above_its_threshold_is_never_verified(
         loop: Loop, redis_url: str, redis_bytes: Redis, full: SimHost,  # noqa: F811
         tmp_path: Path) -> None:
-    incident_id = open_with_a_paused_job(loop, redis_url, redis_bytes, full, tmp_path)
+    """/data alerted (15 TiB full, 1.5 TiB needed under 90%): the journal on / is not
+    proposed, the cleanup searched /data only, and after it /data is still 96% used, so
+    the result is partial ("freed X of Y needed" and what to do next), never Verified."""
+    incident_id = open_with_a_paused_job(loop, redis_url, redis_bytes, full, tmp_path,
+                                         {"mountpoint": "/data"})
     plans = loop.flow.incidents.require(incident_id).parts_to_dict()["plans"]
+    assert "disk.journal_vacuum" not in {p["action"]["kind"] for p in plans}
     cleanup = next(p for p in plans if p["action"]["kind"] == "disk.cleanup")
-    paths = cleanup["action"]["params"]["paths"].split("|")
+    params = cleanup["action"]["params"]
+    paths = params["paths"].split("|")
     assert "/data/checkpoints/run-a/step-1000.pt" in paths
+    assert all(p.startswith("/data/") for p in paths)  # not the core dump under /var (on /)
     assert not {OPEN, OUTSIDE, *PAUSED_FILES} & set(paths)
-    assert int(cleanup["action"]["params"]["need_bytes"]) >= 800 * G
+    assert (params["mount"], params["full_pct"]) == ("/data", "90")
+    assert int(params["need_bytes"]) >= 1500 * G
 
     approve(loop, incident_id, cleanup["approval_id"])
     loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
     result = loop.flow.incidents.require(incident_id).parts_to_dict()["last_outcome"]
-    assert result["outcome"] == "succeeded", result["summary"]
-    freed = result["verification"]["evidence"]["freed_bytes"]
-    assert freed >= int(cleanup["action"]["params"]["need_bytes"])
+    assert result["outcome"] == "failed", result["summary"]
+    assert "freed 757.1 GiB of 1.5 TiB needed on /data" in result["summary"]
+    assert "still 96% used (threshold 90%); next: delete more under /data" in result["summary"]
+    assert used_pct(full, "/data") == 96  # df rounds up, as the summary does
     assert not any(exists(full, p) for p in paths)
     assert all(exists(full, p) for p in (OPEN, OUTSIDE, *PAUSED_FILES))
-    loop.wait_text(incident_id, "freed")
+    loop.wait_text(incident_id, "freed 757.1 GiB of 1.5 TiB needed")
 
 
 def test_a_cleanup_offered_before_the_job_paused_is_refused_at_act_time(
@@ -192,10 +207,10 @@ def test_approving_only_the_hf_cache_deletes_only_that_and_says_what_it_freed(
     loop.click(ONCALL, shown, lambda el: str(el["text"]["text"]).startswith("HF cache · "))
     loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
     result = loop.flow.incidents.require(incident_id).parts_to_dict()["last_outcome"]
-    assert result["outcome"] == "succeeded", result["summary"]
+    assert result["outcome"] == "failed", result["summary"]  # /data is still above 90%
+    assert "freed 155.0 GiB of 1.5 TiB needed on /data" in result["summary"]
     assert result["params"]["paths"] == hf[0]["action"]["params"]["paths"]
-    freed = result["verification"]["evidence"]["freed_bytes"]
-    assert freed >= int(hf[0]["action"]["params"]["need_bytes"]) > 100 * G
+    assert result["verification"]["evidence"]["freed_bytes"] == 155 * G
     assert not any(exists(full, p) for p in hf_paths)
     assert all(exists(full, p) for p in (*others, OPEN, OUTSIDE, *PAUSED_FILES))
     loop.wait_text(incident_id, "freed")
@@ -215,7 +230,65 @@ def test_approving_only_the_hf_cache_deletes_only_that_and_says_what_it_freed(
                "the second part")
     loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
     second = loop.flow.incidents.require(incident_id).parts_to_dict()["last_outcome"]
-    assert second["outcome"] == "succeeded", second["summary"]
+    assert second["outcome"] == "failed", second["summary"]
+    assert "freed 600.0 GiB of" in second["summary"]
     assert not any(exists(full, p) for p in ckpt)
     left = sorted(set(others) - set(ckpt))
     assert left and all(exists(full, p) for p in left)  # the core dump, pip, torch hub parts
+
+
+SMALLER_DATA = [  # /data at 95% of 8 TiB: 409.6 GiB to free, the old checkpoints hold 600 GiB
+    {"mount": "/", "device": "/dev/sda1", "type": "ext4", "size": "200G", "used": "190G",
+     "reserved_pct": 5, "inodes": 13107200, "inodes_used": 1402113},
+    {"mount": "/data", "device": "/dev/nvme1n1", "type": "ext4", "size": "8T", "used": "7782G",
+     "inodes": 251658240, "inodes_used": 41702},
+    {"mount": "/dev/shm", "device": "tmpfs", "type": "tmpfs", "size": "503G", "used": "181G",
+     "inodes": 131911262, "inodes_used": 64},
+]
+
+
+def test_a_cleanup_that_brings_the_alerted_mount_under_its_threshold_is_verified(
+        loop: Loop, redis_url: str, sim_factory: Callable[..., SimHost]) -> None:  # noqa: F811
+    need(sandbox.available(), "sim sandbox needs root and unshare")
+    sim = sim_factory("disk_full_ml", overrides={"filesystems": SMALLER_DATA})
+    loop.start(settings(redis_url, sim, loop))
+    incident_id = loop.open("disk_full", {"mountpoint": "/data"})
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    plans = loop.flow.incidents.require(incident_id).parts_to_dict()["plans"]
+    cleanup = next(p for p in plans if p["action"]["kind"] == "disk.cleanup")
+    approve(loop, incident_id, cleanup["approval_id"])
+    loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
+    result = loop.flow.incidents.require(incident_id).parts_to_dict()["last_outcome"]
+    assert result["outcome"] == "succeeded", result["summary"]
+    assert "/data now 89% used (threshold 90%)" in result["summary"]
+    assert used_pct(sim, "/data") < 90
+
+
+ROOT_CACHE = "/root/.cache/huggingface/hub/models--a--b/blobs/0f0f"
+ON_ROOT = [{"path": ROOT_CACHE, "size": "60G", "age_days": 30},
+           {"path": "/var/lib/systemd/coredump/core.python3.0.1.2.3.zst", "size": "50G",
+            "age_days": 3}]
+
+
+def test_one_set_of_allowed_prefixes_for_diagnosis_planning_and_action(
+        loop: Loop, redis_url: str, sim_factory: Callable[..., SimHost]) -> None:  # noqa: F811
+    """/root/.cache is allowed on this host: the diagnosis finds the cache on the full /,
+    the planner plans it (no second, default list refuses it), the act step deletes it
+    and / drops under 90%."""
+    need(sandbox.available(), "sim sandbox needs root and unshare")
+    sim = sim_factory("disk_full_ml", overrides={"files": ON_ROOT})
+    s = settings(redis_url, sim, loop)
+    s.hosts["gpu-01"].allowed_path_prefixes = ["/data", "/var", "/root/.cache"]
+    loop.start(s)
+    incident_id = loop.open("disk_full", {"mountpoint": "/"})
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    stored = loop.flow.incidents.require(incident_id).parts_to_dict()
+    cleanup = next(p for p in stored["plans"] if p["action"]["kind"] == "disk.cleanup")
+    assert cleanup["action"]["params"]["paths"] == ROOT_CACHE
+    assert cleanup["action"]["params"]["mount"] == "/"
+    assert not [f for f in stored["diagnosis"]["findings"] if f["code"] == "plan.not_proposed"]
+    approve(loop, incident_id, cleanup["approval_id"])
+    loop.wait_state(incident_id, S.VERIFIED, S.ACTION_FAILED, timeout_s=90)
+    result = loop.flow.incidents.require(incident_id).parts_to_dict()["last_outcome"]
+    assert result["outcome"] == "succeeded", result["summary"]
+    assert not exists(sim, ROOT_CACHE) and used_pct(sim, "/") < 90

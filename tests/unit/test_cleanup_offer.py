@@ -7,10 +7,13 @@ from bot.flow.cleanup_offer import (
     PART_PREFIX,
     groups,
     need_bytes,
+    on_mount,
     parts,
     preview_finding,
     proposal,
     rest,
+    search_roots,
+    target_mount,
 )
 from bot.remediation.cleanup import CleanupCandidate
 
@@ -31,15 +34,36 @@ def test_need_sums_each_full_filesystem_down_to_the_mark() -> None:
     assert need_bytes(Diagnosis("h", "disk_full", DiagnosisStatus.OK, 0.1), 90.0) == 0
 
 
-def test_the_proposal_needs_no_more_than_its_items_hold() -> None:
+def test_the_proposal_needs_what_its_mount_needs_even_when_its_items_hold_less() -> None:
     items = [CleanupCandidate("checkpoint", "/data/c/run/a", ("/data/c/run/a/x.pt",), 300, 0.0,
                               "root"),
-             CleanupCandidate("core_dump", "/var/core.1", ("/var/core.1",), 50, 0.0, "root")]
-    action = proposal("gpu-01", items, 10_000, now=86400.0)
+             CleanupCandidate("core_dump", "/data/core.1", ("/data/core.1",), 50, 0.0, "root")]
+    where = {"mount": "/data", "full_pct": "90"}
+    action = proposal("gpu-01", items, 10_000, now=86400.0, where=where)
     assert action.kind == "disk.cleanup"
-    assert action.params == {"paths": "/data/c/run/a/x.pt|/var/core.1", "need_bytes": "350"}
+    assert action.params == {"paths": "/data/c/run/a/x.pt|/data/core.1", "need_bytes": "10000",
+                             "mount": "/data", "full_pct": "90"}
     assert "/data/c/run/a" in action.reason and "2 cache" in action.reason
-    assert proposal("gpu-01", items, 100, now=0.0).params["need_bytes"] == "100"
+
+
+def test_the_cleanup_targets_the_alerted_mount_else_the_one_needing_most() -> None:
+    diag = Diagnosis("gpu-01", "disk_full", DiagnosisStatus.OK, 0.1,
+                     (_full("/data", 15 * T, 0), _full("/", 95, 5)))
+    assert target_mount(diag, 90.0) == ("/data", 15 * T - int(15 * T * 0.9))
+    assert target_mount(diag, 90.0, "/") == ("/", 5)
+    assert target_mount(diag, 90.0, "/scratch") == ("", 0)  # the alerted one is not full
+
+
+def test_the_search_stays_on_the_alerted_mount() -> None:
+    mounts = ["/", "/data", "/dev/shm"]
+    allowed = ["/data", "/shared", "/var", "/root/.cache"]
+    assert search_roots("/data", allowed, mounts) == ["/data"]
+    assert search_roots("/", allowed, mounts) == ["/root/.cache", "/shared", "/var"]
+    assert search_roots("/data", ["/"], mounts) == ["/data"]
+    assert search_roots("/data", ["/data/cache"], mounts) == ["/data/cache"]
+    assert search_roots("/dev/shm", allowed, mounts) == []
+    files = [_item("hf_cache", "/data/hf/hub/a", 1), _item("core_dump", "/var/core.1", 1)]
+    assert [c.label for c in on_mount(files, "/", mounts)] == ["/var/core.1"]
 
 
 def _item(cat: str, path: str, size: int) -> CleanupCandidate:
@@ -60,7 +84,6 @@ def test_parts_are_one_per_category_largest_first_or_one_per_item_when_few() -> 
         {"paths": "/data/hf/hub/a|/data/hf/hub/b", "need_bytes": "20"},
         {"paths": "/data/c/r/s", "need_bytes": "20"}]
     assert all(p.id.startswith(PART_PREFIX) for p in made)
-    assert [p.params["need_bytes"] for p in parts("gpu-01", [hf, ck], need=100)] == ["30", "10"]
 
 
 def test_the_preview_finding_keeps_what_the_thread_table_needs() -> None:

@@ -293,3 +293,16 @@ STATS_HEAD = "*Incidents opened in the last {period}*"
 STATS_BY_KIND = "_By kind_"
 STATS_BY_HOST = "_By host_"
 STATS_NONE = "No incidents were opened in the last {period}."
+
+
+# --- proposals that do what they say (issue 29, deliverable 4) ---------------------------
+PLAN_NOT_PROPOSED = "not proposed: {kind} ({why})"
+REM_CLEAN_PARTIAL = ("freed {freed} of {needed} needed on {mount}: still {pct:.0f}% used "
+                     "(threshold {full}%); next: {next}")
+REM_CLEAN_NEXT = ("delete more under {mount} (the diagnosis lists its largest directories) or "
+                  "move data off it, then check it again")
+REM_CLEAN_BELOW = "{mount} now {pct:.0f}% used (threshold {full}%)"
+REM_GPU_RESET_HOLDERS = "stopped {units} for the reset, started again: {after}"
+REM_REBOOT_BACK = "{host} back after {secs:.0f} s with a new boot id ({boot})"
+REM_REBOOT_NOT_BACK = "{host} did not come back within {secs:.0f} s (boot id still {boot})"
+REM_PARTIAL = "{title} {subject} on {host}, not enough yet: {detail}"

@@ -18,6 +18,18 @@ IN_USE = ("\n1 device is currently being used by one or more other processes (e.
           "all processes using this device and all compute applications running in the system.")
 
 
+# Daemons that keep the device files open without showing as compute processes: while
+# one runs, the driver refuses the reset with the same "In use by another client".
+DEVICE_HOLDERS = ("nvidia-persistenced.service", "dcgm-exporter.service",
+                  "nvidia-fabricmanager.service")
+
+
+def _active(state: dict[str, object], unit: str) -> bool:
+    units = state.get("units")
+    found = units.get(unit) if isinstance(units, dict) else None
+    return isinstance(found, dict) and found.get("active_state") == "active"
+
+
 def wanted(argv: list[str]) -> bool:
     return "--gpu-reset" in argv or "-r" in argv
 
@@ -40,6 +52,8 @@ def main(argv: list[str], ctx: SimCall) -> int:
             ctx.print(f"No devices were found matching the given identifier: {index}")
             return 6
         busy = [g for g in gpus if engine.gpu_processes(state, g["index"])]
+        if not busy and any(_active(state, u) for u in DEVICE_HOLDERS):
+            busy = list(gpus)  # the daemon keeps /dev/nvidia* open: not a compute app
         if busy:
             ctx.print("The following GPUs could not be reset:")
             for g in busy:
