@@ -4,6 +4,7 @@ with an unhandled thread exception."""
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -20,8 +21,9 @@ class FailingDiagnosis:
 
 def test_a_failed_post_is_logged_with_an_id(caplog: pytest.LogCaptureFixture) -> None:
     nothing: Any = object()
+    no_slurm: Any = SimpleNamespace(drained=None)
     handlers = FlowSlashHandlers(nothing, (), cast(DiagnoseStep, FailingDiagnosis()), nothing,
-                                 nothing, nothing)
+                                 nothing, nothing, slurm=no_slurm)
     with caplog.at_level(logging.ERROR):
         handlers._post("INC-7")  # returns: nothing escapes the thread
     [record] = [r for r in caplog.records if "internal error" in r.getMessage()]
