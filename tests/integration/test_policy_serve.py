@@ -1,0 +1,146 @@
+"""Fleet policies through ``serve`` (issue 28): alerts posted over HTTP, the assembled bot
+on uvicorn, one simulated GPU host per inventory name (the seed scenario: vLLM auto-started
+at boot holds every GPU), Slack's stand-in, clicks signed as Slack signs them.
+
+Real: redis-server, OpenSSH sshd per sim host, our service. Stand-ins: Slack's Web API
+(and its ``usergroups.users.list``), PagerDuty's Events v2.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from bot.config.settings import Settings
+from bot.domain.lifecycle import IncidentState
+from bot.sim.sshd import SimHost
+from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
+    CHANNEL,
+    ONCALL,
+    SECRET,
+    TOKEN,
+    UNIT,
+    Loop,
+    action,
+    buttons,
+    loop,
+    wait_until,
+)
+
+S = IncidentState
+SimFactory = Callable[..., SimHost]
+ALERT_TOKEN = "policy-alert-token"
+POLICY = "stop-autostarted-inference"
+GPUOPS, BOB = "S0GPUOPS", "UBOB"  # the policy's approvers: a usergroup with Bob in it
+FAST = {"settle_s": 0.3, "verify_timeout_s": 5, "poll_interval_s": 0.1}
+
+
+def stop_policy(mode: str = "auto", max_hosts: int = 3) -> dict[str, Any]:
+    return {"name": POLICY, "mode": mode, "limit": {"max_hosts": max_hosts, "per": "1h"},
+            "match": {"action": "systemd.stop_disable", "unit": "vllm-*", "hosts": "gpu-*",
+                      "kinds": ["vm_restart", "vram_idle"]},
+            "approvers": [GPUOPS]}
+
+
+def fleet_settings(redis_url: str, sims: dict[str, SimHost], loop: Loop,  # noqa: F811
+                   policies: list[dict[str, Any]], **top: Any) -> Settings:
+    """``serve``'s settings for ``sims`` (inventory name → sim host) under ``policies``."""
+    hosts = {name: {"ssh": sim.target, "key": str(sim.key_path),
+                    "known_hosts": str(sim.known_hosts_path)} for name, sim in sims.items()}
+    return Settings.model_validate({
+        "redis_url": redis_url, "hosts": hosts,
+        "slack": {"channel": CHANNEL, "approvers": [ONCALL], "api_url": loop.standin.api_url},
+        "alerts": {"group_wait_s": 0},
+        "extra": {"remediation": FAST, "scheduler": {"enabled": False}},
+        "policies": policies, "policy_limits": {"max_hosts_per_hour": 10, "max_fraction": 1.0},
+        "slack_signing_secret": SECRET, "slack_bot_token": TOKEN,
+        "incident_bot_alert_token": ALERT_TOKEN, **top})
+
+
+def seed_hosts(sim_factory: SimFactory, n: int) -> dict[str, SimHost]:
+    return {f"gpu-0{i}": sim_factory("seed") for i in range(1, n + 1)}
+
+
+def post_alerts(loop: Loop, hosts: list[str], kind: str = "vm_restart") -> list[str]:  # noqa: F811
+    """The alerts as a monitoring system posts them: one JSON body, through HTTP."""
+    body = [{"host": h, "kind": kind, "severity": "critical", "summary": "VM restarted"}
+            for h in hosts]
+    reply = httpx.post(f"{loop.bots[0].served.url}/alerts", json=body, timeout=10,
+                       headers={"Authorization": f"Bearer {ALERT_TOKEN}"})
+    assert reply.status_code == 200, reply.text
+    return [str(i) for i in reply.json()["incidents"]]
+
+
+def stops(sim: SimHost) -> int:
+    return sum(1 for e in sim.command_log()
+               if e.get("tool") == "systemctl" and e["argv"][:2] == ["stop", UNIT])
+
+
+def unit_active(sim: SimHost) -> bool:
+    """Running or enabled: the unit still holds (or will take) the GPUs."""
+    unit = sim.state()["units"][UNIT]
+    return (unit["active_state"], unit["unit_file_state"]) != ("inactive", "disabled")
+
+
+def thread(loop: Loop, incident_id: str) -> list[str]:  # noqa: F811
+    """The texts posted in the incident's thread, in order."""
+    chat = loop.flow.incidents.require(incident_id).chat
+    assert chat is not None
+    return [str(c.params.get("text", "")) for c in loop.standin.calls_of("chat.postMessage")
+            if c.params.get("thread_ts") == chat.ts]
+
+
+def thread_line(loop: Loop, incident_id: str, needle: str) -> str:  # noqa: F811
+    return str(wait_until(lambda: next((t for t in thread(loop, incident_id) if needle in t),
+                                       None), 60, f"{needle!r} in {incident_id}'s thread"))
+
+
+def audit(loop: Loop, incident_id: str) -> list[tuple[str, str, dict[str, Any]]]:  # noqa: F811
+    return [(e.actor, e.action, e.detail) for e in loop.flow.audit.timeline(incident_id)]
+
+
+def test_three_hosts_stopped_by_the_policy_and_the_fourth_asks_saying_why(
+        loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sims = seed_hosts(sim_factory, 4)
+    loop.standin.groups[GPUOPS] = [BOB]
+    loop.start(fleet_settings(redis_url, sims, loop, [stop_policy()]))
+    ids = post_alerts(loop, list(sims))
+    auto, asked = ids[:3], ids[3]
+    for n, (incident_id, host) in enumerate(zip(auto, sims, strict=False), start=1):
+        loop.wait_state(incident_id, S.VERIFIED)
+        done = thread_line(loop, incident_id, "without a click")
+        counted = ", ".join(list(sims)[:n])
+        assert done == (f":robot_face: Stopped and disabled `{UNIT}` on {host} without a "
+                        f"click, under policy `{POLICY}` ({n} of 3 hosts in the last hour: "
+                        f"{counted}). Revert below if this was wrong.")
+        shown = loop.wait_text(incident_id, "8/8 GPUs free")
+        assert "Revert" in " ".join(buttons(shown)) and f"policy:{POLICY}" in json.dumps(shown)
+        assert not unit_active(sims[host]) and stops(sims[host]) == 1
+        decided = [(u, a) for u, a, _ in audit(loop, incident_id)
+                   if a in ("approval.approved", "action.started")]
+        assert (f"policy:{POLICY}", "approval.approved") in decided
+    loop.wait_state(asked, S.AWAITING_APPROVAL)
+    why = thread_line(loop, asked, "limit reached")
+    assert why == (f":raised_hand: Policy `{POLICY}` did not run `systemd.stop_disable` on "
+                   "gpu-04: limit reached: 3 hosts in the last hour (gpu-01, gpu-02, gpu-03).")
+    assert unit_active(sims["gpu-04"]) and stops(sims["gpu-04"]) == 0
+    # the global on-call is outside this policy's approvers: refused, the policy named
+    message = loop.message(asked)
+    assert loop.click(ONCALL, message, action("approve")).status_code == 200
+    refused = wait_until(lambda: loop.ephemerals(ONCALL), 15, "the refusal")[0]
+    assert refused == ("You are not allowed to approve or deny `systemd.stop_disable` on "
+                       f"gpu-04: policy `{POLICY}` lets only `{GPUOPS}` approve it. "
+                       "This attempt was recorded.")
+    assert stops(sims["gpu-04"]) == 0 and loop.state(asked) is S.AWAITING_APPROVAL
+    # Bob is in the policy's user group: his click runs it
+    loop.click(BOB, loop.message(asked), action("approve"))
+    loop.wait_state(asked, S.VERIFIED)
+    assert stops(sims["gpu-04"]) == 1 and not unit_active(sims["gpu-04"])
+    assert not [t for t in thread(loop, asked) if "without a click" in t]
+    actors = {u for u, a, _ in audit(loop, asked) if a == "approval.approved"}
+    assert actors == {BOB}
+    print("\n".join(["", *(thread_line(loop, i, "without a click") for i in auto), why,
+                     refused]))
