@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+from redis import Redis
 
 from bot.config.settings import Settings
 from bot.domain.lifecycle import IncidentState
@@ -144,3 +145,58 @@ def test_three_hosts_stopped_by_the_policy_and_the_fourth_asks_saying_why(
     assert actors == {BOB}
     print("\n".join(["", *(thread_line(loop, i, "without a click") for i in auto), why,
                      refused]))
+
+
+def test_a_shadow_policy_changes_nothing_and_says_what_it_would_have_done(
+        loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sims = seed_hosts(sim_factory, 1)
+    loop.start(fleet_settings(redis_url, sims, loop, [stop_policy("shadow")]))
+    (incident_id,) = post_alerts(loop, ["gpu-01"])
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    said = thread_line(loop, incident_id, "Shadow mode")
+    assert said == (f":eyes: Shadow mode: policy `{POLICY}` would have run "
+                    "`systemd.stop_disable` on gpu-01 without a click. Nothing ran; approve "
+                    "below as usual.")
+    shown = loop.message(incident_id)
+    assert "Approve" in " ".join(buttons(shown)) and "without a click" not in json.dumps(shown)
+    changed = [e for e in sims["gpu-01"].command_log()
+               if e.get("tool") == "systemctl" and e["argv"][:1] in (["stop"], ["disable"])]
+    assert changed == [] and unit_active(sims["gpu-01"])
+    assert loop.state(incident_id) is S.AWAITING_APPROVAL
+    assert not [a for _, a, _ in audit(loop, incident_id) if a == "approval.approved"]
+    decided = next(d for _, a, d in audit(loop, incident_id) if a == "policy.decided")
+    assert (decided["policy"], decided["mode"], decided["hosts"]) == (POLICY, "shadow", [])
+    print("\n" + said)
+
+
+def pending_on(redis: Redis, loop: Loop) -> dict[str, int]:  # noqa: F811
+    """Each flow consumer's unacknowledged entries (who is handling an event now)."""
+    rows = redis.xinfo_consumers(loop.flow.events.stream, "flow")
+    return {str(r["name"]): int(r["pending"]) for r in rows}
+
+
+def test_two_replicas_never_pass_the_limit_together(
+        loop: Loop, redis: Redis, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sims = seed_hosts(sim_factory, 2)
+    settings = fleet_settings(redis_url, sims, loop, [stop_policy(max_hosts=1)])
+    loop.start(settings), loop.start(settings)
+    first = post_alerts(loop, ["gpu-01"])
+    # one replica is diagnosing gpu-01: the other, still waiting, takes gpu-02, and both
+    # ask the limit for their host at about the same moment
+    busy = wait_until(lambda: [n for n, p in pending_on(redis, loop).items() if p], 30,
+                      "a replica to take gpu-01")
+    second = post_alerts(loop, ["gpu-02"])
+    wait_until(lambda: [n for n, p in pending_on(redis, loop).items() if p and n not in busy],
+               30, "the other replica to take gpu-02")
+    ids = dict(zip(["gpu-01", "gpu-02"], first + second, strict=True))
+    ran = wait_until(lambda: next((h for h, i in ids.items() if loop.state(i) is S.VERIFIED),
+                                  None), 60, "the host the policy acted on")
+    asked = next(h for h in ids if h != ran)
+    why = thread_line(loop, ids[asked], "limit reached")
+    loop.drain()
+    assert stops(sims[ran]) == 1 and stops(sims[asked]) == 0
+    assert loop.state(ids[asked]) is S.AWAITING_APPROVAL
+    assert f"limit reached: 1 host in the last hour ({ran})" in why
+    counted = [d["hosts"] for i in ids.values() for _, a, d in audit(loop, i)
+               if a == "policy.decided" and d["mode"] == "auto"]
+    assert counted == [[ran]]

@@ -191,9 +191,9 @@ POLICY_NONE = "no policy matches: a person approves"
 POLICY_APPROVE = "policy {policy} asks for a click"
 POLICY_AUTO = "runs without a click under policy {policy}"
 POLICY_SHADOW = "would have run {kind} under policy {policy} (shadow mode: a person approves)"
-POLICY_LIMIT = "limit reached: {n} hosts in the last {period} ({hosts})"
+POLICY_LIMIT = "limit reached: {n_hosts} in the last {period} ({hosts})"
 POLICY_WINDOW = "policy {policy} does not act on its own during {window}"
-POLICY_BREAKER = ("circuit breaker open: {n} hosts acted on automatically in the last {period} "
+POLICY_BREAKER = ("circuit breaker open: {n_hosts} acted on automatically in the last {period} "
                   "(cap {cap}); every automatic action asks for a click")
 POLICY_BREAKER_TRIPPED = ("circuit breaker tripped by {host} under policy {policy}: {n} hosts "
                           "in the last {period} reached the cap of {cap}")
