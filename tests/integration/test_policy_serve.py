@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from redis import Redis
@@ -171,7 +171,7 @@ def test_a_shadow_policy_changes_nothing_and_says_what_it_would_have_done(
 
 def pending_on(redis: Redis, loop: Loop) -> dict[str, int]:  # noqa: F811
     """Each flow consumer's unacknowledged entries (who is handling an event now)."""
-    rows = redis.xinfo_consumers(loop.flow.events.stream, "flow")
+    rows = cast(list[dict[str, Any]], redis.xinfo_consumers(loop.flow.events.stream, "flow"))
     return {str(r["name"]): int(r["pending"]) for r in rows}
 
 
