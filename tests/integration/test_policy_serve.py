@@ -13,11 +13,14 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import httpx
+import pytest
 from redis import Redis
 
 from bot.config.settings import Settings
 from bot.domain.lifecycle import IncidentState
+from bot.rig.pagerduty_standin import PagerDutyStandIn
 from bot.sim.sshd import SimHost
+from storage.policy_limits import PolicyLimits
 from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
     CHANNEL,
     ONCALL,
@@ -47,7 +50,8 @@ def stop_policy(mode: str = "auto", max_hosts: int = 3) -> dict[str, Any]:
 
 
 def fleet_settings(redis_url: str, sims: dict[str, SimHost], loop: Loop,  # noqa: F811
-                   policies: list[dict[str, Any]], **top: Any) -> Settings:
+                   policies: list[dict[str, Any]], fraction: float = 1.0,
+                   **top: Any) -> Settings:
     """``serve``'s settings for ``sims`` (inventory name → sim host) under ``policies``."""
     hosts = {name: {"ssh": sim.target, "key": str(sim.key_path),
                     "known_hosts": str(sim.known_hosts_path)} for name, sim in sims.items()}
@@ -56,7 +60,7 @@ def fleet_settings(redis_url: str, sims: dict[str, SimHost], loop: Loop,  # noqa
         "slack": {"channel": CHANNEL, "approvers": [ONCALL], "api_url": loop.standin.api_url},
         "alerts": {"group_wait_s": 0},
         "extra": {"remediation": FAST, "scheduler": {"enabled": False}},
-        "policies": policies, "policy_limits": {"max_hosts_per_hour": 10, "max_fraction": 1.0},
+        "policies": policies, "policy_limits": {"max_hosts_per_hour": 10, "max_fraction": fraction},
         "slack_signing_secret": SECRET, "slack_bot_token": TOKEN,
         "incident_bot_alert_token": ALERT_TOKEN, **top})
 
@@ -200,3 +204,46 @@ def test_two_replicas_never_pass_the_limit_together(
     counted = [d["hosts"] for i in ids.values() for _, a, d in audit(loop, i)
                if a == "policy.decided" and d["mode"] == "auto"]
     assert counted == [[ran]]
+
+
+def test_the_circuit_breaker_trips_stops_automation_and_pages(
+        loop: Loop, redis: Redis, redis_url: str, sim_factory: SimFactory,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PD_POLICY_TEST_KEY", "P" * 32)
+    sims = seed_hosts(sim_factory, 2)
+    pager = PagerDutyStandIn().start()
+    try:
+        paging = {"pagerduty": {"routing_key_env": "PD_POLICY_TEST_KEY", "url": pager.url,
+                                "after_s": 3600, "timeout_s": 2}}  # incidents: no page yet
+        loop.start(fleet_settings(redis_url, sims, loop, [stop_policy()], fraction=0.5,
+                                  paging=paging))  # cap: min(10, floor(0.5 × 2 hosts)) = 1
+        ids = dict(zip(sims, post_alerts(loop, list(sims)), strict=True))
+        loop.wait_state(ids["gpu-01"], S.VERIFIED)
+        why = thread_line(loop, ids["gpu-02"], "circuit breaker")
+        assert why == (f":raised_hand: Policy `{POLICY}` did not run `systemd.stop_disable` on "
+                       "gpu-02: circuit breaker open: 1 host acted on automatically in the "
+                       "last hour (cap 1); every automatic action asks for a click.")
+        assert loop.state(ids["gpu-02"]) is S.AWAITING_APPROVAL and stops(sims["gpu-02"]) == 0
+        page = wait_until(lambda: next((e.body for e in pager.events
+                                        if str(e.body["dedup_key"]).startswith(
+                                            "policy-breaker-")), None), 30, "the page")
+        assert page["event_action"] == "trigger" and page["payload"]["severity"] == "critical"
+        assert page["payload"]["summary"] == (
+            f"incident-bot fleet circuit breaker tripped by gpu-02 under policy {POLICY}: "
+            "1 host acted on automatically in the last hour reached the cap of 1; every "
+            "automatic action asks for a click until it closes")
+        assert page["payload"]["custom_details"]["hosts"] == ["gpu-01"]
+        tripped = [e for e in loop.flow.audit.recent() if e.action == "policy.breaker_tripped"]
+        assert len(tripped) == 1 and tripped[0].detail["host"] == "gpu-02"
+        assert [e.body["dedup_key"] for e in pager.events] == [page["dedup_key"]]
+        # a person closes it: the page resolves, and nothing else was paged
+        assert PolicyLimits(redis, fleet_cap=1).reset(ONCALL)
+        key = str(page["dedup_key"])
+        wait_until(lambda: pager.alerts().get(key) == "resolved", 30, "the resolve")
+        assert pager.actions(key) == ["trigger", "resolve"]
+        assert {e.body["dedup_key"] for e in pager.events} == {key}
+    finally:
+        for bot in loop.bots:  # stop the paging thread before its stand-in goes
+            bot.stop()
+        loop.bots.clear()
+        pager.stop()

@@ -195,8 +195,10 @@ POLICY_LIMIT = "limit reached: {n_hosts} in the last {period} ({hosts})"
 POLICY_WINDOW = "policy {policy} does not act on its own during {window}"
 POLICY_BREAKER = ("circuit breaker open: {n_hosts} acted on automatically in the last {period} "
                   "(cap {cap}); every automatic action asks for a click")
-POLICY_BREAKER_TRIPPED = ("circuit breaker tripped by {host} under policy {policy}: {n} hosts "
-                          "in the last {period} reached the cap of {cap}")
+POLICY_BREAKER_TRIPPED = ("incident-bot fleet circuit breaker tripped by {host} under policy "
+                          "{policy}: {n_hosts} acted on automatically in the last {period} "
+                          "reached the cap of {cap}; every automatic action asks for a click "
+                          "until it closes")
 POLICY_REFUSED = "policy {policy} lets only {who} approve {kind} on {host}"
 POLICY_SILENCED = "inside maintenance window {window} ({hosts}): recorded, not posted"
 POLICY_REFUSED_CLICK = ("You are not allowed to approve or deny `{kind}` on {host}: policy "
