@@ -247,3 +247,29 @@ def test_the_circuit_breaker_trips_stops_automation_and_pages(
             bot.stop()
         loop.bots.clear()
         pager.stop()
+
+
+def test_a_maintenance_window_records_the_alert_and_posts_nothing(
+        loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sim = sim_factory("seed")
+    window = {"hosts": "gpu-0*", "every": "daily 00:00-24:00 UTC", "reason": "rack move"}
+    loop.start(fleet_settings(redis_url, {"gpu-01": sim, "lab-01": sim}, loop,
+                              [stop_policy()], maintenance=[window]))
+    reply = httpx.post(f"{loop.bots[0].served.url}/alerts", timeout=10,
+                       json=[{"host": "gpu-01", "kind": "vm_restart"},
+                             {"host": "lab-01", "kind": "disk_full"}],
+                       headers={"Authorization": f"Bearer {ALERT_TOKEN}"})
+    assert reply.status_code == 200 and reply.json()["outcomes"] == {"silenced": 1, "created": 1}
+    (posted,) = reply.json()["incidents"]
+    loop.wait_state(posted, S.NO_ACTION, S.AWAITING_APPROVAL)  # lab-01: posted and diagnosed
+    loop.message(posted)
+    loop.drain()
+    assert [i.host for i in loop.flow.incidents.list()] == ["lab-01"]
+    tops = [c.params for c in loop.standin.calls_of("chat.postMessage")
+            if not c.params.get("thread_ts")]
+    assert len(tops) == 1 and "lab-01" in json.dumps(tops[0])  # one message: lab-01's
+    (entry,) = [e for e in loop.flow.audit.recent() if e.action == "alert.suppressed"]
+    assert (entry.detail["host"], entry.detail["kind"]) == ("gpu-01", "vm_restart")
+    assert (entry.detail["window"], entry.detail["reason"]) == (window["every"], "rack move")
+    assert [e.action for e in loop.flow.audit.recent()].count("maintenance.set") == 1
+    assert stops(sim) == 0  # the policy never saw gpu-01's alert
