@@ -9,7 +9,7 @@ from bot.chat.slash import SlashReply
 from bot.core.errors import log_internal
 from bot.domain.incident import Alert
 from bot.extract.jobs_api import JobBook
-from bot.flow.diagnose_step import DiagnoseStep
+from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
 from bot.flow.progress_step import progress_text
 from storage.incidents import IncidentStore
@@ -19,7 +19,7 @@ from storage.silences import SilenceStore
 class FlowSlashHandlers:
     """Read-only answers are ephemeral; ``diag`` opens an incident (posted in channel)."""
 
-    def __init__(self, incidents: IncidentStore, hosts: Collection[str], diagnose: DiagnoseStep,
+    def __init__(self, incidents: IncidentStore, hosts: Collection[str], diagnose: Diagnoses,
                  publisher: Publisher, jobs: JobBook, silences: SilenceStore, *,
                  digest_now: Callable[[], None] | None = None,
                  decide: Callable[[str, str, str, int], str] | None = None) -> None:

@@ -9,6 +9,7 @@ Real: redis-server, OpenSSH sshd per sim host, our service. Stand-ins: Slack's W
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -20,6 +21,7 @@ from bot.config.settings import Settings
 from bot.domain.lifecycle import IncidentState
 from bot.rig.pagerduty_standin import PagerDutyStandIn
 from bot.sim.sshd import SimHost
+from storage import keys
 from storage.policy_limits import PolicyLimits
 from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
     CHANNEL,
@@ -273,3 +275,32 @@ def test_a_maintenance_window_records_the_alert_and_posts_nothing(
     assert (entry.detail["window"], entry.detail["reason"]) == (window["every"], "rack move")
     assert [e.action for e in loop.flow.audit.recent()].count("maintenance.set") == 1
     assert stops(sim) == 0  # the policy never saw gpu-01's alert
+
+
+def test_a_retry_lets_the_policy_act_once_its_limit_has_room(
+        loop: Loop, redis: Redis, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    """Every path that diagnoses (the alert, ``/ir diag``, Retry) lets the policy act."""
+    sims = seed_hosts(sim_factory, 1)
+    loop.standin.groups[GPUOPS] = [BOB]
+    bot = loop.start(fleet_settings(redis_url, sims, loop, [stop_policy(max_hosts=1)]))
+    limits = PolicyLimits(redis, fleet_cap=10)
+    assert limits.try_count(POLICY, "gpu-09", time.time(), 3600, 1).admitted  # the limit: full
+    assert bot.sender.slash(ONCALL, "/ir", "diag gpu-01 vm_restart").status_code == 200
+    incident_id = wait_until(lambda: next((i.id for i in loop.flow.incidents.list()), None),
+                             30, "the incident /ir diag opened")
+    loop.wait_state(incident_id, S.AWAITING_APPROVAL)
+    assert "limit reached: 1 host in the last hour (gpu-09)" in thread_line(
+        loop, incident_id, "limit reached")
+    (stop,) = [a for a in loop.flow.approvals.for_incident(incident_id)
+               if a.kind == "systemd.stop_disable"]
+    assert bot.service.desk.deny(stop.id, BOB, "not now").acted
+    loop.wait_state(incident_id, S.DENIED)
+    # the hour went by: the limit (and the fleet count) have room again
+    redis.delete(keys.policy_hosts(POLICY), keys.policy_fleet_hosts())
+    loop.click(ONCALL, loop.wait_text(incident_id, "Retry"), action("incident_retry"))
+    loop.wait_state(incident_id, S.VERIFIED)
+    assert "1 of 1 hosts in the last hour: gpu-01" in thread_line(loop, incident_id,
+                                                                  "without a click")
+    assert stops(sims["gpu-01"]) == 1
+    actors = [u for u, a, _ in audit(loop, incident_id) if a == "approval.approved"]
+    assert actors == [f"policy:{POLICY}"]
