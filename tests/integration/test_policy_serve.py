@@ -93,9 +93,10 @@ def unit_active(sim: SimHost) -> bool:
 
 
 def thread(loop: Loop, incident_id: str) -> list[str]:  # noqa: F811
-    """The texts posted in the incident's thread, in order."""
+    """The texts posted in the incident's thread, in order (none before it is posted)."""
     chat = loop.flow.incidents.require(incident_id).chat
-    assert chat is not None
+    if chat is None:
+        return []
     return [str(c.params.get("text", "")) for c in loop.standin.calls_of("chat.postMessage")
             if c.params.get("thread_ts") == chat.ts]
 
