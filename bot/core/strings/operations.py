@@ -209,6 +209,11 @@ POLICY_SHADOW_NOTE = (":eyes: Shadow mode: policy `{policy}` would have run `{ki
                       "without a click. Nothing ran; approve below as usual.")
 POLICY_FELL_BACK = ":raised_hand: Policy `{policy}` did not run `{kind}` on {host}: {reason}."
 POLICY_AUTO_WHY = "{n} of {max} hosts in the last {period}: {hosts}"
+POLICY_BREAKER_OPEN_CLI = ("circuit breaker open: {n_hosts} acted on automatically in the last "
+                           "{period} ({hosts}), cap {cap}; every automatic action asks for a "
+                           "click")
+POLICY_BREAKER_CLOSED_CLI = "circuit breaker closed: automatic actions allowed (cap {cap})"
+POLICY_BREAKER_RESET_CLI = "circuit breaker closed by {actor}; its page resolves on the next tick"
 SILENCE_MAINTENANCE = "{hosts}/{kinds}  every {every}  (maintenance window)  {reason}"
 
 # --- issue 26: Slurm drain and resume --------------------------------------------------
