@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 
 from bot.core.errors import log_internal
+from bot.domain.lifecycle import IncidentState
 from bot.flow.diagnose_step import DiagnoseStep
 from bot.flow.message import Publisher
 from bot.flow.policy_step import PolicyStep
@@ -55,6 +56,11 @@ class Consumer:
             self._post_closing_note(incident_id)
 
     def _diagnose(self, incident_id: str) -> None:
+        """Only an incident still ``open``: ``/ir diag`` diagnoses its own incident, and a
+        late ``incident.opened`` must not diagnose it again (a second set of approvals)."""
+        found = self.publisher.incidents.get(incident_id)
+        if found is None or found.state is not IncidentState.OPEN:
+            return
         self.diagnose.on_opened(incident_id)
         if self.policies is not None:
             self.policies.after_diagnosis(incident_id)
