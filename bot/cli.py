@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "extract": ("extract", "Resumable hidden-state extraction jobs."),
     "digest": ("digest", "Health digests: GPU memory and utilisation, disks, incidents."),
     "postmortem": ("postmortem", "Print an incident's postmortem timeline as Markdown (or JSON)."),
-    "policy": ("policy", "What the fleet policies would do: check and replay."),
+    "policy": ("policy", "What the fleet policies would do: check, replay, breaker."),
 }
 COMMAND_MODULES = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 _LISTING = "incident_bot.listing"

@@ -160,7 +160,7 @@ def _slack_app(settings: Settings, redis: Redis, flow: Flow, desk: ApprovalDesk,
                backend: SlackBackend | None) -> SlackApp | None:
     if backend is None:
         return None
-    slash = FlowSlashHandlers(flow.incidents, tuple(settings.hosts), flow.diagnose,
+    slash = FlowSlashHandlers(flow.incidents, tuple(settings.hosts), flow.diagnosis(),
                               flow.publisher, flow.jobs, flow.silences,
                               digest_now=partial(_digest_now, settings, redis, flow),
                               decide=desk.incident, slurm=flow.slurm, stats=flow.stats)

@@ -89,15 +89,17 @@ class PolicyLimits:
             breaker=verdict in ("breaker", "tripped"), tripped=verdict == "tripped",
             fleet_hosts=tuple(_s(h) for h in fleet), cap=self.fleet_cap)
         if admission.tripped:
-            self._record_trip(policy, host, admission)
+            self._record_trip(policy, host, admission, now)
         return admission
 
-    def _record_trip(self, policy: str, host: str, admission: Admission) -> None:
+    def _record_trip(self, policy: str, host: str, admission: Admission, now: float) -> None:
+        """``at`` (whole seconds) names this trip: paging pages once per trip with it."""
         detail = {"policy": policy, "host": host, "hosts": list(admission.fleet_hosts),
                   "cap": self.fleet_cap, "window_s": self.fleet_window_s}
         self.audit.append_global("policy", BREAKER_EVENT, detail)
         self.events.publish(BREAKER_EVENT, "", policy=policy, host=host,
-                            hosts=",".join(admission.fleet_hosts), cap=self.fleet_cap)
+                            hosts=",".join(admission.fleet_hosts), cap=self.fleet_cap,
+                            window_s=self.fleet_window_s, at=int(now))
 
     def breaker(self) -> BreakerState:
         """Whether the breaker is open now, with the hosts it counted (for rendering)."""

@@ -1,4 +1,5 @@
-"""`incident-bot policy check|replay`: what the fleet policies would do, before they do it.
+"""`incident-bot policy check|replay|breaker`: what the fleet policies would do, before they
+do it, and the fleet circuit breaker's state (``--reset`` closes it once a person looked).
 
 ``check`` needs only the config: every catalog action on every inventory host, the
 policy it hits and that policy's mode. ``replay`` reads the audit stream (the same Redis
@@ -8,6 +9,7 @@ the current policies would have run without a click, and which would have hit a 
 
 from __future__ import annotations
 
+import getpass
 import time
 from pathlib import Path
 from typing import Annotated
@@ -16,8 +18,16 @@ import typer
 
 from bot.config.policy import fleet_limits_from_settings, policies_from_settings
 from bot.config.settings import Settings, load_settings
+from bot.core import strings
 from bot.core.errors import UserError
-from bot.domain.policy import ActionRef, Policy, PolicyDecision, PolicyMode, period_words
+from bot.domain.policy import (
+    ActionRef,
+    Policy,
+    PolicyDecision,
+    PolicyMode,
+    host_count,
+    period_words,
+)
 from bot.domain.policy_replay import CheckRow, PastAction, check_rows, replay
 from bot.domain.windows import WindowError, parse_period
 
@@ -86,6 +96,32 @@ def past_actions(settings: Settings, since_s: float, now: float) -> list[PastAct
                        kinds.get(e.incident_id, ""), e.actor) for e in entries]
 
 
+def breaker(settings: Settings, reset: bool) -> str:
+    """The breaker's state, or closing it (audited as ``cli:<login>``)."""
+    from storage.connection import StorageError, connect
+    from storage.policy_limits import PolicyLimits
+
+    limits = fleet_limits_from_settings(settings)
+    client = connect(settings.redis_url)
+    counter = PolicyLimits(client, fleet_cap=limits.cap(len(settings.hosts)),
+                           fleet_window_s=limits.per_s)
+    try:
+        if reset:
+            actor = f"cli:{getpass.getuser()}"
+            if counter.reset(actor):
+                return strings.POLICY_BREAKER_RESET_CLI.format(actor=actor)
+        state = counter.breaker()
+    except StorageError as exc:
+        raise UserError(f"cannot read the breaker at {settings.redis_url}: {exc}") from None
+    finally:
+        client.close()
+    if not state.open:
+        return strings.POLICY_BREAKER_CLOSED_CLI.format(cap=state.cap)
+    return strings.POLICY_BREAKER_OPEN_CLI.format(
+        n_hosts=host_count(len(state.hosts)), period=period_words(limits.per_s),
+        hosts=", ".join(sorted(state.hosts)) or "-", cap=state.cap)
+
+
 def replay_line(item: PastAction, d: PolicyDecision) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(item.ts))
     what = {PolicyMode.AUTO: "would have run automatically",
@@ -104,7 +140,7 @@ def replay_summary(results: list[tuple[PastAction, PolicyDecision]]) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    policy = typer.Typer(help="What the fleet policies would do: check and replay.",
+    policy = typer.Typer(help="What the fleet policies would do: check, replay, breaker.",
                          no_args_is_help=True)
 
     @policy.command("check")
@@ -137,5 +173,12 @@ def register(app: typer.Typer) -> None:
         for item, decision in results:
             typer.echo(replay_line(item, decision))
         typer.echo(replay_summary(results))
+
+    @policy.command("breaker")
+    def breaker_(config: ConfigOpt,
+                 reset: Annotated[bool, typer.Option(
+                     "--reset", help="close an open breaker (audited)")] = False) -> None:
+        """The fleet circuit breaker: open or closed, and the hosts it counted."""
+        typer.echo(breaker(load_settings(config), reset))
 
     app.add_typer(policy, name="policy")

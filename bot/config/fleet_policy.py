@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from fnmatch import fnmatchcase
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from bot.core.schema import StrictModel
 from bot.domain.incident import valid_kind
@@ -113,6 +113,15 @@ class PolicySettings(StrictModel):
             raise ValueError(f"{bad[0]!r} is not a Slack user (U…/W…) or usergroup (S…) id")
         return v
 
+    @model_validator(mode="after")
+    def _auto_is_not_two_person(self) -> PolicySettings:
+        """``auto`` runs without a click and ``two_person`` asks two people: the flow would
+        silently ask instead (a policy never half-approves), so say it at start."""
+        if self.mode is PolicyMode.AUTO and self.two_person:
+            raise ValueError("mode auto runs without a click but two_person asks two people "
+                             "to approve: choose one")
+        return self
+
 
 class PolicyLimitSettings(StrictModel):
     max_hosts_per_hour: int = Field(10, ge=0, le=100_000)
@@ -152,6 +161,20 @@ def unique_names(policies: list[PolicySettings]) -> list[PolicySettings]:
         if p.name in seen:
             raise ValueError(f"two policies are named {p.name!r}")
         seen.add(p.name)
+    return policies
+
+
+def auto_vs_two_person(policies: list[PolicySettings],
+                       two_person: list[str]) -> list[PolicySettings]:
+    """An ``auto`` policy whose action glob covers a kind ``approvals.two_person`` names
+    would never run alone (two-person actions are never approved by a policy)."""
+    for p in policies:
+        hit = [k for k in two_person if p.mode is PolicyMode.AUTO
+               and fnmatchcase(k, p.match.action)]
+        if hit:
+            raise ValueError(f"policy {p.name!r} is mode auto for {hit[0]}, which "
+                             "approvals.two_person says needs two people: use mode approve "
+                             "or narrow match.action")
     return policies
 
 

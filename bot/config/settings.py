@@ -14,13 +14,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.config.fleet_policy import (
     MaintenanceSettings,
     PolicyLimitSettings,
     PolicySettings,
+    auto_vs_two_person,
     unique_names,
 )
 from bot.core.errors import ConfigError
@@ -206,8 +207,11 @@ class Settings(BaseSettings):
 
     @field_validator("policies")
     @classmethod
-    def _unique_policies(cls, v: list[PolicySettings]) -> list[PolicySettings]:
-        return unique_names(v)
+    def _unique_policies(cls, v: list[PolicySettings],
+                         info: ValidationInfo) -> list[PolicySettings]:
+        approvals = info.data.get("approvals")  # declared above: validated already
+        kinds = approvals.two_person if isinstance(approvals, ApprovalSettings) else []
+        return auto_vs_two_person(unique_names(v), kinds)
 
     @classmethod
     def settings_customise_sources(  # type: ignore[override]

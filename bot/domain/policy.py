@@ -204,18 +204,23 @@ def decide(policy: Policy | None, now: float, counted: Admission | None,
     return PolicyDecision(PolicyMode.APPROVE, policy, reason, counted.hosts)
 
 
+def host_count(n: int) -> str:
+    """``1 host``, ``3 hosts``: the count as a person writes it."""
+    return f"{n} host" if n == 1 else f"{n} hosts"
+
+
 def limit_text(policy: Policy, hosts: Iterable[str]) -> str:
     """"limit reached: 3 hosts in the last hour (gpu-03, gpu-07, gpu-11)"."""
     names = sorted(hosts)
     per = policy.limit.per_s if policy.limit else HOUR_S
-    return strings.POLICY_LIMIT.format(n=len(names), period=period_words(per),
-                                       hosts=", ".join(names))
+    return strings.POLICY_LIMIT.format(n_hosts=host_count(len(names)),
+                                       period=period_words(per), hosts=", ".join(names))
 
 
 def breaker_text(state: BreakerState, limits: FleetLimits | None) -> str:
     per = limits.per_s if limits else HOUR_S
-    return strings.POLICY_BREAKER.format(n=len(state.hosts), period=period_words(per),
-                                         cap=state.cap)
+    return strings.POLICY_BREAKER.format(n_hosts=host_count(len(state.hosts)),
+                                         period=period_words(per), cap=state.cap)
 
 
 def approvers_for(policy: Policy | None, default: frozenset[str]) -> frozenset[str]:

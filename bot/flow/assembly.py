@@ -35,7 +35,7 @@ from bot.flow.followups import Followups
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
-from bot.flow.policy_step import PolicyStep
+from bot.flow.policy_step import PolicedDiagnosis, PolicyStep
 from bot.flow.progress_step import ProgressStep
 from bot.flow.reboot_step import RebootStep
 from bot.flow.reconcile import reconcile_settings
@@ -88,8 +88,11 @@ class Flow:
 
     def consumer(self) -> Consumer:
         """A new consumer loop on the events stream (one per thread)."""
-        return Consumer(self.events, self.diagnose, self.publisher, self.closing_note,
-                        self.policies)
+        return Consumer(self.events, self.diagnosis(), self.publisher, self.closing_note)
+
+    def diagnosis(self) -> PolicedDiagnosis:
+        """What ``/ir diag`` runs: the diagnosis, then what the fleet policies do with it."""
+        return PolicedDiagnosis(self.diagnose, self.policies)
 
     def callbacks(self) -> ApprovalCallbacks:
         """What the approval desk calls once a decision is final."""
@@ -130,6 +133,8 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
     events = IncidentEvents(redis)
     approve = ApproveStep(incidents, plans, publisher, act, audit, actions, bot_user=BOT_USER,
                           clock=clock)
+    policies = (PolicyStep(incidents, approvals, audit, publisher, approve, clock=clock)
+                if gate is not None else None)
     return Flow(
         incidents=incidents, approvals=approvals, audit=audit, events=events,
         silences=SilenceStore(redis), renders=renders, policy=policy, jobs=jobs, chat=chat,
@@ -137,14 +142,13 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
         runner=runner, hosts=hosts, publisher=publisher, plans=plans, diagnose=diagnose,
         followups=followups, reboots=reboots, act=act, slurm=slurm,
         approve=approve,
-        decide=DecideStep(incidents, plans, publisher, audit, events, diagnose, actions,
+        decide=DecideStep(incidents, plans, publisher, audit, events,
+                          PolicedDiagnosis(diagnose, policies), actions,
                           bot_user=BOT_USER, clock=clock),
         progress=ProgressStep(incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
         actions=actions, clock=clock, closing_note=_postmortem_note(redis),
-        stats=_stats_report(redis, clock),
-        policies=PolicyStep(incidents, approvals, audit, publisher, approve, clock=clock)
-        if gate is not None else None)
+        stats=_stats_report(redis, clock), policies=policies)
 
 
 def _stats_report(redis: Redis, clock: Callable[[], float]) -> Callable[[int], str]:

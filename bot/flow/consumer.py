@@ -15,9 +15,8 @@ from collections.abc import Callable
 
 from bot.core.errors import log_internal
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
-from bot.flow.diagnose_step import DiagnoseStep
+from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
-from bot.flow.policy_step import PolicyStep
 from storage.events import IncidentEvents
 
 log = logging.getLogger(__name__)
@@ -34,12 +33,11 @@ def consumer_name() -> str:
 class Consumer:
     """One consumer of the events stream: an event in, the step it calls for run."""
 
-    def __init__(self, events: IncidentEvents, diagnose: DiagnoseStep, publisher: Publisher,
+    def __init__(self, events: IncidentEvents, diagnose: Diagnoses, publisher: Publisher,
                  closing_note: Callable[[str], str | None] | None = None,
-                 policies: PolicyStep | None = None) -> None:
+                 ) -> None:
         self.events = events
-        self.diagnose = diagnose
-        self.policies = policies  # what the fleet policies run without a click
+        self.diagnose = diagnose  # the diagnosis, then what the fleet policies run on it
         self.publisher = publisher
         self.closing_note = closing_note  # the postmortem's summary, posted once on resolve
         self.name = consumer_name()
@@ -60,8 +58,6 @@ class Consumer:
 
     def _diagnose(self, incident_id: str) -> None:
         self.diagnose.on_opened(incident_id, only_from=FIRST_DIAGNOSIS)
-        if self.policies is not None:
-            self.policies.after_diagnosis(incident_id)
 
     def _post_closing_note(self, incident_id: str) -> None:
         """The timeline in the thread when an incident resolves (one replica: the group)."""

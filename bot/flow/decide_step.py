@@ -17,7 +17,7 @@ from bot.core import strings
 from bot.domain.incident import Incident
 from bot.domain.incident_record import Snooze
 from bot.domain.lifecycle import MAX_SNOOZE_S, SNOOZABLE, IncidentState, can_transition
-from bot.flow.diagnose_step import DiagnoseStep
+from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from storage.audit import AuditLog
@@ -40,7 +40,7 @@ class DecideStep:
     """Ack, Resolve, Snooze, Retry and Escalate applied to the stored incident."""
 
     def __init__(self, incidents: IncidentStore, plans: Plans, publisher: Publisher,
-                 audit: AuditLog, events: IncidentEvents, diagnose: DiagnoseStep,
+                 audit: AuditLog, events: IncidentEvents, diagnose: Diagnoses,
                  actions: Executor | None = None, *, bot_user: str = "incident-bot",
                  clock: Callable[[], float] = time.time) -> None:
         self.incidents = incidents

@@ -9,6 +9,7 @@ was stored (``bot.flow.message``).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Protocol
 
 from bot.chat.evidence import kept_outputs
 from bot.chat.render import evidence_hash
@@ -31,6 +32,14 @@ def outcome_state(diagnosis: Diagnosis, n_plans: int) -> IncidentState:
     if n_plans:
         return IncidentState.AWAITING_APPROVAL
     return IncidentState.NO_ACTION if diagnosis.findings else IncidentState.RESOLVED
+
+
+class Diagnoses(Protocol):
+    """What Retry and ``/ir diag`` call: ``DiagnoseStep``, or it followed by the fleet
+    policies' step (``bot.flow.policy_step.PolicedDiagnosis``)."""
+
+    def on_opened(self, incident_id: str,
+                  only_from: frozenset[IncidentState] | None = None) -> Incident: ...
 
 
 class DiagnoseStep:

@@ -16,7 +16,10 @@ from collections.abc import Callable
 from bot.chat.interactions import audit_sink
 from bot.chat.policy_desk import claim_as_policy
 from bot.domain.approval import Approval
+from bot.domain.incident import Incident
+from bot.domain.lifecycle import IncidentState
 from bot.flow.approve_step import ApproveStep
+from bot.flow.diagnose_step import DiagnoseStep
 from bot.flow.message import Publisher
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
@@ -57,3 +60,20 @@ class PolicyStep:
     def _claim(self, approval: Approval) -> bool:
         return claim_as_policy(self.approvals, approval, str(approval.action.get("policy", "")),
                                "auto", self.clock(), audit_sink(self.audit))
+
+
+class PolicedDiagnosis:
+    """A diagnosis, then what the policies run or say about it: for every path that
+    diagnoses (the consumer, Retry, ``/ir diag``), so an ``auto`` proposal never waits
+    unclaimed and unexplained after its host was counted against the limit."""
+
+    def __init__(self, diagnose: DiagnoseStep, policies: PolicyStep | None) -> None:
+        self.diagnose = diagnose
+        self.policies = policies
+
+    def on_opened(self, incident_id: str,
+                  only_from: frozenset[IncidentState] | None = None) -> Incident:
+        incident = self.diagnose.on_opened(incident_id, only_from)
+        if self.policies is not None:
+            self.policies.after_diagnosis(incident_id)
+        return incident

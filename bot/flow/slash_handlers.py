@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Collection
 
 from bot.chat.slash import SlashReply
@@ -11,10 +12,10 @@ from bot.core.errors import log_internal
 from bot.domain.incident import Alert
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
 from bot.extract.jobs_api import JobBook
-from bot.flow.diagnose_step import DiagnoseStep
+from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
 from bot.flow.progress_step import progress_text
-from bot.flow.slurm_step import SlurmStep, drained_cache, drained_report
+from bot.flow.slurm_step import SlurmStep, drained_report
 from storage.incidents import IncidentStore
 from storage.silences import SilenceStore
 
@@ -22,7 +23,7 @@ from storage.silences import SilenceStore
 class FlowSlashHandlers:
     """Read-only answers are ephemeral; ``diag`` opens an incident (posted in channel)."""
 
-    def __init__(self, incidents: IncidentStore, hosts: Collection[str], diagnose: DiagnoseStep,
+    def __init__(self, incidents: IncidentStore, hosts: Collection[str], diagnose: Diagnoses,
                  publisher: Publisher, jobs: JobBook, silences: SilenceStore, *,
                  digest_now: Callable[[], None] | None = None,
                  decide: Callable[[str, str, str, int], str] | None = None,
@@ -37,7 +38,7 @@ class FlowSlashHandlers:
         self._digest_now = digest_now
         self._decide = decide  # the approval desk's incident decisions (checks who may)
         self._stats = stats  # the response numbers over a window, as one reply
-        self._drained = slurm.drained if slurm is not None else drained_cache(diagnose.hosts)
+        self._drained = slurm.drained if slurm is not None else None
 
     def status(self, user: str) -> SlashReply:
         lines = []
@@ -111,4 +112,6 @@ class FlowSlashHandlers:
     def drained(self, user: str) -> SlashReply:
         """``/ir drained``: the Slurm nodes out of the scheduler, read from the cluster now
         (through the flow's Slurm step, which the act step holds)."""
-        return SlashReply(drained_report(self._drained, self._diagnose.hosts.clock()))
+        if self._drained is None:
+            return SlashReply(strings.SLASH_UNAVAILABLE.format(name="drained"))
+        return SlashReply(drained_report(self._drained, time.time()))

@@ -4,9 +4,13 @@ round of each and never sleeps, so the scheduler, a thread or a test can drive i
 1. The events stream (its own consumer group, ``paging``): ``incident.ack`` queues an
    acknowledge (or, before any page, marks the incident never to page);
    ``incident.resolved`` queues a resolve.
+   ``policy.breaker_tripped`` (the fleet circuit breaker stopped every automatic action,
+   issue 28) triggers a page at once, whatever ``after_s`` and ``severities`` say: its
+   dedup key is ``policy-breaker-<trip time>``, one PagerDuty alert per trip.
 2. A scan of open incidents: one of a paged severity that nobody acked or acted on
    within ``after_s`` is triggered (once: the outbox's page state decides). A paged
-   incident that is no longer open is resolved even if its event was missed.
+   incident that is no longer open is resolved even if its event was missed; a breaker
+   page is resolved once the breaker is closed again (its hour ran out, or a reset).
 3. The outbox's due incidents: take the incident's lease, send its head item, then
    complete it, defer it (429: ``Retry-After``, else backoff; 5xx/timeout: backoff) or
    reject it (400: on the dead list, with PagerDuty's reason).
@@ -25,6 +29,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bot.core import strings
 from bot.domain.incident import Incident
 from bot.domain.paging import (
     PERSON_ACTIONS,
@@ -36,6 +41,7 @@ from bot.domain.paging import (
     retry_after_s,
     should_trigger,
 )
+from bot.domain.policy import host_count, period_words
 from bot.paging.client import EventSender, SendOutcome
 from storage.audit import AuditLog
 from storage.connection import Redis
@@ -43,11 +49,13 @@ from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
 from storage.leases import Lease
 from storage.paging import PageOutbox
+from storage.policy_limits import BREAKER_EVENT, PolicyLimits
 
 log = logging.getLogger(__name__)
 GROUP = "paging"
 STALE_MS = 60_000
 _ACTIVE = (PageAction.TRIGGER.value, PageAction.ACKNOWLEDGE.value)
+BREAKER_KEY = "policy-breaker"  # dedup keys of breaker pages: policy-breaker-<trip time>
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,27 @@ def trigger_item(incident: Incident, facts: PageFacts, now: float) -> PageItem:
     return PageItem(uuid.uuid4().hex, incident.id, PageAction.TRIGGER, now, payload)
 
 
+def is_breaker_key(dedup_key: str) -> bool:
+    return dedup_key.startswith(f"{BREAKER_KEY}-")
+
+
+def breaker_item(event: dict[str, str], now: float) -> PageItem:
+    """The page for one breaker trip (``storage/policy_limits.py``'s event fields)."""
+    hosts = [h for h in event.get("hosts", "").split(",") if h]
+    window_s = float(event.get("window_s") or 3600)
+    summary = strings.POLICY_BREAKER_TRIPPED.format(
+        host=event.get("host", "?"), policy=event.get("policy", "?"),
+        n_hosts=host_count(len(hosts)), period=period_words(window_s),
+        cap=event.get("cap", "?"))
+    details: dict[str, object] = {"policy": event.get("policy", ""),
+                                  "host": event.get("host", ""), "hosts": hosts,
+                                  "cap": event.get("cap", ""), "window_s": window_s}
+    payload = PagePayload(summary=summary, source="incident-bot", severity="critical",
+                          custom_details=details)
+    at = event.get("at") or str(int(now))
+    return PageItem(uuid.uuid4().hex, f"{BREAKER_KEY}-{at}", PageAction.TRIGGER, now, payload)
+
+
 @dataclass
 class TickReport:
     events: int = 0
@@ -96,6 +125,7 @@ class PagingService:
         self.audit = AuditLog(redis, clock=clock)
         self.events = IncidentEvents(redis)
         self.outbox = PageOutbox(redis, clock=clock)
+        self.breaker = PolicyLimits(redis, fleet_cap=0, clock=clock)  # read: open or not
         self.consumer = consumer or (f"{socket.gethostname()}-{os.getpid()}-"
                                      f"{secrets.token_hex(4)}")
 
@@ -112,7 +142,10 @@ class PagingService:
                  or self.events.claim_stale(GROUP, self.consumer, STALE_MS)
                  or self.events.consume(GROUP, self.consumer, block_ms=None))
         for entry_id, event in batch:
-            self.on_event(event.get("type", ""), event.get("incident_id", ""), report)
+            if event.get("type") == BREAKER_EVENT:
+                self.on_breaker_tripped(event, report)
+            else:
+                self.on_event(event.get("type", ""), event.get("incident_id", ""), report)
             self.events.ack(GROUP, entry_id)
             report.events += 1
 
@@ -129,6 +162,12 @@ class PagingService:
         elif kind == "incident.resolved":
             self._resolve(incident_id, now, report)
 
+    def on_breaker_tripped(self, event: dict[str, str], report: TickReport) -> None:
+        """Automation stopped fleet-wide: a person must look now (no ``after_s`` wait)."""
+        item = breaker_item(event, self.clock())
+        if self.outbox.enqueue(item):
+            report.queued.append(f"trigger {item.incident_id}")
+
     def _resolve(self, incident_id: str, now: float, report: TickReport) -> None:
         item = PageItem(uuid.uuid4().hex, incident_id, PageAction.RESOLVE, now)
         if self.outbox.enqueue(item):
@@ -143,6 +182,10 @@ class PagingService:
             if self.outbox.enqueue(trigger_item(incident, page_facts(incident), now)):
                 report.queued.append(f"trigger {incident.id}")
         for incident_id in self.outbox.paged(_ACTIVE):
+            if is_breaker_key(incident_id):
+                if not self.breaker.breaker().open:
+                    self._resolve(incident_id, now, report)
+                continue
             found = self.incidents.get(incident_id)
             if found is None or not found.is_open:
                 self._resolve(incident_id, now, report)

@@ -114,3 +114,27 @@ def test_replay_refuses_a_bad_period_and_a_dead_redis(
     assert rc == 2 and "invalid --since" in err
     rc, _, err = run(capsys, "policy", "replay", "--config", str(path))
     assert rc == 1 and "cannot read the audit stream at redis://127.0.0.1:1/0" in err
+
+
+def test_breaker_shows_its_state_and_reset_closes_it_audited(
+        tmp_path: Path, redis: Redis, redis_url: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from storage.policy_limits import BREAKER_RESET, PolicyLimits
+
+    path = config(tmp_path, redis_url, hosts=2)  # cap: min(10, floor(1.0 × 2)) = 2
+    rc, out, _ = run(capsys, "policy", "breaker", "--config", str(path))
+    assert rc == 0 and out.strip() == "circuit breaker closed: automatic actions allowed (cap 2)"
+    limits, now = PolicyLimits(redis, fleet_cap=2), time.time()
+    assert [limits.try_count("p", h, now, 3600, 0).tripped
+            for h in ("gpu-01", "gpu-02", "gpu-03")] == [False, False, True]
+    rc, out, _ = run(capsys, "policy", "breaker", "--config", str(path))
+    assert out.strip() == ("circuit breaker open: 2 hosts acted on automatically in the last "
+                           "hour (gpu-01, gpu-02), cap 2; every automatic action asks for a "
+                           "click")
+    rc, out, _ = run(capsys, "policy", "breaker", "--reset", "--config", str(path))
+    assert rc == 0 and "circuit breaker closed by cli:" in out
+    assert not limits.breaker().open
+    assert [e.action for e in AuditLog(redis).recent()].count(BREAKER_RESET) == 1
+    rc, out, _ = run(capsys, "policy", "breaker", "--reset", "--config", str(path))
+    assert out.strip().startswith("circuit breaker closed: automatic")  # nothing to close
+    assert [e.action for e in AuditLog(redis).recent()].count(BREAKER_RESET) == 1

@@ -56,7 +56,9 @@ def approve(lp: Loop, incident_id: str, kind: str) -> None:
 
 
 def thread(lp: Loop, incident_id: str) -> list[str]:
-    """The thread as a person reads it: the message as it is now, then every reply."""
+    """The thread as a person reads it: the message as it is now, then every reply (once
+    the outbox has sent what Slack's pace held back)."""
+    assert lp.flow.outbox.flush(15)
     chat = lp.flow.incidents.require(incident_id).chat
     assert chat is not None
     top = lp.standin.messages[(chat.channel, chat.ts)]

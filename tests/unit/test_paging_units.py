@@ -131,3 +131,21 @@ def test_build_paging_needs_the_routing_key_in_the_environment(
     with pytest.raises(ConfigError, match="PD_TEST_KEY is not set"):
         build_paging(settings, None)  # type: ignore[arg-type]
     assert build_paging(load_settings(None), None) is None  # type: ignore[arg-type]
+
+
+# --- issue 28: the fleet circuit breaker pages -------------------------------------------
+def test_a_breaker_trip_is_one_critical_page_named_for_its_trip() -> None:
+    from bot.paging.service import breaker_item, is_breaker_key
+
+    event = {"type": "policy.breaker_tripped", "incident_id": "", "policy": "p", "host": "gpu-9",
+             "hosts": "gpu-1,gpu-2", "cap": "2", "window_s": "3600.0", "at": "1784376000"}
+    item = breaker_item(event, 5.0)
+    assert item.dedup_key == "policy-breaker-1784376000" and is_breaker_key(item.dedup_key)
+    assert item.action is PageAction.TRIGGER and item.payload is not None
+    assert item.payload.severity == "critical" and item.payload.source == "incident-bot"
+    assert "tripped by gpu-9 under policy p: 2 hosts acted on automatically in the last hour " \
+           "reached the cap of 2" in item.payload.summary
+    assert item.payload.custom_details["hosts"] == ["gpu-1", "gpu-2"]
+    assert problems(events_v2_body(item, KEY)) == []
+    assert breaker_item({**event, "at": ""}, 7.9).dedup_key == "policy-breaker-7"
+    assert not is_breaker_key("INC-4") and not is_breaker_key("policy-breaker")

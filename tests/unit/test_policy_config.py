@@ -108,3 +108,18 @@ def test_maintenance_windows_from_the_config(tmp_path: Path) -> None:
     (window,) = maintenance_from_settings(settings)
     assert window.hosts == "gpu-0*" and window.reason == "firmware"
     assert window.window.text == "Sat 02:00-04:00 UTC" and window.kinds == ()
+
+
+def test_an_auto_policy_that_would_need_two_people_is_refused(tmp_path: Path) -> None:
+    """A policy never half-approves a two-person action, so auto there would silently ask."""
+    with pytest.raises(ConfigError) as info:
+        load_settings(write(tmp_path, "policies: [{name: p1, mode: auto, two_person: true}]\n"))
+    assert "key 'policies.0'" in info.value.message and "choose one" in info.value.message
+    text = ("approvals: {two_person: [host.reboot]}\n"
+            "policies: [{name: p1, match: {action: 'host.*'}, mode: auto}]\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(write(tmp_path, text))
+    assert "key 'policies'" in info.value.message
+    assert "'p1' is mode auto for host.reboot" in info.value.message
+    fine = text.replace("mode: auto", "mode: shadow")
+    assert load_settings(write(tmp_path, fine)).policies[0].name == "p1"

@@ -192,12 +192,14 @@ POLICY_NONE = "no policy matches: a person approves"
 POLICY_APPROVE = "policy {policy} asks for a click"
 POLICY_AUTO = "runs without a click under policy {policy}"
 POLICY_SHADOW = "would have run {kind} under policy {policy} (shadow mode: a person approves)"
-POLICY_LIMIT = "limit reached: {n} hosts in the last {period} ({hosts})"
+POLICY_LIMIT = "limit reached: {n_hosts} in the last {period} ({hosts})"
 POLICY_WINDOW = "policy {policy} does not act on its own during {window}"
-POLICY_BREAKER = ("circuit breaker open: {n} hosts acted on automatically in the last {period} "
+POLICY_BREAKER = ("circuit breaker open: {n_hosts} acted on automatically in the last {period} "
                   "(cap {cap}); every automatic action asks for a click")
-POLICY_BREAKER_TRIPPED = ("circuit breaker tripped by {host} under policy {policy}: {n} hosts "
-                          "in the last {period} reached the cap of {cap}")
+POLICY_BREAKER_TRIPPED = ("incident-bot fleet circuit breaker tripped by {host} under policy "
+                          "{policy}: {n_hosts} acted on automatically in the last {period} "
+                          "reached the cap of {cap}; every automatic action asks for a click "
+                          "until it closes")
 POLICY_REFUSED = "policy {policy} lets only {who} approve {kind} on {host}"
 POLICY_SILENCED = "inside maintenance window {window} ({hosts}): recorded, not posted"
 POLICY_REFUSED_CLICK = ("You are not allowed to approve or deny `{kind}` on {host}: policy "
@@ -208,6 +210,11 @@ POLICY_SHADOW_NOTE = (":eyes: Shadow mode: policy `{policy}` would have run `{ki
                       "without a click. Nothing ran; approve below as usual.")
 POLICY_FELL_BACK = ":raised_hand: Policy `{policy}` did not run `{kind}` on {host}: {reason}."
 POLICY_AUTO_WHY = "{n} of {max} hosts in the last {period}: {hosts}"
+POLICY_BREAKER_OPEN_CLI = ("circuit breaker open: {n_hosts} acted on automatically in the last "
+                           "{period} ({hosts}), cap {cap}; every automatic action asks for a "
+                           "click")
+POLICY_BREAKER_CLOSED_CLI = "circuit breaker closed: automatic actions allowed (cap {cap})"
+POLICY_BREAKER_RESET_CLI = "circuit breaker closed by {actor}; its page resolves on the next tick"
 SILENCE_MAINTENANCE = "{hosts}/{kinds}  every {every}  (maintenance window)  {reason}"
 
 # --- issue 26: Slurm drain and resume --------------------------------------------------
