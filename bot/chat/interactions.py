@@ -111,8 +111,12 @@ class ApprovalDesk:
         if may_decide(self.policy, kind, user, self._groups(user), ""):
             return None
         self._audit(incident_id, user, "incident.refused", {"verb": verb, **(detail or {})})
-        return (strings.INCIDENT_NOT_ALLOWED.format(verb=verb, who=approver_list(self.policy, kind))
-                if user else strings.UNKNOWN_USER_REFUSED)
+        if not user:
+            return strings.UNKNOWN_USER_REFUSED
+        who = approver_list(self.policy, kind)
+        if verb == "diag":
+            return strings.DIAG_NOT_ALLOWED.format(host=(detail or {}).get("host", "?"), who=who)
+        return strings.INCIDENT_NOT_ALLOWED.format(verb=verb, who=who)
 
     def check(self, approval_id: str, user: str) -> Decision | None:
         """Before the deny modal opens: None if ``user`` may deny now, else the refusal."""

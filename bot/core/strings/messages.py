@@ -165,3 +165,10 @@ FLOW_DIAGNOSIS_INTERRUPTED = "diagnosis interrupted {n} times (the bot or Redis 
 
 # --- headlines and "also found" (issue 29) ------------------------------------------
 MSG_GPUS_GROUPED = "GPUs {indexes} {verdict}: {why}"
+
+# --- issue 25 (h25b): stale approvals after a resolve, /ir diag authority -------------------
+DIAG_NOT_ALLOWED = "You are not allowed to run a diagnosis on {host}. Approvers: {who}."
+APPROVAL_AFTER_RESOLVE = "Incident {id} was resolved at {when} UTC by {by}: nothing ran."
+RESOLVED_BY_ALERT = "the alert"
+RESOLVED_BY_BOT = "the bot"
+WITHDRAWN_RESOLVED = "incident resolved"
