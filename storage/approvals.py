@@ -17,16 +17,27 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from redis import Redis
+from redis.client import Pipeline
 
 from bot.domain.approval import (
+    WITHDRAWN_RESOLVED,
     Approval,
     ApprovalPolicy,
     ApprovalStatus,
     ClaimOutcome,
+    Resolver,
     authority,
 )
 from storage import keys
-from storage.approval_scripts import CANCEL_LUA, CLAIM_LUA, DENY_LUA, EXPIRE_LUA
+from storage.approval_scripts import (
+    CANCEL_LUA,
+    CLAIM_LUA,
+    DENY_LUA,
+    EXPIRE_LUA,
+    MEMBERS_LUA,
+    WITHDRAW_LUA,
+)
+from storage.audit import GLOBAL_MAXLEN, MAX_TEXT
 
 RETENTION_S = 30 * 86400  # decided records are kept this long after expiry, for audits
 
@@ -35,6 +46,45 @@ class ClaimResult:
     outcome: ClaimOutcome
     approval: Approval | None  # the record as it stood right after this call
     changed: bool = False  # this call wrote something (first approval, claim, deny, expiry)
+
+
+@dataclass(frozen=True)
+class Withdrawal:
+    """Why an incident's pending approvals are withdrawn with its resolve: who resolved it
+    (user id, the bot's user, or the alert's source), in which role, and when."""
+
+    by: str
+    resolver: Resolver
+    at: float
+    reason: str = WITHDRAWN_RESOLVED
+
+
+def watch_pending(pipe: Pipeline, incident_ids: Iterable[str]) -> dict[str, list[str]]:
+    """WATCH each incident's set of approvals and read it (in the caller's WATCH phase, before
+    its MULTI): an approval created after this read fails the caller's EXEC, so none escapes
+    the withdrawal that ``withdraw_in`` queues."""
+    ids = sorted(set(incident_ids))
+    if not ids:
+        return {}
+    names = [keys.approvals_of_incident(i) for i in ids]
+    pipe.watch(*names)
+    rows = cast(list[list[Any]], pipe.eval(MEMBERS_LUA, len(names), *names))
+    return {i: sorted(_s(x) for x in row) for i, row in zip(ids, rows, strict=True) if row}
+
+
+def withdraw_in(pipe: Pipeline, incident_id: str, approval_ids: Iterable[str],
+                why: Withdrawal) -> None:
+    """Queue, in the caller's MULTI, the withdrawal of every one of ``approval_ids`` that is
+    still pending when the transaction runs, each audited ``approval.cancelled``: it commits
+    in the same EXEC as the resolve, so nobody sees the incident resolved with an approval
+    still open, and a click racing the resolve either wins before it or finds it cancelled.
+    The EXEC result for this command is the list of ids it withdrew."""
+    names = [keys.approval(a) for a in approval_ids if _valid_id(a)]
+    if not names:
+        return
+    pipe.eval(WITHDRAW_LUA, 3 + len(names), keys.approvals_pending(), keys.audit(incident_id),
+              keys.audit_all(), *names, incident_id, why.by[:MAX_TEXT] or "unknown",
+              repr(why.at), f"{why.at:.6f}", why.reason, why.resolver.value, GLOBAL_MAXLEN)
 
 
 class ApprovalStore:
@@ -207,6 +257,7 @@ def _to_hash(a: Approval) -> dict[str, str]:
         "reason": a.reason,
         "channel": a.channel,
         "message_ts": a.message_ts,
+        "resolved_by": a.resolved_by.value if a.resolved_by else "",
     }
 
 
@@ -227,6 +278,7 @@ def _from_hash(d: Mapping[str, str]) -> Approval:
         reason=d.get("reason", ""),
         channel=d.get("channel", ""),
         message_ts=d.get("message_ts", ""),
+        resolved_by=Resolver(d["resolved_by"]) if d.get("resolved_by") else None,
     )
 
 

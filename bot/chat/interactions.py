@@ -21,6 +21,7 @@ from bot.domain.approval import (
     Approval,
     ApprovalPolicy,
     ClaimOutcome,
+    Resolver,
     may_decide,
     refusal_is_self,
 )
@@ -130,7 +131,9 @@ class ApprovalDesk:
             self._audit_result(result, user, "deny", "")
             return self._decision(result, user)
         if current.status == "cancelled":
-            return self._decision(ClaimResult(O.CANCELLED, current), user)
+            result = ClaimResult(O.CANCELLED, current)
+            self._audit_result(result, user, "deny", "")
+            return self._decision(result, user)
         if not current.is_open:
             done = O.DENIED if current.status == "denied" else O.ALREADY_DONE
             return self._decision(
@@ -217,6 +220,9 @@ class ApprovalDesk:
             }
             if reason:
                 detail["reason"] = reason
+            if result.outcome is O.CANCELLED:  # a late click: why it ran nothing
+                detail.update(withdrawn=a.reason, withdrawn_by=a.decided_by,
+                              resolved_by=a.resolved_by.value if a.resolved_by else "")
             self._audit(a.incident_id, user, action, detail)
 
     def _audit(self, incident_id: str, actor: str, action: str, detail: dict[str, Any]) -> None:
@@ -237,6 +243,9 @@ _AUDIT_ACTION: dict[tuple[str, ClaimOutcome, bool], str] = {
     ("deny", O.DENIED, True): "approval.denied",
     ("deny", O.UNAUTHORISED, False): "approval.refused",
     ("deny", O.EXPIRED, True): "approval.expired",
+    # a click on an approval withdrawn before it (its incident resolved, or another chosen)
+    ("approve", O.CANCELLED, False): "approval.withdrawn_click",
+    ("deny", O.CANCELLED, False): "approval.withdrawn_click",
 }
 
 
@@ -268,8 +277,28 @@ def reply_text(result: ClaimResult, user: str, policy: ApprovalPolicy) -> str:
         case O.CLAIMED:
             return strings.APPROVAL_GRANTED.format(who=mention(user), kind=a.kind)
         case O.CANCELLED:
+            if a.resolved_by is not None:
+                return strings.APPROVAL_AFTER_RESOLVE.format(
+                    id=a.incident_id, when=_clock_time(a.decided_at), by=_resolver(a))
             return strings.APPROVAL_WITHDRAWN.format(reason=escape(a.reason))
     return strings.APPROVAL_NOT_FOUND
+
+
+def _resolver(a: Approval) -> str:
+    """"the alert", "the bot" or the person who resolved the incident."""
+    match a.resolved_by:
+        case Resolver.ALERT:
+            return strings.RESOLVED_BY_ALERT
+        case Resolver.PERSON:
+            return mention(a.decided_by)
+    return strings.RESOLVED_BY_BOT
+
+
+def _clock_time(ts: float) -> str:
+    """"11:02" today (UTC), the date too for older ones."""
+    if time.strftime("%Y-%m-%d", time.gmtime(ts)) == time.strftime("%Y-%m-%d", time.gmtime()):
+        return time.strftime("%H:%M", time.gmtime(ts))
+    return utc_minute(ts)
 
 
 def mark_text(result: ClaimResult) -> str:
