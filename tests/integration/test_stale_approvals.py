@@ -16,6 +16,7 @@ from bot.domain.incident import Alert, AlertStatus
 from bot.domain.lifecycle import IncidentState
 from bot.sim.sshd import SimHost
 from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
+    MALLORY,
     ONCALL,
     UNIT,
     Loop,
@@ -100,3 +101,22 @@ def test_a_late_click_after_a_person_resolved_names_them(
     cancelled = [(u, d["resolved_by"]) for u, act, d in audit(loop, incident_id)
                  if act == "approval.cancelled"]
     assert cancelled and set(cancelled) == {(ONCALL, "person")}
+
+
+def test_a_non_approvers_diag_is_refused_privately_audited_and_touches_no_host(
+        loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
+    sim = sim_factory("seed")
+    bot = loop.start(loop_settings(redis_url, sim, loop.standin))
+    ack = bot.sender.slash(MALLORY, "/ir", "diag gpu-01 gpu_health")
+    assert ack.status_code == 200
+    said = ack.json().get("text") if ack.content else None
+    if not said:
+        said = wait_until(lambda: loop.standin.calls_of("response_url"), 15,
+                          "the slash reply")[-1].params["text"]
+    assert str(said).startswith("You are not allowed to run a diagnosis on gpu-01")
+    assert f"<@{ONCALL}>" in str(said)
+    refused = [(e.actor, e.action, e.detail) for e in loop.flow.audit.recent()
+               if e.action == "incident.refused"]
+    assert refused == [(MALLORY, "incident.refused",
+                        {"verb": "diag", "host": "gpu-01", "playbook": "gpu_health"})]
+    assert loop.flow.incidents.list() == [] and sim.command_log() == []
