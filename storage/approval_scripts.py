@@ -33,6 +33,14 @@ local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {'not_found', '0'} end
 if not authorised() then return snap('unauthorised', '0') end
 if st == 'cancelled' then return snap('cancelled', '0') end
+local resolved = redis.call('GET', KEYS[3])
+if st == 'pending' and resolved then
+  local how, who, at = string.match(resolved, '^([^\t]*)\t([^\t]*)\t(.*)$')
+  redis.call('HSET', KEYS[1], 'status', 'cancelled', 'decided_by', who, 'decided_at', at,
+             'reason', 'incident resolved', 'resolved_by', how)
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return snap('cancelled', '1')
+end
 """
 
 _EXPIRY = """

@@ -72,6 +72,17 @@ def watch_pending(pipe: Pipeline, incident_ids: Iterable[str]) -> dict[str, list
     return {i: sorted(_s(x) for x in row) for i, row in zip(ids, rows, strict=True) if row}
 
 
+def mark_resolved_in(pipe: Pipeline, incident_id: str, why: Withdrawal) -> None:
+    """Queue, in the resolve's MULTI, the marker a later claim or deny reads: an approval
+    created after the resolve is withdrawn by the first click on it, never run."""
+    pipe.set(keys.approvals_resolver(incident_id), resolver_marker(why), ex=RETENTION_S)
+
+
+def resolver_marker(why: Withdrawal) -> str:
+    return "\t".join((why.resolver.value, why.by.replace("\t", " ")[:MAX_TEXT] or "unknown",
+                      repr(why.at)))
+
+
 def withdraw_in(pipe: Pipeline, incident_id: str, approval_ids: Iterable[str],
                 why: Withdrawal) -> None:
     """Queue, in the caller's MULTI, the withdrawal of every one of ``approval_ids`` that is
@@ -179,8 +190,11 @@ class ApprovalStore:
         # one round trip: the user's rights over every kind go in, the script reads the
         # approval's kind and requester and checks and applies everything atomically
         who = authority(policy, user, groups)
+        # the incident id is immutable: read it first to name its resolve marker
+        incident_id = _s(self.redis.hget(keys.approval(approval_id), "incident_id") or "-")
         raw = script(
-            keys=[keys.approval(approval_id), keys.approvals_pending()],
+            keys=[keys.approval(approval_id), keys.approvals_pending(),
+                  keys.approvals_resolver(incident_id)],
             args=[approval_id, user, repr(now), _flag(who.user_ok), reason,
                   _flag(who.allow_self), json.dumps(dict(who.per_kind)), _flag(who.default)],
         )

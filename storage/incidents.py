@@ -45,7 +45,7 @@ from bot.domain.lifecycle import (
 )
 from bot.domain.planner import Planner, PlanOutcome
 from storage import inflight, keys
-from storage.approvals import Withdrawal, watch_pending, withdraw_in
+from storage.approvals import Withdrawal, mark_resolved_in, watch_pending, withdraw_in
 from storage.audit import AuditLog
 from storage.events import IncidentEvents
 from storage.inflight import Inflight, InflightRegistry, step_owner
@@ -228,8 +228,10 @@ class IncidentStore:
                 pipe.delete(*stale)
             fields = {"host": new.host, "kind": new.kind, "previous": current.state.value}
             self.events.add_to(pipe, "incident.resolved", incident_id, dict(fields))
-        if pending:
-            withdraw_in(pipe, incident_id, pending, _withdrawal(current, actor, now))
+        if resolving:
+            why = _withdrawal(current, actor, now)
+            mark_resolved_in(pipe, incident_id, why)
+            withdraw_in(pipe, incident_id, pending, why)
         detail = {"from": current.state.value, "to": new.state.value, "reason": reason}
         self.audit.add_to(pipe, incident_id, actor, "transition", detail, evidence_hash, ts=now)
         pipe.execute()

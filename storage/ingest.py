@@ -34,7 +34,13 @@ from bot.domain.lifecycle import IncidentState, is_transient
 from bot.domain.maintenance import windows_from_json
 from bot.domain.planner import Plan, View
 from storage import keys
-from storage.approvals import Withdrawal, watch_pending, withdraw_in
+from storage.approvals import (
+    RETENTION_S,
+    Withdrawal,
+    resolver_marker,
+    watch_pending,
+    withdraw_in,
+)
 from storage.audit import GLOBAL_MAXLEN, entry_fields
 from storage.events import MAXLEN as EVENTS_MAXLEN
 from storage.events import event_fields
@@ -175,14 +181,17 @@ def write_plan(pipe: Pipeline, plan: Plan, view: View, now: float,
             w.op("XADD", keys.audit(note.incident_id), "*",
                  *(x for kv in fields.items() for x in kv))
         w.xadd(keys.audit_all(), fields, GLOBAL_MAXLEN)
-    resolved = _resolved_by_alert(plan, view)
+    resolved = {i: Withdrawal(by, Resolver.ALERT, now)
+                for i, by in _resolved_by_alert(plan, view).items()}
+    for incident_id, why in resolved.items():
+        w.op("SET", keys.approvals_resolver(incident_id), resolver_marker(why), "EX",
+             RETENTION_S)
     pending = watch_pending(pipe, resolved)
     pipe.multi()
     if w.argv:
         pipe.eval(_APPLY, len(w.keys), *w.keys, *w.argv)
     for incident_id, approval_ids in pending.items():
-        withdraw_in(pipe, incident_id, approval_ids,
-                    Withdrawal(resolved[incident_id], Resolver.ALERT, now))
+        withdraw_in(pipe, incident_id, approval_ids, resolved[incident_id])
     pipe.execute()
 
 

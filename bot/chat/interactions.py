@@ -223,6 +223,10 @@ class ApprovalDesk:
             if result.outcome is O.CANCELLED:  # a late click: why it ran nothing
                 detail.update(withdrawn=a.reason, withdrawn_by=a.decided_by,
                               resolved_by=a.resolved_by.value if a.resolved_by else "")
+                if result.changed:  # this click withdrew it (created after the resolve)
+                    self._audit(a.incident_id, a.decided_by, "approval.cancelled", {
+                        "approval_id": a.id, "kind": a.kind, "reason": a.reason,
+                        "resolved_by": detail["resolved_by"]})
             self._audit(a.incident_id, user, action, detail)
 
     def _audit(self, incident_id: str, actor: str, action: str, detail: dict[str, Any]) -> None:
@@ -246,6 +250,9 @@ _AUDIT_ACTION: dict[tuple[str, ClaimOutcome, bool], str] = {
     # a click on an approval withdrawn before it (its incident resolved, or another chosen)
     ("approve", O.CANCELLED, False): "approval.withdrawn_click",
     ("deny", O.CANCELLED, False): "approval.withdrawn_click",
+    # the click found its incident resolved after the approval was created: withdrawn now
+    ("approve", O.CANCELLED, True): "approval.withdrawn_click",
+    ("deny", O.CANCELLED, True): "approval.withdrawn_click",
 }
 
 

@@ -125,3 +125,22 @@ def test_no_observer_sees_an_incident_resolved_with_a_pending_approval(redis: Re
         observer.join(10)
     assert ("resolved", "pending") not in seen, seen
     assert ("open", "pending") in seen and ("resolved", "cancelled") in seen, seen
+
+
+def test_an_approval_created_after_the_resolve_is_withdrawn_by_the_first_click(
+        redis: Redis) -> None:
+    """A diagnosis that finishes after the alert cleared still offers its action: the
+    resolve's marker makes the first click withdraw it instead of running it."""
+    incidents, approvals = IncidentStore(redis, group_wait_s=0), ApprovalStore(redis)
+    incident_id = opened(incidents)
+    incidents.ingest([cleared()])
+    late = offer(approvals, incident_id, incidents.clock())
+    late_too = offer(approvals, incident_id, incidents.clock())
+    clicked = approvals.claim(late, "UALICE", incidents.clock(), POLICY)
+    assert clicked.outcome is ClaimOutcome.CANCELLED and clicked.changed
+    assert clicked.approval is not None and clicked.approval.resolved_by is Resolver.ALERT
+    assert clicked.approval.decided_by == "alertmanager"
+    denied = approvals.deny(late_too, "UALICE", "x", incidents.clock(), POLICY)
+    assert denied.outcome is ClaimOutcome.CANCELLED and denied.changed
+    assert approvals.pending() == []
+    assert approvals.claim(late, "UALICE", incidents.clock(), POLICY).changed is False
