@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from redis import Redis
 from redis.client import Pipeline
+from redis.exceptions import WatchError
 
 from bot.domain.approval import (
     WITHDRAWN_RESOLVED,
@@ -37,7 +38,7 @@ from storage.approval_scripts import (
     MEMBERS_LUA,
     WITHDRAW_LUA,
 )
-from storage.audit import GLOBAL_MAXLEN, MAX_TEXT
+from storage.audit import GLOBAL_MAXLEN, MAX_TEXT, AuditLog
 
 RETENTION_S = 30 * 86400  # decided records are kept this long after expiry, for audits
 
@@ -76,6 +77,14 @@ def mark_resolved_in(pipe: Pipeline, incident_id: str, why: Withdrawal) -> None:
     """Queue, in the resolve's MULTI, the marker a later claim or deny reads: an approval
     created after the resolve is withdrawn by the first click on it, never run."""
     pipe.set(keys.approvals_resolver(incident_id), resolver_marker(why), ex=RETENTION_S)
+
+
+def parse_marker(raw: Any) -> Withdrawal | None:
+    """The resolve marker back (None when the incident has not resolved)."""
+    if raw is None:
+        return None
+    how, by, at = _s(raw).split("\t", 2)
+    return Withdrawal(by, Resolver(how), float(at))
 
 
 def resolver_marker(why: Withdrawal) -> str:
@@ -118,7 +127,8 @@ class ApprovalStore:
         now: float,
         policy: ApprovalPolicy,
     ) -> Approval:
-        """Store a pending approval with a fresh unguessable id (the button's value)."""
+        """Store a pending approval with a fresh unguessable id (the button's value); one
+        for an incident that already resolved is stored withdrawn (``status`` says so)."""
         kind = str(action.get("kind", ""))
         approval = Approval(
             id=secrets.token_urlsafe(12),
@@ -130,14 +140,41 @@ class ApprovalStore:
             expires_at=now + policy.expiry_s,
             required=policy.required_for(kind),
         )
-        key = keys.approval(approval.id)
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.hset(key, mapping=_to_hash(approval))
-        pipe.expire(key, int(policy.expiry_s + RETENTION_S))
-        pipe.zadd(keys.approvals_pending(), {approval.id: approval.expires_at})
-        pipe.sadd(keys.approvals_of_incident(incident_id), approval.id)
-        pipe.expire(keys.approvals_of_incident(incident_id), int(policy.expiry_s + RETENTION_S))
-        pipe.execute()
+        for _ in range(3):
+            try:
+                return self._store_new(approval, policy)
+            except WatchError:  # its incident resolved meanwhile: it is stored withdrawn
+                continue
+        return self._store_new(approval, policy)
+
+    def _store_new(self, approval: Approval, policy: ApprovalPolicy) -> Approval:
+        """One MULTI: the record, its pending entry, its place in the incident's set. If the
+        incident already resolved (a diagnosis that finished after the alert cleared), the
+        record is stored withdrawn, like those the resolve withdrew, and audited."""
+        key, marker = keys.approval(approval.id), keys.approvals_resolver(approval.incident_id)
+        with self.redis.pipeline(transaction=True) as pipe:
+            pipe.watch(marker)
+            why = parse_marker(pipe.get(marker))
+            if why is not None:
+                approval = replace(approval, status=ApprovalStatus.CANCELLED, decided_by=why.by,
+                                   decided_at=why.at, reason=why.reason,
+                                   resolved_by=why.resolver)
+            ttl = int(policy.expiry_s + RETENTION_S)
+            pipe.multi()
+            pipe.hset(key, mapping=_to_hash(approval))
+            pipe.expire(key, ttl)
+            if why is None:
+                pipe.zadd(keys.approvals_pending(), {approval.id: approval.expires_at})
+            else:
+                AuditLog(self.redis).add_to(pipe, approval.incident_id, why.by,
+                                            "approval.cancelled", {
+                                                "approval_id": approval.id,
+                                                "kind": approval.kind, "reason": why.reason,
+                                                "resolved_by": why.resolver.value},
+                                            ts=why.at)
+            pipe.sadd(keys.approvals_of_incident(approval.incident_id), approval.id)
+            pipe.expire(keys.approvals_of_incident(approval.incident_id), ttl)
+            pipe.execute()
         return approval
 
     def get(self, approval_id: str) -> Approval | None:

@@ -127,15 +127,38 @@ def test_no_observer_sees_an_incident_resolved_with_a_pending_approval(redis: Re
     assert ("open", "pending") in seen and ("resolved", "cancelled") in seen, seen
 
 
-def test_an_approval_created_after_the_resolve_is_withdrawn_by_the_first_click(
-        redis: Redis) -> None:
-    """A diagnosis that finishes after the alert cleared still offers its action: the
-    resolve's marker makes the first click withdraw it instead of running it."""
+def test_an_approval_offered_after_the_resolve_is_stored_withdrawn(redis: Redis) -> None:
+    """A diagnosis that finishes after the alert cleared still offers its action: it is
+    stored withdrawn, audited, never pending."""
     incidents, approvals = IncidentStore(redis, group_wait_s=0), ApprovalStore(redis)
     incident_id = opened(incidents)
     incidents.ingest([cleared()])
-    late = offer(approvals, incident_id, incidents.clock())
-    late_too = offer(approvals, incident_id, incidents.clock())
+    late = approvals.create(incident_id, STOP, evidence_hash="e", requested_by="alertmanager",
+                            now=incidents.clock(), policy=POLICY)
+    assert (late.status, late.resolved_by, late.decided_by) == (
+        ApprovalStatus.CANCELLED, Resolver.ALERT, "alertmanager")
+    stored = approvals.get(late.id)
+    assert stored is not None and stored.status is ApprovalStatus.CANCELLED
+    assert approvals.pending() == []
+    assert [(e.actor, e.detail["approval_id"]) for e in AuditLog(redis).timeline(incident_id)
+            if e.action == "approval.cancelled"] == [("alertmanager", late.id)]
+    clicked = approvals.claim(late.id, "UALICE", incidents.clock(), POLICY)
+    assert clicked.outcome is ClaimOutcome.CANCELLED and not clicked.changed
+
+
+def test_a_pending_approval_left_after_a_resolve_is_withdrawn_by_the_first_click(
+        redis: Redis) -> None:
+    """Belt and braces (a record stored pending before this rule existed): the resolve's
+    marker makes the first click withdraw it instead of running it."""
+    incidents, approvals = IncidentStore(redis, group_wait_s=0), ApprovalStore(redis)
+    incident_id = opened(incidents)
+    now = incidents.clock()
+    late, late_too = offer(approvals, incident_id, now), offer(approvals, incident_id, now)
+    redis.delete(keys.approvals_of_incident(incident_id))  # as if offered after the resolve
+    incidents.ingest([cleared()])
+    for approval_id in (late, late_too):
+        record = approvals.get(approval_id)
+        assert record is not None and record.status is ApprovalStatus.PENDING
     clicked = approvals.claim(late, "UALICE", incidents.clock(), POLICY)
     assert clicked.outcome is ClaimOutcome.CANCELLED and clicked.changed
     assert clicked.approval is not None and clicked.approval.resolved_by is Resolver.ALERT
