@@ -135,12 +135,13 @@ def test_resume_is_offered_as_a_button_when_not_chained(flow: Any, tmp_path: Any
 
 
 def test_a_click_on_a_resolved_incident_runs_nothing(flow: Any) -> None:
-    ctx, sim, out = flow
+    ctx, sim, _out = flow
     incident_id = open_incident(ctx)
     approval_id = stop_approval(ctx, incident_id)
     ctx.incidents.transition(incident_id, IncidentState.RESOLVED, "alertmanager", "resolved")
-    make_desk(ctx).approve(approval_id, ONCALL)
-    assert stops(sim) == 0
-    assert "is resolved" in out.getvalue()
+    decision = make_desk(ctx).approve(approval_id, ONCALL)
+    assert stops(sim) == 0 and not decision.acted
+    assert decision.text.endswith("UTC by the bot: nothing ran.")  # withdrawn with the resolve
     actions = [e.action for e in ctx.audit.timeline(incident_id)]
-    assert "action.skipped" in actions and "action.started" not in actions
+    assert "approval.cancelled" in actions and "approval.withdrawn_click" in actions
+    assert "approval.approved" not in actions and "action.started" not in actions
