@@ -11,16 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import httpx
+
 from bot.domain.approval import ApprovalStatus, Resolver
-from bot.domain.incident import Alert, AlertStatus
 from bot.domain.lifecycle import IncidentState
 from bot.sim.sshd import SimHost
+from tests.fixtures.alerts import ALERT_TOKEN, AUTH, am_alert, am_payload
 from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
     MALLORY,
     ONCALL,
     UNIT,
+    Bot,
     Loop,
     action,
+    buttons,
     loop,
     loop_settings,
     wait_until,
@@ -39,6 +43,13 @@ def stops(sim: SimHost) -> int:
                if e.get("tool") == "systemctl" and e["argv"][:2] == ["stop", UNIT])
 
 
+def post_am(bot: Bot, *alerts: dict[str, Any]) -> dict[str, Any]:
+    answer = httpx.post(f"{bot.served.url}/alerts/alertmanager", json=am_payload(*alerts),
+                        headers=AUTH, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
 def late_reply(lp: Loop, user: str, n: int) -> str:
     """The ``n``-th private reply to ``user`` (waited for, never slept for)."""
     replies = wait_until(lambda: len(lp.ephemerals(user)) >= n and lp.ephemerals(user), 15,
@@ -49,20 +60,25 @@ def late_reply(lp: Loop, user: str, n: int) -> str:
 def test_an_alert_that_clears_withdraws_the_approval_and_a_late_click_runs_nothing(
         loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
     sim = sim_factory("seed")
-    loop.start(loop_settings(redis_url, sim, loop.standin))
-    incident_id = loop.open()
+    bot = loop.start(loop_settings(redis_url, sim, loop.standin,
+                                   incident_bot_alert_token=ALERT_TOKEN))
+    alert = am_alert("gpu-01", fp="fp-idle", severity="critical")
+    (incident_id,) = post_am(bot, alert)["incidents"]
     loop.wait_state(incident_id, S.AWAITING_APPROVAL)
     before = loop.message(incident_id)
     offered = loop.flow.approvals.for_incident(incident_id)
     assert offered and all(a.status is ApprovalStatus.PENDING for a in offered)
 
-    loop.flow.incidents.ingest([Alert(source="test", host="gpu-01", kind="vram_idle",
-                                      status=AlertStatus.RESOLVED)])
+    # Alertmanager says the alert cleared, through the served endpoint
+    assert post_am(bot, {**alert, "status": "resolved"})["outcomes"] == {"resolved": 1}
     assert loop.state(incident_id) is S.RESOLVED
     withdrawn = loop.flow.approvals.for_incident(incident_id)
     assert [(a.status, a.resolved_by) for a in withdrawn] == [
         (ApprovalStatus.CANCELLED, Resolver.ALERT)] * len(offered)
     assert loop.flow.approvals.pending() == []
+    shown = wait_until(lambda: "Approve" not in buttons(loop.message(incident_id))
+                       and loop.message(incident_id), 30, "the message without Approve")
+    assert "Deny" not in buttons(shown)
 
     # a stale client still shows the buttons: Approve, then Deny
     assert loop.click(ONCALL, before, action("approve")).status_code == 200
@@ -78,7 +94,7 @@ def test_an_alert_that_clears_withdraws_the_approval_and_a_late_click_runs_nothi
     assert loop.state(incident_id) is S.RESOLVED
     trail = audit(loop, incident_id)
     assert sorted(d["approval_id"] for u, act, d in trail if act == "approval.cancelled"
-                  and u == "test") == sorted(a.id for a in offered)
+                  and u == "alertmanager") == sorted(a.id for a in offered)
     clicks = [d for u, act, d in trail if act == "approval.withdrawn_click" and u == ONCALL]
     assert len(clicks) == 2 and all(d["resolved_by"] == "alert" for d in clicks)
     assert not [act for _, act, _ in trail if act in ("approval.approved", "action.skipped")]
