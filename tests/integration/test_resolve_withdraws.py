@@ -118,8 +118,11 @@ def test_no_observer_sees_an_incident_resolved_with_a_pending_approval(redis: Re
     observer = threading.Thread(target=observe)
     observer.start()
     try:
-        for n in range(rounds):  # one resolve per batch: the observer runs in between
-            incidents.ingest([cleared(f"gpu-{n:02d}")])
+        for n, (incident_id, _) in enumerate(pairs):  # the observer runs in between
+            if n % 2:  # by a person (the Resolve button's path)
+                incidents.transition(incident_id, IncidentState.RESOLVED, "UBOB", "by hand")
+            else:  # by its alert clearing
+                incidents.ingest([cleared(f"gpu-{n:02d}")])
     finally:
         done.set()
         observer.join(10)
