@@ -56,7 +56,8 @@ class StaticGroups:
 class ApprovalCallbacks:
     """What the flow does once a decision is final (runs in a worker, never in the ack)."""
 
-    on_approved: Callable[[Approval, str], None]
+    # None: it runs; a text: why nothing ran (told to the clicker instead of "running now")
+    on_approved: Callable[[Approval, str], str | None]
     on_denied: Callable[[Approval, str, str], None]
     on_expired: Callable[[Approval], None] | None = None
     # (verb, incident_id, user, duration_s) → reply: Ack, Resolve, Snooze, Retry, Escalate
@@ -178,12 +179,14 @@ class ApprovalDesk:
     def _run_approved(self, approval: Approval, user: str) -> Decision:
         mark = strings.APPROVAL_MARK_APPROVED.format(who=mentions(approval.approvers))
         try:
-            self.callbacks.on_approved(approval, user)
+            not_run = self.callbacks.on_approved(approval, user)
         except Exception as exc:  # claimed once; tell the person, with an id
             error_id = log_internal(exc, "on_approved")
             return Decision(
                 O.CLAIMED, approval, strings.APPROVAL_FAILED.format(error_id=error_id), mark, True
             )
+        if not_run:  # the claim won, but the incident had moved on: nothing runs
+            return Decision(O.CLAIMED, approval, not_run, "", acted=True)
         text = strings.APPROVAL_GRANTED.format(who=mention(user), kind=approval.kind)
         return Decision(O.CLAIMED, approval, text, mark, acted=True)
 
