@@ -223,14 +223,20 @@ class ApprovalDesk:
             }
             if reason:
                 detail["reason"] = reason
-            if result.outcome is O.CANCELLED:  # a late click: why it ran nothing
-                detail.update(withdrawn=a.reason, withdrawn_by=a.decided_by,
-                              resolved_by=a.resolved_by.value if a.resolved_by else "")
-                if result.changed:  # this click withdrew it (created after the resolve)
-                    self._audit(a.incident_id, a.decided_by, "approval.cancelled", {
-                        "approval_id": a.id, "kind": a.kind, "reason": a.reason,
-                        "resolved_by": detail["resolved_by"]})
+            if result.outcome is O.CANCELLED:
+                detail.update(self._withdrawn(a, result.changed))
             self._audit(a.incident_id, user, action, detail)
+
+    def _withdrawn(self, a: Approval, now: bool) -> dict[str, str]:
+        """A late click's audit detail: why it ran nothing. ``now``: this click withdrew it
+        (a pending approval of a resolved incident), audited as the resolver's withdrawal."""
+        why = {"withdrawn": a.reason, "withdrawn_by": a.decided_by,
+               "resolved_by": a.resolved_by.value if a.resolved_by else ""}
+        if now:
+            self._audit(a.incident_id, a.decided_by, "approval.cancelled", {
+                "approval_id": a.id, "kind": a.kind, "reason": a.reason,
+                "resolved_by": why["resolved_by"]})
+        return why
 
     def _audit(self, incident_id: str, actor: str, action: str, detail: dict[str, Any]) -> None:
         if self._audit_fn is None:

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from redis import Redis
 
+from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk, audit_sink
 from bot.domain.approval import ApprovalPolicy, ApprovalStatus, ClaimOutcome, Resolver
 from bot.domain.findings import Severity
 from bot.domain.incident import Alert, AlertStatus
@@ -170,3 +171,32 @@ def test_a_pending_approval_left_after_a_resolve_is_withdrawn_by_the_first_click
     assert denied.outcome is ClaimOutcome.CANCELLED and denied.changed
     assert approvals.pending() == []
     assert approvals.claim(late, "UALICE", incidents.clock(), POLICY).changed is False
+
+
+def test_the_desk_tells_a_late_clicker_who_resolved_and_audits_both_sides(
+        redis: Redis) -> None:
+    incidents, approvals = IncidentStore(redis, group_wait_s=0), ApprovalStore(redis)
+    audit = AuditLog(redis)
+    ran: list[str] = []
+    callbacks = ApprovalCallbacks(on_approved=lambda a, u: ran.append(a.id),
+                                  on_denied=lambda a, u, r: ran.append(a.id))
+    desk = ApprovalDesk(approvals, POLICY, callbacks, audit=audit_sink(audit))
+    incident_id = opened(incidents)
+    stale = offer(approvals, incident_id, incidents.clock())
+    redis.delete(keys.approvals_of_incident(incident_id))  # left pending (before this rule)
+    withdrawn = offer(approvals, incident_id, incidents.clock())
+    incidents.ingest([cleared()])
+
+    first = desk.approve(withdrawn, "UALICE")  # withdrawn by the resolve
+    second = desk.approve(stale, "UALICE")  # withdrawn by this click
+    assert ran == [] and first.outcome is second.outcome is ClaimOutcome.CANCELLED
+    for decision in (first, second):
+        assert decision.text.startswith(f"Incident {incident_id} was resolved at ")
+        assert decision.text.endswith(" UTC by the alert: nothing ran.")
+    trail = [(e.actor, e.action, e.detail.get("approval_id"), e.detail.get("resolved_by"))
+             for e in audit.timeline(incident_id) if e.action.startswith("approval.")]
+    assert sorted(trail) == sorted([
+        ("alertmanager", "approval.cancelled", withdrawn, "alert"),
+        ("UALICE", "approval.withdrawn_click", withdrawn, "alert"),
+        ("alertmanager", "approval.cancelled", stale, "alert"),
+        ("UALICE", "approval.withdrawn_click", stale, "alert")])
