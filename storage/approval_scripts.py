@@ -33,6 +33,14 @@ local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {'not_found', '0'} end
 if not authorised() then return snap('unauthorised', '0') end
 if st == 'cancelled' then return snap('cancelled', '0') end
+local resolved = redis.call('GET', KEYS[3])
+if st == 'pending' and resolved then
+  local how, who, at = string.match(resolved, '^([^\t]*)\t([^\t]*)\t(.*)$')
+  redis.call('HSET', KEYS[1], 'status', 'cancelled', 'decided_by', who, 'decided_at', at,
+             'reason', 'incident resolved', 'resolved_by', how)
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return snap('cancelled', '1')
+end
 """
 
 _EXPIRY = """
@@ -104,4 +112,38 @@ if tonumber(ARGV[2]) < tonumber(redis.call('HGET', KEYS[1], 'expires_at')) then 
 redis.call('HSET', KEYS[1], 'status', 'expired')
 redis.call('ZREM', KEYS[2], ARGV[1])
 return 1
+"""
+
+# issue 25: an incident's approvals withdrawn in the same MULTI as its resolve.
+MEMBERS_LUA = """
+local out = {}
+for i, k in ipairs(KEYS) do out[i] = redis.call('SMEMBERS', k) end
+return out
+"""
+
+# KEYS[1] the pending zset, KEYS[2] the incident's audit stream, KEYS[3] the global one,
+# KEYS[4..] the incident's approvals. ARGV: incident id, who, now, now as the audit's ts
+# text, reason, resolver (alert|person|bot), the global stream's MAXLEN. Only approvals still
+# pending when this runs are withdrawn (a click that won before the resolve keeps its win).
+WITHDRAW_LUA = """
+local done = {}
+for i = 4, #KEYS do
+  if redis.call('HGET', KEYS[i], 'status') == 'pending' then
+    local id = redis.call('HGET', KEYS[i], 'id')
+    redis.call('HSET', KEYS[i], 'status', 'cancelled', 'decided_by', ARGV[2],
+               'decided_at', ARGV[3], 'reason', ARGV[5], 'resolved_by', ARGV[6])
+    redis.call('ZREM', KEYS[1], id)
+    local action = redis.call('HGET', KEYS[i], 'action')
+    local kind = ''
+    if action then kind = tostring(cjson.decode(action)['kind'] or '') end
+    local detail = cjson.encode({approval_id = id, kind = kind, reason = ARGV[5],
+                                 resolved_by = ARGV[6]})
+    local entry = {'incident', ARGV[1], 'ts', ARGV[4], 'actor', ARGV[2],
+                   'action', 'approval.cancelled', 'detail', detail, 'evidence', ''}
+    redis.call('XADD', KEYS[2], '*', unpack(entry))
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', unpack(entry))
+    table.insert(done, id)
+  end
+end
+return done
 """

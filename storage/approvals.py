@@ -13,20 +13,32 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import WatchError
 
 from bot.domain.approval import (
+    WITHDRAWN_RESOLVED,
     Approval,
     ApprovalPolicy,
     ApprovalStatus,
     ClaimOutcome,
+    Resolver,
     authority,
 )
 from storage import keys
-from storage.approval_scripts import CANCEL_LUA, CLAIM_LUA, DENY_LUA, EXPIRE_LUA
+from storage.approval_scripts import (
+    CANCEL_LUA,
+    CLAIM_LUA,
+    DENY_LUA,
+    EXPIRE_LUA,
+    MEMBERS_LUA,
+    WITHDRAW_LUA,
+)
+from storage.audit import GLOBAL_MAXLEN, MAX_TEXT, AuditLog
 
 RETENTION_S = 30 * 86400  # decided records are kept this long after expiry, for audits
 
@@ -35,6 +47,64 @@ class ClaimResult:
     outcome: ClaimOutcome
     approval: Approval | None  # the record as it stood right after this call
     changed: bool = False  # this call wrote something (first approval, claim, deny, expiry)
+
+
+@dataclass(frozen=True)
+class Withdrawal:
+    """Why an incident's pending approvals are withdrawn with its resolve: who resolved it
+    (user id, the bot's user, or the alert's source), in which role, and when."""
+
+    by: str
+    resolver: Resolver
+    at: float
+    reason: str = WITHDRAWN_RESOLVED
+
+
+def watch_pending(pipe: Pipeline, incident_ids: Iterable[str]) -> dict[str, list[str]]:
+    """WATCH each incident's set of approvals and read it (in the caller's WATCH phase, before
+    its MULTI): an approval created after this read fails the caller's EXEC, so none escapes
+    the withdrawal that ``withdraw_in`` queues."""
+    ids = sorted(set(incident_ids))
+    if not ids:
+        return {}
+    names = [keys.approvals_of_incident(i) for i in ids]
+    pipe.watch(*names)
+    rows = cast(list[list[Any]], pipe.eval(MEMBERS_LUA, len(names), *names))
+    return {i: sorted(_s(x) for x in row) for i, row in zip(ids, rows, strict=True) if row}
+
+
+def mark_resolved_in(pipe: Pipeline, incident_id: str, why: Withdrawal) -> None:
+    """Queue, in the resolve's MULTI, the marker a later claim or deny reads: an approval
+    created after the resolve is withdrawn by the first click on it, never run."""
+    pipe.set(keys.approvals_resolver(incident_id), resolver_marker(why), ex=RETENTION_S)
+
+
+def parse_marker(raw: Any) -> Withdrawal | None:
+    """The resolve marker back (None when the incident has not resolved)."""
+    if raw is None:
+        return None
+    how, by, at = _s(raw).split("\t", 2)
+    return Withdrawal(by, Resolver(how), float(at))
+
+
+def resolver_marker(why: Withdrawal) -> str:
+    return "\t".join((why.resolver.value, why.by.replace("\t", " ")[:MAX_TEXT] or "unknown",
+                      repr(why.at)))
+
+
+def withdraw_in(pipe: Pipeline, incident_id: str, approval_ids: Iterable[str],
+                why: Withdrawal) -> None:
+    """Queue, in the caller's MULTI, the withdrawal of every one of ``approval_ids`` that is
+    still pending when the transaction runs, each audited ``approval.cancelled``: it commits
+    in the same EXEC as the resolve, so nobody sees the incident resolved with an approval
+    still open, and a click racing the resolve either wins before it or finds it cancelled.
+    The EXEC result for this command is the list of ids it withdrew."""
+    names = [keys.approval(a) for a in approval_ids if _valid_id(a)]
+    if not names:
+        return
+    pipe.eval(WITHDRAW_LUA, 3 + len(names), keys.approvals_pending(), keys.audit(incident_id),
+              keys.audit_all(), *names, incident_id, why.by[:MAX_TEXT] or "unknown",
+              repr(why.at), f"{why.at:.6f}", why.reason, why.resolver.value, GLOBAL_MAXLEN)
 
 
 class ApprovalStore:
@@ -57,7 +127,8 @@ class ApprovalStore:
         now: float,
         policy: ApprovalPolicy,
     ) -> Approval:
-        """Store a pending approval with a fresh unguessable id (the button's value)."""
+        """Store a pending approval with a fresh unguessable id (the button's value); one
+        for an incident that already resolved is stored withdrawn (``status`` says so)."""
         kind = str(action.get("kind", ""))
         approval = Approval(
             id=secrets.token_urlsafe(12),
@@ -69,14 +140,41 @@ class ApprovalStore:
             expires_at=now + policy.expiry_s,
             required=policy.required_for(kind),
         )
-        key = keys.approval(approval.id)
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.hset(key, mapping=_to_hash(approval))
-        pipe.expire(key, int(policy.expiry_s + RETENTION_S))
-        pipe.zadd(keys.approvals_pending(), {approval.id: approval.expires_at})
-        pipe.sadd(keys.approvals_of_incident(incident_id), approval.id)
-        pipe.expire(keys.approvals_of_incident(incident_id), int(policy.expiry_s + RETENTION_S))
-        pipe.execute()
+        for _ in range(3):
+            try:
+                return self._store_new(approval, policy)
+            except WatchError:  # its incident resolved meanwhile: it is stored withdrawn
+                continue
+        return self._store_new(approval, policy)
+
+    def _store_new(self, approval: Approval, policy: ApprovalPolicy) -> Approval:
+        """One MULTI: the record, its pending entry, its place in the incident's set. If the
+        incident already resolved (a diagnosis that finished after the alert cleared), the
+        record is stored withdrawn, like those the resolve withdrew, and audited."""
+        key, marker = keys.approval(approval.id), keys.approvals_resolver(approval.incident_id)
+        with self.redis.pipeline(transaction=True) as pipe:
+            pipe.watch(marker)
+            why = parse_marker(pipe.get(marker))
+            if why is not None:
+                approval = replace(approval, status=ApprovalStatus.CANCELLED, decided_by=why.by,
+                                   decided_at=why.at, reason=why.reason,
+                                   resolved_by=why.resolver)
+            ttl = int(policy.expiry_s + RETENTION_S)
+            pipe.multi()
+            pipe.hset(key, mapping=_to_hash(approval))
+            pipe.expire(key, ttl)
+            if why is None:
+                pipe.zadd(keys.approvals_pending(), {approval.id: approval.expires_at})
+            else:
+                AuditLog(self.redis).add_to(pipe, approval.incident_id, why.by,
+                                            "approval.cancelled", {
+                                                "approval_id": approval.id,
+                                                "kind": approval.kind, "reason": why.reason,
+                                                "resolved_by": why.resolver.value},
+                                            ts=why.at)
+            pipe.sadd(keys.approvals_of_incident(approval.incident_id), approval.id)
+            pipe.expire(keys.approvals_of_incident(approval.incident_id), ttl)
+            pipe.execute()
         return approval
 
     def get(self, approval_id: str) -> Approval | None:
@@ -129,8 +227,11 @@ class ApprovalStore:
         # one round trip: the user's rights over every kind go in, the script reads the
         # approval's kind and requester and checks and applies everything atomically
         who = authority(policy, user, groups)
+        # the incident id is immutable: read it first to name its resolve marker
+        incident_id = _s(self.redis.hget(keys.approval(approval_id), "incident_id") or "-")
         raw = script(
-            keys=[keys.approval(approval_id), keys.approvals_pending()],
+            keys=[keys.approval(approval_id), keys.approvals_pending(),
+                  keys.approvals_resolver(incident_id)],
             args=[approval_id, user, repr(now), _flag(who.user_ok), reason,
                   _flag(who.allow_self), json.dumps(dict(who.per_kind)), _flag(who.default)],
         )
@@ -207,6 +308,7 @@ def _to_hash(a: Approval) -> dict[str, str]:
         "reason": a.reason,
         "channel": a.channel,
         "message_ts": a.message_ts,
+        "resolved_by": a.resolved_by.value if a.resolved_by else "",
     }
 
 
@@ -227,6 +329,7 @@ def _from_hash(d: Mapping[str, str]) -> Approval:
         reason=d.get("reason", ""),
         channel=d.get("channel", ""),
         message_ts=d.get("message_ts", ""),
+        resolved_by=Resolver(d["resolved_by"]) if d.get("resolved_by") else None,
     )
 
 

@@ -20,7 +20,7 @@ from redis.client import Pipeline
 from storage import keys
 
 GLOBAL_MAXLEN = 200_000  # approximate cap of the global stream; per-incident streams are kept
-_MAX_TEXT = 200
+MAX_TEXT = 200  # actor and action are clipped to this
 
 
 def hash_evidence(evidence: Any) -> str:
@@ -60,8 +60,8 @@ def entry_fields(incident_id: str, actor: str, action: str, detail: dict[str, An
     if not actor or not action:
         raise ValueError("audit entries need an actor and an action")
     return {
-        "incident": incident_id, "ts": f"{ts:.6f}", "actor": actor[:_MAX_TEXT],
-        "action": action[:_MAX_TEXT],
+        "incident": incident_id, "ts": f"{ts:.6f}", "actor": actor[:MAX_TEXT],
+        "action": action[:MAX_TEXT],
         "detail": json.dumps(detail, sort_keys=True, separators=(",", ":"), default=str),
         "evidence": evidence_hash or "",
     }

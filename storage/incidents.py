@@ -28,6 +28,7 @@ from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import WatchError
 
+from bot.domain.approval import Resolver
 from bot.domain.incident import (
     Alert,
     AlertStatus,
@@ -44,6 +45,7 @@ from bot.domain.lifecycle import (
 )
 from bot.domain.planner import Planner, PlanOutcome
 from storage import inflight, keys
+from storage.approvals import Withdrawal, mark_resolved_in, watch_pending, withdraw_in
 from storage.audit import AuditLog
 from storage.events import IncidentEvents
 from storage.inflight import Inflight, InflightRegistry, step_owner
@@ -209,7 +211,9 @@ class IncidentStore:
         if goal is current.state and is_transient(goal):
             return self._reenter(pipe, current, entry, owner, actor, reason, now)
         new = apply_transition(current, goal, now)
-        stale = self._watch_indexes(pipe, current) if goal is IncidentState.RESOLVED else []
+        resolving = goal is IncidentState.RESOLVED
+        stale = self._watch_indexes(pipe, current) if resolving else []
+        pending = watch_pending(pipe, [incident_id]).get(incident_id, []) if resolving else []
         pipe.multi()
         pipe.hset(keys.incident(incident_id), mapping=new.to_hash())
         if is_transient(new.state):
@@ -224,6 +228,10 @@ class IncidentStore:
                 pipe.delete(*stale)
             fields = {"host": new.host, "kind": new.kind, "previous": current.state.value}
             self.events.add_to(pipe, "incident.resolved", incident_id, dict(fields))
+        if resolving:
+            why = _withdrawal(current, actor, now)
+            mark_resolved_in(pipe, incident_id, why)
+            withdraw_in(pipe, incident_id, pending, why)
         detail = {"from": current.state.value, "to": new.state.value, "reason": reason}
         self.audit.add_to(pipe, incident_id, actor, "transition", detail, evidence_hash, ts=now)
         pipe.execute()
@@ -351,6 +359,14 @@ class IncidentStore:
             return new
 
         return self._retrying(once)
+
+
+def _withdrawal(current: Incident, actor: str, now: float) -> Withdrawal:
+    """A person's resolve (Resolve button, ``/ir resolve``) names them in ``resolved_by``
+    before the transition; any other resolve through here is the flow's (the bot's)."""
+    if current.resolved_by:
+        return Withdrawal(current.resolved_by, Resolver.PERSON, now)
+    return Withdrawal(actor, Resolver.BOT, now)
 
 
 def _carried(entry: Inflight | None, state: IncidentState) -> int:

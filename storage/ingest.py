@@ -20,6 +20,7 @@ from typing import cast
 from redis import Redis
 from redis.client import Pipeline
 
+from bot.domain.approval import Resolver
 from bot.domain.incident import (
     Alert,
     AlertStatus,
@@ -29,10 +30,17 @@ from bot.domain.incident import (
     flat,
     silence_candidates,
 )
-from bot.domain.lifecycle import is_transient
+from bot.domain.lifecycle import IncidentState, is_transient
 from bot.domain.maintenance import windows_from_json
 from bot.domain.planner import Plan, View
 from storage import keys
+from storage.approvals import (
+    RETENTION_S,
+    Withdrawal,
+    resolver_marker,
+    watch_pending,
+    withdraw_in,
+)
 from storage.audit import GLOBAL_MAXLEN, entry_fields
 from storage.events import MAXLEN as EVENTS_MAXLEN
 from storage.events import event_fields
@@ -173,10 +181,30 @@ def write_plan(pipe: Pipeline, plan: Plan, view: View, now: float,
             w.op("XADD", keys.audit(note.incident_id), "*",
                  *(x for kv in fields.items() for x in kv))
         w.xadd(keys.audit_all(), fields, GLOBAL_MAXLEN)
+    resolved = {i: Withdrawal(by, Resolver.ALERT, now)
+                for i, by in _resolved_by_alert(plan, view).items()}
+    for incident_id, why in resolved.items():
+        w.op("SET", keys.approvals_resolver(incident_id), resolver_marker(why), "EX",
+             RETENTION_S)
+    pending = watch_pending(pipe, resolved)
     pipe.multi()
     if w.argv:
         pipe.eval(_APPLY, len(w.keys), *w.keys, *w.argv)
+    for incident_id, approval_ids in pending.items():
+        withdraw_in(pipe, incident_id, approval_ids, resolved[incident_id])
     pipe.execute()
+
+
+def _resolved_by_alert(plan: Plan, view: View) -> dict[str, str]:
+    """{incident id: the alert source that resolved it} for incidents this batch resolves:
+    their pending approvals are withdrawn in the same EXEC (issue 25)."""
+    sources = {n.incident_id: n.actor for n in plan.notes if n.action == "transition"}
+    out: dict[str, str] = {}
+    for incident in plan.incidents.values():
+        before = view.incidents.get(incident.id)
+        if before is not None and before.is_open and incident.state is IncidentState.RESOLVED:
+            out[incident.id] = sources.get(incident.id) or incident.source or "alert"
+    return out
 
 
 def _incidents(w: Writes, plan: Plan, view: View) -> None:

@@ -74,6 +74,12 @@ def approvals_of_incident(incident_id: str) -> str:
     return _k("approvals", "incident", incident_id)
 
 
+def approvals_resolver(incident_id: str) -> str:
+    """Who resolved the incident ("resolver<TAB>who<TAB>at", issue 25): a click on one of
+    its approvals created after the resolve (a diagnosis that finished late) withdraws it."""
+    return _k("approvals", "resolved", incident_id)
+
+
 # chat
 def chat_update_gate(channel: str, ts: str) -> str:
     return _k("chat", "update", channel, ts)

@@ -21,6 +21,7 @@ from bot.domain.approval import (
     Approval,
     ApprovalPolicy,
     ClaimOutcome,
+    Resolver,
     may_decide,
     refusal_is_self,
 )
@@ -55,7 +56,8 @@ class StaticGroups:
 class ApprovalCallbacks:
     """What the flow does once a decision is final (runs in a worker, never in the ack)."""
 
-    on_approved: Callable[[Approval, str], None]
+    # None: it runs; a text: why nothing ran (told to the clicker instead of "running now")
+    on_approved: Callable[[Approval, str], str | None]
     on_denied: Callable[[Approval, str, str], None]
     on_expired: Callable[[Approval], None] | None = None
     # (verb, incident_id, user, duration_s) → reply: Ack, Resolve, Snooze, Retry, Escalate
@@ -111,8 +113,12 @@ class ApprovalDesk:
         if may_decide(self.policy, kind, user, self._groups(user), ""):
             return None
         self._audit(incident_id, user, "incident.refused", {"verb": verb, **(detail or {})})
-        return (strings.INCIDENT_NOT_ALLOWED.format(verb=verb, who=approver_list(self.policy, kind))
-                if user else strings.UNKNOWN_USER_REFUSED)
+        if not user:
+            return strings.UNKNOWN_USER_REFUSED
+        who = approver_list(self.policy, kind)
+        if verb == "diag":
+            return strings.DIAG_NOT_ALLOWED.format(host=(detail or {}).get("host", "?"), who=who)
+        return strings.INCIDENT_NOT_ALLOWED.format(verb=verb, who=who)
 
     def check(self, approval_id: str, user: str) -> Decision | None:
         """Before the deny modal opens: None if ``user`` may deny now, else the refusal."""
@@ -126,7 +132,9 @@ class ApprovalDesk:
             self._audit_result(result, user, "deny", "")
             return self._decision(result, user)
         if current.status == "cancelled":
-            return self._decision(ClaimResult(O.CANCELLED, current), user)
+            result = ClaimResult(O.CANCELLED, current)
+            self._audit_result(result, user, "deny", "")
+            return self._decision(result, user)
         if not current.is_open:
             done = O.DENIED if current.status == "denied" else O.ALREADY_DONE
             return self._decision(
@@ -171,12 +179,14 @@ class ApprovalDesk:
     def _run_approved(self, approval: Approval, user: str) -> Decision:
         mark = strings.APPROVAL_MARK_APPROVED.format(who=mentions(approval.approvers))
         try:
-            self.callbacks.on_approved(approval, user)
+            not_run = self.callbacks.on_approved(approval, user)
         except Exception as exc:  # claimed once; tell the person, with an id
             error_id = log_internal(exc, "on_approved")
             return Decision(
                 O.CLAIMED, approval, strings.APPROVAL_FAILED.format(error_id=error_id), mark, True
             )
+        if not_run:  # the claim won, but the incident had moved on: nothing runs
+            return Decision(O.CLAIMED, approval, not_run, "", acted=True)
         text = strings.APPROVAL_GRANTED.format(who=mention(user), kind=approval.kind)
         return Decision(O.CLAIMED, approval, text, mark, acted=True)
 
@@ -213,7 +223,20 @@ class ApprovalDesk:
             }
             if reason:
                 detail["reason"] = reason
+            if result.outcome is O.CANCELLED:
+                detail.update(self._withdrawn(a, result.changed))
             self._audit(a.incident_id, user, action, detail)
+
+    def _withdrawn(self, a: Approval, now: bool) -> dict[str, str]:
+        """A late click's audit detail: why it ran nothing. ``now``: this click withdrew it
+        (a pending approval of a resolved incident), audited as the resolver's withdrawal."""
+        why = {"withdrawn": a.reason, "withdrawn_by": a.decided_by,
+               "resolved_by": a.resolved_by.value if a.resolved_by else ""}
+        if now:
+            self._audit(a.incident_id, a.decided_by, "approval.cancelled", {
+                "approval_id": a.id, "kind": a.kind, "reason": a.reason,
+                "resolved_by": why["resolved_by"]})
+        return why
 
     def _audit(self, incident_id: str, actor: str, action: str, detail: dict[str, Any]) -> None:
         if self._audit_fn is None:
@@ -233,6 +256,12 @@ _AUDIT_ACTION: dict[tuple[str, ClaimOutcome, bool], str] = {
     ("deny", O.DENIED, True): "approval.denied",
     ("deny", O.UNAUTHORISED, False): "approval.refused",
     ("deny", O.EXPIRED, True): "approval.expired",
+    # a click on an approval withdrawn before it (its incident resolved, or another chosen)
+    ("approve", O.CANCELLED, False): "approval.withdrawn_click",
+    ("deny", O.CANCELLED, False): "approval.withdrawn_click",
+    # the click found its incident resolved after the approval was created: withdrawn now
+    ("approve", O.CANCELLED, True): "approval.withdrawn_click",
+    ("deny", O.CANCELLED, True): "approval.withdrawn_click",
 }
 
 
@@ -264,8 +293,28 @@ def reply_text(result: ClaimResult, user: str, policy: ApprovalPolicy) -> str:
         case O.CLAIMED:
             return strings.APPROVAL_GRANTED.format(who=mention(user), kind=a.kind)
         case O.CANCELLED:
+            if a.resolved_by is not None:
+                return strings.APPROVAL_AFTER_RESOLVE.format(
+                    id=a.incident_id, when=_clock_time(a.decided_at), by=_resolver(a))
             return strings.APPROVAL_WITHDRAWN.format(reason=escape(a.reason))
     return strings.APPROVAL_NOT_FOUND
+
+
+def _resolver(a: Approval) -> str:
+    """"the alert", "the bot" or the person who resolved the incident."""
+    match a.resolved_by:
+        case Resolver.ALERT:
+            return strings.RESOLVED_BY_ALERT
+        case Resolver.PERSON:
+            return mention(a.decided_by)
+    return strings.RESOLVED_BY_BOT
+
+
+def _clock_time(ts: float) -> str:
+    """"11:02" today (UTC), the date too for older ones."""
+    if time.strftime("%Y-%m-%d", time.gmtime(ts)) == time.strftime("%Y-%m-%d", time.gmtime()):
+        return time.strftime("%H:%M", time.gmtime(ts))
+    return utc_minute(ts)
 
 
 def mark_text(result: ClaimResult) -> str:

@@ -261,12 +261,18 @@ _PARSERS: dict[str, Callable[[list[str]], SlashCommand]] = {
 }
 
 
+# commands that change something (or run something on a host), under the desk's rule
+_GUARDED: dict[type, str] = {Silence: "silence", Diag: "diag"}
+
+
 def run(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: str = "/ir",
         guard: Guard | None = None) -> SlashReply:
-    """Dispatch one command to its handler (help is answered here); ``silence`` only if
-    ``guard``, the desk's one authority rule, allows. A handler's UserError is its reply."""
-    if guard is not None and isinstance(cmd, Silence):
-        refused = guard("silence", user, "", vars(cmd))
+    """Dispatch one command to its handler (help is answered here); ``silence`` and ``diag``
+    (it runs commands on a host) only if ``guard``, the desk's one authority rule, allows.
+    A handler's UserError is its reply."""
+    verb = _GUARDED.get(type(cmd))
+    if guard is not None and verb is not None:
+        refused = guard(verb, user, "", {k: v for k, v in vars(cmd).items() if v is not None})
         if refused is not None:
             return SlashReply(refused)
     try:

@@ -37,6 +37,18 @@ class ClaimOutcome(StrEnum):
     CANCELLED = "cancelled"  # withdrawn before this click (an alternative was approved)
 
 
+class Resolver(StrEnum):
+    """Who resolved the incident an approval was withdrawn with (issue 25): a late click
+    is told "resolved at 11:02 UTC by the alert" (or by a person, or by the bot)."""
+
+    ALERT = "alert"  # its alert cleared (ingest)
+    PERSON = "person"  # Resolve button or ``/ir resolve``; ``decided_by`` is the user
+    BOT = "bot"  # the flow (a fix verified, a diagnosis that found nothing)
+
+
+WITHDRAWN_RESOLVED = "incident resolved"  # the reason on approvals withdrawn by a resolve
+
+
 @dataclass(frozen=True)
 class Approval:
     """One pending decision on one proposed action; its id is the button's value."""
@@ -56,6 +68,7 @@ class Approval:
     reason: str = ""  # deny reason
     channel: str = ""  # where the message with the button lives, once posted
     message_ts: str = ""
+    resolved_by: Resolver | None = None  # withdrawn because its incident resolved (by whom)
 
     @property
     def kind(self) -> str:

@@ -47,22 +47,23 @@ class ApproveStep:
         self.bot_user = bot_user
         self.clock = clock
 
-    def on_approved(self, approval: Approval, user: str) -> None:
-        """Accept the claimed approval (message says running), then act off this thread."""
+    def on_approved(self, approval: Approval, user: str) -> str | None:
+        """Accept the claimed approval (message says running), then act off this thread.
+        None when it runs; else why nothing ran (the claim won just before the incident
+        resolved or moved on), so the desk tells the clicker that, not "running now"."""
         incident = self.incidents.require(approval.incident_id)
         kind = approval.action["kind"]
         if incident.state not in ACTABLE or incident.running is not None:
-            self._skip(incident, user, strings.FLOW_NOT_ACTABLE.format(
+            return self._skip(incident, user, strings.FLOW_NOT_ACTABLE.format(
                 kind=kind, id=incident.id, state=incident.state.value))
-            return
         if incident.state is IncidentState.AWAITING_APPROVAL:
             try:
                 self.incidents.transition(incident.id, IncidentState.APPROVED, user,
                                           f"approved {kind}", approval.evidence_hash)
-            except IllegalTransition:  # another alternative won the race by a hair
-                self._skip(incident, user, strings.FLOW_NOT_ACTABLE.format(
-                    kind=kind, id=incident.id, state=IncidentState.APPROVED.value))
-                return
+            except IllegalTransition:  # another alternative, or a resolve, won by a hair
+                now = self.incidents.require(incident.id).state
+                return self._skip(incident, user, strings.FLOW_NOT_ACTABLE.format(
+                    kind=kind, id=incident.id, state=now.value))
             self.plans.withdraw_pending(incident, user, keep=approval.id)
         running = Running(kind, user, self.clock(), approval.id)
         self.incidents.update(incident.id, lambda i: replace(i, running=running))
@@ -71,10 +72,12 @@ class ApproveStep:
             self.act.run_approved(approval, user)
         else:
             self.actions.submit(self.act.run_approved, approval, user)
+        return None
 
-    def _skip(self, incident: Incident, user: str, text: str) -> None:
+    def _skip(self, incident: Incident, user: str, text: str) -> str:
         self.audit.append(incident.id, user, "action.skipped", {"reason": text[:500]})
         self.publisher.reply(incident, text)
+        return text
 
     def on_denied(self, approval: Approval, user: str, reason: str) -> None:
         incident = self.incidents.require(approval.incident_id)

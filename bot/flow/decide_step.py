@@ -89,7 +89,7 @@ class DecideStep:
         if not can_transition(incident.state, IncidentState.RESOLVED):
             return None
         self.incidents.update(incident.id, lambda i: replace(i, resolved_by=user, snooze=None))
-        self.plans.withdraw_pending(incident, user, reason="incident resolved")
+        # the transition withdraws its pending approvals in the same EXEC (by this user)
         self.incidents.transition(incident.id, IncidentState.RESOLVED, user, "resolved by a person")
         self._record(incident, user, "incident.resolve")
         self.publisher.publish(incident.id)

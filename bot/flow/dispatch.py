@@ -18,8 +18,9 @@ class FlowCallbacks:
         self.approve = approve
         self.decide = decide
 
-    def approved(self, approval: Approval, user: str) -> None:
-        self.approve.on_approved(approval, user)
+    def approved(self, approval: Approval, user: str) -> str | None:
+        """None when the action runs; else why nothing ran (said to the clicker)."""
+        return self.approve.on_approved(approval, user)
 
     def denied(self, approval: Approval, user: str, reason: str) -> None:
         self.approve.on_denied(approval, user, reason)

@@ -25,6 +25,10 @@ class StoreHandlers(Unavailable):
         self.calls.append(("silence", user, host, kind, duration_s))
         return SlashReply("silenced")
 
+    def diag(self, user: str, host: str, playbook: str | None) -> SlashReply:
+        self.calls.append(("diag", user, host, playbook))
+        return SlashReply("diagnosing")
+
     def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
         self.calls.append((verb, user, incident_id, duration_s))
         return SlashReply("done")

@@ -5,16 +5,19 @@ from __future__ import annotations
 import io
 import subprocess
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from redis import Redis
 from rich.console import Console
 
+from bot.chat.interactions import ApprovalDesk
 from bot.chat.terminal import TerminalBackend
 from bot.config.settings import Settings
 from bot.demo.story import make_desk
-from bot.domain.incident import Alert
+from bot.domain.approval import Approval, ClaimOutcome
+from bot.domain.incident import Alert, AlertStatus
 from bot.domain.lifecycle import IncidentState
 from bot.flow.assembly import Flow, build_flow
 from bot.sim.sshd import SimHost
@@ -135,12 +138,37 @@ def test_resume_is_offered_as_a_button_when_not_chained(flow: Any, tmp_path: Any
 
 
 def test_a_click_on_a_resolved_incident_runs_nothing(flow: Any) -> None:
-    ctx, sim, out = flow
+    ctx, sim, _out = flow
     incident_id = open_incident(ctx)
     approval_id = stop_approval(ctx, incident_id)
     ctx.incidents.transition(incident_id, IncidentState.RESOLVED, "alertmanager", "resolved")
-    make_desk(ctx).approve(approval_id, ONCALL)
+    decision = make_desk(ctx).approve(approval_id, ONCALL)
+    assert stops(sim) == 0 and not decision.acted
+    assert decision.text.endswith("UTC by the bot: nothing ran.")  # withdrawn with the resolve
+    actions = [e.action for e in ctx.audit.timeline(incident_id)]
+    assert "approval.cancelled" in actions and "approval.withdrawn_click" in actions
+    assert "approval.approved" not in actions and "action.started" not in actions
+
+
+def test_a_claim_that_wins_just_before_the_resolve_says_nothing_ran(flow: Any) -> None:
+    """The click's claim wins, then the alert clears before the flow accepts it: the
+    step runs nothing and the clicker is told why, not "running now"."""
+    ctx, sim, _out = flow
+    incident_id = open_incident(ctx)
+    approval_id = stop_approval(ctx, incident_id)
+
+    def resolved_first(approval: Approval, user: str) -> str | None:
+        ctx.incidents.ingest([Alert(source="test", host="gpu-01", kind="vram_idle",
+                                    status=AlertStatus.RESOLVED)])
+        return ctx.approve.on_approved(approval, user)
+
+    callbacks = replace(ctx.callbacks(), on_approved=resolved_first)
+    desk = ApprovalDesk(ctx.approvals, ctx.policy, callbacks,
+                        audit=lambda i, actor, action, d: ctx.audit.append(i, actor, action, d))
+    decision = desk.approve(approval_id, ONCALL)
+    assert decision.outcome is ClaimOutcome.CLAIMED
+    assert decision.text.startswith("Not running systemd.stop_disable")
+    assert "is resolved" in decision.text and "running `" not in decision.text
     assert stops(sim) == 0
-    assert "is resolved" in out.getvalue()
     actions = [e.action for e in ctx.audit.timeline(incident_id)]
     assert "action.skipped" in actions and "action.started" not in actions

@@ -79,6 +79,20 @@ def test_silence_by_a_non_approver_is_refused_privately_and_audited(rig: SlackRi
         ("silence", "UALICE", "gpu-01", "gpu_ecc", 30 * 86400)]
 
 
+def test_diag_by_a_non_approver_is_refused_privately_and_audited(rig: SlackRig,
+                                                                redis: Redis) -> None:
+    text, kind = reply(rig, "UMALLORY", "diag gpu-01 gpu_health")
+    assert kind == "ephemeral"
+    assert text.startswith("You are not allowed to run a diagnosis on gpu-01")
+    assert "<@UALICE>" in text
+    assert rig.slash.calls == []  # type: ignore[union-attr]
+    refused = [e for e in global_audit(redis) if e[1] == "incident.refused"]
+    assert refused == [("UMALLORY", "incident.refused", {
+        "verb": "diag", "host": "gpu-01", "playbook": "gpu_health"})]
+    assert reply(rig, "UALICE", "diag gpu-01")[0] == "diagnosing"
+    assert rig.slash.calls == [("diag", "UALICE", "gpu-01", None)]  # type: ignore[union-attr]
+
+
 def click_without_user(rig: SlackRig, action_id: str, value: str) -> None:
     assert rig.sender is not None
     payload = {"type": "block_actions", "team": {"id": "T0001"}, "api_app_id": "A0001",

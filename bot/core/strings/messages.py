@@ -168,3 +168,10 @@ MSG_GPUS_GROUPED = "GPUs {indexes} {verdict}: {why}"
 
 # --- the flow's Slurm drain, gate and return (issue 26) --------------------------------------
 MSG_ACTION_REBOOT = "reboot the host (every process on it stops)"
+
+# --- issue 25 (h25b): stale approvals after a resolve, /ir diag authority -------------------
+DIAG_NOT_ALLOWED = "You are not allowed to run a diagnosis on {host}. Approvers: {who}."
+APPROVAL_AFTER_RESOLVE = "Incident {id} was resolved at {when} UTC by {by}: nothing ran."
+RESOLVED_BY_ALERT = "the alert"
+RESOLVED_BY_BOT = "the bot"
+WITHDRAWN_RESOLVED = "incident resolved"
