@@ -14,7 +14,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from bot.chat.blockkit import to_payload
 from bot.domain.incident_record import Running
@@ -27,23 +26,16 @@ from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
     UNIT,
     Loop,
     action,
+    audit_rows,
     buttons,
     loop,
     loop_settings,
+    stops,
     wait_until,
 )
 
 S = IncidentState
 SimFactory = Callable[..., SimHost]
-
-
-def audit(lp: Loop, incident_id: str) -> list[tuple[str, str, dict[str, Any]]]:
-    return [(e.actor, e.action, e.detail) for e in lp.flow.audit.timeline(incident_id)]
-
-
-def stops(sim: SimHost) -> int:
-    return sum(1 for e in sim.command_log()
-               if e.get("tool") == "systemctl" and e["argv"][:2] == ["stop", UNIT])
 
 
 def test_a_20s_action_is_acked_at_once_and_shows_running_before_its_result(
@@ -94,7 +86,7 @@ def test_alternatives_are_withdrawn_and_a_stale_click_changes_nothing(
     loop.drain()
     others = [a for a in loop.flow.approvals.for_incident(incident_id)
               if a.id != chosen.id and a.created_at <= chosen.created_at]
-    cancelled = {d["approval_id"] for _, act, d in audit(loop, incident_id)
+    cancelled = {d["approval_id"] for _, act, d in audit_rows(loop.flow, incident_id)
                  if act == "approval.cancelled"}
     assert cancelled == {a.id for a in others}
     assert all(a.status.value == "cancelled" for a in others if a.id in cancelled)
@@ -119,7 +111,8 @@ def test_alternatives_are_withdrawn_and_a_stale_click_changes_nothing(
     loop.wait_state(incident_id, S.RESOLVED)
     resolved = loop.wait_text(incident_id, "Resolved by <@UALICE>")
     assert buttons(resolved) == []
-    assert (ONCALL, "incident.resolve") in [(a, b) for a, b, _ in audit(loop, incident_id)]
+    trail = audit_rows(loop.flow, incident_id)
+    assert (ONCALL, "incident.resolve") in [(a, b) for a, b, _ in trail]
 
 
 def test_action_failed_shows_what_failed_with_retry_and_escalate(
@@ -135,11 +128,13 @@ def test_action_failed_shows_what_failed_with_retry_and_escalate(
     text = json.dumps(failed)
     assert "timed out" in text and f"systemctl stop {UNIT}" in text  # the captured evidence
     assert {"Retry", "Escalate"} <= set(buttons(failed)) and "Approve" not in buttons(failed)
-    transitions = [d["to"] for _, act, d in audit(loop, incident_id) if act == "transition"]
+    trail = audit_rows(loop.flow, incident_id)
+    transitions = [d["to"] for _, act, d in trail if act == "transition"]
     assert transitions[-1] == "action_failed"
     loop.click(ONCALL, failed, action("incident_escalate"))
     loop.wait_text(incident_id, "Escalated by <@UALICE>")
-    assert (ONCALL, "incident.escalate") in [(a, b) for a, b, _ in audit(loop, incident_id)]
+    trail = audit_rows(loop.flow, incident_id)
+    assert (ONCALL, "incident.escalate") in [(a, b) for a, b, _ in trail]
 
 
 def test_diagnosis_failed_says_why_and_offers_retry(
@@ -158,9 +153,9 @@ def test_diagnosis_failed_says_why_and_offers_retry(
     wait_until(lambda: loop.ephemerals(MALLORY), 15, "the refusal")
     assert "not allowed" in loop.ephemerals(MALLORY)[0]
     loop.click(ONCALL, shown, action("incident_retry"))
-    wait_until(lambda: [d["to"] for _, act, d in audit(loop, incident_id)
+    wait_until(lambda: [d["to"] for _, act, d in audit_rows(loop.flow, incident_id)
                         if act == "transition"].count("diagnosis_failed") == 2, 60, "a retry")
-    actions = [(a, b) for a, b, _ in audit(loop, incident_id)]
+    actions = [(a, b) for a, b, _ in audit_rows(loop.flow, incident_id)]
     assert (ONCALL, "incident.retry") in actions and (MALLORY, "incident.refused") in actions
 
 
@@ -174,7 +169,8 @@ def test_no_action_lists_what_was_found_and_offers_resolve(
     shown = loop.wait_text(incident_id, "Nothing to run automatically")
     assert "/data" in json.dumps(shown)
     assert "Resolve" in buttons(shown) and "Approve" not in buttons(shown)
-    transitions = [d["to"] for _, act, d in audit(loop, incident_id) if act == "transition"]
+    trail = audit_rows(loop.flow, incident_id)
+    transitions = [d["to"] for _, act, d in trail if act == "transition"]
     assert transitions == ["diagnosing", "no_action"]
 
 
@@ -194,7 +190,7 @@ def test_ack_and_snooze_buttons_and_slash_resolve(
     loop.wait_state(incident_id, S.SNOOZED)
     snoozed = loop.wait_text(incident_id, "Snoozed by <@UALICE>")
     assert buttons(snoozed) == ["Resolve"]
-    detail = next(d for u, act, d in audit(loop, incident_id)
+    detail = next(d for u, act, d in audit_rows(loop.flow, incident_id)
                   if act == "incident.snoozed" and u == ONCALL)
     assert detail["duration_s"] == 7200
     bot.sender.slash(ONCALL, "/ir", f"resolve {incident_id}")
@@ -202,7 +198,8 @@ def test_ack_and_snooze_buttons_and_slash_resolve(
     assert buttons(loop.wait_text(incident_id, "Resolved by <@UALICE>")) == []
     replies = wait_until(lambda: loop.standin.calls_of("response_url"), 15, "the slash reply")
     assert f"Resolved incident {incident_id}" in str(replies[-1].params)
-    decisions = [(u, act) for u, act, _ in audit(loop, incident_id) if act.startswith("incident.")]
+    trail = audit_rows(loop.flow, incident_id)
+    decisions = [(u, act) for u, act, _ in trail if act.startswith("incident.")]
     assert decisions == [(ONCALL, "incident.ack"), (ONCALL, "incident.snoozed"),
                          (ONCALL, "incident.resolve")]
 
@@ -223,7 +220,7 @@ def test_two_replicas_run_the_same_click_once_and_agree_on_the_message(
     loop.wait_text(incident_id, "8/8 GPUs free")
     loop.drain()
     assert stops(sim) == 1
-    approved = [a for _, a, _ in audit(loop, incident_id) if a == "approval.approved"]
+    approved = [a for _, a, _ in audit_rows(loop.flow, incident_id) if a == "approval.approved"]
     assert approved == ["approval.approved"]
     stored = loop.message(incident_id)
     for bot in (first, second):
@@ -253,7 +250,7 @@ def test_a_snooze_that_ran_out_wakes_where_it_was(
     assert loop.state(incident_id) is S.AWAITING_APPROVAL
     woken = loop.wait_text(incident_id, "Snooze 30 min")
     assert "Snoozed by" not in json.dumps(woken) and "Approve" in buttons(woken)
-    assert "snooze ended" in [d.get("reason") for _, a, d in audit(loop, incident_id)
+    assert "snooze ended" in [d.get("reason") for _, a, d in audit_rows(loop.flow, incident_id)
                               if a == "transition"]
 
 

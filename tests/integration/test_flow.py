@@ -22,6 +22,7 @@ from bot.domain.lifecycle import IncidentState
 from bot.flow.assembly import Flow, build_flow
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
+from tests.fixtures.bots import stops
 
 ONCALL = "UONCALL"
 UNIT = "vllm-kimi-k25-int4.service"
@@ -54,11 +55,6 @@ def open_incident(ctx: Flow) -> str:
 def stop_approval(ctx: Flow, incident_id: str) -> str:
     plans = ctx.incidents.require(incident_id).parts_to_dict()["plans"]
     return next(p["approval_id"] for p in plans if p["action"]["kind"] == "systemd.stop_disable")
-
-
-def stops(sim: SimHost) -> int:
-    return sum(1 for e in sim.command_log()
-               if e.get("tool") == "systemctl" and e["argv"][:2] == ["stop", UNIT])
 
 
 def test_finding_gone_before_the_click_means_no_action(flow: Any) -> None:

@@ -26,6 +26,7 @@ from bot.extract.demo_data import prepare_interrupted_run
 from bot.flow.assembly import Flow, build_flow
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
+from tests.fixtures.bots import audit_rows
 from tests.fixtures.remediation import gpu_used
 
 S = IncidentState
@@ -72,10 +73,6 @@ def plan_of(ctx: Flow, incident_id: str, kind: str) -> dict[str, Any]:
     return next(p for p in plans if p["action"]["kind"] == kind)
 
 
-def audit(ctx: Flow, incident_id: str) -> list[tuple[str, str, dict[str, Any]]]:
-    return [(e.actor, e.action, e.detail) for e in ctx.audit.timeline(incident_id)]
-
-
 def test_broken_gpu_blocks_the_resume_until_two_people_override(
         make_flow: MakeFlow, redis_url: str, tmp_path: Path) -> None:
     ctx, _, out = make_flow("gpu_xid79", "gpu-04")
@@ -95,7 +92,7 @@ def test_broken_gpu_blocks_the_resume_until_two_people_override(
     assert "Health gate failed on gpu-04" in said and "The resume is blocked" in said
     assert incident.last_outcome is not None
     assert "critical Xid since boot on 0000:5d:00" in incident.last_outcome.summary
-    steps = audit(ctx, incident_id)
+    steps = audit_rows(ctx, incident_id)
     assert [a for _, a, _ in steps if a.startswith("action.")] == []  # nothing ran
     assert any(a == "gate.failed" and not d["passed"] for _, a, d in steps)
 
@@ -110,7 +107,7 @@ def test_broken_gpu_blocks_the_resume_until_two_people_override(
     assert ctx.jobs.status(job).state.value == "queued"
     incident = ctx.incidents.require(incident_id)
     assert incident.state is S.RESUMED and incident.parts_to_dict()["job"] == job
-    steps = audit(ctx, incident_id)
+    steps = audit_rows(ctx, incident_id)
     forced = next(d for _, a, d in steps if a == "gate.override")
     assert forced["job"] == job and "critical Xid since boot on 0000:5d:00" in forced["reasons"]
     started = next(d for _, a, d in steps if a == "action.started")
@@ -133,7 +130,7 @@ def test_seed_story_gate_passes_after_the_stop_and_the_chained_resume_runs(
     assert incident.gate is not None
     assert incident.gate.passed and incident.gate.checks["free memory"]
     assert "Health gate passed on gpu-01: gpu count, nvidia-smi" in out.getvalue()
-    order = [a for _, a, _ in audit(ctx, incident_id)
+    order = [a for _, a, _ in audit_rows(ctx, incident_id)
              if a in ("action.succeeded", "gate.passed", "action.started")]
     assert order == ["action.started", "action.succeeded", "gate.passed", "action.started",
                      "action.succeeded"]  # stop, its verification, the gate, then the resume

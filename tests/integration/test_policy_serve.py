@@ -31,8 +31,10 @@ from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
     UNIT,
     Loop,
     action,
+    audit_rows,
     buttons,
     loop,
+    stops,
     wait_until,
 )
 
@@ -81,11 +83,6 @@ def post_alerts(loop: Loop, hosts: list[str], kind: str = "vm_restart") -> list[
     return [str(i) for i in reply.json()["incidents"]]
 
 
-def stops(sim: SimHost) -> int:
-    return sum(1 for e in sim.command_log()
-               if e.get("tool") == "systemctl" and e["argv"][:2] == ["stop", UNIT])
-
-
 def unit_active(sim: SimHost) -> bool:
     """Running or enabled: the unit still holds (or will take) the GPUs."""
     unit = sim.state()["units"][UNIT]
@@ -106,10 +103,6 @@ def thread_line(loop: Loop, incident_id: str, needle: str) -> str:  # noqa: F811
                                        None), 60, f"{needle!r} in {incident_id}'s thread"))
 
 
-def audit(loop: Loop, incident_id: str) -> list[tuple[str, str, dict[str, Any]]]:  # noqa: F811
-    return [(e.actor, e.action, e.detail) for e in loop.flow.audit.timeline(incident_id)]
-
-
 def test_three_hosts_stopped_by_the_policy_and_the_fourth_asks_saying_why(
         loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
     sims = seed_hosts(sim_factory, 4)
@@ -127,7 +120,7 @@ def test_three_hosts_stopped_by_the_policy_and_the_fourth_asks_saying_why(
         shown = loop.wait_text(incident_id, "8/8 GPUs free")
         assert "Revert" in " ".join(buttons(shown)) and f"policy:{POLICY}" in json.dumps(shown)
         assert not unit_active(sims[host]) and stops(sims[host]) == 1
-        decided = [(u, a) for u, a, _ in audit(loop, incident_id)
+        decided = [(u, a) for u, a, _ in audit_rows(loop.flow, incident_id)
                    if a in ("approval.approved", "action.started")]
         assert (f"policy:{POLICY}", "approval.approved") in decided
     loop.wait_state(asked, S.AWAITING_APPROVAL)
@@ -148,7 +141,7 @@ def test_three_hosts_stopped_by_the_policy_and_the_fourth_asks_saying_why(
     loop.wait_state(asked, S.VERIFIED)
     assert stops(sims["gpu-04"]) == 1 and not unit_active(sims["gpu-04"])
     assert not [t for t in thread(loop, asked) if "without a click" in t]
-    actors = {u for u, a, _ in audit(loop, asked) if a == "approval.approved"}
+    actors = {u for u, a, _ in audit_rows(loop.flow, asked) if a == "approval.approved"}
     assert actors == {BOB}
     print("\n".join(["", *(thread_line(loop, i, "without a click") for i in auto), why,
                      refused]))
@@ -170,8 +163,8 @@ def test_a_shadow_policy_changes_nothing_and_says_what_it_would_have_done(
                if e.get("tool") == "systemctl" and e["argv"][:1] in (["stop"], ["disable"])]
     assert changed == [] and unit_active(sims["gpu-01"])
     assert loop.state(incident_id) is S.AWAITING_APPROVAL
-    assert not [a for _, a, _ in audit(loop, incident_id) if a == "approval.approved"]
-    decided = next(d for _, a, d in audit(loop, incident_id) if a == "policy.decided")
+    assert not [a for _, a, _ in audit_rows(loop.flow, incident_id) if a == "approval.approved"]
+    decided = next(d for _, a, d in audit_rows(loop.flow, incident_id) if a == "policy.decided")
     assert (decided["policy"], decided["mode"], decided["hosts"]) == (POLICY, "shadow", [])
     print("\n" + said)
 
@@ -204,7 +197,7 @@ def test_two_replicas_never_pass_the_limit_together(
     assert stops(sims[ran]) == 1 and stops(sims[asked]) == 0
     assert loop.state(ids[asked]) is S.AWAITING_APPROVAL
     assert f"limit reached: 1 host in the last hour ({ran})" in why
-    counted = [d["hosts"] for i in ids.values() for _, a, d in audit(loop, i)
+    counted = [d["hosts"] for i in ids.values() for _, a, d in audit_rows(loop.flow, i)
                if a == "policy.decided" and d["mode"] == "auto"]
     assert counted == [[ran]]
 
@@ -303,5 +296,5 @@ def test_a_retry_lets_the_policy_act_once_its_limit_has_room(
     assert "1 of 1 hosts in the last hour: gpu-01" in thread_line(loop, incident_id,
                                                                   "without a click")
     assert stops(sims["gpu-01"]) == 1
-    actors = [u for u, a, _ in audit(loop, incident_id) if a == "approval.approved"]
+    actors = [u for u, a, _ in audit_rows(loop.flow, incident_id) if a == "approval.approved"]
     assert actors == [f"policy:{POLICY}"]

@@ -24,23 +24,16 @@ from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
     Bot,
     Loop,
     action,
+    audit_rows,
     buttons,
     loop,
     loop_settings,
+    stops,
     wait_until,
 )
 
 S = IncidentState
 SimFactory = Callable[..., SimHost]
-
-
-def audit(lp: Loop, incident_id: str) -> list[tuple[str, str, dict[str, Any]]]:
-    return [(e.actor, e.action, e.detail) for e in lp.flow.audit.timeline(incident_id)]
-
-
-def stops(sim: SimHost) -> int:
-    return sum(1 for e in sim.command_log()
-               if e.get("tool") == "systemctl" and e["argv"][:2] == ["stop", UNIT])
 
 
 def post_am(bot: Bot, *alerts: dict[str, Any]) -> dict[str, Any]:
@@ -92,7 +85,7 @@ def test_an_alert_that_clears_withdraws_the_approval_and_a_late_click_runs_nothi
     assert loop.standin.calls_of("views.open") == []  # no deny modal for a withdrawn one
     assert stops(sim) == 0
     assert loop.state(incident_id) is S.RESOLVED
-    trail = audit(loop, incident_id)
+    trail = audit_rows(loop.flow, incident_id)
     assert sorted(d["approval_id"] for u, act, d in trail if act == "approval.cancelled"
                   and u == "alertmanager") == sorted(a.id for a in offered)
     clicks = [d for u, act, d in trail if act == "approval.withdrawn_click" and u == ONCALL]
@@ -114,7 +107,7 @@ def test_a_late_click_after_a_person_resolved_names_them(
                       "the late click's reply")[0]
     assert said.endswith(" UTC by <@UALICE>: nothing ran.")
     assert stops(sim) == 0
-    cancelled = [(u, d["resolved_by"]) for u, act, d in audit(loop, incident_id)
+    cancelled = [(u, d["resolved_by"]) for u, act, d in audit_rows(loop.flow, incident_id)
                  if act == "approval.cancelled"]
     assert cancelled and set(cancelled) == {(ONCALL, "person")}
 
