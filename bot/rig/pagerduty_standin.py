@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from bot.rig.json_reply import send_json
+
 ACTIONS = ("trigger", "acknowledge", "resolve")
 SEVERITIES = ("critical", "error", "warning", "info")
 STATUS_OF = {"trigger": "triggered", "acknowledge": "acknowledged", "resolve": "resolved"}
@@ -160,14 +162,7 @@ def _handler_for(standin: PagerDutyStandIn) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             found = self.path == "/v2/enqueue"
             status, body, headers = standin.handle(raw) if found else (404, {}, {})
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, body, headers)
 
         def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
             return

@@ -21,6 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from bot.rig.json_reply import send_json
+
 Params = dict[str, Any]
 
 
@@ -341,14 +343,7 @@ def _handler_for(standin: SlackStandIn) -> type[BaseHTTPRequestHandler]:
             if status == LOST:
                 self.close_connection = True
                 return
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, body, headers, "application/json; charset=utf-8")
 
         def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
             return
