@@ -46,6 +46,7 @@ from storage.usergroups import UsergroupCache
 
 log = logging.getLogger(__name__)
 ACTION_WORKERS = 4  # approved actions running at once per replica (each holds SSH channels)
+DIAGNOSIS_WORKERS = 8  # incidents diagnosed at once per replica: a hung probe holds one
 
 
 @dataclass
@@ -58,6 +59,8 @@ class Service:
     slack: SlackApp | None = None
     scheduler: LeaderScheduler | None = None
     paging: PagingService | None = None
+    diagnoses: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(
+        max_workers=DIAGNOSIS_WORKERS, thread_name_prefix="flow-diagnosis"))
     socket_mode: bool = False
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
@@ -65,7 +68,8 @@ class Service:
 
     def start_background(self) -> None:
         """The flow consumer thread, the scheduler, and Socket Mode when configured."""
-        t = threading.Thread(target=self.flow.consumer().run_forever, args=(self.stop_event,),
+        consumer = self.flow.consumer(self.diagnoses)
+        t = threading.Thread(target=consumer.run_forever, args=(self.stop_event,),
                              name="flow-consumer", daemon=True)
         t.start()
         self.threads.append(t)
@@ -103,6 +107,7 @@ class Service:
         for t in self.threads:
             t.join(timeout=5)
         self.flow.outbox.flush(5)  # what can still go to Slack goes now
+        self.diagnoses.shutdown(wait=True)
         if self.flow.actions is not None:
             self.flow.actions.shutdown(wait=True)
         if self.slack is not None:

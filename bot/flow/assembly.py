@@ -86,9 +86,11 @@ class Flow:
     stats: Callable[[int], str] | None = None
     slurm: SlurmStep | None = None
 
-    def consumer(self) -> Consumer:
-        """A new consumer loop on the events stream (one per thread)."""
-        return Consumer(self.events, self.diagnosis(), self.publisher, self.closing_note)
+    def consumer(self, diagnoses: Executor | None = None) -> Consumer:
+        """A new consumer loop on the events stream (one per thread); ``diagnoses`` runs
+        the diagnoses it starts, several at once (None: inline)."""
+        return Consumer(self.events, self.diagnosis(), self.publisher, self.closing_note,
+                        diagnoses)
 
     def diagnosis(self) -> PolicedDiagnosis:
         """What ``/ir diag`` runs: the diagnosis, then what the fleet policies do with it."""

@@ -12,6 +12,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable
+from concurrent.futures import Executor
 
 from bot.core.errors import log_internal
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
@@ -35,8 +36,11 @@ class Consumer:
 
     def __init__(self, events: IncidentEvents, diagnose: Diagnoses, publisher: Publisher,
                  closing_note: Callable[[str], str | None] | None = None,
-                 ) -> None:
+                 diagnoses: Executor | None = None) -> None:
         self.events = events
+        # diagnoses run here, a few at once: one host's hung probe never holds another's
+        # message (None: inline, in the order the events came)
+        self.diagnoses = diagnoses
         self.diagnose = diagnose  # the diagnosis, then what the fleet policies run on it
         self.publisher = publisher
         self.closing_note = closing_note  # the postmortem's summary, posted once on resolve
@@ -57,7 +61,20 @@ class Consumer:
             log.info("flow event skipped: %s", taken)
 
     def _diagnose(self, incident_id: str) -> None:
-        self.diagnose.on_opened(incident_id, only_from=FIRST_DIAGNOSIS)
+        """Start the diagnosis (off this loop when there is an executor: the event is acked
+        at once, and a process that dies mid-way leaves the step to the reconciler)."""
+        if self.diagnoses is None:
+            self._run_diagnosis(incident_id)
+        else:
+            self.diagnoses.submit(self._run_diagnosis, incident_id)
+
+    def _run_diagnosis(self, incident_id: str) -> None:
+        try:
+            self.diagnose.on_opened(incident_id, only_from=FIRST_DIAGNOSIS)
+        except StepTaken as taken:  # a duplicate or late delivery: someone else has it
+            log.info("diagnosis skipped: %s", taken)
+        except Exception as exc:  # off the loop: say it with an id, never lose it
+            log_internal(exc, f"diagnosis of {incident_id}")
 
     def _post_closing_note(self, incident_id: str) -> None:
         """The timeline in the thread when an incident resolves (one replica: the group)."""
