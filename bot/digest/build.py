@@ -15,6 +15,7 @@ from bot.digest.model import (
     host_stats,
     incident_stats,
 )
+from bot.digest.response_stats import ResponseRow
 from bot.digest.waste import waste
 from bot.domain.slurm import DrainedNode
 
@@ -22,7 +23,8 @@ from bot.domain.slurm import DrainedNode
 def build_digest(start: float, end: float, series_by_host: SeriesByHost,
                  incidents: Iterable[IncidentRecord] = (), actions: Iterable[ActionRecord] = (),
                  jobs: Iterable[JobRecord] = (), cfg: DigestSettings | None = None,
-                 drained: Iterable[DrainedNode] = ()) -> Digest:
+                 drained: Iterable[DrainedNode] = (),
+                 response: Iterable[ResponseRow] = ()) -> Digest:
     """The whole digest for ``[start, end)``; hosts wasting the most GPU time first."""
     if end <= start:
         raise ValueError("digest period must have end > start")
@@ -32,4 +34,5 @@ def build_digest(start: float, end: float, series_by_host: SeriesByHost,
     hosts.sort(key=lambda h: (-h.idle_gpu_minutes, h.host))
     return Digest(start, end, tuple(hosts), incident_stats(records, start, end),
                   action_counts(actions, start, end), tuple(jobs),
-                  waste(series_by_host, records, cfg, start, end), tuple(drained))
+                  waste(series_by_host, records, cfg, start, end), tuple(drained),
+                  tuple(response))

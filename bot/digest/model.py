@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bot.digest.response_stats import ResponseRow
 from bot.digest.settings import DigestSchedule, DigestSettings  # noqa: F401 - re-exported
 from bot.domain.incident import IncidentSummary
 from bot.domain.slurm import DrainedNode
@@ -143,6 +144,7 @@ class Digest:
     jobs: tuple[JobRecord, ...]
     waste: Waste = field(default_factory=Waste)
     drained: tuple[DrainedNode, ...] = ()  # Slurm nodes out of the scheduler at its end
+    response: tuple[ResponseRow, ...] = ()  # MTTA / MTTR per kind of the period's incidents
 
     @property
     def idle_gpu_minutes(self) -> float:

@@ -12,6 +12,7 @@ from bot.chat.base import ChatMessage, Section
 from bot.chat.text import clip, code_safe, escape
 from bot.core import fmt, strings
 from bot.digest.model import Digest, DiskStats, HostStats, JobRecord, Stat, Waste
+from bot.digest.response_stats import stats_lines
 from bot.domain.slurm import DrainedNode
 
 MAX_HOST_SECTIONS = 20  # Slack allows 50 blocks a message; leave room for the rest
@@ -140,6 +141,9 @@ def render_digest(d: Digest) -> ChatMessage:
         sections.append(Section(strings.DIGEST_NO_HOSTS))
     if d.jobs:
         sections.append(Section(strings.DIGEST_JOBS_TITLE, code=_jobs_table(d.jobs)))
+    if d.response:  # time to acknowledge and resolve, per kind, and the one-click share
+        sections.append(Section("\n".join([strings.DIGEST_RESPONSE_TITLE,
+                                            *stats_lines(d.response)])))
     text = strings.DIGEST_FALLBACK.format(period=period, hosts=len(d.hosts),
                                           idle=fmt_gpu_minutes(d.idle_gpu_minutes),
                                           opened=d.incidents.opened, resolved=d.incidents.resolved)

@@ -30,6 +30,7 @@ from bot.digest.model import (
     Point,
 )
 from bot.digest.render import fmt_period, render_digest
+from bot.digest.response_stats import ResponseRow
 from bot.digest.waste import holder_unit
 from bot.domain.slurm import DrainedNode
 from storage.audit import AuditLog
@@ -66,8 +67,11 @@ class DigestRunner:
                  incidents: IncidentSource | None = None, actions: ActionSource | None = None,
                  jobs: JobSource | None = None, cfg: DigestSettings | None = None,
                  clock: Callable[[], float] = time.time,
-                 drained: Callable[[], Iterable[DrainedNode]] | None = None) -> None:
+                 drained: Callable[[], Iterable[DrainedNode]] | None = None,
+                 response: Callable[[float, float], Iterable[ResponseRow]] | None = None,
+                 ) -> None:
         self.samples, self.chat, self.out_dir = samples, chat, out_dir
+        self.response = response  # MTTA / MTTR per kind over a period (issue 27)
         self.drained = drained  # the Slurm nodes out of the scheduler now (issue 26)
         self.incidents, self.actions, self.jobs = incidents, actions, jobs
         self.cfg = cfg or DigestSettings()
@@ -84,7 +88,8 @@ class DigestRunner:
             incidents=self.incidents.incident_records() if self.incidents else (),
             actions=self.actions.action_records(start, end) if self.actions else (),
             jobs=self.jobs.job_records() if self.jobs else (), cfg=self.cfg,
-            drained=self.drained() if self.drained else ())
+            drained=self.drained() if self.drained else (),
+            response=self.response(start, end) if self.response else ())
         return digest, series
 
     def chart(self, digest: Digest, series: dict[str, dict[str, list[Point]]], tag: str) -> Path:

@@ -11,12 +11,15 @@ import logging
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bot.chat.base import ChatBackend, MessageRef
 from bot.config.inventory import known, resolve, slurm_host
 from bot.config.settings import Settings
+from bot.digest.postmortem_source import recent_postmortems
+from bot.digest.response_stats import ResponseRow, response_stats
 from bot.digest.runner import AuditActions, DigestRunner, StoreIncidents
 from bot.digest.sampler import Sampler, ssh_probe
 from bot.domain.slurm import DrainedNode
@@ -54,7 +57,14 @@ def build_digest_runner(settings: Settings, redis: Redis, chat: ChatBackend,
     return DigestRunner(SampleStore(redis), chat, out_dir,
                         incidents=StoreIncidents(IncidentStore(redis)),
                         actions=AuditActions(redis), cfg=digest_cfg,
-                        drained=drained_source(settings, runner))
+                        drained=drained_source(settings, runner),
+                        response=partial(period_response, redis))
+
+
+def period_response(redis: Redis, start: float, end: float) -> list[ResponseRow]:
+    """MTTA, MTTR and the one-click share per kind of the incidents opened in the period,
+    from their postmortems (the audit trail)."""
+    return response_stats(p for p in recent_postmortems(redis, start) if p.detected_at < end)
 
 
 def drained_source(settings: Settings, runner: SSHRunner | None,
