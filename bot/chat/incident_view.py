@@ -54,11 +54,13 @@ class Marks:
                    getattr(incident, "snooze", None))
 
 
-def incident_buttons(state: str, incident_id: str, acked: bool) -> tuple[Button, ...]:
-    """The incident-level buttons for ``state`` (none on resolved or while acting)."""
+def incident_buttons(state: str, incident_id: str, acked: bool, *,
+                     can_escalate: bool = True) -> tuple[Button, ...]:
+    """The incident-level buttons for ``state`` (none on resolved or while acting); no
+    Escalate when escalation has nowhere to go (no channel, no group to mention)."""
     out: list[Button] = []
     for verb in _BUTTONS.get(state, ()):
-        if verb == "ack" and acked:
+        if (verb == "ack" and acked) or (verb == "escalate" and not can_escalate):
             continue
         if verb == "snooze":
             out += [Button(f"Snooze {label}", "incident_snooze", f"{incident_id}|{secs}")

@@ -18,7 +18,9 @@ from bot.chat.text import clip, code_safe, escape
 from bot.core import fmt, strings
 from bot.domain import headline as hl
 from bot.domain import holding
+from bot.domain.action_result import ActionResult
 from bot.domain.findings import Diagnosis, Finding, ProposedAction
+from bot.domain.incident_record import LastOutcome
 from bot.domain.validate import USERGROUP_RE
 
 GB_RE = re.compile(r"(\d) GB\b")  # playbook text says GB for binary gigabytes
@@ -164,12 +166,28 @@ def action_phrase(action: ProposedAction, diagnosis: Diagnosis | None = None) ->
         "slurm.resume": strings.MSG_ACTION_SLURM_RESUME,
         "slurm.requeue": strings.MSG_ACTION_SLURM_REQUEUE,
         "slurm.cancel": strings.MSG_ACTION_SLURM_CANCEL,
+        **FOLLOWUP_PHRASES,
     }
     template = templates.get(action.kind)
     try:
         return template.format(**p) if template else _generic(action, p)
     except KeyError:
         return _generic(action, p)
+
+
+FOLLOWUP_PHRASES = {
+    "systemd.mask_force": strings.MSG_ACTION_MASK_FORCE,
+    "systemd.revert": strings.MSG_ACTION_REVERT,
+    "systemd.dropin": strings.MSG_ACTION_DROPIN,
+    "systemd.dropin_revert": strings.MSG_ACTION_DROPIN_REVERT,
+    "process.sigterm": strings.MSG_ACTION_SIGTERM,
+    "process.sigkill": strings.MSG_ACTION_SIGKILL,
+    "gpu.reset": strings.MSG_ACTION_GPU_RESET,
+    "host.reboot": strings.MSG_ACTION_REBOOT,
+    "extraction.resume_override": strings.MSG_ACTION_RESUME_OVERRIDE,
+}
+# kinds that undo an earlier fix: never a primary button, always a confirm dialog
+REVERT_KINDS = frozenset({"systemd.revert", "systemd.dropin_revert"})
 
 
 def _generic(action: ProposedAction, p: Mapping[str, str]) -> str:
@@ -226,9 +244,9 @@ def notification_text(incident: IncidentLike, diagnosis: Diagnosis,
                       oncall: str | None = None) -> str:
     """What a phone shows: host, cause and the ask; critical incidents @mention on-call."""
     mention = oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
-    cause = _chat(headline_of(diagnosis).text) if diagnosis.findings else \
-        strings.FLOW_NO_FINDINGS
     state = _val(incident.state)
+    cause = outcome_lead(state, getattr(incident, "last_outcome", None)) or (
+        _chat(headline_of(diagnosis).text) if diagnosis.findings else strings.FLOW_NO_FINDINGS)
     if diagnosis.actions and state == "awaiting_approval":
         first = action_phrase(diagnosis.actions[0], diagnosis)
         ask = strings.MSG_ASK_APPROVE.format(sentence=first)
@@ -266,3 +284,91 @@ def _gpu_row(g: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
     pid, unit = first.get("pid"), first.get("unit") or first.get("name")
     return (str(g.get("index", "?")), mem, "?" if util is None else f"{util:.0f}%",
             "-" if pid is None else str(pid), clip(str(unit or "-"), 48))
+
+
+# --- issue 29 (deliverable 5): a message that leads with the outcome ---------------------
+OUTCOME_STATES = frozenset({"verified", "resumed", "resolved"})
+DONE = {
+    "systemd.stop_disable": strings.MSG_DONE_STOP_DISABLE,
+    "systemd.mask": strings.MSG_DONE_MASK,
+    "systemd.mask_force": strings.MSG_DONE_MASK_FORCE,
+    "systemd.revert": strings.MSG_DONE_REVERT,
+    "systemd.dropin": strings.MSG_DONE_DROPIN,
+    "systemd.dropin_revert": strings.MSG_DONE_DROPIN_REVERT,
+    "process.sigterm": strings.MSG_DONE_SIGTERM,
+    "process.sigkill": strings.MSG_DONE_SIGKILL,
+    "process.terminate": strings.MSG_DONE_TERMINATE,
+    "gpu.reset": strings.MSG_DONE_GPU_RESET,
+    "host.reboot": strings.MSG_DONE_REBOOT,
+    "disk.journal_vacuum": strings.MSG_DONE_JOURNAL,
+    "slurm.drain": strings.MSG_DONE_SLURM_DRAIN,
+    "slurm.resume": strings.MSG_DONE_SLURM_RESUME,
+    "slurm.requeue": strings.MSG_DONE_SLURM_REQUEUE,
+    "slurm.cancel": strings.MSG_DONE_SLURM_CANCEL,
+    "extraction.resume": strings.MSG_DONE_RESUME,
+    "extraction.resume_override": strings.MSG_DONE_RESUME_OVERRIDE,
+}
+# kinds whose words depend on the rungs that ran: their summary says them
+RUNG_KINDS = frozenset({"process.terminate", "disk.cleanup"})
+# kinds whose verification is about a file, not what the alert was about: no "now" clause
+QUIET_NOW = frozenset({"systemd.dropin", "systemd.dropin_revert"})
+_MIB_ASIDE = re.compile(r"\s*\((?:max )?[\d.]+ MiB\)")
+
+
+def done_phrase(result: ActionResult) -> str:
+    """What the verified action did, in words (``X stopped and disabled``); a kind whose
+    words depend on what ran (SIGTERM, then SIGKILL) says its own summary's first clause."""
+    if result.kind not in RUNG_KINDS:
+        said = _done(result.kind, result.params)
+        if said:
+            return said
+    return escape(result.summary.split(";")[0].strip() or result.kind)
+
+
+def _done(kind: str, params: Mapping[str, str]) -> str:
+    template = DONE.get(kind)
+    try:
+        return template.format(**{k: escape(v) for k, v in params.items()}) if template else ""
+    except KeyError:
+        return ""
+
+
+def true_now(result: ActionResult) -> str:
+    """What verification saw, in chat units (no MiB aside): ``8/8 GPUs free``."""
+    detail = result.verification.detail if result.verification is not None else ""
+    return escape(_MIB_ASIDE.sub("", detail).strip())
+
+
+def outcome_lead(state: str, last: LastOutcome | None,
+                 earlier: Sequence[ProposedAction] = ()) -> str:
+    """``Fixed: X stopped and disabled; 8/8 GPUs free since 11:02 UTC`` for a verified,
+    resumed or resolved incident whose last action verified ("" otherwise: the headline
+    still leads). ``earlier``: the approved actions before it (a lasting fix after the
+    stop names both). The time is when the action finished, never the render's clock."""
+    result = last.result if last is not None else None
+    if state not in OUTCOME_STATES or result is None or not result.ok:
+        return ""
+    parts = [done_phrase(result)]
+    if result.kind in REVERT_KINDS:
+        label = strings.MSG_LEAD_REVERTED
+    else:
+        label = (strings.MSG_LEAD_RESUMED if result.kind.startswith("extraction.resume")
+                 else strings.MSG_LEAD_FIXED)
+        before = [_done(a.kind, a.params) for a in earlier
+                  if (a.kind, a.params) != (result.kind, result.params)
+                  and a.kind not in REVERT_KINDS]
+        parts = [p for p in before if p] + parts
+    lead = label.format(done="; ".join(dict.fromkeys(parts)))
+    now = "" if result.kind in QUIET_NOW else true_now(result)
+    if not now or not result.started_at:
+        return lead + (f"; {now}" if now else "")
+    done_at = result.started_at + result.duration_s
+    return strings.MSG_LEAD_NOW.format(lead=lead, now=now, when=fmt.clock(done_at, now=done_at))
+
+
+_MIB = re.compile(r"\b(\d+(?:\.\d+)?) MiB\b")
+
+
+def in_gib(text: str) -> str:
+    """Host-side result text in chat units: ``max 40000 MiB`` → ``max 39.1 GiB``."""
+    return _MIB.sub(lambda m: fmt.gib(float(m[1])), text)

@@ -199,7 +199,8 @@ def _act(ctx: ActionRun, rendered: tuple[RemoteStep, ...], run: _Run, captured: 
     except ProbeFailed as exc:
         verification = Verification(False, f"could not verify: {exc}")
     outcome = decide(records, verification, noop=noop)
-    summary = summarize(ctx.spec, _subject(ctx), ctx.target.name, outcome, records, verification)
+    summary = summarize(ctx.spec, _subject(ctx), ctx.target.name, outcome, records, verification,
+                        grace_s=ctx.options.term_grace_s)
     if undo:
         fmt = (strings.REM_ROLLED_BACK if all(r.ok for r in undo)
                else strings.REM_ROLLBACK_FAILED)

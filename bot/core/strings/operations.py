@@ -268,3 +268,8 @@ AUDIT_UNKNOWN_USER = "unknown user"  # the actor of a request that named no user
 UNKNOWN_USER_REFUSED = "Refused: the request did not say who sent it."
 SLASH_SNOOZE_TOO_LONG = "a snooze lasts at most {days} days."
 SLASH_SILENCE_TOO_LONG = "a silence lasts at most {days} days."
+
+# --- issue 29 (deliverable 5): every rung the bot climbed, in the result ---------------------
+REM_TERM_THEN_KILL = "sent SIGTERM to {subject}, then SIGKILL after {grace:g} s"
+REM_TERM_EXITED = "sent SIGTERM to {subject}, which exited {secs} s later (no SIGKILL needed)"
+REM_RUNGS_NO_EFFECT = "{rungs}, but the effect did not show: {detail}"
