@@ -154,6 +154,9 @@ def action_phrase(action: ProposedAction, diagnosis: Diagnosis | None = None) ->
     """The catalog action as a plain verb phrase (never ``kind key=value``)."""
     if action.kind == "disk.cleanup" and diagnosis is not None and cleanup_view.items(diagnosis):
         return cleanup_view.phrase(action, diagnosis)
+    if action.kind == "disk.cleanup":  # no stored preview to name the items: count the files
+        n = len([p for p in action.params.get("paths", "").split("|") if p])
+        return strings.MSG_ACTION_CLEANUP_FILES.format(n=n, s="" if n == 1 else "s")
     p = {k: escape(v) for k, v in action.params.items()}
     templates = {
         "systemd.stop_disable": strings.MSG_ACTION_STOP_DISABLE,

@@ -97,11 +97,11 @@ MSG_EVIDENCE_NO_THREAD = "Incident {id} has no message yet to reply under."
 
 
 # --- disk cleanup: preview, sentences, per-part buttons (issue 17) --------------------
-MSG_ACTION_CLEANUP = "delete {n} cache, checkpoint and core-dump item(s), freeing {size} ({need} needed)"
-MSG_ACTION_CLEANUP_PART = "delete only {what}: {n} item(s), {size}"
+MSG_ACTION_CLEANUP = "delete {n} cache, checkpoint and core-dump item{s}, freeing {size} ({need} needed)"
+MSG_ACTION_CLEANUP_PART = "delete only {what}: {n} item{s}, {size}"
 MSG_CLEANUP_MIXED = "mixed items"
-MSG_CLEANUP_TITLE = "*Cleanup preview:* {n} item(s), {total} in all; {need} needed"
-MSG_CLEANUP_MORE = "… {n} more item(s), {size}"
+MSG_CLEANUP_TITLE = "*Cleanup preview:* {n} item{s}, {total} in all; {need} needed"
+MSG_CLEANUP_MORE = "… {n} more item{s}, {size}"
 MSG_CLEANUP_PARTS = "*Or delete only one part* (Deny above declines them all):"
 MSG_CLEANUP_PART_BUTTON = "{what} · {size}"
 
@@ -207,3 +207,4 @@ MSG_ACTION_SIGKILL = "kill PID {pid} (SIGKILL)"
 MSG_ACTION_GPU_RESET = "reset GPU {gpu}"
 MSG_ACTION_REBOOT = "reboot the host and wait for it to come back"
 MSG_ACTION_RESUME_OVERRIDE = "resume extraction {job} despite the failed health gate"
+MSG_ACTION_CLEANUP_FILES = "delete {n} listed file{s}"
