@@ -76,12 +76,13 @@ def render_incident(
     sections += state_sections(state, getattr(incident, "last_outcome", None),
                                [f.title for f in diagnosis.findings])
     sections += _also_found(state, diagnosis)
-    sections += _plan_sections(incident.host, plans, diagnosis, approvals, clickable)
+    settled = state in summary.OUTCOME_STATES
+    sections += _plan_sections(incident.host, plans, diagnosis, approvals, clickable, settled)
     if results:
         sections.append(_results_section(results))
     if revert is not None and shown_plans(state, (revert,), approvals):
         sections.append(_revert_section(incident.host, revert, diagnosis,
-                                        approvals.get(revert.approval_id), clickable))
+                                        approvals.get(revert.approval_id), clickable, settled))
     buttons = incident_buttons(state, str(incident.id), bool(marks.acked_by),
                                can_escalate=can_escalate)
     if diagnosis.probes and state in EVIDENCE_STATES:  # raw output on demand, in the thread
@@ -179,7 +180,8 @@ def thread_evidence(diagnosis: Diagnosis) -> tuple[Section, ...]:
 
 
 def _plan_sections(host: str, plans: Sequence[ActionPlan], diagnosis: Diagnosis,
-                   approvals: Mapping[str, Approval], clickable: bool) -> list[Section]:
+                   approvals: Mapping[str, Approval], clickable: bool,
+                   settled: bool = False) -> list[Section]:
     """One section per plan; a cleanup's per-part plans share one section (one row of
     buttons), where the first of them would be."""
     parts = [p for p in plans if cleanup_view.is_part(p.action)]
@@ -189,7 +191,7 @@ def _plan_sections(host: str, plans: Sequence[ActionPlan], diagnosis: Diagnosis,
             out += _parts_section(host, parts, diagnosis, approvals, clickable)
         elif not cleanup_view.is_part(p.action):
             out.append(_plan_section(host, p, diagnosis, approvals.get(p.approval_id),
-                                     clickable))
+                                     clickable, settled))
     return out
 
 
@@ -211,7 +213,14 @@ def _parts_section(host: str, parts: Sequence[ActionPlan], diagnosis: Diagnosis,
 
 
 def _plan_section(host: str, plan: ActionPlan, diagnosis: Diagnosis,
-                  approval: Approval | None, clickable: bool = True) -> Section:
+                  approval: Approval | None, clickable: bool = True,
+                  settled: bool = False) -> Section:
+    """The offer as a sentence with its buttons; once the incident is settled (verified,
+    resumed, resolved) an approved offer is one line: who approved what, no "Proposed"."""
+    if settled and approval is not None and approval.status is ApprovalStatus.APPROVED:
+        return Section(strings.MSG_PLAN_APPROVED.format(
+            mark=decision_line(approval), sentence=summary.action_done_sentence(plan.action,
+                                                                               diagnosis)))
     text = summary.action_sentence(plan.action, diagnosis)
     decision = decision_line(approval)
     if decision:
@@ -276,8 +285,11 @@ def _results_section(results: Sequence[StepResult]) -> Section:
 
 
 def _revert_section(host: str, plan: ActionPlan, diagnosis: Diagnosis,
-                    approval: Approval | None, clickable: bool = True) -> Section:
-    section = _plan_section(host, plan, diagnosis, approval, clickable)
+                    approval: Approval | None, clickable: bool = True,
+                    settled: bool = False) -> Section:
+    section = _plan_section(host, plan, diagnosis, approval, clickable, settled)
+    if settled and approval is not None and approval.status is ApprovalStatus.APPROVED:
+        return section  # done: no "Revert available" over it
     buttons = (_revert_button(host, plan),) if section.buttons else ()
     return Section(text=strings.MSG_REVERT_AVAILABLE + "\n" + section.text, buttons=buttons)
 

@@ -211,6 +211,13 @@ def action_sentence(action: ProposedAction, diagnosis: Diagnosis) -> str:
     return strings.MSG_ACTION_NO_RISK.format(sentence=_capital(phrase))
 
 
+def action_done_sentence(action: ProposedAction, diagnosis: Diagnosis) -> str:
+    """The approved action's phrase with its gain, no risk (it has run)."""
+    gain = action_gain(action, diagnosis)
+    phrase = action_phrase(action, diagnosis)
+    return phrase + (f" ({strings.MSG_FREES.format(mem=gain)})" if gain else "")
+
+
 def action_gain(action: ProposedAction, diagnosis: Diagnosis) -> str:
     """GPU memory ``action`` frees: the PID's own for a kill, the unit's GPUs for a stop
     ("" when the evidence cannot say: better no figure than a wrong one)."""

@@ -163,15 +163,16 @@ def test_seed_story_final_message_leads_with_the_fix(bot: Callable[[str], Bot]) 
                    for label, e in shown.items()) if incident.revert_plan else True
     read_right(lines)
 
-    b.flow.incidents.transition(incident_id, S.RESOLVED, ONCALL, "done")
-    b.flow.publisher.publish(incident_id)
+    make_desk(b.flow).incident("resolve", incident_id, ONCALL)  # the Resolve button
+    assert b.flow.incidents.require(incident_id).state is S.RESOLVED
     lines = b.lines(incident_id)
     text = "\n".join(lines)
     assert lines[0].startswith(f"*gpu-01: Fixed: {UNIT} stopped and disabled"), lines
     assert "Approval expires" not in text and "Withdrawn" not in text
     print("\n--- seed story, final message ---\n" + "\n".join(lines))
     assert "Revert" not in text and "Undo the fix" not in text  # nobody took it: moot
-    assert "Approved by" in text  # what was decided stays
+    assert f"Approved by <@{ONCALL}>: stop {UNIT} and keep it from starting at boot" in text
+    assert "*Proposed:*" not in text  # what was decided stays, as what was done
     read_right(lines)
     print("\n--- seed story, final message ---\n" + "\n".join(lines))
 
