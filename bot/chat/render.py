@@ -26,7 +26,7 @@ from bot.chat.incident_view import (
     status_lines,
 )
 from bot.chat.summary import IncidentLike
-from bot.chat.text import clip, code_safe, escape, mentions
+from bot.chat.text import clip, code_safe, escape, in_gib, mentions
 from bot.core import strings
 from bot.domain.approval import Approval, ApprovalStatus
 from bot.domain.findings import Diagnosis, ProposedAction
@@ -110,12 +110,12 @@ def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float,
     """The headline; a critical one starts with the on-call mention (in a block, so it
     pings: with blocks, ``text`` is only the notification fallback)."""
     mention = summary.oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
-    lead = summary.outcome_lead(_val(incident.state), getattr(incident, "last_outcome", None),
-                                earlier)
-    if lead:  # what was done and what is true now; the alert's headline becomes context
+    lead = summary.outcome(_val(incident.state), getattr(incident, "last_outcome", None),
+                           earlier, diagnosis)
+    if lead is not None:  # what was done and what is true now; the headline becomes context
         host = escape(incident.host)
         was = summary.headline(incident, diagnosis, now).removeprefix(f"{host}: ")
-        text = f"{mention}*{host}: {lead}*\n" + strings.MSG_WAS.format(headline=was)
+        text = f"{mention}*{host}: {lead.text}*\n" + lead.below.format(headline=was)
     else:
         text = f"{mention}*{summary.headline(incident, diagnosis, now)}*"
         context = summary.context_line(diagnosis)
@@ -279,7 +279,7 @@ def _revert_button(host: str, plan: ActionPlan) -> Button:
 
 
 def _results_section(results: Sequence[StepResult]) -> Section:
-    lines = [f"{':white_check_mark:' if r.ok else ':x:'} {escape(summary.in_gib(r.text))}"
+    lines = [f"{':white_check_mark:' if r.ok else ':x:'} {escape(in_gib(r.text))}"
              for r in results]
     return Section(text=strings.MSG_RESULT_TITLE + "\n" + "\n".join(lines))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.chat import cleanup_view
@@ -255,7 +256,7 @@ def notification_text(incident: IncidentLike, diagnosis: Diagnosis,
     """What a phone shows: host, cause and the ask; critical incidents @mention on-call."""
     mention = oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
     state = _val(incident.state)
-    cause = outcome_lead(state, getattr(incident, "last_outcome", None)) or (
+    cause = outcome_lead(state, getattr(incident, "last_outcome", None), (), diagnosis) or (
         _chat(headline_of(diagnosis).text) if diagnosis.findings else strings.FLOW_NO_FINDINGS)
     if diagnosis.actions and state == "awaiting_approval":
         first = action_phrase(diagnosis.actions[0], diagnosis)
@@ -349,21 +350,57 @@ def true_now(result: ActionResult) -> str:
     return escape(_MIB_ASIDE.sub("", detail).strip())
 
 
-def outcome_lead(state: str, last: LastOutcome | None,
-                 earlier: Sequence[ProposedAction] = ()) -> str:
+_GPUS_FREE = re.compile(r"\b(\d+)/(\d+) GPUs free\b")
+
+
+def fixes_headline(result: ActionResult, earlier: Sequence[ProposedAction],
+                   diagnosis: Diagnosis | None) -> bool:
+    """Did what ran fix what the headline names? One of the approved actions fixes the
+    headline's finding (``headline.fixed_by``) and no GPU it looked at is still held. A stop
+    that verified while another unit keeps the GPUs, or a GPU freed beside an ECC error,
+    is done but not a fix."""
+    if diagnosis is None:
+        return True
+    covers = set(headline_of(diagnosis).covers)
+    found = list(enumerate(diagnosis.findings))
+    own = ProposedAction("last", result.kind, dict(result.params), "", "")
+    hits = [hl.fixed_by(a, found) for a in (*earlier, own)]
+    if not any(hit is not None and hit[0] in covers for hit in hits):
+        return False
+    detail = result.verification.detail if result.verification is not None else ""
+    free = _GPUS_FREE.search(detail)
+    return free is None or free[1] == free[2]
+
+
+@dataclass(frozen=True)
+class Lead:
+    """The settled message's first line and the template of the line under it (the
+    headline as context: ``Was: …``, ``Not fixed by this: …``, ``The alert: …``)."""
+
+    text: str
+    below: str
+
+
+def outcome(state: str, last: LastOutcome | None, earlier: Sequence[ProposedAction] = (),
+            diagnosis: Diagnosis | None = None) -> Lead | None:
     """``Fixed: X stopped and disabled; 8/8 GPUs free since 11:02 UTC`` for a verified,
-    resumed or resolved incident whose last action verified ("" otherwise: the headline
+    resumed or resolved incident whose last action verified (None otherwise: the headline
     still leads). ``earlier``: the approved actions before it (a lasting fix after the
-    stop names both). The time is when the action finished, never the render's clock."""
+    stop names both). "Fixed" only when it fixed what the headline names, else "Done".
+    The time is when the action finished, never the render's clock."""
     result = last.result if last is not None else None
     if state not in OUTCOME_STATES or result is None or not result.ok:
-        return ""
+        return None
     parts = [done_phrase(result)]
     if result.kind in REVERT_KINDS:
-        label = strings.MSG_LEAD_REVERTED
+        label, below = strings.MSG_LEAD_REVERTED, strings.MSG_THE_ALERT
+    elif result.kind.startswith("extraction.resume"):
+        label, below = strings.MSG_LEAD_RESUMED, strings.MSG_WAS
+    elif fixes_headline(result, earlier, diagnosis):
+        label, below = strings.MSG_LEAD_FIXED, strings.MSG_WAS
     else:
-        label = (strings.MSG_LEAD_RESUMED if result.kind.startswith("extraction.resume")
-                 else strings.MSG_LEAD_FIXED)
+        label, below = strings.MSG_LEAD_DONE, strings.MSG_NOT_FIXED
+    if result.kind not in REVERT_KINDS:
         before = [_done(a.kind, a.params) for a in earlier
                   if (a.kind, a.params) != (result.kind, result.params)
                   and a.kind not in REVERT_KINDS]
@@ -371,14 +408,16 @@ def outcome_lead(state: str, last: LastOutcome | None,
     lead = label.format(done="; ".join(dict.fromkeys(parts)))
     now = "" if result.kind in QUIET_NOW else true_now(result)
     if not now or not result.started_at:
-        return lead + (f"; {now}" if now else "")
+        return Lead(lead + (f"; {now}" if now else ""), below)
     done_at = result.started_at + result.duration_s
-    return strings.MSG_LEAD_NOW.format(lead=lead, now=now, when=fmt.clock(done_at, now=done_at))
+    text = strings.MSG_LEAD_NOW.format(lead=lead, now=now, when=fmt.clock(done_at, now=done_at))
+    return Lead(text, below)
 
 
-_MIB = re.compile(r"\b(\d+(?:\.\d+)?) MiB\b")
+def outcome_lead(state: str, last: LastOutcome | None,
+                 earlier: Sequence[ProposedAction] = (),
+                 diagnosis: Diagnosis | None = None) -> str:
+    """``outcome``'s first line, or "" while the headline leads."""
+    lead = outcome(state, last, earlier, diagnosis)
+    return lead.text if lead is not None else ""
 
-
-def in_gib(text: str) -> str:
-    """Host-side result text in chat units: ``max 40000 MiB`` → ``max 39.1 GiB``."""
-    return _MIB.sub(lambda m: fmt.gib(float(m[1])), text)

@@ -14,7 +14,8 @@ from bot.chat import blockkit as bk
 from bot.chat.base import ButtonStyle
 from bot.chat.incident_view import incident_buttons
 from bot.chat.render import render_incident, shown_plans
-from bot.chat.summary import action_phrase, in_gib, outcome_lead
+from bot.chat.summary import action_phrase, outcome_lead
+from bot.chat.text import in_gib
 from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Verification
 from bot.domain.approval import Approval, ApprovalStatus
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
@@ -31,7 +32,10 @@ DROPIN = ProposedAction("a2", "systemd.dropin", {"unit": UNIT, "timeout_stop_s":
 REVERT = ProposedAction("r1", "systemd.revert", {"unit": UNIT, "unit_file_state": "enabled",
                                                  "active_state": "active"}, "undo", "restarts")
 FINDING = Finding("gpu.idle_vram_held", Severity.CRITICAL,
-                  f"{UNIT}, auto-started at boot, holds 8 GPUs × 75.8 GiB at 0%")
+                  f"{UNIT}, auto-started at boot, holds 8 GPUs × 75.8 GiB at 0%",
+                  evidence={"holders": [{"pid": 38514, "unit": UNIT}]})
+ECC = Finding("gpu.broken", Severity.CRITICAL, "GPU 5 (AB:00.0): uncorrectable ECC error",
+              evidence={"gpu": {"index": 5, "reasons": ["uncorrectable ECC error"]}})
 DIAG = Diagnosis("gpu-01", "vram_idle", DiagnosisStatus.OK, 0.4, (FINDING,), (STOP,))
 SAMPLE = {"unit": UNIT, "pid": "38514", "node": "gpu-01", "job": "4242", "override": "no",
           "unit_file_state": "enabled", "active_state": "active", "gpu": "3",
@@ -76,6 +80,20 @@ def test_verified_leads_with_what_was_done_and_what_is_true_now() -> None:
     assert outcome_lead("awaiting_approval", stopped()) == ""
     assert outcome_lead("verified", stopped(ok=False)) == ""  # a failure never says Fixed
     assert outcome_lead("verified", None) == ""
+
+
+def test_done_but_not_fixed_when_the_headline_is_something_else() -> None:
+    """A stop that verified beside a broken GPU, or while other GPUs stay held, is "Done",
+    and the headline stays under it as what is not fixed."""
+    ecc = Diagnosis("gpu-01", "vram_idle", DiagnosisStatus.OK, 0.4, (ECC, FINDING), (STOP,))
+    msg = render_incident(Stored("verified", stopped()), ecc, now=DONE_AT)
+    head = msg.sections[0].text.splitlines()
+    assert head[0].startswith(f"*gpu-01: Done: {UNIT} stopped and disabled; 8/8 GPUs free"), head
+    assert head[1].startswith("Not fixed by this: GPU 5"), head
+    partly = outcome_lead("verified", stopped(detail="0/8 GPUs free (max 77600 MiB)"),
+                          diagnosis=DIAG)
+    assert partly.startswith("Done: ") and "0/8 GPUs free" in partly
+    assert outcome_lead("verified", stopped(), diagnosis=DIAG).startswith("Fixed: ")
 
 
 def test_revert_and_lasting_fix_leads() -> None:
