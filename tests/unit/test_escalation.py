@@ -141,3 +141,20 @@ def test_message_mentions_and_escapes() -> None:
     assert msg.sections[0].text == msg.text  # the mention sits in a block, so it pings
     assert msg.context == ("Original message: C0INC/1.2",)
     assert msg.incident_id == "12"
+
+
+def test_can_escalate_only_where_escalation_has_somewhere_to_go() -> None:
+    """Issue 29: the renderer's Escalate button follows ``can_escalate``."""
+    from bot.config.settings import Settings
+    from bot.schedule.escalation import can_escalate
+
+    def settings(slack: dict[str, Any], extra: dict[str, Any] | None = None) -> Settings:
+        return Settings.model_validate({"slack": slack, "extra": extra or {}})
+
+    assert not can_escalate(settings({}), "C-INC")
+    assert not can_escalate(settings({"oncall": "UONCALL"}), "C-INC")  # a user id: no mention
+    assert can_escalate(settings({"oncall": "S0ONCALL"}), "C-INC")
+    assert can_escalate(settings({"escalation_channel": "C-ESC"}), "C-INC")
+    assert not can_escalate(settings({"escalation_channel": "C-ESC"},
+                                     {"escalation": {"enabled": False}}), "C-INC")
+    assert not can_escalate(settings({}, {"escalation": {"usergroup": "bad"}}), "C-INC")
