@@ -70,7 +70,8 @@ def render_incident(
     state, marks = _val(incident.state), Marks.of(incident)
     clickable = state in PLAN_BUTTON_STATES
     plans = shown_plans(state, plans, approvals)
-    sections = [_headline(incident, diagnosis, now, oncall, approved_actions(plans, approvals)),
+    earlier = approved_actions(plans, approvals)
+    sections = [_headline(incident, diagnosis, now, oncall, earlier),
                 Section(summary.state_line(incident, now))]
     sections += [Section(line) for line in status_lines(marks)]
     sections += state_sections(state, getattr(incident, "last_outcome", None),
@@ -89,7 +90,7 @@ def render_incident(
         buttons += (Button(strings.MSG_EVIDENCE_BUTTON, "evidence", str(incident.id)),)
     buttons += runbook_buttons(diagnosis, runbooks or {})
     return ChatMessage(
-        text=summary.notification_text(incident, diagnosis, oncall=oncall),
+        text=summary.notification_text(incident, diagnosis, oncall=oncall, earlier=earlier),
         sections=tuple(sections),
         buttons=buttons,
         context=_context(plans, approvals) if clickable else (),

@@ -252,11 +252,14 @@ def oncall_mention(group: str | None) -> str:
 
 
 def notification_text(incident: IncidentLike, diagnosis: Diagnosis,
-                      oncall: str | None = None) -> str:
-    """What a phone shows: host, cause and the ask; critical incidents @mention on-call."""
+                      oncall: str | None = None,
+                      earlier: Sequence[ProposedAction] = ()) -> str:
+    """What a phone shows: host, cause (or, once settled, what was done) and the ask;
+    critical incidents @mention on-call. ``earlier``: the approved actions (``outcome``)."""
     mention = oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
     state = _val(incident.state)
-    cause = outcome_lead(state, getattr(incident, "last_outcome", None), (), diagnosis) or (
+    cause = outcome_lead(state, getattr(incident, "last_outcome", None), earlier,
+                         diagnosis) or (
         _chat(headline_of(diagnosis).text) if diagnosis.findings else strings.FLOW_NO_FINDINGS)
     if diagnosis.actions and state == "awaiting_approval":
         first = action_phrase(diagnosis.actions[0], diagnosis)
