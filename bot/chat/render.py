@@ -71,7 +71,7 @@ def render_incident(
     clickable = state in PLAN_BUTTON_STATES
     plans = shown_plans(state, plans, approvals)
     earlier = approved_actions(plans, approvals)
-    sections = [_headline(incident, diagnosis, now, oncall, earlier),
+    sections = [_headline(incident, diagnosis, now, oncall, earlier, results),
                 Section(summary.state_line(incident, now))]
     sections += [Section(line) for line in status_lines(marks)]
     sections += state_sections(state, getattr(incident, "last_outcome", None),
@@ -107,12 +107,13 @@ def runbook_buttons(diagnosis: Diagnosis, runbooks: Mapping[str, str]) -> tuple[
 
 
 def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float,
-              oncall: str | None, earlier: Sequence[ProposedAction] = ()) -> Section:
+              oncall: str | None, earlier: Sequence[ProposedAction] = (),
+              results: Sequence[StepResult] = ()) -> Section:
     """The headline; a critical one starts with the on-call mention (in a block, so it
     pings: with blocks, ``text`` is only the notification fallback)."""
     mention = summary.oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
     lead = summary.outcome(_val(incident.state), getattr(incident, "last_outcome", None),
-                           earlier, diagnosis)
+                           earlier, diagnosis, results)
     if lead is not None:  # what was done and what is true now; the headline becomes context
         host = escape(incident.host)
         was = summary.headline(incident, diagnosis, now).removeprefix(f"{host}: ")

@@ -21,7 +21,7 @@ from bot.domain import headline as hl
 from bot.domain import holding
 from bot.domain.action_result import ActionResult
 from bot.domain.findings import Diagnosis, Finding, ProposedAction
-from bot.domain.incident_record import LastOutcome
+from bot.domain.incident_record import LastOutcome, StepResult
 from bot.domain.validate import USERGROUP_RE
 
 GB_RE = re.compile(r"(\d) GB\b")  # playbook text says GB for binary gigabytes
@@ -258,8 +258,8 @@ def notification_text(incident: IncidentLike, diagnosis: Diagnosis,
     critical incidents @mention on-call. ``earlier``: the approved actions (``outcome``)."""
     mention = oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
     state = _val(incident.state)
-    cause = outcome_lead(state, getattr(incident, "last_outcome", None), earlier,
-                         diagnosis) or (
+    cause = outcome_lead(state, getattr(incident, "last_outcome", None), earlier, diagnosis,
+                         tuple(getattr(incident, "results", ()) or ())) or (
         _chat(headline_of(diagnosis).text) if diagnosis.findings else strings.FLOW_NO_FINDINGS)
     if diagnosis.actions and state == "awaiting_approval":
         first = action_phrase(diagnosis.actions[0], diagnosis)
@@ -385,12 +385,15 @@ class Lead:
 
 
 def outcome(state: str, last: LastOutcome | None, earlier: Sequence[ProposedAction] = (),
-            diagnosis: Diagnosis | None = None) -> Lead | None:
+            diagnosis: Diagnosis | None = None, results: Sequence[StepResult] = ()
+            ) -> Lead | None:
     """``Fixed: X stopped and disabled; 8/8 GPUs free since 11:02 UTC`` for a verified,
     resumed or resolved incident whose last action verified (None otherwise: the headline
     still leads). ``earlier``: the approved actions before it (a lasting fix after the
     stop names both). "Fixed" only when it fixed what the headline names, else "Done".
-    The time is when the action finished, never the render's clock."""
+    The time is when the action finished, never the render's clock; after a drop-in (whose
+    verification is about a file) what is true now is the newest earlier action's, from
+    ``results``."""
     result = last.result if last is not None else None
     if state not in OUTCOME_STATES or result is None or not result.ok:
         return None
@@ -409,18 +412,30 @@ def outcome(state: str, last: LastOutcome | None, earlier: Sequence[ProposedActi
                   and a.kind not in REVERT_KINDS]
         parts = [p for p in before if p] + parts
     lead = label.format(done="; ".join(dict.fromkeys(parts)))
-    now = "" if result.kind in QUIET_NOW else true_now(result)
-    if not now or not result.started_at:
+    now, done_at = _now_and_when(result, results)
+    if not now or not done_at:
         return Lead(lead + (f"; {now}" if now else ""), below)
-    done_at = result.started_at + result.duration_s
     text = strings.MSG_LEAD_NOW.format(lead=lead, now=now, when=fmt.clock(done_at, now=done_at))
     return Lead(text, below)
 
 
+def _now_and_when(result: ActionResult, results: Sequence[StepResult]) -> tuple[str, float]:
+    """What is true now and since when: the action's own verification, or for a drop-in
+    the newest earlier verified action's (a drop-in's detail is its file, not the GPUs)."""
+    if result.kind not in QUIET_NOW:
+        at = result.started_at + result.duration_s if result.started_at else 0.0
+        return true_now(result), at
+    for r in reversed(results):
+        if r.ok and r.kind and r.kind not in QUIET_NOW and r.now:
+            return escape(_MIB_ASIDE.sub("", r.now).strip()), r.at
+    return "", 0.0
+
+
 def outcome_lead(state: str, last: LastOutcome | None,
                  earlier: Sequence[ProposedAction] = (),
-                 diagnosis: Diagnosis | None = None) -> str:
+                 diagnosis: Diagnosis | None = None,
+                 results: Sequence[StepResult] = ()) -> str:
     """``outcome``'s first line, or "" while the headline leads."""
-    lead = outcome(state, last, earlier, diagnosis)
+    lead = outcome(state, last, earlier, diagnosis, results)
     return lead.text if lead is not None else ""
 

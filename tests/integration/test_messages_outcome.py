@@ -154,7 +154,8 @@ def test_seed_story_final_message_leads_with_the_fix(bot: Callable[[str], Bot]) 
     assert incident.state is S.VERIFIED and incident.last_outcome is not None
     lines = b.lines(incident_id)
     assert lines[0].startswith(f"*gpu-01: Fixed: {UNIT} stopped and disabled; start guard added "
-                               f"to {UNIT} (drop-in)"), lines
+                               f"to {UNIT} (drop-in); 8/8 GPUs free since "), lines
+    assert CLOCK.search(lines[0])
     assert b.message(incident_id).text.startswith(  # what a phone shows says the same
         f"gpu-01: Fixed: {UNIT} stopped and disabled; start guard added")
     # the earlier Revert moved among the plans: still a plain Revert with a confirm dialog

@@ -100,10 +100,19 @@ def test_revert_and_lasting_fix_leads() -> None:
     reverted = outcome_lead("verified", stopped("systemd.revert", REVERT.params,
                                                 f"{UNIT} is active, unit file enabled"))
     assert reverted.startswith(f"Reverted: {UNIT} put back as it was (enabled, active); ")
-    guarded = outcome_lead("verified", stopped("systemd.dropin", DROPIN.params, "drop-ins: x"),
-                           earlier=[STOP, DROPIN])
+    dropin = stopped("systemd.dropin", DROPIN.params, "drop-ins: x")
+    guarded = outcome_lead("verified", dropin, earlier=[STOP, DROPIN])
     assert guarded == (f"Fixed: {UNIT} stopped and disabled; start guard added to {UNIT} "
                        "(drop-in)")
+    stop = stopped().result
+    assert dropin.result is not None and stop is not None
+    results = [StepResult.of(stop), StepResult.of(dropin.result)]
+    results = [StepResult.from_json(r.to_json()) for r in results]  # as stored
+    assert outcome_lead("verified", dropin, [STOP, DROPIN], results=results) == (
+        f"Fixed: {UNIT} stopped and disabled; start guard added to {UNIT} (drop-in); "
+        "8/8 GPUs free since 11:02 UTC")
+    assert StepResult.from_json({"ok": True, "text": "old"}) == StepResult(True, "old")
+    assert StepResult(True, "old").to_json() == {"ok": True, "text": "old"}
 
 
 def test_verified_message_moves_the_headline_below_as_was() -> None:
