@@ -17,7 +17,7 @@ import pytest
 from redis import Redis
 
 from bot.chat import blockkit as bk
-from bot.chat.base import ChatMessage
+from bot.chat.base import ChatMessage, MessageRef
 from bot.config.settings import Settings
 from bot.demo.story import make_desk
 from bot.domain.findings import ProposedAction
@@ -65,15 +65,10 @@ class Bot:
     def message(self, incident_id: str) -> ChatMessage:
         chat = self.flow.incidents.require(incident_id).chat
         assert chat is not None
-        return self.chat.last_version(_ref(chat.channel, chat.ts))
+        return self.chat.last_version(MessageRef(chat.channel, chat.ts))
 
     def lines(self, incident_id: str) -> list[str]:
         return visible(bk.to_payload(self.message(incident_id)))
-
-
-def _ref(channel: str, ts: str) -> Any:
-    from bot.chat.base import MessageRef
-    return MessageRef(channel, ts)
 
 
 def visible(payload: dict[str, Any]) -> list[str]:
@@ -158,12 +153,16 @@ def test_seed_story_final_message_leads_with_the_fix(bot: Callable[[str], Bot]) 
     assert CLOCK.search(lines[0])
     assert b.message(incident_id).text.startswith(  # what a phone shows says the same
         f"gpu-01: Fixed: {UNIT} stopped and disabled; start guard added")
-    # the earlier Revert moved among the plans: still a plain Revert with a confirm dialog
-    shown = buttons(b.message(incident_id))
-    assert "Revert" in shown and shown["Revert"].get("style") is None
-    assert "confirm" in shown["Revert"]
-    assert not any(label == "Approve" and e.get("value") == incident.revert_plan.approval_id
-                   for label, e in shown.items()) if incident.revert_plan else True
+    # two undo offers now (the drop-in's, and the stop's among the plans): each a plain
+    # Revert with a confirm dialog, never a green Approve
+    undo = {p.approval_id for p in incident.plans if p.action.kind == "systemd.revert"}
+    assert incident.revert_plan is not None and len(undo) == 1
+    undo.add(incident.revert_plan.approval_id)
+    elements = [e for blk in bk.to_blocks(b.message(incident_id)) if blk["type"] == "actions"
+                for e in blk["elements"] if e["value"] in undo]
+    assert [e["text"]["text"] for e in elements] == ["Revert", "Deny", "Revert"], elements
+    assert all("style" not in e for e in elements)
+    assert all("confirm" in e for e in elements if e["text"]["text"] == "Revert")
     read_right(lines)
 
     make_desk(b.flow).incident("resolve", incident_id, ONCALL)  # the Resolve button
