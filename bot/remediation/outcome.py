@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from bot.core import strings
+from bot.core import fmt, strings
 from bot.domain.action_result import CommandRecord, Outcome, Verification
 from bot.remediation.catalog import ActionSpec
 from bot.remediation.steps import hard_failure
@@ -91,4 +91,5 @@ def summarize(spec: ActionSpec, subject: str, host: str, outcome: Outcome,
     if title != spec.title:  # the rungs climbed, then what the host still shows
         return strings.REM_RUNGS_NO_EFFECT.format(rungs=title, detail=detail)
     ran = sum(1 for r in records if r.ran)
-    return strings.REM_FAILED_VERIFY.format(n=ran, host=host, detail=detail)
+    return strings.REM_FAILED_VERIFY.format(commands=fmt.counted(ran, "command"), host=host,
+                                            detail=detail)

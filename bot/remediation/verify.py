@@ -97,11 +97,12 @@ def verify_cleanup(ctx: ActionRun, captured: CapturedState) -> Verification:
     grew = {m: g for m, g in gained.items() if g > 0}
     freed, need = sum(grew.values()), int(ctx.params["need_bytes"])
     ok = not left and freed >= need
-    detail = strings.REM_CLEAN_FREED.format(n=len(paths) - len(left), freed=fmt.size(freed),
+    detail = strings.REM_CLEAN_FREED.format(files=fmt.counted(len(paths) - len(left), "file"),
+                                            freed=fmt.size(freed),
                                             mounts=", ".join(sorted(grew)) or "no mount",
                                             need=fmt.size(need))
     if left:
-        detail += "; " + strings.REM_CLEAN_LEFT.format(left=len(left))
+        detail += "; " + strings.REM_CLEAN_LEFT.format(left=fmt.counted(len(left), "file"))
     ev = {"freed_bytes": freed, "need_bytes": need, "per_mount": grew, "left": left[:20],
           "avail_before": captured.disk_avail, "avail_after": after}
     return Verification(ok, detail, time.monotonic() - start, evidence=ev)

@@ -221,3 +221,13 @@ def test_results_say_gib_and_plurals_agree() -> None:
     two = action_phrase(ProposedAction("c", "disk.cleanup", {"paths": "/data/a|/b"}, "", ""))
     assert (one, two) == ("delete 1 listed file", "delete 2 listed files")
     assert not re.search(r"\(s\)", one + two)
+
+
+def test_counts_agree_with_their_nouns() -> None:
+    from bot.core import fmt
+
+    assert (fmt.counted(1, "file"), fmt.counted(3, "file")) == ("1 file", "3 files")
+    spec = CATALOG["systemd.stop_disable"]
+    one = summarize(spec, UNIT, "gpu-01", Outcome.FAILED,
+                    [CommandRecord("stop", "systemctl stop x", 0)], Verification(False, "held"))
+    assert one.startswith("ran 1 command on gpu-01, but")

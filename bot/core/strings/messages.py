@@ -83,7 +83,7 @@ MSG_PROBE_EXIT = "exit {code}"
 MSG_PROBE_TIMED_OUT = "timed out"
 MSG_PROBE_ERROR = "error: {error}"
 MSG_PROBE_NO_OUTPUT = "(output not kept with the stored diagnosis)"
-MSG_EVIDENCE_MORE = "… {n} more probe(s); see `incident-bot diagnose {host} --json`"
+MSG_EVIDENCE_MORE = "… {probes} not shown here; see `incident-bot diagnose {host} --json`"
 
 
 # --- the one renderer's parent message (issues 14 + 15 wired) ------------------------
