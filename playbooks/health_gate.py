@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from bot.core import fmt
 from bot.core import strings as S
 from bot.ssh.base import SSHError, SSHRunner, SSHTarget
 from playbooks import gpu_health
@@ -82,8 +83,8 @@ def _memory(views: list[GpuView], need_mib: int) -> list[str]:
             continue
         free = v.memory_total_mib - v.memory_used_mib
         if free < need_mib:
-            out.append(S.GATE_CHECK_MEMORY.format(gpu=_name(v), free=f"{free / 1024:.1f} GB",
-                                                  need=f"{need_mib / 1024:.1f} GB"))
+            out.append(S.GATE_CHECK_MEMORY.format(gpu=_name(v), free=fmt.gib(free),
+                                                  need=fmt.gib(need_mib)))
     return out
 
 

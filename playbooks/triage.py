@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bot.core import fmt
 from bot.core import strings as S
 from bot.domain.findings import Severity
 from playbooks import probes
 from playbooks.base import Report, Session
 from playbooks.parsers import host
-from playbooks.parsers.common import human
 from playbooks.text import plural
 
 NAME = "triage"
@@ -43,4 +43,5 @@ def _memory(mem: host.Memory | None, report: Report) -> None:
     avail = mem.available if mem.available is not None else mem.total - (mem.used or 0)
     severity = Severity.WARNING if avail < mem.total * 0.05 else Severity.INFO
     report.find("host.memory", severity, S.DIAG_MEMORY.format(
-        used=human(mem.used), total=human(mem.total), avail=human(avail)), memory=vars(mem))
+        used=fmt.size(mem.used), total=fmt.size(mem.total), avail=fmt.size(avail)),
+        memory=vars(mem))

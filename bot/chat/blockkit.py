@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.chat.base import Button, ButtonStyle, ChatMessage, Section
 from bot.chat.text import FENCE, clip, inline_code
-from bot.core import strings
+from bot.core import fmt, strings
 
 MAX_BLOCKS = 50
 SECTION_TEXT = 3000
@@ -65,7 +65,7 @@ def _fit(body: list[tuple[Block, int]], budget: int) -> list[Block]:
             if p == priority and len(keep) < room:
                 keep.add(i)
     kept = [b for i, (b, _) in enumerate(body) if i in keep]
-    note = strings.CHAT_TRUNCATED.format(n=len(body) - len(kept))
+    note = strings.CHAT_TRUNCATED.format(blocks=fmt.counted(len(body) - len(kept), "block"))
     return [*kept, _context((note,))]
 
 

@@ -69,9 +69,9 @@ def phrase(action: ProposedAction, diagnosis: Diagnosis) -> str:
     size = gib(sum(int(i.get("size") or 0) for i in group))
     if is_part(action):
         return strings.MSG_ACTION_CLEANUP_PART.format(what=escape(part_name(group)),
-                                                      n=len(group), size=size)
+                                                      n=len(group), s=_s(len(group)), size=size)
     need = gib(_evidence(diagnosis).get("need_bytes"))
-    return strings.MSG_ACTION_CLEANUP.format(n=len(group), size=size, need=need)
+    return strings.MSG_ACTION_CLEANUP.format(n=len(group), s=_s(len(group)), size=size, need=need)
 
 
 def table(diagnosis: Diagnosis) -> Section | None:
@@ -88,8 +88,10 @@ def table(diagnosis: Diagnosis) -> Section | None:
              for r in rows]
     if len(shown) > MAX_ROWS:
         rest = sum(int(i.get("size") or 0) for i in shown[MAX_ROWS:])
-        lines.append(strings.MSG_CLEANUP_MORE.format(n=len(shown) - MAX_ROWS, size=gib(rest)))
-    title = strings.MSG_CLEANUP_TITLE.format(n=len(shown), total=gib(ev.get("total_bytes")),
+        more = len(shown) - MAX_ROWS
+        lines.append(strings.MSG_CLEANUP_MORE.format(n=more, s=_s(more), size=gib(rest)))
+    title = strings.MSG_CLEANUP_TITLE.format(n=len(shown), s=_s(len(shown)),
+                                             total=gib(ev.get("total_bytes")),
                                              need=gib(ev.get("need_bytes")))
     return Section(text=title, code=code_safe("\n".join(line.rstrip() for line in lines)))
 
@@ -116,3 +118,8 @@ def parts_section(parts: Sequence[tuple[ProposedAction, str, str | None]],
         for a, approval_id, confirm in parts)
     lines = ([strings.MSG_CLEANUP_PARTS] if buttons else []) + list(decided)
     return Section(text="\n".join(lines), buttons=buttons)
+
+
+def _s(n: int) -> str:
+    """Plural agreement: ``1 item``, ``3 items``."""
+    return "" if n == 1 else "s"

@@ -35,7 +35,8 @@ def raw_evidence(diagnosis: Diagnosis) -> tuple[Section, ...]:
         sections.append(Section(text=text, code=code_safe(f"$ {clip(p.command, 300)}\n{body}")))
     if len(diagnosis.probes) > MAX_PROBES:
         sections.append(Section(text=strings.MSG_EVIDENCE_MORE.format(
-            n=len(diagnosis.probes) - MAX_PROBES, host=escape(diagnosis.host))))
+            probes=fmt.counted(len(diagnosis.probes) - MAX_PROBES, "probe"),
+            host=escape(diagnosis.host))))
     return tuple(sections)
 
 

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from bot.chat.base import Button, ButtonStyle, Section
-from bot.chat.text import escape, mention
+from bot.chat.text import escape, in_gib, mention
 from bot.core import strings
 from bot.domain.action_result import ActionResult
 from bot.domain.incident_record import LastOutcome, Running, Snooze
@@ -54,11 +54,13 @@ class Marks:
                    getattr(incident, "snooze", None))
 
 
-def incident_buttons(state: str, incident_id: str, acked: bool) -> tuple[Button, ...]:
-    """The incident-level buttons for ``state`` (none on resolved or while acting)."""
+def incident_buttons(state: str, incident_id: str, acked: bool, *,
+                     can_escalate: bool = True) -> tuple[Button, ...]:
+    """The incident-level buttons for ``state`` (none on resolved or while acting); no
+    Escalate when escalation has nowhere to go (no channel, no group to mention)."""
     out: list[Button] = []
     for verb in _BUTTONS.get(state, ()):
-        if verb == "ack" and acked:
+        if (verb == "ack" and acked) or (verb == "escalate" and not can_escalate):
             continue
         if verb == "snooze":
             out += [Button(f"Snooze {label}", "incident_snooze", f"{incident_id}|{secs}")
@@ -81,7 +83,7 @@ def state_sections(state: str, last: LastOutcome | None, findings: list[str]) ->
         summary = last.summary if last is not None else ""
         result = last.result if last is not None else None
         return [Section(strings.VIEW_ACTION_FAILED.format(
-            what=escape(summary or "the last action")),
+            what=escape(in_gib(summary) or "the last action")),
             code=failure_evidence(result) or None)]
     return []
 

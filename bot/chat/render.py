@@ -26,10 +26,10 @@ from bot.chat.incident_view import (
     status_lines,
 )
 from bot.chat.summary import IncidentLike
-from bot.chat.text import clip, code_safe, escape, mentions
+from bot.chat.text import clip, code_safe, escape, in_gib, mentions
 from bot.core import strings
 from bot.domain.approval import Approval, ApprovalStatus
-from bot.domain.findings import Diagnosis
+from bot.domain.findings import Diagnosis, ProposedAction
 from bot.domain.incident_record import ActionPlan, StepResult
 from bot.domain.runbooks import runbook_links
 
@@ -58,34 +58,42 @@ def render_incident(
     now: float | None = None,
     oncall: str | None = None,
     runbooks: Mapping[str, str] | None = None,
+    can_escalate: bool = True,
 ) -> ChatMessage:
     """The parent message for the current state: headline, state line, one sentence per
-    action, buttons from the state. The evidence lives in the thread (``thread_evidence``)."""
+    action, buttons from the state. The evidence lives in the thread (``thread_evidence``).
+    A verified, resumed or resolved incident leads with what was done and what is true now,
+    the original headline below it as context; withdrawn and expired offers leave the
+    message; ``can_escalate`` is False when escalation has nowhere to go (no Escalate)."""
     approvals = approvals or {}
     now = time.time() if now is None else now
     state, marks = _val(incident.state), Marks.of(incident)
     clickable = state in PLAN_BUTTON_STATES
-    sections = [_headline(incident, diagnosis, now, oncall),
+    plans = shown_plans(state, plans, approvals)
+    earlier = approved_actions(plans, approvals)
+    sections = [_headline(incident, diagnosis, now, oncall, earlier, results),
                 Section(summary.state_line(incident, now))]
     sections += [Section(line) for line in status_lines(marks)]
     sections += state_sections(state, getattr(incident, "last_outcome", None),
                                [f.title for f in diagnosis.findings])
     sections += _also_found(state, diagnosis)
-    sections += _plan_sections(incident.host, plans, diagnosis, approvals, clickable)
+    settled = state in summary.OUTCOME_STATES
+    sections += _plan_sections(incident.host, plans, diagnosis, approvals, clickable, settled)
     if results:
         sections.append(_results_section(results))
-    if revert is not None:
+    if revert is not None and shown_plans(state, (revert,), approvals):
         sections.append(_revert_section(incident.host, revert, diagnosis,
-                                        approvals.get(revert.approval_id), clickable))
-    buttons = incident_buttons(state, str(incident.id), bool(marks.acked_by))
+                                        approvals.get(revert.approval_id), clickable, settled))
+    buttons = incident_buttons(state, str(incident.id), bool(marks.acked_by),
+                               can_escalate=can_escalate)
     if diagnosis.probes and state in EVIDENCE_STATES:  # raw output on demand, in the thread
         buttons += (Button(strings.MSG_EVIDENCE_BUTTON, "evidence", str(incident.id)),)
     buttons += runbook_buttons(diagnosis, runbooks or {})
     return ChatMessage(
-        text=summary.notification_text(incident, diagnosis, oncall=oncall),
+        text=summary.notification_text(incident, diagnosis, oncall=oncall, earlier=earlier),
         sections=tuple(sections),
         buttons=buttons,
-        context=_context(plans, approvals),
+        context=_context(plans, approvals) if clickable else (),
         incident_id=str(incident.id),
         seq=seq,
     )
@@ -99,20 +107,54 @@ def runbook_buttons(diagnosis: Diagnosis, runbooks: Mapping[str, str]) -> tuple[
 
 
 def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float,
-              oncall: str | None) -> Section:
+              oncall: str | None, earlier: Sequence[ProposedAction] = (),
+              results: Sequence[StepResult] = ()) -> Section:
     """The headline; a critical one starts with the on-call mention (in a block, so it
     pings: with blocks, ``text`` is only the notification fallback)."""
     mention = summary.oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
-    text = f"{mention}*{summary.headline(incident, diagnosis, now)}*"
-    context = summary.context_line(diagnosis)
-    if context:  # the crash or reboot: context for the headline, never the headline
-        text += "\n" + context
+    lead = summary.outcome(_val(incident.state), getattr(incident, "last_outcome", None),
+                           earlier, diagnosis, results)
+    if lead is not None:  # what was done and what is true now; the headline becomes context
+        host = escape(incident.host)
+        was = summary.headline(incident, diagnosis, now).removeprefix(f"{host}: ")
+        text = f"{mention}*{host}: {lead.text}*\n" + lead.below.format(headline=was)
+    else:
+        text = f"{mention}*{summary.headline(incident, diagnosis, now)}*"
+        context = summary.context_line(diagnosis)
+        if context:  # the crash or reboot: context for the headline, never the headline
+            text += "\n" + context
     hosts = tuple(getattr(incident, "hosts", ()) or ())
     if len(hosts) > 1:  # a group parent: a rack reboot is one message listing its hosts
         shown = ", ".join(escape(h) for h in hosts[:MAX_GROUP_HOSTS])
         more = f" and {len(hosts) - MAX_GROUP_HOSTS} more" if len(hosts) > MAX_GROUP_HOSTS else ""
         text += "\n" + strings.MSG_GROUP_HOSTS.format(n=len(hosts), hosts=shown, more=more)
     return Section(text=text)
+
+
+def approved_actions(plans: Sequence[ActionPlan],
+                     approvals: Mapping[str, Approval]) -> list[ProposedAction]:
+    """The actions people approved, in the order they were offered."""
+    return [p.action for p in plans if (a := approvals.get(p.approval_id)) is not None
+            and a.status is ApprovalStatus.APPROVED]
+
+
+def shown_plans(state: str, plans: Sequence[ActionPlan],
+                approvals: Mapping[str, Approval]) -> list[ActionPlan]:
+    """The offers the message still shows: never a withdrawn one; an expired one only while
+    the incident is ``expired`` (it is why); on a resolved incident only what was decided
+    (an offer nobody took is moot there)."""
+    out = []
+    for p in plans:
+        approval = approvals.get(p.approval_id)
+        status = approval.status if approval is not None else ApprovalStatus.PENDING
+        if status is ApprovalStatus.CANCELLED:
+            continue
+        if status is ApprovalStatus.EXPIRED and state != "expired":
+            continue
+        if state == "resolved" and status is ApprovalStatus.PENDING:
+            continue
+        out.append(p)
+    return out
 
 
 def _also_found(state: str, diagnosis: Diagnosis) -> list[Section]:
@@ -140,7 +182,8 @@ def thread_evidence(diagnosis: Diagnosis) -> tuple[Section, ...]:
 
 
 def _plan_sections(host: str, plans: Sequence[ActionPlan], diagnosis: Diagnosis,
-                   approvals: Mapping[str, Approval], clickable: bool) -> list[Section]:
+                   approvals: Mapping[str, Approval], clickable: bool,
+                   settled: bool = False) -> list[Section]:
     """One section per plan; a cleanup's per-part plans share one section (one row of
     buttons), where the first of them would be."""
     parts = [p for p in plans if cleanup_view.is_part(p.action)]
@@ -150,7 +193,7 @@ def _plan_sections(host: str, plans: Sequence[ActionPlan], diagnosis: Diagnosis,
             out += _parts_section(host, parts, diagnosis, approvals, clickable)
         elif not cleanup_view.is_part(p.action):
             out.append(_plan_section(host, p, diagnosis, approvals.get(p.approval_id),
-                                     clickable))
+                                     clickable, settled))
     return out
 
 
@@ -172,7 +215,14 @@ def _parts_section(host: str, parts: Sequence[ActionPlan], diagnosis: Diagnosis,
 
 
 def _plan_section(host: str, plan: ActionPlan, diagnosis: Diagnosis,
-                  approval: Approval | None, clickable: bool = True) -> Section:
+                  approval: Approval | None, clickable: bool = True,
+                  settled: bool = False) -> Section:
+    """The offer as a sentence with its buttons; once the incident is settled (verified,
+    resumed, resolved) an approved offer is one line: who approved what, no "Proposed"."""
+    if settled and approval is not None and approval.status is ApprovalStatus.APPROVED:
+        return Section(strings.MSG_PLAN_APPROVED.format(
+            mark=decision_line(approval), sentence=summary.action_done_sentence(plan.action,
+                                                                               diagnosis)))
     text = summary.action_sentence(plan.action, diagnosis)
     decision = decision_line(approval)
     if decision:
@@ -182,7 +232,11 @@ def _plan_section(host: str, plan: ActionPlan, diagnosis: Diagnosis,
 
 
 def _buttons(host: str, plan: ActionPlan) -> tuple[Button, ...]:
-    """Approve carries the exact commands in its confirm dialog; Deny is never red."""
+    """Approve carries the exact commands in its confirm dialog; Deny is never red. An
+    offer that undoes a fix is a plain Revert that always asks first, never primary."""
+    if plan.action.kind in summary.REVERT_KINDS:
+        return (_revert_button(host, plan),
+                Button(strings.MSG_DENY, "deny", plan.approval_id, ButtonStyle.DEFAULT))
     confirm = None
     if plan.destructive:
         confirm = f"{strings.CONFIRM_TITLE.format(host=host)} {plan.action.kind}: " + "; ".join(
@@ -215,19 +269,30 @@ def decision_line(approval: Approval | None) -> str:
     return ""
 
 
+def _revert_button(host: str, plan: ActionPlan) -> Button:
+    """Revert: default-styled, with a confirm dialog naming what it undoes and runs."""
+    sentence = summary.action_phrase(plan.action)
+    confirm = strings.MSG_REVERT_CONFIRM.format(host=host, sentence=sentence[:1].upper()
+                                                + sentence[1:] + ".")
+    if plan.commands:
+        confirm += " " + "; ".join(plan.commands)
+    return Button(strings.MSG_REVERT_BUTTON, "revert", plan.approval_id, ButtonStyle.DEFAULT,
+                  confirm)
+
+
 def _results_section(results: Sequence[StepResult]) -> Section:
-    lines = [f"{':white_check_mark:' if r.ok else ':x:'} {escape(r.text)}" for r in results]
-    return Section(text="*Result*\n" + "\n".join(lines))
+    lines = [f"{':white_check_mark:' if r.ok else ':x:'} {escape(in_gib(r.text))}"
+             for r in results]
+    return Section(text=strings.MSG_RESULT_TITLE + "\n" + "\n".join(lines))
 
 
 def _revert_section(host: str, plan: ActionPlan, diagnosis: Diagnosis,
-                    approval: Approval | None, clickable: bool = True) -> Section:
-    section = _plan_section(host, plan, diagnosis, approval, clickable)
-    buttons = tuple(
-        Button("Revert", "revert", b.value, ButtonStyle.DEFAULT, b.confirm)
-        for b in section.buttons
-        if b.action_id == "approve"
-    )
+                    approval: Approval | None, clickable: bool = True,
+                    settled: bool = False) -> Section:
+    section = _plan_section(host, plan, diagnosis, approval, clickable, settled)
+    if settled and approval is not None and approval.status is ApprovalStatus.APPROVED:
+        return section  # done: no "Revert available" over it
+    buttons = (_revert_button(host, plan),) if section.buttons else ()
     return Section(text=strings.MSG_REVERT_AVAILABLE + "\n" + section.text, buttons=buttons)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.chat import cleanup_view
@@ -18,7 +19,9 @@ from bot.chat.text import clip, code_safe, escape
 from bot.core import fmt, strings
 from bot.domain import headline as hl
 from bot.domain import holding
+from bot.domain.action_result import ActionResult
 from bot.domain.findings import Diagnosis, Finding, ProposedAction
+from bot.domain.incident_record import LastOutcome, StepResult
 from bot.domain.validate import USERGROUP_RE
 
 GB_RE = re.compile(r"(\d) GB\b")  # playbook text says GB for binary gigabytes
@@ -152,6 +155,9 @@ def action_phrase(action: ProposedAction, diagnosis: Diagnosis | None = None) ->
     """The catalog action as a plain verb phrase (never ``kind key=value``)."""
     if action.kind == "disk.cleanup" and diagnosis is not None and cleanup_view.items(diagnosis):
         return cleanup_view.phrase(action, diagnosis)
+    if action.kind == "disk.cleanup":  # no stored preview to name the items: count the files
+        n = len([p for p in action.params.get("paths", "").split("|") if p])
+        return strings.MSG_ACTION_CLEANUP_FILES.format(n=n, s="" if n == 1 else "s")
     p = {k: escape(v) for k, v in action.params.items()}
     templates = {
         "systemd.stop_disable": strings.MSG_ACTION_STOP_DISABLE,
@@ -164,13 +170,28 @@ def action_phrase(action: ProposedAction, diagnosis: Diagnosis | None = None) ->
         "slurm.resume": strings.MSG_ACTION_SLURM_RESUME,
         "slurm.requeue": strings.MSG_ACTION_SLURM_REQUEUE,
         "slurm.cancel": strings.MSG_ACTION_SLURM_CANCEL,
-        "host.reboot": strings.MSG_ACTION_REBOOT,
+        **FOLLOWUP_PHRASES,
     }
     template = templates.get(action.kind)
     try:
         return template.format(**p) if template else _generic(action, p)
     except KeyError:
         return _generic(action, p)
+
+
+FOLLOWUP_PHRASES = {
+    "systemd.mask_force": strings.MSG_ACTION_MASK_FORCE,
+    "systemd.revert": strings.MSG_ACTION_REVERT,
+    "systemd.dropin": strings.MSG_ACTION_DROPIN,
+    "systemd.dropin_revert": strings.MSG_ACTION_DROPIN_REVERT,
+    "process.sigterm": strings.MSG_ACTION_SIGTERM,
+    "process.sigkill": strings.MSG_ACTION_SIGKILL,
+    "gpu.reset": strings.MSG_ACTION_GPU_RESET,
+    "host.reboot": strings.MSG_ACTION_REBOOT,
+    "extraction.resume_override": strings.MSG_ACTION_RESUME_OVERRIDE,
+}
+# kinds that undo an earlier fix: never a primary button, always a confirm dialog
+REVERT_KINDS = frozenset({"systemd.revert", "systemd.dropin_revert"})
 
 
 def _generic(action: ProposedAction, p: Mapping[str, str]) -> str:
@@ -189,6 +210,13 @@ def action_sentence(action: ProposedAction, diagnosis: Diagnosis) -> str:
         risk = escape(action.risk).rstrip(".")
         return strings.MSG_ACTION.format(sentence=_capital(phrase), risk=risk)
     return strings.MSG_ACTION_NO_RISK.format(sentence=_capital(phrase))
+
+
+def action_done_sentence(action: ProposedAction, diagnosis: Diagnosis) -> str:
+    """The approved action's phrase with its gain, no risk (it has run)."""
+    gain = action_gain(action, diagnosis)
+    phrase = action_phrase(action, diagnosis)
+    return phrase + (f" ({strings.MSG_FREES.format(mem=gain)})" if gain else "")
 
 
 def action_gain(action: ProposedAction, diagnosis: Diagnosis) -> str:
@@ -224,12 +252,15 @@ def oncall_mention(group: str | None) -> str:
 
 
 def notification_text(incident: IncidentLike, diagnosis: Diagnosis,
-                      oncall: str | None = None) -> str:
-    """What a phone shows: host, cause and the ask; critical incidents @mention on-call."""
+                      oncall: str | None = None,
+                      earlier: Sequence[ProposedAction] = ()) -> str:
+    """What a phone shows: host, cause (or, once settled, what was done) and the ask;
+    critical incidents @mention on-call. ``earlier``: the approved actions (``outcome``)."""
     mention = oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
-    cause = _chat(headline_of(diagnosis).text) if diagnosis.findings else \
-        strings.FLOW_NO_FINDINGS
     state = _val(incident.state)
+    cause = outcome_lead(state, getattr(incident, "last_outcome", None), earlier, diagnosis,
+                         tuple(getattr(incident, "results", ()) or ())) or (
+        _chat(headline_of(diagnosis).text) if diagnosis.findings else strings.FLOW_NO_FINDINGS)
     if diagnosis.actions and state == "awaiting_approval":
         first = action_phrase(diagnosis.actions[0], diagnosis)
         ask = strings.MSG_ASK_APPROVE.format(sentence=first)
@@ -267,3 +298,144 @@ def _gpu_row(g: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
     pid, unit = first.get("pid"), first.get("unit") or first.get("name")
     return (str(g.get("index", "?")), mem, "?" if util is None else f"{util:.0f}%",
             "-" if pid is None else str(pid), clip(str(unit or "-"), 48))
+
+
+# --- issue 29 (deliverable 5): a message that leads with the outcome ---------------------
+OUTCOME_STATES = frozenset({"verified", "resumed", "resolved"})
+DONE = {
+    "systemd.stop_disable": strings.MSG_DONE_STOP_DISABLE,
+    "systemd.mask": strings.MSG_DONE_MASK,
+    "systemd.mask_force": strings.MSG_DONE_MASK_FORCE,
+    "systemd.revert": strings.MSG_DONE_REVERT,
+    "systemd.dropin": strings.MSG_DONE_DROPIN,
+    "systemd.dropin_revert": strings.MSG_DONE_DROPIN_REVERT,
+    "process.sigterm": strings.MSG_DONE_SIGTERM,
+    "process.sigkill": strings.MSG_DONE_SIGKILL,
+    "process.terminate": strings.MSG_DONE_TERMINATE,
+    "gpu.reset": strings.MSG_DONE_GPU_RESET,
+    "host.reboot": strings.MSG_DONE_REBOOT,
+    "disk.journal_vacuum": strings.MSG_DONE_JOURNAL,
+    "slurm.drain": strings.MSG_DONE_SLURM_DRAIN,
+    "slurm.resume": strings.MSG_DONE_SLURM_RESUME,
+    "slurm.requeue": strings.MSG_DONE_SLURM_REQUEUE,
+    "slurm.cancel": strings.MSG_DONE_SLURM_CANCEL,
+    "extraction.resume": strings.MSG_DONE_RESUME,
+    "extraction.resume_override": strings.MSG_DONE_RESUME_OVERRIDE,
+}
+# kinds whose words depend on the rungs that ran: their summary says them
+RUNG_KINDS = frozenset({"process.terminate", "disk.cleanup"})
+# kinds whose verification is about a file, not what the alert was about: no "now" clause
+QUIET_NOW = frozenset({"systemd.dropin", "systemd.dropin_revert"})
+_MIB_ASIDE = re.compile(r"\s*\((?:max )?[\d.]+ MiB\)")
+
+
+def done_phrase(result: ActionResult) -> str:
+    """What the verified action did, in words (``X stopped and disabled``); a kind whose
+    words depend on what ran (SIGTERM, then SIGKILL) says its own summary's first clause."""
+    if result.kind not in RUNG_KINDS:
+        said = _done(result.kind, result.params)
+        if said:
+            return said
+    return escape(result.summary.split(";")[0].strip() or result.kind)
+
+
+def _done(kind: str, params: Mapping[str, str]) -> str:
+    template = DONE.get(kind)
+    try:
+        return template.format(**{k: escape(v) for k, v in params.items()}) if template else ""
+    except KeyError:
+        return ""
+
+
+def true_now(result: ActionResult) -> str:
+    """What verification saw, in chat units (no MiB aside): ``8/8 GPUs free``."""
+    detail = result.verification.detail if result.verification is not None else ""
+    return escape(_MIB_ASIDE.sub("", detail).strip())
+
+
+_GPUS_FREE = re.compile(r"\b(\d+)/(\d+) GPUs free\b")
+
+
+def fixes_headline(result: ActionResult, earlier: Sequence[ProposedAction],
+                   diagnosis: Diagnosis | None) -> bool:
+    """Did what ran fix what the headline names? One of the approved actions fixes the
+    headline's finding (``headline.fixed_by``) and no GPU it looked at is still held. A stop
+    that verified while another unit keeps the GPUs, or a GPU freed beside an ECC error,
+    is done but not a fix."""
+    if diagnosis is None:
+        return True
+    covers = set(headline_of(diagnosis).covers)
+    found = list(enumerate(diagnosis.findings))
+    own = ProposedAction("last", result.kind, dict(result.params), "", "")
+    hits = [hl.fixed_by(a, found) for a in (*earlier, own)]
+    if not any(hit is not None and hit[0] in covers for hit in hits):
+        return False
+    detail = result.verification.detail if result.verification is not None else ""
+    free = _GPUS_FREE.search(detail)
+    return free is None or free[1] == free[2]
+
+
+@dataclass(frozen=True)
+class Lead:
+    """The settled message's first line and the template of the line under it (the
+    headline as context: ``Was: …``, ``Not fixed by this: …``, ``The alert: …``)."""
+
+    text: str
+    below: str
+
+
+def outcome(state: str, last: LastOutcome | None, earlier: Sequence[ProposedAction] = (),
+            diagnosis: Diagnosis | None = None, results: Sequence[StepResult] = ()
+            ) -> Lead | None:
+    """``Fixed: X stopped and disabled; 8/8 GPUs free since 11:02 UTC`` for a verified,
+    resumed or resolved incident whose last action verified (None otherwise: the headline
+    still leads). ``earlier``: the approved actions before it (a lasting fix after the
+    stop names both). "Fixed" only when it fixed what the headline names, else "Done".
+    The time is when the action finished, never the render's clock; after a drop-in (whose
+    verification is about a file) what is true now is the newest earlier action's, from
+    ``results``."""
+    result = last.result if last is not None else None
+    if state not in OUTCOME_STATES or result is None or not result.ok:
+        return None
+    parts = [done_phrase(result)]
+    if result.kind in REVERT_KINDS:
+        label, below = strings.MSG_LEAD_REVERTED, strings.MSG_THE_ALERT
+    elif result.kind.startswith("extraction.resume"):
+        label, below = strings.MSG_LEAD_RESUMED, strings.MSG_WAS
+    elif fixes_headline(result, earlier, diagnosis):
+        label, below = strings.MSG_LEAD_FIXED, strings.MSG_WAS
+    else:
+        label, below = strings.MSG_LEAD_DONE, strings.MSG_NOT_FIXED
+    if result.kind not in REVERT_KINDS:
+        before = [_done(a.kind, a.params) for a in earlier
+                  if (a.kind, a.params) != (result.kind, result.params)
+                  and a.kind not in REVERT_KINDS]
+        parts = [p for p in before if p] + parts
+    lead = label.format(done="; ".join(dict.fromkeys(parts)))
+    now, done_at = _now_and_when(result, results)
+    if not now or not done_at:
+        return Lead(lead + (f"; {now}" if now else ""), below)
+    text = strings.MSG_LEAD_NOW.format(lead=lead, now=now, when=fmt.clock(done_at, now=done_at))
+    return Lead(text, below)
+
+
+def _now_and_when(result: ActionResult, results: Sequence[StepResult]) -> tuple[str, float]:
+    """What is true now and since when: the action's own verification, or for a drop-in
+    the newest earlier verified action's (a drop-in's detail is its file, not the GPUs)."""
+    if result.kind not in QUIET_NOW:
+        at = result.started_at + result.duration_s if result.started_at else 0.0
+        return true_now(result), at
+    for r in reversed(results):
+        if r.ok and r.kind and r.kind not in QUIET_NOW and r.now:
+            return escape(_MIB_ASIDE.sub("", r.now).strip()), r.at
+    return "", 0.0
+
+
+def outcome_lead(state: str, last: LastOutcome | None,
+                 earlier: Sequence[ProposedAction] = (),
+                 diagnosis: Diagnosis | None = None,
+                 results: Sequence[StepResult] = ()) -> str:
+    """``outcome``'s first line, or "" while the headline leads."""
+    lead = outcome(state, last, earlier, diagnosis, results)
+    return lead.text if lead is not None else ""
+

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from bot.core import fmt
+
 MENTION_RE = re.compile(r"<@([UW][A-Z0-9]{1,20})>")
 LINK_RE = re.compile(r"<(https?://[^|>\s]+)\|([^>]*)>")
 FENCE = "```"
@@ -56,3 +58,11 @@ def clip(text: str, limit: int, marker: str = "…") -> str:
     if limit <= len(marker):
         return text[:limit]
     return text[: limit - len(marker)] + marker
+
+
+_MIB = re.compile(r"\b(\d+(?:\.\d+)?) MiB\b")
+
+
+def in_gib(text: str) -> str:
+    """Host-side result text in chat units: ``max 40000 MiB`` → ``max 39.1 GiB``."""
+    return _MIB.sub(lambda m: fmt.gib(float(m[1])), text)

@@ -97,3 +97,8 @@ def eta(now: float, remaining_s: float | None, tz: tzinfo = UTC) -> str:
 def age(now: float, since: float) -> str:
     """How long ago something started: ``4 min``."""
     return duration(max(0.0, now - since))
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun in agreement: ``1 file``, ``3 files``, ``2 dummies``."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"

@@ -47,13 +47,26 @@ class StepResult:
 
     ok: bool
     text: str  # "GPUs free: 8 × 0 MiB held", "unit disabled", ...
+    # an action's line also keeps what it was and what its verification saw, when: the
+    # settled message says "8/8 GPUs free since 11:02" after a later drop-in (issue 29)
+    kind: str = ""
+    now: str = ""
+    at: float = 0.0
+
+    @classmethod
+    def of(cls, result: ActionResult) -> StepResult:
+        seen = result.verification.detail if result.verification is not None else ""
+        return cls(result.ok, result.summary, result.kind, seen,
+                   result.started_at + result.duration_s if result.started_at else 0.0)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "text": self.text}
+        extra = {"kind": self.kind, "now": self.now, "at": self.at} if self.kind else {}
+        return {"ok": self.ok, "text": self.text, **extra}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> StepResult:
-        return cls(bool(raw["ok"]), str(raw["text"]))
+        return cls(bool(raw["ok"]), str(raw["text"]), str(raw.get("kind") or ""),
+                   str(raw.get("now") or ""), float(raw.get("at") or 0.0))
 
 
 @dataclass(frozen=True)

@@ -220,7 +220,7 @@ class ActStep:
     def _record(self, incident_id: str, result: ActionResult) -> None:
         """Store one result, move remediating → verified | action_failed, tell the thread."""
         incident = self.incidents.update(incident_id, lambda i: replace(
-            i.with_result(StepResult(result.ok, result.summary)),
+            i.with_result(StepResult.of(result)),
             last_outcome=LastOutcome.of(result)))
         if incident.state is IncidentState.REMEDIATING:
             goal = IncidentState.VERIFIED if result.ok else IncidentState.ACTION_FAILED

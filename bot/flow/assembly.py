@@ -41,6 +41,7 @@ from bot.flow.reboot_step import RebootStep
 from bot.flow.reconcile import reconcile_settings
 from bot.flow.slurm_step import SlurmStep
 from bot.remediation.options import options_from_extra
+from bot.schedule.escalation import can_escalate
 from bot.ssh.base import SSHRunner
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
@@ -117,9 +118,10 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
     hosts = Hosts(settings, runner, jobs, options, clock)
     outbox = ChatOutbox(ChatOutboxStore(redis), chat, clock,
                         on_delivered=remember_card(ChatOutboxStore(redis), incidents, approvals))
-    publisher = Publisher(incidents, approvals, renders, outbox,
-                          channel or settings.slack.channel or "incidents",
-                          oncall=settings.slack.oncall, runbooks=settings.runbooks, clock=clock)
+    where = channel or settings.slack.channel or "incidents"
+    publisher = Publisher(incidents, approvals, renders, outbox, where,
+                          oncall=settings.slack.oncall, runbooks=settings.runbooks, clock=clock,
+                          can_escalate=can_escalate(settings, where))
     gate = policy_gate_from_settings(settings, redis, clock=clock) if settings.policies else None
     plans = Plans(incidents, approvals, audit, policy, gate=gate, bot_user=BOT_USER, clock=clock)
     diagnose = DiagnoseStep(incidents, hosts, plans, publisher, bot_user=BOT_USER)

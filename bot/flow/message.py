@@ -37,7 +37,8 @@ class Publisher:
     def __init__(self, incidents: IncidentStore, approvals: ApprovalStore,
                  renders: RenderLedger, outbox: ChatOutbox, channel: str, *,
                  oncall: str | None = None, runbooks: Mapping[str, str] | None = None,
-                 clock: Callable[[], float] = time.time, parent_wait_s: float = 15.0) -> None:
+                 clock: Callable[[], float] = time.time, parent_wait_s: float = 15.0,
+                 can_escalate: bool = True) -> None:
         self.incidents = incidents
         self.approvals = approvals
         self.renders = renders
@@ -47,6 +48,9 @@ class Publisher:
         self.runbooks = dict(runbooks or {})  # finding code -> runbook URL: link buttons
         self.clock = clock
         self.parent_wait_s = parent_wait_s
+        # False when escalation has nowhere to go (``bot.schedule.escalation.resolve_target``
+        # is None): the message then offers no Escalate button
+        self.can_escalate = can_escalate
 
     def render_stored(self, incident: Incident, seq: int = 0) -> ChatMessage | None:
         """The incident's message as its stored state says (None before its diagnosis)."""
@@ -60,7 +64,7 @@ class Publisher:
         as_of = incident.updated or self.clock()
         return render_incident(incident, incident.diagnosis, plans, approvals,
                                incident.results, revert, seq=seq, now=as_of, oncall=self.oncall,
-                               runbooks=self.runbooks)
+                               runbooks=self.runbooks, can_escalate=self.can_escalate)
 
     def publish(self, incident_id: str) -> MessageRef | None:
         """Post the incident's message the first time, edit it in place after that."""

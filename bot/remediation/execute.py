@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.core import metrics, strings
+from bot.core import fmt, metrics, strings
 from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Verification
 from bot.domain.host_state import CapturedState
 from bot.remediation import catalog
@@ -132,7 +132,7 @@ def _subject(ctx: ActionRun) -> str:
     if "pid" in ctx.params:
         return f"PID {ctx.params['pid']}"
     if "paths" in ctx.params:
-        return f"{ctx.params['paths'].count('|') + 1} file(s)"
+        return fmt.counted(ctx.params["paths"].count("|") + 1, "file")
     if "gpu" in ctx.params:
         return f"GPU {ctx.params['gpu']}"
     if ctx.spec.kind == "host.reboot":
@@ -199,10 +199,11 @@ def _act(ctx: ActionRun, rendered: tuple[RemoteStep, ...], run: _Run, captured: 
     except ProbeFailed as exc:
         verification = Verification(False, f"could not verify: {exc}")
     outcome = decide(records, verification, noop=noop)
-    summary = summarize(ctx.spec, _subject(ctx), ctx.target.name, outcome, records, verification)
+    summary = summarize(ctx.spec, _subject(ctx), ctx.target.name, outcome, records, verification,
+                        grace_s=ctx.options.term_grace_s)
     if undo:
-        fmt = (strings.REM_ROLLED_BACK if all(r.ok for r in undo)
-               else strings.REM_ROLLBACK_FAILED)
-        summary = fmt.format(failed=summary, undo=describe(undo))
+        said = (strings.REM_ROLLED_BACK if all(r.ok for r in undo)
+                else strings.REM_ROLLBACK_FAILED)
+        summary = said.format(failed=summary, undo=describe(undo))
     return run.finish(outcome, summary, records=records, captured=captured,
                       verification=verification, rollback=undo)

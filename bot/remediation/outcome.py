@@ -7,7 +7,9 @@ happened to the host, not what the bot intended: "stopped and disabled X; 8/8 GP
 
 from __future__ import annotations
 
-from bot.core import strings
+import re
+
+from bot.core import fmt, strings
 from bot.domain.action_result import CommandRecord, Outcome, Verification
 from bot.remediation.catalog import ActionSpec
 from bot.remediation.steps import hard_failure
@@ -38,11 +40,31 @@ def _first_line(text: str) -> str:
     return lines[0][:200] if lines else "no output"
 
 
+_EXITED = re.compile(r"exited ([\d.]+) s after SIGTERM")  # steps._wait_gone's skip reason
+
+
+def rungs(spec: ActionSpec, subject: str, records: list[CommandRecord],
+          grace_s: float | None) -> tuple[str, str]:
+    """(title, subject) naming every rung climbed: ``process.terminate`` says SIGTERM, then
+    SIGKILL after the grace when the kill ran, or how soon SIGTERM alone was enough."""
+    if spec.kind != "process.terminate":
+        return spec.title, subject
+    kill = next((r for r in records if r.name == "kill"), None)
+    if kill is not None and kill.ran and grace_s is not None:
+        return strings.REM_TERM_THEN_KILL.format(subject=subject, grace=grace_s), ""
+    exited = _EXITED.match(kill.skipped or "") if kill is not None else None
+    if exited is not None:
+        return strings.REM_TERM_EXITED.format(subject=subject, secs=exited[1]), ""
+    return spec.title, subject
+
+
 def summarize(spec: ActionSpec, subject: str, host: str, outcome: Outcome,
-              records: list[CommandRecord], verification: Verification) -> str:
+              records: list[CommandRecord], verification: Verification,
+              grace_s: float | None = None) -> str:
     detail = verification.detail
-    done = strings.REM_SUCCEEDED.format(title=spec.title, subject=subject, detail=detail,
-                                        secs=_secs(records, verification))
+    title, subject = rungs(spec, subject, records, grace_s)
+    done = strings.REM_SUCCEEDED.format(title=title, subject=subject, detail=detail,
+                                        secs=_secs(records, verification)).replace(" ;", ";")
     late = next((r for r in records if r.timed_out), None)
     if outcome is Outcome.SUCCEEDED:
         return done
@@ -53,9 +75,11 @@ def summarize(spec: ActionSpec, subject: str, host: str, outcome: Outcome,
         return strings.REM_TIMED_OUT_BUT_DONE.format(command=late.command,
                                                      deadline=late.timeout_s or 0, rest=done)
     if outcome is Outcome.RESPAWNED:
-        return strings.REM_RESPAWNED.format(title=spec.title, subject=subject, detail=detail)
+        return strings.REM_RESPAWNED.format(title=title, subject=subject,
+                                             detail=detail).replace(" ,", ",")
     if outcome is Outcome.STILL_HELD:
-        return strings.REM_STILL_HELD.format(title=spec.title, subject=subject, detail=detail)
+        return strings.REM_STILL_HELD.format(title=title, subject=subject,
+                                             detail=detail).replace(" ,", ",")
     if outcome is Outcome.TIMED_OUT and late is not None:
         return strings.REM_TIMED_OUT.format(command=late.command, deadline=late.timeout_s or 0,
                                             detail=detail)
@@ -67,5 +91,8 @@ def summarize(spec: ActionSpec, subject: str, host: str, outcome: Outcome,
     if verification.evidence.get("partial"):
         return strings.REM_PARTIAL.format(title=spec.title, subject=subject, host=host,
                                           detail=detail)
+    if title != spec.title:  # the rungs climbed, then what the host still shows
+        return strings.REM_RUNGS_NO_EFFECT.format(rungs=title, detail=detail)
     ran = sum(1 for r in records if r.ran)
-    return strings.REM_FAILED_VERIFY.format(n=ran, host=host, detail=detail)
+    return strings.REM_FAILED_VERIFY.format(commands=fmt.counted(ran, "command"), host=host,
+                                            detail=detail)

@@ -125,11 +125,12 @@ def verify_cleanup(ctx: ActionRun, captured: CapturedState) -> Verification:
         ok = ok and not left
     else:
         ok = not left and freed >= need
-        detail = strings.REM_CLEAN_FREED.format(n=len(paths) - len(left), freed=fmt.size(freed),
+        detail = strings.REM_CLEAN_FREED.format(files=fmt.counted(len(paths) - len(left), "file"),
+                                                freed=fmt.size(freed),
                                                 mounts=", ".join(sorted(grew)) or "no mount",
                                                 need=fmt.size(need))
     if left:
-        detail += "; " + strings.REM_CLEAN_LEFT.format(left=len(left))
+        detail += "; " + strings.REM_CLEAN_LEFT.format(left=fmt.counted(len(left), "file"))
     return Verification(ok, detail, time.monotonic() - start, evidence=ev)
 
 

@@ -231,3 +231,18 @@ class StoreCandidates:
             acted = person_on_it(self.audit.timeline(c.id), c.state)
             out.append(candidate_from(inc, acted=acted))
         return out
+
+
+# --- issue 29 (deliverable 5): the message offers Escalate only where it can go ---------
+def can_escalate(settings: Settings, incident_channel: str) -> bool:
+    """Whether escalation has somewhere to go with this config (``extra.escalation``,
+    ``slack.escalation_channel``, ``slack.oncall``): what ``Publisher(can_escalate=…)``
+    takes, so the message shows no Escalate button that could reach nobody. A bad
+    ``extra.escalation`` section counts as nowhere (startup reports it)."""
+    raw = settings.extra.get("escalation") or {}
+    try:
+        cfg = EscalationSettings.model_validate(raw)
+    except ValueError:
+        return False
+    return resolve_target(cfg, settings.slack.escalation_channel, incident_channel,
+                          settings.slack.oncall) is not None

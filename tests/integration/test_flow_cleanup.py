@@ -181,7 +181,8 @@ def test_the_thread_shows_the_preview_and_the_message_offers_each_part(
     shown = "\n".join(lines)
     items = loop.flow.incidents.require(incident_id).parts_to_dict()["diagnosis"]["findings"][-1]
     n = len(items["evidence"]["items"])
-    assert f"Delete {n} cache, checkpoint and core-dump item(s), freeing" in shown, shown
+    noun = "item" if n == 1 else "items"
+    assert f"Delete {n} cache, checkpoint and core-dump {noun}, freeing" in shown, shown
     assert "Vacuum the systemd journal down to 500M" in shown  # a phrase, not "run KIND on"
     labels = buttons(message)
     assert any(b.startswith("HF cache · ") for b in labels), labels

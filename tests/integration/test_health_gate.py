@@ -51,7 +51,7 @@ def test_seed_story_fails_on_memory_then_passes_after_the_stop(
     host = sim_factory("seed")
     before = run_gate(pool, host.ssh_target(), need_mib=NEED_MIB, options=FAST)
     assert not before.passed and before.checks["free memory"] is False
-    assert before.reasons[0] == "GPU 0 has 19.8 GB free, the job needs 60.0 GB"
+    assert before.reasons[0] == "GPU 0 has 19.8 GiB free, the job needs 60.0 GiB"
     stop = subprocess.run(host.ssh_argv("systemctl stop vllm-kimi-k25-int4.service"),
                           capture_output=True, text=True, timeout=30)
     assert stop.returncode == 0, stop.stderr

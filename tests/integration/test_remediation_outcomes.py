@@ -3,6 +3,7 @@ come back, a journal to vacuum, a mask systemd refuses. All over real sshd."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from bot.remediation import ActionResult, Outcome, RemediationOptions, execute
@@ -121,7 +122,8 @@ def test_terminate_a_stray_holder_term_frees_the_gpus_and_kill_is_not_needed(
     assert term.command == "env kill -TERM 440" and term.exit_status == 0
     assert kill.skipped is not None and kill.skipped.startswith("exited")
     assert tool_calls(host, "kill") == [["-TERM", "440"]]
-    assert result.summary.startswith("terminated PID 440; 8/8 GPUs free (max 0 MiB)")
+    assert re.match(r"sent SIGTERM to PID 440, which exited [\d.]+ s later \(no SIGKILL needed\); "
+                    r"8/8 GPUs free \(max 0 MiB\)", result.summary), result.summary
     again = _act(rem_pool, host, "process.terminate", {"pid": "440"}, fast_options)
     assert again.outcome is Outcome.NOOP and "process already gone" in again.summary
 

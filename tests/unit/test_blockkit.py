@@ -112,7 +112,7 @@ def test_truncation_keeps_buttons_before_content_and_says_so() -> None:
     notes = [
         b for b in blocks if b["type"] == "context" and "not shown" in b["elements"][0]["text"]
     ]
-    assert len(notes) == 1 and "13 more block(s)" in notes[0]["elements"][0]["text"]
+    assert len(notes) == 1 and "13 blocks not shown" in notes[0]["elements"][0]["text"]
     texts = [b["text"]["text"] for b in blocks if b["type"] == "section"]
     assert [t for t in texts if t.startswith("finding")] == [f"finding {i}" for i in range(20)]
     assert sum(t.startswith("```") for t in texts) == 7  # code goes first when space runs out

@@ -31,7 +31,7 @@ def diagnosis() -> Diagnosis:
 def test_the_table_ranks_items_with_size_age_owner_and_says_the_total_and_need() -> None:
     table = cleanup_view.table(diagnosis())
     assert table is not None and table.code is not None
-    assert table.text == "*Cleanup preview:* 3 item(s), 490.0 GiB in all; 400.0 GiB needed"
+    assert table.text == "*Cleanup preview:* 3 items, 490.0 GiB in all; 400.0 GiB needed"
     rows = table.code.splitlines()
     assert rows[0].split() == ["SIZE", "AGE", "OWNER", "CATEGORY", "PATH"]
     assert rows[1].split()[:4] == ["300.0", "GiB", "60", "d"]
@@ -43,11 +43,11 @@ def test_sentences_say_how_many_items_and_how_much() -> None:
     diag = diagnosis()
     whole, *each = diag.actions
     assert cleanup_view.phrase(whole, diag) == (
-        "delete 3 cache, checkpoint and core-dump item(s), freeing 490.0 GiB (400.0 GiB needed)")
+        "delete 3 cache, checkpoint and core-dump items, freeing 490.0 GiB (400.0 GiB needed)")
     assert [cleanup_view.phrase(a, diag) for a in each] == [
-        "delete only checkpoint step-1000: 1 item(s), 300.0 GiB",
-        "delete only HF cache 5f: 1 item(s), 140.0 GiB",
-        "delete only core dump core.x: 1 item(s), 50.0 GiB"]
+        "delete only checkpoint step-1000: 1 item, 300.0 GiB",
+        "delete only HF cache 5f: 1 item, 140.0 GiB",
+        "delete only core dump core.x: 1 item, 50.0 GiB"]
 
 
 def test_the_parts_share_one_row_of_approve_buttons() -> None:

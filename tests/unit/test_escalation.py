@@ -160,3 +160,19 @@ def test_only_the_bots_drains_of_closed_incidents_past_the_limit_are_overdue() -
     assert overdue_drained(nodes, 1000.0 + 7200, 3600, set()) == [ours]
     assert overdue_drained(nodes, 1000.0 + 7200, 3600, {"INC-7"}) == []
     assert overdue_drained(nodes, 1000.0 + 60, 3600, set()) == []
+
+def test_can_escalate_only_where_escalation_has_somewhere_to_go() -> None:
+    """Issue 29: the renderer's Escalate button follows ``can_escalate``."""
+    from bot.config.settings import Settings
+    from bot.schedule.escalation import can_escalate
+
+    def settings(slack: dict[str, Any], extra: dict[str, Any] | None = None) -> Settings:
+        return Settings.model_validate({"slack": slack, "extra": extra or {}})
+
+    assert not can_escalate(settings({}), "C-INC")
+    assert not can_escalate(settings({"oncall": "UONCALL"}), "C-INC")  # a user id: no mention
+    assert can_escalate(settings({"oncall": "S0ONCALL"}), "C-INC")
+    assert can_escalate(settings({"escalation_channel": "C-ESC"}), "C-INC")
+    assert not can_escalate(settings({"escalation_channel": "C-ESC"},
+                                     {"escalation": {"enabled": False}}), "C-INC")
+    assert not can_escalate(settings({}, {"escalation": {"usergroup": "bad"}}), "C-INC")

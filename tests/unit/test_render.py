@@ -158,7 +158,7 @@ def test_later_states_edit_the_same_message() -> None:
     )
     assert msg.sections[1].text.startswith(":white_check_mark: Verified · incident 42")
     assert "Approved by <@UALICE>" in msg.sections[2].text and msg.sections[2].buttons == ()
-    assert ":white_check_mark: GPUs free: 8 × 0 MiB" in msg.sections[3].text
+    assert ":white_check_mark: GPUs free: 8 × 0.0 GiB" in msg.sections[3].text  # chat says GiB
     assert ":x: cron entry kept" in msg.sections[3].text
     assert msg.sections[4].text.startswith("*Revert available*\n*Proposed:* Run ")
     (revert,) = msg.sections[4].buttons

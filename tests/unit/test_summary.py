@@ -83,12 +83,12 @@ def test_state_line_icon_follows_state_not_severity() -> None:
 
 
 def test_no_findings_and_unknown_action_kinds_still_read_as_words() -> None:
-    odd = ProposedAction("o1", "gpu.reset", {"gpu": "3"}, "r")
+    odd = ProposedAction("o1", "vendor.fixit", {"host": "gpu-07"}, "r")  # not in the catalog
     d = Diagnosis("gpu-07", "vm_restart", DiagnosisStatus.PARTIAL, 1.0, (), (odd,))
     msg = render_incident(incident(), d, [ActionPlan(odd, (), "ap1")], now=NOW)
     texts = [s.text for s in msg.sections]
     assert texts[0] == "*gpu-07: no findings*"
-    assert texts[2] == "*Proposed:* Run gpu.reset on gpu 3."
+    assert texts[2] == "*Proposed:* Run vendor.fixit on host gpu-07."
     assert [b.label for b in msg.sections[2].buttons] == ["Approve", "Deny"]
 
 

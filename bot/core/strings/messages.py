@@ -83,7 +83,7 @@ MSG_PROBE_EXIT = "exit {code}"
 MSG_PROBE_TIMED_OUT = "timed out"
 MSG_PROBE_ERROR = "error: {error}"
 MSG_PROBE_NO_OUTPUT = "(output not kept with the stored diagnosis)"
-MSG_EVIDENCE_MORE = "… {n} more probe(s); see `incident-bot diagnose {host} --json`"
+MSG_EVIDENCE_MORE = "… {probes} not shown here; see `incident-bot diagnose {host} --json`"
 
 
 # --- the one renderer's parent message (issues 14 + 15 wired) ------------------------
@@ -97,11 +97,11 @@ MSG_EVIDENCE_NO_THREAD = "Incident {id} has no message yet to reply under."
 
 
 # --- disk cleanup: preview, sentences, per-part buttons (issue 17) --------------------
-MSG_ACTION_CLEANUP = "delete {n} cache, checkpoint and core-dump item(s), freeing {size} ({need} needed)"
-MSG_ACTION_CLEANUP_PART = "delete only {what}: {n} item(s), {size}"
+MSG_ACTION_CLEANUP = "delete {n} cache, checkpoint and core-dump item{s}, freeing {size} ({need} needed)"
+MSG_ACTION_CLEANUP_PART = "delete only {what}: {n} item{s}, {size}"
 MSG_CLEANUP_MIXED = "mixed items"
-MSG_CLEANUP_TITLE = "*Cleanup preview:* {n} item(s), {total} in all; {need} needed"
-MSG_CLEANUP_MORE = "… {n} more item(s), {size}"
+MSG_CLEANUP_TITLE = "*Cleanup preview:* {n} item{s}, {total} in all; {need} needed"
+MSG_CLEANUP_MORE = "… {n} more item{s}, {size}"
 MSG_CLEANUP_PARTS = "*Or delete only one part* (Deny above declines them all):"
 MSG_CLEANUP_PART_BUTTON = "{what} · {size}"
 
@@ -175,3 +175,49 @@ APPROVAL_AFTER_RESOLVE = "Incident {id} was resolved at {when} UTC by {by}: noth
 RESOLVED_BY_ALERT = "the alert"
 RESOLVED_BY_BOT = "the bot"
 WITHDRAWN_RESOLVED = "incident resolved"
+
+# --- issue 29 (deliverable 5): messages that match the outcome --------------------------
+MSG_LEAD_FIXED = "Fixed: {done}"
+MSG_LEAD_REVERTED = "Reverted: {done}"
+MSG_LEAD_RESUMED = "Resumed: {done}"
+MSG_LEAD_NOW = "{lead}; {now} since {when}"
+MSG_WAS = "Was: {headline}"
+MSG_RESULT_TITLE = "*Result*"
+MSG_REVERT_BUTTON = "Revert"
+MSG_REVERT_CONFIRM = "Undo the fix on {host}? {sentence}"
+# what a verified action did, per catalog kind (the lead of a Verified/Resumed/Resolved message)
+MSG_DONE_STOP_DISABLE = "{unit} stopped and disabled"
+MSG_DONE_MASK = "{unit} stopped and masked"
+MSG_DONE_MASK_FORCE = "{unit} stopped and force-masked"
+MSG_DONE_REVERT = "{unit} put back as it was ({unit_file_state}, {active_state})"
+MSG_DONE_DROPIN = "start guard added to {unit} (drop-in)"
+MSG_DONE_DROPIN_REVERT = "the incident-bot drop-in removed from {unit}"
+MSG_DONE_SIGTERM = "sent SIGTERM to PID {pid}"
+MSG_DONE_SIGKILL = "killed PID {pid} (SIGKILL)"
+MSG_DONE_TERMINATE = "PID {pid} ended"
+MSG_DONE_GPU_RESET = "GPU {gpu} reset"
+MSG_DONE_REBOOT = "host rebooted and back"
+MSG_DONE_JOURNAL = "journal vacuumed down to {size}"
+MSG_DONE_SLURM_DRAIN = "{node} drained in Slurm"
+MSG_DONE_SLURM_RESUME = "{node} returned to Slurm"
+MSG_DONE_SLURM_REQUEUE = "Slurm job {job} requeued"
+MSG_DONE_SLURM_CANCEL = "Slurm job {job} cancelled"
+MSG_DONE_RESUME = "extraction {job} resumed"
+MSG_DONE_RESUME_OVERRIDE = "extraction {job} resumed despite the failed health gate"
+# every catalog kind as a sentence a person acts on (never "run KIND on key value")
+MSG_ACTION_MASK_FORCE = ("replace {unit}'s own unit file with a link to /dev/null so nothing "
+                         "can start it")
+MSG_ACTION_REVERT = ("undo the fix: put {unit} back as it was ({unit_file_state}, "
+                     "{active_state})")
+MSG_ACTION_DROPIN = ("keep {unit} from grabbing the GPUs again: add a start guard (drop-in), "
+                     "restart only on failure, stop within {timeout_stop_s} s")
+MSG_ACTION_DROPIN_REVERT = "remove the incident-bot drop-in (start guard) from {unit}"
+MSG_ACTION_SIGTERM = "ask PID {pid} to exit (SIGTERM)"
+MSG_ACTION_SIGKILL = "kill PID {pid} (SIGKILL)"
+MSG_ACTION_GPU_RESET = "reset GPU {gpu}"
+MSG_ACTION_RESUME_OVERRIDE = "resume extraction {job} despite the failed health gate"
+MSG_ACTION_CLEANUP_FILES = "delete {n} listed file{s}"
+MSG_PLAN_APPROVED = "{mark}: {sentence}"
+MSG_LEAD_DONE = "Done: {done}"
+MSG_NOT_FIXED = "Not fixed by this: {headline}"
+MSG_THE_ALERT = "The alert: {headline}"
