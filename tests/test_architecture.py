@@ -157,3 +157,30 @@ def test_a_flow_step_taking_a_redis_client_is_reported(tmp_path: Path) -> None:
                             "bot/flow/assembly.py": step})
     assert redis_takers(root, "bot.flow", composition=("bot.flow.assembly",)) == [
         "bot.flow.step:3 __init__(redis)", "bot.flow.step:4 run(conn)"]
+
+
+def test_every_user_visible_string_gets_the_fields_it_names() -> None:
+    """``strings.X.format(a=..)`` supplies every ``{field}`` of X: a renamed field in one
+    module and an old call in another fail here, not at 3 a.m. (a KeyError mid-action)."""
+    import string
+
+    from bot.core import strings
+
+    missing = []
+    for path in sorted((ROOT / "bot").rglob("*.py")) + sorted((ROOT / "playbooks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "format" and isinstance(node.func.value, ast.Attribute)
+                    and isinstance(node.func.value.value, ast.Name)
+                    and node.func.value.value.id in ("strings", "S")):
+                continue
+            template = getattr(strings, node.func.value.attr, None)
+            if not isinstance(template, str) or any(k.arg is None for k in node.keywords):
+                continue
+            fields = {f[1].split(".")[0].split("[")[0]
+                      for f in string.Formatter().parse(template) if f[1]}
+            lost = fields - {k.arg for k in node.keywords}
+            if lost:
+                missing.append(f"{path.relative_to(ROOT)}:{node.lineno} "
+                               f"{node.func.value.attr} lacks {sorted(lost)}")
+    assert not missing, "\n".join(missing)

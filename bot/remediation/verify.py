@@ -145,7 +145,8 @@ def _mount_below(ctx: ActionRun, mount: str, usage: tuple[int, int], freed: int,
               freed_on_mount=freed, partial=still > 0)
     if still == 0:
         return True, strings.REM_CLEAN_FREED.format(
-            n=len(ctx.params["paths"].split(PATH_SEP)), freed=fmt.size(freed), mounts=mount,
+            files=fmt.counted(len(ctx.params["paths"].split(PATH_SEP)), "file"),
+            freed=fmt.size(freed), mounts=mount,
             need=fmt.size(int(ctx.params["need_bytes"]))) + "; " + strings.REM_CLEAN_BELOW.format(
             mount=mount, pct=pct, full=full)
     return False, strings.REM_CLEAN_PARTIAL.format(

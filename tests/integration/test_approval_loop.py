@@ -119,7 +119,9 @@ def test_action_failed_shows_what_failed_with_retry_and_escalate(
         loop: Loop, redis_url: str, sim_factory: SimFactory) -> None:  # noqa: F811
     sim = sim_factory("seed", overrides={"units": {UNIT: {"stop_delay_s": 30}}})
     rem = {"settle_s": 0.3, "step_timeout_s": 0.5, "reprobe_s": 0.5, "verify_timeout_s": 1.0}
-    loop.start(loop_settings(redis_url, sim, loop.standin, {"remediation": rem}))
+    # escalation has somewhere to go: the Escalate button is offered (issue 29)
+    loop.start(loop_settings(redis_url, sim, loop.standin, {"remediation": rem},
+                             slack={"escalation_channel": "C0ESCAL"}))
     incident_id = loop.open()
     loop.wait_state(incident_id, S.AWAITING_APPROVAL)
     loop.click(ONCALL, loop.message(incident_id), action("approve"))
