@@ -38,9 +38,10 @@ class Consumer:
                  closing_note: Callable[[str], str | None] | None = None,
                  diagnoses: Executor | None = None) -> None:
         self.events = events
-        # diagnoses run here, a few at once: one host's hung probe never holds another's
-        # message (None: inline, in the order the events came)
+        # events are handled here, a few at once: one host's hung probe never holds another
+        # host's message (None: inline, in the order they came)
         self.diagnoses = diagnoses
+        self._busy: set[str] = set()  # entry ids being handled off this loop
         self.diagnose = diagnose  # the diagnosis, then what the fleet policies run on it
         self.publisher = publisher
         self.closing_note = closing_note  # the postmortem's summary, posted once on resolve
@@ -61,20 +62,7 @@ class Consumer:
             log.info("flow event skipped: %s", taken)
 
     def _diagnose(self, incident_id: str) -> None:
-        """Start the diagnosis (off this loop when there is an executor: the event is acked
-        at once, and a process that dies mid-way leaves the step to the reconciler)."""
-        if self.diagnoses is None:
-            self._run_diagnosis(incident_id)
-        else:
-            self.diagnoses.submit(self._run_diagnosis, incident_id)
-
-    def _run_diagnosis(self, incident_id: str) -> None:
-        try:
-            self.diagnose.on_opened(incident_id, only_from=FIRST_DIAGNOSIS)
-        except StepTaken as taken:  # a duplicate or late delivery: someone else has it
-            log.info("diagnosis skipped: %s", taken)
-        except Exception as exc:  # off the loop: say it with an id, never lose it
-            log_internal(exc, f"diagnosis of {incident_id}")
+        self.diagnose.on_opened(incident_id, only_from=FIRST_DIAGNOSIS)
 
     def _post_closing_note(self, incident_id: str) -> None:
         """The timeline in the thread when an incident resolves (one replica: the group)."""
@@ -84,18 +72,36 @@ class Consumer:
             self.publisher.reply(incident, text)
 
     def run_once(self, block_ms: int | None = 1000) -> int:
-        """Handle what is waiting (own pending first, then stale, then new); returns count."""
+        """Handle what is waiting (own pending first, then stale, then new); returns count.
+
+        With an executor each event is handled there and acked when its step is done, so an
+        event whose step failed because Redis went away stays pending and is handled again
+        once it is back; entries still being handled are not picked up twice."""
         events = self.events
-        batch = (events.pending(GROUP, self.name)
-                 or events.claim_stale(GROUP, self.name, STALE_MS)
+        pending = [e for e in events.pending(GROUP, self.name) if e[0] not in self._busy]
+        batch = (pending or events.claim_stale(GROUP, self.name, STALE_MS)
                  or events.consume(GROUP, self.name, block_ms=block_ms))
         for entry_id, event in batch:
+            if self.diagnoses is None:
+                self._handle_and_ack(entry_id, event)
+            elif entry_id not in self._busy:
+                self._busy.add(entry_id)
+                self.diagnoses.submit(self._handle_and_ack, entry_id, event)
+        return len(batch)
+
+    def _handle_and_ack(self, entry_id: str, event: dict[str, str]) -> None:
+        try:
             try:
                 self.handle(event)
             except Exception as exc:  # one bad incident must not stop the loop
                 log_internal(exc, f"flow event {entry_id}")
-            events.ack(GROUP, entry_id)
-        return len(batch)
+            self.events.ack(GROUP, entry_id)
+        except Exception as exc:  # Redis away: the entry stays pending for the next look
+            if self.diagnoses is None:
+                raise
+            log_internal(exc, f"ack of flow event {entry_id}")
+        finally:
+            self._busy.discard(entry_id)
 
     def run_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():
