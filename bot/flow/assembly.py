@@ -108,16 +108,17 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
                progress_interval_s: float = 2.0) -> Flow:
     """Every store and step of the flow, from ``settings``, built once."""
     redis = connect(settings.redis_url)
-    jobs = JobBook(connect(settings.redis_url, decode=False))
+    raw = connect(settings.redis_url, decode=False)  # RQ's bytes client: jobs and resumes
+    jobs = JobBook(raw)
     incidents = IncidentStore(redis, group_wait_s=settings.alerts.group_wait_s,
                               deadlines=reconcile_settings(settings.extra).deadlines())
     approvals, audit = ApprovalStore(redis), AuditLog(redis)
     policy = policy_from_settings(settings)
-    options = options_from_extra(settings.extra, redis=connect(settings.redis_url, decode=False))
+    options = options_from_extra(settings.extra, redis=raw)
     renders = RenderLedger(redis)
     hosts = Hosts(settings, runner, jobs, options, clock)
-    outbox = ChatOutbox(ChatOutboxStore(redis), chat, clock,
-                        on_delivered=remember_card(ChatOutboxStore(redis), incidents, approvals))
+    sent = ChatOutboxStore(redis)
+    outbox = ChatOutbox(sent, chat, clock, on_delivered=remember_card(sent, incidents, approvals))
     where = channel or settings.slack.channel or "incidents"
     publisher = Publisher(incidents, approvals, renders, outbox, where,
                           oncall=settings.slack.oncall, runbooks=settings.runbooks, clock=clock,
