@@ -237,9 +237,10 @@ def test_no_escalate_button_when_escalation_has_nowhere_to_go(
     incident_id = b.open("vram_idle")
     b.flow.incidents.transition(incident_id, S.APPROVED, ONCALL, "test")
     b.flow.act.fail(incident_id, "process.terminate: nothing ran")
+    b.flow.publisher.can_escalate = True  # as build_flow sets it where escalation is set up
     b.flow.publisher.publish(incident_id)
     assert "Escalate" in buttons(b.message(incident_id))
-    b.flow.publisher.can_escalate = False  # what the lead wires from resolve_target(...)
+    b.flow.publisher.can_escalate = False  # as build_flow sets it where it is not
     b.flow.publisher.publish(incident_id)
     shown = buttons(b.message(incident_id))
     assert "Escalate" not in shown and "Retry" in shown

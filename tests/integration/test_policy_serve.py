@@ -9,6 +9,7 @@ Real: redis-server, OpenSSH sshd per sim host, our service. Stand-ins: Slack's W
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -109,37 +110,48 @@ def test_three_hosts_stopped_by_the_policy_and_the_fourth_asks_saying_why(
     loop.standin.groups[GPUOPS] = [BOB]
     loop.start(fleet_settings(redis_url, sims, loop, [stop_policy()]))
     ids = post_alerts(loop, list(sims))
-    auto, asked = ids[:3], ids[3]
-    for n, (incident_id, host) in enumerate(zip(auto, sims, strict=False), start=1):
-        loop.wait_state(incident_id, S.VERIFIED)
+    host_of = dict(zip(ids, sims, strict=True))
+    # the hosts are diagnosed at once: which three win the slots is which finish first
+    wait_until(lambda: sum(loop.state(i) is S.VERIFIED for i in ids) == 3, 120, "three stops")
+    auto = [i for i in ids if loop.state(i) is S.VERIFIED]
+    (asked,) = [i for i in ids if i not in auto]
+    asked_host, auto_hosts = host_of[asked], sorted(host_of[i] for i in auto)
+    counts = []
+    for incident_id in auto:
+        host = host_of[incident_id]
         done = thread_line(loop, incident_id, "without a click")
-        counted = ", ".join(list(sims)[:n])
-        assert done == (f":robot_face: Stopped and disabled `{UNIT}` on {host} without a "
-                        f"click, under policy `{POLICY}` ({n} of 3 hosts in the last hour: "
-                        f"{counted}). Revert below if this was wrong.")
+        said = re.fullmatch(rf":robot_face: Stopped and disabled `{UNIT}` on {host} without a "
+                            rf"click, under policy `{POLICY}` \((\d) of 3 hosts in the last "
+                            r"hour: ([^)]*)\)\. Revert below if this was wrong\.", done)
+        assert said is not None, done
+        listed = said[2].split(", ")
+        assert len(listed) == int(said[1]) and host in listed and set(listed) <= set(auto_hosts)
+        counts.append(int(said[1]))
         shown = loop.wait_text(incident_id, "8/8 GPUs free")
         assert "Revert" in " ".join(buttons(shown)) and f"policy:{POLICY}" in json.dumps(shown)
         assert not unit_active(sims[host]) and stops(sims[host]) == 1
         decided = [(u, a) for u, a, _ in audit_rows(loop.flow, incident_id)
                    if a in ("approval.approved", "action.started")]
         assert (f"policy:{POLICY}", "approval.approved") in decided
+    assert sorted(counts) == [1, 2, 3]  # each host counted once, the slots never exceeded
     loop.wait_state(asked, S.AWAITING_APPROVAL)
     why = thread_line(loop, asked, "limit reached")
     assert why == (f":raised_hand: Policy `{POLICY}` did not run `systemd.stop_disable` on "
-                   "gpu-04: limit reached: 3 hosts in the last hour (gpu-01, gpu-02, gpu-03).")
-    assert unit_active(sims["gpu-04"]) and stops(sims["gpu-04"]) == 0
+                   f"{asked_host}: limit reached: 3 hosts in the last hour "
+                   f"({', '.join(auto_hosts)}).")
+    assert unit_active(sims[asked_host]) and stops(sims[asked_host]) == 0
     # the global on-call is outside this policy's approvers: refused, the policy named
     message = loop.message(asked)
     assert loop.click(ONCALL, message, action("approve")).status_code == 200
     refused = wait_until(lambda: loop.ephemerals(ONCALL), 15, "the refusal")[0]
     assert refused == ("You are not allowed to approve or deny `systemd.stop_disable` on "
-                       f"gpu-04: policy `{POLICY}` lets only `{GPUOPS}` approve it. "
+                       f"{asked_host}: policy `{POLICY}` lets only `{GPUOPS}` approve it. "
                        "This attempt was recorded.")
-    assert stops(sims["gpu-04"]) == 0 and loop.state(asked) is S.AWAITING_APPROVAL
+    assert stops(sims[asked_host]) == 0 and loop.state(asked) is S.AWAITING_APPROVAL
     # Bob is in the policy's user group: his click runs it
     loop.click(BOB, loop.message(asked), action("approve"))
     loop.wait_state(asked, S.VERIFIED)
-    assert stops(sims["gpu-04"]) == 1 and not unit_active(sims["gpu-04"])
+    assert stops(sims[asked_host]) == 1 and not unit_active(sims[asked_host])
     assert not [t for t in thread(loop, asked) if "without a click" in t]
     actors = {u for u, a, _ in audit_rows(loop.flow, asked) if a == "approval.approved"}
     assert actors == {BOB}
@@ -214,23 +226,26 @@ def test_the_circuit_breaker_trips_stops_automation_and_pages(
         loop.start(fleet_settings(redis_url, sims, loop, [stop_policy()], fraction=0.5,
                                   paging=paging))  # cap: min(10, floor(0.5 × 2 hosts)) = 1
         ids = dict(zip(sims, post_alerts(loop, list(sims)), strict=True))
-        loop.wait_state(ids["gpu-01"], S.VERIFIED)
-        why = thread_line(loop, ids["gpu-02"], "circuit breaker")
+        # both are diagnosed at once: the first to ask takes the one slot
+        ran = wait_until(lambda: next((h for h, i in ids.items()
+                                       if loop.state(i) is S.VERIFIED), None), 60, "one stop")
+        asked = next(h for h in ids if h != ran)
+        why = thread_line(loop, ids[asked], "circuit breaker")
         assert why == (f":raised_hand: Policy `{POLICY}` did not run `systemd.stop_disable` on "
-                       "gpu-02: circuit breaker open: 1 host acted on automatically in the "
+                       f"{asked}: circuit breaker open: 1 host acted on automatically in the "
                        "last hour (cap 1); every automatic action asks for a click.")
-        assert loop.state(ids["gpu-02"]) is S.AWAITING_APPROVAL and stops(sims["gpu-02"]) == 0
+        assert loop.state(ids[asked]) is S.AWAITING_APPROVAL and stops(sims[asked]) == 0
         page = wait_until(lambda: next((e.body for e in pager.events
                                         if str(e.body["dedup_key"]).startswith(
                                             "policy-breaker-")), None), 30, "the page")
         assert page["event_action"] == "trigger" and page["payload"]["severity"] == "critical"
         assert page["payload"]["summary"] == (
-            f"incident-bot fleet circuit breaker tripped by gpu-02 under policy {POLICY}: "
+            f"incident-bot fleet circuit breaker tripped by {asked} under policy {POLICY}: "
             "1 host acted on automatically in the last hour reached the cap of 1; every "
             "automatic action asks for a click until it closes")
-        assert page["payload"]["custom_details"]["hosts"] == ["gpu-01"]
+        assert page["payload"]["custom_details"]["hosts"] == [ran]
         tripped = [e for e in loop.flow.audit.recent() if e.action == "policy.breaker_tripped"]
-        assert len(tripped) == 1 and tripped[0].detail["host"] == "gpu-02"
+        assert len(tripped) == 1 and tripped[0].detail["host"] == asked
         assert [e.body["dedup_key"] for e in pager.events] == [page["dedup_key"]]
         # a person closes it: the page resolves, and nothing else was paged
         assert PolicyLimits(redis, fleet_cap=1).reset(ONCALL)
