@@ -208,7 +208,7 @@ class IncidentStore:
         now = self.clock()
         if only_from is not None and current.state not in only_from:
             raise StepTaken(incident_id, current.state, "no longer waiting for this step")
-        if goal is current.state and is_transient(goal):
+        if goal is current.state and goal in FIRST_DIAGNOSIS:  # a diagnosis re-driven
             return self._reenter(pipe, current, entry, owner, actor, reason, now)
         new = apply_transition(current, goal, now)
         resolving = goal is IncidentState.RESOLVED
@@ -239,7 +239,9 @@ class IncidentStore:
 
     def _reenter(self, pipe: Pipeline, current: Incident, entry: Inflight | None, owner: str,
                  actor: str, reason: str, now: float) -> Incident:
-        """diagnosing → diagnosing: take the step over (same attempts count) if allowed."""
+        """diagnosing → diagnosing (a re-drive): take the step over (same attempts count) if
+        allowed. An action step (approved, remediating) is never re-entered this way: a
+        second Approve is an illegal transition, and the reconciler fails it instead."""
         if entry is not None and not entry.may_claim(owner, now):
             raise StepTaken(current.id, current.state, f"owned by {entry.owner} for "
                                                         f"{entry.deadline - now:.0f}s more")

@@ -101,12 +101,15 @@ def is_transient(state: IncidentState) -> bool:
     return state in TRANSIENT
 
 
-class StepTaken(RuntimeError):
+class StepTaken(IllegalTransition):
     """The step is owned by someone else who is still within their deadline, or the
-    incident is no longer where the caller expected: nothing was changed."""
+    incident is no longer where the caller expected: nothing was changed. For a caller it
+    is an illegal transition like any other (a second Approve of an approved incident is
+    refused the same way whichever check sees it first)."""
 
     def __init__(self, incident_id: str, state: IncidentState, why: str) -> None:
-        super().__init__(f"incident {incident_id} ({state.value}): {why}")
+        ValueError.__init__(self, f"incident {incident_id} ({state.value}): {why}")
+        self.current = self.target = state
         self.incident_id = incident_id
         self.state = state
 
