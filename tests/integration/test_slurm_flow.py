@@ -16,6 +16,7 @@ import json
 import time
 from typing import Any
 
+from bot.config.settings import Settings
 from bot.domain.findings import ProposedAction
 from bot.domain.lifecycle import IncidentState as S
 from bot.flow import timers
@@ -93,14 +94,21 @@ def _texts(blocks: list[dict[str, Any]]) -> list[str]:
     return [t for t in out if t]
 
 
+def xid79_slurm_node(lp: Loop, redis_url: str, sim_factory: SimFactory,
+                     slurm: SlurmCluster) -> tuple[SimHost, Settings]:
+    """The Xid 79 sim host as Slurm node gpu-01: its scontrol reaches the real controller."""
+    sim: SimHost = sim_factory("gpu_xid79", binds=(slurm.socket_dir,),
+                               env={"SLURM_CONF": str(slurm.conf)})
+    settings = loop_settings(redis_url, sim, lp.standin)
+    settings.hosts["gpu-01"] = settings.hosts["gpu-01"].model_copy(
+        update={"slurm_node": "gpu-01", "gpus": 8})
+    return sim, settings
+
+
 def test_xid79_drain_job_ends_drained_reboot_gate_return_to_slurm(
         loop: Loop, redis_url: str, sim_factory: SimFactory,  # noqa: F811
         slurm: SlurmCluster) -> None:
-    sim: SimHost = sim_factory("gpu_xid79", binds=(slurm.socket_dir,),
-                               env={"SLURM_CONF": str(slurm.conf)})
-    settings = loop_settings(redis_url, sim, loop.standin)
-    settings.hosts["gpu-01"] = settings.hosts["gpu-01"].model_copy(
-        update={"slurm_node": "gpu-01", "gpus": 8})
+    sim, settings = xid79_slurm_node(loop, redis_url, sim_factory, slurm)
     job = slurm.sbatch("train-llm", minutes=90)
     bot = loop.start(settings)
     incident_id = loop.open(kind="gpu_xid")
@@ -167,11 +175,7 @@ def break_gpu(sim: SimHost) -> None:
 def test_a_failed_gate_keeps_the_node_drained_and_says_why(
         loop: Loop, redis_url: str, sim_factory: SimFactory,  # noqa: F811
         slurm: SlurmCluster) -> None:
-    sim: SimHost = sim_factory("gpu_xid79", binds=(slurm.socket_dir,),
-                               env={"SLURM_CONF": str(slurm.conf)})
-    settings = loop_settings(redis_url, sim, loop.standin)
-    settings.hosts["gpu-01"] = settings.hosts["gpu-01"].model_copy(
-        update={"slurm_node": "gpu-01", "gpus": 8})
+    sim, settings = xid79_slurm_node(loop, redis_url, sim_factory, slurm)
     bot = loop.start(settings)
     incident_id = loop.open(kind="gpu_xid")
     approve(loop, incident_id, "slurm.drain")  # no job on the node: DRAINED at once
