@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import cast
 
 from bot.domain.lifecycle import StepDeadlines
 from storage.approvals import ApprovalStore
@@ -44,6 +45,10 @@ class Stores:
     def ping(self) -> None:
         """Raises ``StorageError`` when the server does not answer (``/readyz``)."""
         self._text.ping()
+
+    def aof_config(self) -> dict[str, str]:
+        """The server's ``append*`` settings (``CONFIG GET``): are acks on disk."""
+        return cast(dict[str, str], self._text.config_get("append*"))
 
     def close(self) -> None:
         self._text.close()

@@ -150,9 +150,18 @@ def _mentions_redis(annotation: ast.expr | None) -> bool:
     for n in ast.walk(annotation) if annotation is not None else ():
         if ((isinstance(n, ast.Name) and n.id == "Redis")
                 or (isinstance(n, ast.Attribute) and n.attr == "Redis")
-                or (isinstance(n, ast.Constant) and "Redis" in str(n.value))):
+                or (isinstance(n, ast.Constant) and isinstance(n.value, str)
+                    and _mentions_redis(_quoted(n.value)))):
             return True
     return False
+
+
+def _quoted(text: str) -> ast.expr | None:
+    """A string annotation as an expression; None for other text (a ``help=`` string)."""
+    try:
+        return ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
 
 
 def _takers(name: str, tree: ast.AST) -> Iterator[str]:
