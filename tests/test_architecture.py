@@ -49,8 +49,8 @@ def test_no_module_imports_another_modules_private_names() -> None:
 
 
 def test_flow_steps_take_stores_never_a_redis_client() -> None:
-    """Only the composition (``bot/flow/assembly.py``) builds stores from a client."""
-    assert redis_takers(ROOT, "bot.flow", composition=("bot.flow.assembly",)) == []
+    """Not even the composition (``bot/flow/assembly.py``): it gets ``Stores``."""
+    assert redis_takers(ROOT, "bot.flow") == []
 
 
 # Modules that may still take a Redis client, each a module prefix. TEMPORARY: h-jobs
