@@ -28,7 +28,9 @@ from bot.digest.charts import render_chart  # noqa: E402
 from bot.digest.runner import DigestRunner  # noqa: E402
 from bot.rig.localredis import start_local_redis  # noqa: E402
 from bot.schedule.leader import LeaderScheduler, ScheduledJob  # noqa: E402
+from storage.claims import Claims  # noqa: E402
 from storage.connection import connect  # noqa: E402
+from storage.leases import scheduler_lease  # noqa: E402
 from storage.samples import SampleStore  # noqa: E402
 
 T0 = 1_800_000_000.0
@@ -83,12 +85,14 @@ def bench_fleet(store: SampleStore, hosts: int, out: Path) -> dict[str, float]:
 def bench_takeover(url: str, trials: int, ttl: float, renew: float) -> list[float]:
     times = []
     for _ in range(trials):
-        a = LeaderScheduler(connect(url), [ScheduledJob("noop", lambda f: None, every_s=3600)],
-                            lease_ttl_s=ttl, renew_s=renew).start()
+        a = LeaderScheduler(Claims(connect(url)), scheduler_lease(connect(url), ttl),
+                            [ScheduledJob("noop", lambda f: None, every_s=3600)],
+                            renew_s=renew).start()
         while not a.is_leader:
             time.sleep(0.01)
-        b = LeaderScheduler(connect(url), [ScheduledJob("noop", lambda f: None, every_s=3600)],
-                            lease_ttl_s=ttl, renew_s=renew).start()
+        b = LeaderScheduler(Claims(connect(url)), scheduler_lease(connect(url), ttl),
+                            [ScheduledJob("noop", lambda f: None, every_s=3600)],
+                            renew_s=renew).start()
         time.sleep(renew * 1.5)
         a.stop(release=False)
         t = time.monotonic()

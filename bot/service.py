@@ -39,10 +39,7 @@ from bot.paging.service import PagingService
 from bot.schedule.leader import LeaderScheduler
 from bot.ssh.base import SSHRunner
 from bot.ssh.pool import ParamikoPool
-from storage.audit import AuditLog
-from storage.connection import Redis, connect
-from storage.samples import SampleStore
-from storage.usergroups import UsergroupCache
+from storage.stores import Stores, open_stores
 
 log = logging.getLogger(__name__)
 ACTION_WORKERS = 4  # approved actions running at once per replica (each holds SSH channels)
@@ -52,7 +49,7 @@ DIAGNOSIS_WORKERS = 8  # incidents diagnosed at once per replica: a hung probe h
 @dataclass
 class Service:
     settings: Settings
-    redis: Redis  # decode_responses=True: health, metrics, the scheduler
+    stores: Stores  # opened once here; each component got the stores it uses
     flow: Flow
     app: Starlette
     desk: ApprovalDesk
@@ -135,69 +132,69 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
                   chat: ChatBackend | None = None, with_scheduler: bool = True) -> Service:
     """Assemble the bot; ``chat`` overrides ``settings.chat_backend`` (tests, demo)."""
     check_sections(settings)
-    redis = connect(settings.redis_url)
-    audit = audit_sink(AuditLog(redis))
-    chat = chat or make_backend(settings, redis=redis, audit=audit)
+    stores = open_stores(settings.redis_url)
+    audit = audit_sink(stores.audit())
+    chat = chat or make_backend(settings, stores=stores, audit=audit)
     actions = ThreadPoolExecutor(max_workers=ACTION_WORKERS, thread_name_prefix="flow-action")
-    flow = build_flow(settings, runner or ParamikoPool(settings.ssh_defaults), chat,
+    flow = build_flow(settings, stores, runner or ParamikoPool(settings.ssh_defaults), chat,
                       actions=actions)
     slack_chat = chat if isinstance(chat, SlackBackend) else None
     flow.silences.set_maintenance(maintenance_from_settings(settings), "config")
-    groups = (SharedSlackGroups(slack_chat.client, UsergroupCache(redis))
+    groups = (SharedSlackGroups(slack_chat.client, stores.usergroups())
               if slack_chat else None)
     desk = PolicyApprovalDesk(flow.approvals, flow.policy, flow.callbacks(), audit=audit,
                               groups=groups,
                               fleet={p.name: p for p in policies_from_settings(settings)})
-    slack = _slack_app(settings, redis, flow, desk, slack_chat)
+    slack = _slack_app(settings, stores, flow, desk, slack_chat)
     closers: list[Service] = []  # uvicorn's graceful shutdown runs this before it exits
     routes = slack.routes() if slack is not None and not socket_mode_wanted(settings) else []
-    app = create_app(settings, redis, extra_routes=routes, store=flow.incidents,
+    app = create_app(settings, stores, extra_routes=routes, store=flow.incidents,
                      on_shutdown=[partial(_close_all, closers)])
-    scheduler = _scheduler(settings, redis, flow, desk) if with_scheduler else None
-    service = Service(settings=settings, redis=redis, flow=flow, app=app, desk=desk,
-                      slack=slack, scheduler=scheduler, paging=build_paging(settings, redis),
+    scheduler = _scheduler(settings, stores, flow, desk) if with_scheduler else None
+    service = Service(settings=settings, stores=stores, flow=flow, app=app, desk=desk,
+                      slack=slack, scheduler=scheduler, paging=build_paging(settings, stores),
                       socket_mode=slack is not None and socket_mode_wanted(settings))
     closers.append(service)
     return service
 
 
-def _slack_app(settings: Settings, redis: Redis, flow: Flow, desk: ApprovalDesk,
+def _slack_app(settings: Settings, stores: Stores, flow: Flow, desk: ApprovalDesk,
                backend: SlackBackend | None) -> SlackApp | None:
     if backend is None:
         return None
     slash = FlowSlashHandlers(flow.incidents, tuple(settings.hosts), flow.diagnosis(),
                               flow.publisher, flow.jobs, flow.silences,
-                              digest_now=partial(_digest_now, settings, redis, flow),
+                              digest_now=partial(_digest_now, settings, stores, flow),
                               decide=desk.incident, slurm=flow.slurm, stats=flow.stats)
-    return create_slack_app(settings, redis, desk.callbacks, slash=slash, backend=backend,
-                            desk=desk, home=_fleet(settings, redis, flow))
+    return create_slack_app(settings, stores, desk.callbacks, slash=slash, backend=backend,
+                            desk=desk, home=_fleet(settings, stores, flow))
 
 
-def _digest_now(settings: Settings, redis: Redis, flow: Flow) -> None:
+def _digest_now(settings: Settings, stores: Stores, flow: Flow) -> None:
     """``/ir digest now``: the same runner as the scheduled digest, in the incident channel."""
     from bot.schedule.wiring import build_digest_runner  # matplotlib: only when asked
 
     out = Path(tempfile.gettempdir()) / "incident-bot-digests"
-    build_digest_runner(settings, redis, flow.chat, out, runner=flow.runner).now(
+    build_digest_runner(settings, stores, flow.chat, out, runner=flow.runner).now(
         flow.publisher.channel)
 
 
-def _fleet(settings: Settings, redis: Redis, flow: Flow) -> FleetSource:
+def _fleet(settings: Settings, stores: Stores, flow: Flow) -> FleetSource:
     """The App Home's snapshot: open incidents, running extractions, the newest GPU samples
     of every sampled or inventory host (an inventory host's missing GPUs count as broken)."""
     expected = {name: host.gpus or 0 for name, host in settings.hosts.items()}
-    return fleet_source(flow.incidents, SampleStore(redis), flow.jobs.list, expected,
+    return fleet_source(flow.incidents, stores.samples(), flow.jobs.list, expected,
                         flow.clock, maintenance=flow.silences.maintenance,
                         drained=flow.slurm.drained.cached if flow.slurm is not None else None)
 
 
-def _scheduler(settings: Settings, redis: Redis, flow: Flow, desk: ApprovalDesk) -> Any:
+def _scheduler(settings: Settings, stores: Stores, flow: Flow, desk: ApprovalDesk) -> Any:
     from bot.schedule.wiring import build_leader
 
     jobs = {"progress": partial(timers.poll_progress, flow.progress),
             "approval_expiry": partial(timers.expire_approvals, desk, flow.decide, flow.act,
                                        flow.reboots)}
-    return build_leader(settings, redis, flow.chat, runner=flow.runner, extra_jobs=jobs)
+    return build_leader(settings, stores, flow.chat, runner=flow.runner, extra_jobs=jobs)
 
 
 def _reconciler(settings: Settings, flow: Flow) -> Callable[[threading.Event], None]:

@@ -18,3 +18,20 @@ def claim(conn: Redis, key: str, value: str, ttl_s: float) -> bool:
 def unclaim(conn: Redis, key: str) -> None:
     """Give a claim back (the work it guarded failed and should be tried again)."""
     conn.delete(key)
+
+
+class Claims:
+    """``claim``/``unclaim`` on one connection: what code above storage/ holds (the
+    scheduler's firing guard, escalation's once-per-incident post) instead of a client.
+    Keys come from ``storage/keys.py``."""
+
+    def __init__(self, conn: Redis) -> None:
+        self._conn = conn
+
+    def claim(self, key: str, value: str, ttl_s: float) -> bool:
+        """Take ``key`` for ``ttl_s`` seconds; False when someone else holds it."""
+        return claim(self._conn, key, value, ttl_s)
+
+    def unclaim(self, key: str) -> None:
+        """Give the claim back: the work it guarded failed and should be tried again."""
+        unclaim(self._conn, key)

@@ -1,8 +1,8 @@
-"""The one place a Redis client is made; everything else takes it as an argument.
+"""The one place a Redis client is made; the stores in ``storage/`` take it as an argument.
 
-Code outside ``storage/`` types the handle it passes along with the names below and never
-imports ``redis`` itself (``tests/test_architecture.py`` checks it): only storage calls
-methods on the client.
+Code outside ``storage/`` never holds a client: entry points open ``storage/stores.py``
+(``open_stores``) and pass stores down; it catches the errors below and never imports
+``redis`` itself (``tests/test_architecture.py`` checks both).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from redis import Redis
 
 from bot.rig.localredis import LocalRedis, start_local_redis
 from storage.connection import connect
+from storage.stores import Stores
 
 pytest_plugins = [
     "tests.fixtures.extract",
@@ -56,3 +57,9 @@ def redis_bytes(redis_server: LocalRedis, redis: Redis) -> Iterator[Redis]:
     client = connect(redis_server.url, decode=False)
     yield client
     client.close()
+
+
+@pytest.fixture
+def stores(redis: Redis, redis_bytes: Redis) -> Stores:
+    """``storage/stores.py``'s stores on the flushed database (what entry points open)."""
+    return Stores(redis, redis_bytes)

@@ -21,8 +21,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
-from storage.connection import Redis
-from storage.slack_budget import SlackBudget, message_gate
+from storage.slack_budget import SlackBudget
 
 log = logging.getLogger(__name__)
 
@@ -185,11 +184,6 @@ def wait_turn(try_now: Callable[[], float], max_wait_s: float = 60.0) -> None:
     deadline = time.monotonic() + max_wait_s
     while (wait := try_now()) > 0 and time.monotonic() < deadline:
         time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
-
-
-def redis_gate(redis: Redis, interval_s: float) -> Gate:
-    """Only per-message spacing across replicas (see ``budget_gate`` for the full budget)."""
-    return lambda ref: message_gate(redis, ref.channel, ref.ts, interval_s)
 
 
 def budget_gate(budget: SlackBudget) -> Gate:

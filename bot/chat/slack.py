@@ -33,9 +33,9 @@ from bot.chat.interactions import AuditFn
 from bot.chat.text import clip
 from bot.config.settings import Settings, secret
 from bot.core import metrics, strings
-from storage.connection import Redis
 from storage.renders import RenderLedger
 from storage.slack_budget import BudgetSettings, SlackBudget, workspace_of
+from storage.stores import Stores
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,16 @@ def call_with_retry(
         sleep(min(max_delay_s, base_delay_s * 2 ** (failures - 1)))
 
 
+def shared_backend(client: WebClient, stores: Stores, *, audit: AuditFn | None = None,
+                   update_interval_s: float = 2.0) -> SlackBackend:
+    """The backend ``serve`` runs: the Slack budget of this workspace and the render
+    ledger are in Redis, shared by every replica."""
+    budget = stores.slack_budget(workspace_of(client.token),
+                                 BudgetSettings(message_interval_s=update_interval_s))
+    return SlackBackend(client, audit=audit, update_interval_s=update_interval_s,
+                        budget=budget, ledger=stores.renders())
+
+
 class SlackBackend:
     """``ChatBackend`` for Slack, plus what the Slack app needs (modals, raw edits)."""
 
@@ -126,18 +136,17 @@ class SlackBackend:
         *,
         audit: AuditFn | None = None,
         update_interval_s: float = 2.0,
-        redis: Redis | None = None,
         sleep: Callable[[float], None] = time.sleep,
         attempts: int = 4,
         budget: SlackBudget | None = None,
+        ledger: RenderLedger | None = None,
     ) -> None:
+        """``budget`` and ``ledger`` are shared by every replica (``shared_backend``);
+        without them the spacing and the render order hold in this process only."""
         self.client, self._audit, self._sleep, self._attempts = client, audit, sleep, attempts
-        if budget is None and redis is not None:  # shared by every replica of this workspace
-            budget = SlackBudget(redis, workspace_of(client.token),
-                                 BudgetSettings(message_interval_s=update_interval_s))
         self.budget = budget
         self.on_change: Callable[[], None] | None = None  # the App Home's refresher pokes here
-        self.ledger = RenderLedger(redis) if redis is not None else None
+        self.ledger = ledger
         self.updates = UpdateCoalescer(
             self._send_update, update_interval_s, budget_gate(budget) if budget else None,
             _newer, hold_on_limit(budget) if budget else None)

@@ -33,16 +33,14 @@ from bot.chat import slash as slash_mod
 from bot.chat.home_tab import FleetSource, HomePublisher, HomeRefresher, register_home
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk, AuditFn, GroupResolver
 from bot.chat.listeners import Listeners
-from bot.chat.slack import SlackBackend, SlackGroups, make_client
+from bot.chat.slack import SlackBackend, SlackGroups, make_client, shared_backend
 from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings, secret
 from bot.core import strings
 from bot.core.bodies import BadLength, BodyTooLarge, BodyTooSlow, read_capped
 from bot.core.errors import ConfigError, log_internal
-from storage.approvals import ApprovalStore
-from storage.connection import Redis
-from storage.home import HomeViewers
 from storage.slack_budget import workspace_of
+from storage.stores import Stores
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +80,7 @@ class SlackApp:
 
 def create_slack_app(
     settings: Settings,
-    redis: Redis,
+    stores: Stores,
     callbacks: ApprovalCallbacks,
     *,
     slash: slash_mod.SlashHandlers | None = None,
@@ -105,11 +103,11 @@ def create_slack_app(
     if client is None and backend is None and not secret(settings.slack_bot_token):
         raise ConfigError("SLACK_BOT_TOKEN is not set: the bot cannot post to Slack")
     client = client or (backend.client if backend is not None else make_client(settings))
-    backend = backend or SlackBackend(
-        client, audit=audit, update_interval_s=update_interval_s, redis=redis
+    backend = backend or shared_backend(
+        client, stores, audit=audit, update_interval_s=update_interval_s
     )
     desk = desk or ApprovalDesk(
-        ApprovalStore(redis),
+        stores.approvals(),
         policy_from_settings(settings),
         callbacks,
         audit=audit,
@@ -131,7 +129,7 @@ def create_slack_app(
     listeners.register(bolt)
     publisher = refresher = None
     if home is not None:  # the App Home tab: app_home_opened → views.publish
-        viewers = HomeViewers(redis, workspace_of(client.token))
+        viewers = stores.home_viewers(workspace_of(client.token))
         publisher = HomePublisher(client, home, viewers, backend.budget, clock)
         refresher = HomeRefresher(publisher, min_interval_s=update_interval_s)
         register_home(bolt, publisher, executor, refresher)

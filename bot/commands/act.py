@@ -38,19 +38,18 @@ def resolve_target(settings: Settings, spec: str, key: str | None,
 
 def _audit_log(settings: Settings, required: bool) -> tuple[AuditSink | None, Any]:
     """(AuditLog, bytes client for the queue), or (None, None) when Redis is optional."""
-    from storage.audit import AuditLog
     from storage.connection import StorageError as RedisError
-    from storage.connection import connect
+    from storage.stores import open_stores
 
     url = env_redis_url(settings.redis_url) or settings.redis_url
-    client = connect(url)
+    stores = open_stores(url)
     try:
-        client.ping()
+        stores.ping()
     except RedisError as exc:
         if required:
             raise UserError(strings.REM_NO_AUDIT.format(url=url, why=exc)) from None
         return None, None
-    return AuditLog(client), connect(url, decode=False)
+    return stores.audit(), stores.extract_queue()
 
 
 def _print_plan(kind: str, target: SSHTarget, commands: list[str]) -> None:

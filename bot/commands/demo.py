@@ -31,8 +31,7 @@ def run_demo(*, yes: bool, redis_url: str | None) -> None:
     from bot.demo import report, story
     from bot.demo.stage import build_stage
     from bot.flow.assembly import build_flow  # noqa: F401 - import cost before timing
-    from storage.audit import AuditLog
-    from storage.connection import connect
+    from storage.stores import open_stores
 
     console = Console(highlight=False)
     started = time.monotonic()
@@ -42,7 +41,7 @@ def run_demo(*, yes: bool, redis_url: str | None) -> None:
         console.rule("result")
         integrity = report.check_output(stage.spec_path)
         report.print_integrity(console, integrity)
-        report.print_timeline(console, AuditLog(connect(stage.redis_url)).timeline(incident_id))
+        report.print_timeline(console, open_stores(stage.redis_url).audit().timeline(incident_id))
         report.print_timings(console, stage.timings)
         if not integrity.ok:
             raise UserError("the extraction output is incomplete (see above)")

@@ -18,9 +18,7 @@ from bot.core import strings
 from bot.core.errors import UserError
 from bot.schedule.jobs import load_sections
 from storage.connection import StorageError as RedisError
-from storage.connection import connect
-from storage.incidents import IncidentStore
-from storage.samples import SampleStore
+from storage.stores import open_stores
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML config file")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for the chart PNG")]
@@ -38,22 +36,22 @@ def digest_now(config: Path | None, out: Path, hours: float) -> DigestResult:
         raise UserError(f"--hours must be more than 0 and at most {MAX_HOURS:g}, got {hours:g}", 2)
     settings = load_settings(config)
     _, digest_cfg, _ = load_sections(settings.extra)
-    redis = connect(settings.redis_url)
+    stores = open_stores(settings.redis_url)
     try:
-        redis.ping()
+        stores.ping()
     except RedisError as exc:
         raise UserError(f"cannot reach Redis at {settings.redis_url}: {exc}") from None
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create output directory {out}: {exc.strerror}", 2) from None
-    runner = DigestRunner(SampleStore(redis), TerminalBackend(), out,
-                          incidents=StoreIncidents(IncidentStore(redis)),
-                          actions=AuditActions(redis), cfg=digest_cfg)
+    runner = DigestRunner(stores.samples(), TerminalBackend(), out,
+                          incidents=StoreIncidents(stores.incidents()),
+                          actions=AuditActions(stores.audit()), cfg=digest_cfg)
     try:
         return runner.now("terminal", hours)
     finally:
-        redis.close()
+        stores.close()
 
 
 def register(app: typer.Typer) -> None:

@@ -22,11 +22,9 @@ from bot.config.settings import load_settings
 from bot.core import strings as S
 from bot.core.errors import UserError
 from bot.domain.incident import Incident
-from storage.audit import AuditEntry, AuditLog
-from storage.connection import Redis, connect
+from storage.audit import AuditEntry
 from storage.connection import StorageError as RedisError
-from storage.incidents import IncidentStore
-from storage.silences import SilenceStore
+from storage.stores import Stores, open_stores
 
 T = TypeVar("T")
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML config file")]
@@ -58,20 +56,21 @@ def incident_id(text: str) -> str:
 
 
 @contextmanager
-def _redis(config: Path | None) -> Iterator[Redis]:
+def _stores(config: Path | None) -> Iterator[Stores]:
     settings = load_settings(config)
-    client = connect(settings.redis_url)
+    stores = open_stores(settings.redis_url)
     try:
-        yield client
+        yield stores
     except RedisError as exc:
         raise UserError(S.INCIDENTS_REDIS_DOWN.format(url=settings.redis_url, reason=exc)) from None
     finally:
-        client.close()
+        stores.close()
 
 
-def with_redis(config: Path | None, fn: Callable[[Redis], T]) -> T:
-    with _redis(config) as client:
-        return fn(client)
+def with_stores(config: Path | None, fn: Callable[[Stores], T]) -> T:
+    """``fn`` on the stores of the configured Redis; unreachable is a ``UserError``."""
+    with _stores(config) as stores:
+        return fn(stores)
 
 
 def incident_rows(incidents: list[Incident]) -> list[str]:
@@ -106,8 +105,8 @@ def register(app: typer.Typer) -> None:
                   limit: Annotated[int, typer.Option(help="At most this many, newest")] = 200,
                   ) -> None:
         """List open incidents (--all: resolved too)."""
-        found = with_redis(config, lambda r: IncidentStore(r).list(open_only=not all_,
-                                                                    limit=limit))
+        found = with_stores(config, lambda s: s.incidents().list(open_only=not all_,
+                                                                  limit=limit))
         if as_json:
             typer.echo(json.dumps([i.to_dict() for i in found], indent=2))
             return
@@ -119,12 +118,12 @@ def register(app: typer.Typer) -> None:
         """Print one incident's timeline: who did what, when, with the evidence hash."""
         ident = incident_id(incident)
 
-        def read(r: Redis) -> list[AuditEntry]:
-            if IncidentStore(r).get(ident) is None:
+        def read(s: Stores) -> list[AuditEntry]:
+            if s.incidents().get(ident) is None:
                 raise UserError(S.INCIDENTS_UNKNOWN.format(incident_id=ident))
-            return AuditLog(r).timeline(ident)
+            return s.audit().timeline(ident)
 
-        entries = with_redis(config, read)
+        entries = with_stores(config, read)
         if as_json:
             typer.echo(json.dumps([e.to_dict() for e in entries], indent=2))
             return
@@ -146,20 +145,20 @@ def _silence_app() -> typer.Typer:
         seconds = parse_duration(for_)
         who = author or getpass.getuser()
 
-        def do(r: Redis) -> Any:
+        def do(s: Stores) -> Any:
             try:
-                return SilenceStore(r).add(host, kind, seconds, who, reason)
+                return s.silences().add(host, kind, seconds, who, reason)
             except ValueError as exc:
                 raise UserError(S.SILENCE_BAD.format(reason=exc), 2) from None
 
-        s = with_redis(config, do)
+        s = with_stores(config, do)
         typer.echo(S.SILENCE_ADDED.format(host=host, kind=kind, until=fmt_time(s.until),
                                           author=s.author))
 
     @silence.command(name="remove")
     def remove(host: str, kind: str, config: ConfigOpt = None) -> None:
         """End a silence now."""
-        gone = with_redis(config, lambda r: SilenceStore(r).remove(host, kind, getpass.getuser()))
+        gone = with_stores(config, lambda s: s.silences().remove(host, kind, getpass.getuser()))
         if not gone:
             raise UserError(S.SILENCE_NOT_FOUND.format(host=host, kind=kind))
         typer.echo(S.SILENCE_REMOVED.format(host=host, kind=kind))
@@ -167,8 +166,8 @@ def _silence_app() -> typer.Typer:
     @silence.command(name="list")
     def list_(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
         """Active silences, then the recurring maintenance windows."""
-        found, windows = with_redis(config, lambda r: (SilenceStore(r).list(),
-                                                        SilenceStore(r).maintenance()))
+        found, windows = with_stores(config, lambda s: (s.silences().list(),
+                                                         s.silences().maintenance()))
         if as_json:
             typer.echo(json.dumps([json.loads(s.to_json()) for s in found], indent=2))
             return

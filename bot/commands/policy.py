@@ -73,22 +73,21 @@ def _pairs(pairs: list[str]) -> dict[str, str]:
 
 def past_actions(settings: Settings, since_s: float, now: float) -> list[PastAction]:
     """People's started actions from the audit stream, with their incident's kind."""
-    from storage.audit import AuditLog
-    from storage.connection import StorageError, connect
-    from storage.incidents import IncidentStore
+    from storage.connection import StorageError
+    from storage.stores import open_stores
 
-    client = connect(settings.redis_url)
+    stores = open_stores(settings.redis_url)
     try:
-        entries = [e for e in AuditLog(client).between(now - since_s, now)
+        entries = [e for e in stores.audit().between(now - since_s, now)
                    if e.action == STARTED and e.actor != POLICY_ACTOR]
-        store, kinds = IncidentStore(client), {}
+        store, kinds = stores.incidents(), {}
         for inc in {e.incident_id for e in entries}:
             found = store.get(inc)
             kinds[inc] = found.kind if found else ""
     except StorageError as exc:
         raise UserError(f"cannot read the audit stream at {settings.redis_url}: {exc}") from None
     finally:
-        client.close()
+        stores.close()
     return [PastAction(e.ts, e.incident_id, str(e.detail.get("host", "")),
                        ActionRef(str(e.detail.get("kind", "")),
                                  {str(k): str(v) for k, v in
@@ -98,13 +97,13 @@ def past_actions(settings: Settings, since_s: float, now: float) -> list[PastAct
 
 def breaker(settings: Settings, reset: bool) -> str:
     """The breaker's state, or closing it (audited as ``cli:<login>``)."""
-    from storage.connection import StorageError, connect
-    from storage.policy_limits import PolicyLimits
+    from storage.connection import StorageError
+    from storage.stores import open_stores
 
     limits = fleet_limits_from_settings(settings)
-    client = connect(settings.redis_url)
-    counter = PolicyLimits(client, fleet_cap=limits.cap(len(settings.hosts)),
-                           fleet_window_s=limits.per_s)
+    stores = open_stores(settings.redis_url)
+    counter = stores.policy_limits(fleet_cap=limits.cap(len(settings.hosts)),
+                                   fleet_window_s=limits.per_s)
     try:
         if reset:
             actor = f"cli:{getpass.getuser()}"
@@ -114,7 +113,7 @@ def breaker(settings: Settings, reset: bool) -> str:
     except StorageError as exc:
         raise UserError(f"cannot read the breaker at {settings.redis_url}: {exc}") from None
     finally:
-        client.close()
+        stores.close()
     if not state.open:
         return strings.POLICY_BREAKER_CLOSED_CLI.format(cap=state.cap)
     return strings.POLICY_BREAKER_OPEN_CLI.format(

@@ -10,20 +10,20 @@ from typing import Annotated
 
 import typer
 
-from bot.commands.incidents import ConfigOpt, incident_id, with_redis
+from bot.commands.incidents import ConfigOpt, incident_id, with_stores
 from bot.core import strings as S
 from bot.core.errors import UserError
 from bot.digest.postmortem import Postmortem
 from bot.digest.postmortem_render import to_json, to_markdown
 from bot.digest.postmortem_source import load_postmortem
-from storage.connection import Redis
+from storage.stores import Stores
 
 FORMATS = {"md": to_markdown, "json": to_json}
 
 
-def _required(redis: Redis, ident: str) -> Postmortem:
+def _required(stores: Stores, ident: str) -> Postmortem:
     """The postmortem of ``ident``; a ``UserError`` when there is no such incident."""
-    found = load_postmortem(redis, ident)
+    found = load_postmortem(stores.incidents(), stores.audit(), ident)
     if found is None:
         raise UserError(S.PM_UNKNOWN_INCIDENT.format(incident_id=ident))
     return found
@@ -40,4 +40,4 @@ def register(app: typer.Typer) -> None:
         if render is None:
             raise UserError(S.PM_BAD_FORMAT.format(fmt=fmt), 2)
         ident = incident_id(incident)
-        typer.echo(render(with_redis(config, lambda r: _required(r, ident))), nl=False)
+        typer.echo(render(with_stores(config, lambda s: _required(s, ident))), nl=False)

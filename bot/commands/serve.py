@@ -12,13 +12,13 @@ import gc
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bot.config.settings import Settings, load_settings
 from bot.core.errors import ConfigError, UserError
-from storage.connection import connect
+from storage.stores import open_stores
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -30,15 +30,15 @@ def check_durability(redis_url: str) -> str:
     """Warn (don't refuse: managed Redis may hide CONFIG) when acks would not be on disk."""
     from storage.connection import StorageError as RedisError
 
-    client = connect(redis_url)
+    stores = open_stores(redis_url)
     try:
-        config = cast(dict[str, str], client.config_get("append*"))
+        config = stores.aof_config()
     except RedisError as exc:
         if "unknown command" in str(exc).lower() or "NOPERM" in str(exc):
             return "unknown"
         raise UserError(f"cannot reach Redis at {redis_url}: {exc}") from None
     finally:
-        client.close()
+        stores.close()
     mode = f"appendonly={config.get('appendonly')} appendfsync={config.get('appendfsync')}"
     if config.get("appendonly") != "yes" or config.get("appendfsync") != "always":
         log.warning("Redis is not appendonly with appendfsync always (%s): an alert answered "
@@ -52,7 +52,7 @@ def build(settings: Settings, alerts_only: bool) -> tuple[Starlette, Callable[[]
     if alerts_only:
         from bot.ingest.http import create_app
 
-        return create_app(settings, connect(settings.redis_url)), _nothing, _nothing
+        return create_app(settings, open_stores(settings.redis_url)), _nothing, _nothing
     from bot.service import build_service
 
     try:

@@ -12,9 +12,7 @@ from bot.domain.maintenance import MaintenanceWindow
 from bot.domain.policy import FleetLimits, Policy
 from bot.domain.windows import parse_window
 from bot.remediation.policy_gate import PolicyGate
-from storage.audit import AuditLog
-from storage.connection import Redis
-from storage.policy_limits import PolicyLimits
+from storage.stores import Stores
 
 
 def policy_from_settings(settings: Settings) -> ApprovalPolicy:
@@ -40,14 +38,14 @@ def fleet_limits_from_settings(settings: Settings) -> FleetLimits:
     return to_limits(settings.policy_limits)
 
 
-def policy_gate_from_settings(settings: Settings, redis: Redis, *,
+def policy_gate_from_settings(settings: Settings, stores: Stores, *,
                               clock: Callable[[], float] = time.time) -> PolicyGate:
     """The gate ``serve`` builds once: policies, the fleet cap from the inventory's size."""
     limits = fleet_limits_from_settings(settings)
-    counter = PolicyLimits(redis, fleet_cap=limits.cap(len(settings.hosts)),
-                           fleet_window_s=limits.per_s, clock=clock)
+    counter = stores.policy_limits(fleet_cap=limits.cap(len(settings.hosts)),
+                                   fleet_window_s=limits.per_s, clock=clock)
     return PolicyGate(policies_from_settings(settings), limits, counter,
-                      AuditLog(redis, clock=clock), clock=clock)
+                      stores.audit(clock=clock), clock=clock)
 
 
 def maintenance_from_settings(settings: Settings) -> tuple[MaintenanceWindow, ...]:

@@ -30,6 +30,7 @@ from bot.rig.serving import ServedApp
 from bot.ssh.pool import ParamikoPool
 from storage import job_records as records
 from storage.connection import connect
+from storage.stores import open_stores
 
 INTRUDER = "U0INTERN01"
 
@@ -117,12 +118,13 @@ def run_story(stage: Stage, console: Console, *, yes: bool,
               ask: Callable[[str], str]) -> str:
     backend = TerminalBackend(console)
     pool = ParamikoPool(stage.settings.ssh_defaults)
-    flow = build_flow(stage.settings, pool, backend, progress_interval_s=1.0)
+    stores = open_stores(stage.redis_url)
+    flow = build_flow(stage.settings, stores, pool, backend, progress_interval_s=1.0)
     try:
         stage.worker = start_worker(stage.redis_url, stage.workdir)
         job_id = crashed_job(stage.redis_url, stage.spec_path)
         console.rule(f"VM {DEMO_HOST} restarted; extraction {job_id} was 49% done")
-        stage.http = ServedApp(create_app(stage.settings, connect(stage.redis_url))).start()
+        stage.http = ServedApp(create_app(stage.settings, stores)).start()
         with timed(stage, "alert received (Alertmanager webhook → incident)"):
             token = stage.settings.incident_bot_alert_token
             incident_id = send_alert(stage.http.url, token.get_secret_value() if token else "")

@@ -8,22 +8,22 @@ from __future__ import annotations
 
 from bot.digest.postmortem import Postmortem, build_postmortem, facts_from_incident
 from storage.audit import AuditLog
-from storage.connection import Redis
 from storage.incidents import IncidentStore
 
 
-def recent_postmortems(redis: Redis, since: float, limit: int = 1000) -> list[Postmortem]:
+def recent_postmortems(incidents: IncidentStore, audit: AuditLog, since: float,
+                       limit: int = 1000) -> list[Postmortem]:
     """Postmortems of the incidents opened since ``since`` (newest ``limit`` looked at)."""
-    found = [i for i in IncidentStore(redis).list(limit=limit) if i.first_seen >= since]
-    audit = AuditLog(redis)
+    found = [i for i in incidents.list(limit=limit) if i.first_seen >= since]
     return [build_postmortem(i, audit.timeline(i.id), facts_from_incident(i)) for i in found]
 
 
-def load_postmortem(redis: Redis, incident_id: str) -> Postmortem | None:
+def load_postmortem(incidents: IncidentStore, audit: AuditLog,
+                    incident_id: str) -> Postmortem | None:
     """The postmortem of ``incident_id`` as Redis has it now; None when there is no such
     incident."""
-    incident = IncidentStore(redis).get(incident_id)
+    incident = incidents.get(incident_id)
     if incident is None:
         return None
-    return build_postmortem(incident, AuditLog(redis).timeline(incident_id),
+    return build_postmortem(incident, audit.timeline(incident_id),
                             facts_from_incident(incident))

@@ -34,7 +34,6 @@ from bot.digest.response_stats import ResponseRow
 from bot.digest.waste import holder_unit
 from bot.domain.slurm import DrainedNode
 from storage.audit import AuditLog
-from storage.connection import Redis
 from storage.samples import SampleStore
 
 log = logging.getLogger(__name__)
@@ -150,8 +149,8 @@ def incident_record(i: Any) -> IncidentRecord:
 class AuditActions:
     """Remediation entries of the global audit stream within a period (ids are ms times)."""
 
-    def __init__(self, redis: Redis) -> None:
-        self.audit = AuditLog(redis)
+    def __init__(self, audit: AuditLog) -> None:
+        self.audit = audit
 
     def action_records(self, start: float, end: float) -> list[ActionRecord]:
         return [action_record(e.incident_id, e.action, e.detail, e.ts, e.actor)

@@ -1,8 +1,9 @@
 """The flow assembled once: every store and step built here and handed to the steps that
 use them (constructor injection, as rq's ``Worker`` takes its queues and connection).
 
-``bot/service.py`` and the demo call ``build_flow``; no step receives ``Settings`` or a
-Redis client: this function unpacks the settings into plain values and stores, like
+``bot/service.py`` and the demo call ``build_flow`` with the ``Stores`` they opened; no
+step receives ``Settings``, the stores bundle or a Redis client: this function unpacks
+the settings into plain values and builds each store once, like
 errbot's backends unpack their config. ``Flow`` is what the composition root keeps to
 start loops, wire the chat app and close the executor; steps never take it.
 """
@@ -45,12 +46,11 @@ from bot.schedule.escalation import can_escalate
 from bot.ssh.base import SSHRunner
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
-from storage.chat_outbox import ChatOutboxStore
-from storage.connection import Redis, connect
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
 from storage.renders import RenderLedger
 from storage.silences import SilenceStore
+from storage.stores import Stores
 
 BOT_USER = "incident-bot"
 
@@ -102,28 +102,27 @@ class Flow:
         return FlowCallbacks(self.approve, self.decide).callbacks()
 
 
-def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
+def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: ChatBackend, *,
                channel: str | None = None, actions: Executor | None = None,
                clock: Callable[[], float] = time.time,
                progress_interval_s: float = 2.0) -> Flow:
-    """Every store and step of the flow, from ``settings``, built once."""
-    redis = connect(settings.redis_url)
-    raw = connect(settings.redis_url, decode=False)  # RQ's bytes client: jobs and resumes
+    """Every store and step of the flow, from ``settings`` and ``stores``, built once."""
+    raw = stores.extract_queue()  # RQ's bytes client: jobs and resumes (bot/extract's API)
     jobs = JobBook(raw)
-    incidents = IncidentStore(redis, group_wait_s=settings.alerts.group_wait_s,
-                              deadlines=reconcile_settings(settings.extra).deadlines())
-    approvals, audit = ApprovalStore(redis), AuditLog(redis)
+    incidents = stores.incidents(group_wait_s=settings.alerts.group_wait_s,
+                                 deadlines=reconcile_settings(settings.extra).deadlines())
+    approvals, audit = stores.approvals(), stores.audit()
     policy = policy_from_settings(settings)
     options = options_from_extra(settings.extra, redis=raw)
-    renders = RenderLedger(redis)
+    renders = stores.renders()
     hosts = Hosts(settings, runner, jobs, options, clock)
-    sent = ChatOutboxStore(redis)
+    sent = stores.chat_outbox()
     outbox = ChatOutbox(sent, chat, clock, on_delivered=remember_card(sent, incidents, approvals))
     where = channel or settings.slack.channel or "incidents"
     publisher = Publisher(incidents, approvals, renders, outbox, where,
                           oncall=settings.slack.oncall, runbooks=settings.runbooks, clock=clock,
                           can_escalate=can_escalate(settings, where))
-    gate = policy_gate_from_settings(settings, redis, clock=clock) if settings.policies else None
+    gate = policy_gate_from_settings(settings, stores, clock=clock) if settings.policies else None
     plans = Plans(incidents, approvals, audit, policy, gate=gate, bot_user=BOT_USER, clock=clock)
     diagnose = DiagnoseStep(incidents, hosts, plans, publisher, bot_user=BOT_USER)
     followups = Followups(incidents, plans, publisher, audit, runner, settings,
@@ -135,14 +134,14 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
                          slurm=slurm)
     act = ActStep(incidents, hosts, plans, publisher, followups, reboots, runner, audit, jobs,
                   options, bot_user=BOT_USER, clock=clock, slurm=slurm)
-    events = IncidentEvents(redis)
+    events = stores.events()
     approve = ApproveStep(incidents, plans, publisher, act, audit, actions, bot_user=BOT_USER,
                           clock=clock)
     policies = (PolicyStep(incidents, approvals, audit, publisher, approve, clock=clock)
                 if gate is not None else None)
     return Flow(
         incidents=incidents, approvals=approvals, audit=audit, events=events,
-        silences=SilenceStore(redis), renders=renders, policy=policy, jobs=jobs, chat=chat,
+        silences=stores.silences(), renders=renders, policy=policy, jobs=jobs, chat=chat,
         outbox=outbox,
         runner=runner, hosts=hosts, publisher=publisher, plans=plans, diagnose=diagnose,
         followups=followups, reboots=reboots, act=act, slurm=slurm,
@@ -152,16 +151,17 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
                           bot_user=BOT_USER, clock=clock),
         progress=ProgressStep(incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
-        actions=actions, clock=clock, closing_note=_postmortem_note(redis),
-        stats=_stats_report(redis, clock), policies=policies)
+        actions=actions, clock=clock, closing_note=_postmortem_note(incidents, audit),
+        stats=_stats_report(incidents, audit, clock), policies=policies)
 
 
-def _stats_report(redis: Redis, clock: Callable[[], float]) -> Callable[[int], str]:
+def _stats_report(incidents: IncidentStore, audit: AuditLog,
+                  clock: Callable[[], float]) -> Callable[[int], str]:
     """``/ir stats``: MTTA, MTTR and the one-click share per kind and per host, from the
     postmortems of the incidents opened in the window (the audit trail is the source)."""
     def report(window_s: int) -> str:
         period = fmt.duration(window_s)
-        found = recent_postmortems(redis, clock() - window_s)
+        found = recent_postmortems(incidents, audit, clock() - window_s)
         if not found:
             return strings.STATS_NONE.format(period=period)
         return "\n".join([strings.STATS_HEAD.format(period=period), strings.STATS_BY_KIND,
@@ -171,10 +171,11 @@ def _stats_report(redis: Redis, clock: Callable[[], float]) -> Callable[[int], s
     return report
 
 
-def _postmortem_note(redis: Redis) -> Callable[[str], str | None]:
+def _postmortem_note(incidents: IncidentStore,
+                     audit: AuditLog) -> Callable[[str], str | None]:
     """The resolved incident's timeline, short, for its thread (None when there is none)."""
     def note(incident_id: str) -> str | None:
-        postmortem = load_postmortem(redis, incident_id)
+        postmortem = load_postmortem(incidents, audit, incident_id)
         return to_thread_text(postmortem) if postmortem is not None else None
 
     return note

@@ -39,12 +39,12 @@ from bot.ingest import alertmanager, openapi, webhook
 from bot.ingest.group_commit import GroupCommit, observed
 from bot.ingest.mapping import Mapper
 from bot.ingest.schema import PayloadError
-from storage.connection import Redis
 from storage.connection import StorageConnectionError as RedisConnectionError
 from storage.connection import StorageError as RedisError
 from storage.connection import StorageResponseError as ResponseError
 from storage.connection import StorageTimeoutError as RedisTimeoutError
 from storage.incidents import Contention, IncidentStore
+from storage.stores import Stores
 
 log = logging.getLogger(__name__)
 
@@ -132,13 +132,13 @@ class AlertEndpoints:
             counter.labels(source=alert.source).inc()
 
 
-def _health_routes(redis: Redis, store: IncidentStore) -> list[Route]:
+def _health_routes(stores: Stores, store: IncidentStore) -> list[Route]:
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
         try:
-            await run_in_threadpool(redis.ping)
+            await run_in_threadpool(stores.ping)
         except RedisError as exc:
             return JSONResponse({"status": "unavailable", "redis": str(exc)[:200]}, 503)
         return JSONResponse({"status": "ok", "redis": "ok"})
@@ -149,7 +149,7 @@ def _health_routes(redis: Redis, store: IncidentStore) -> list[Route]:
     async def metrics_endpoint(_: Request) -> Response:
         with contextlib.suppress(RedisError):
             metrics.set_incident_counts(await run_in_threadpool(store.counts_by_state))
-            await run_in_threadpool(refresh_job_metrics, redis)
+            await run_in_threadpool(refresh_job_metrics, stores.extract_queue())
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
@@ -177,7 +177,7 @@ def _lifespan(on_startup: Sequence[Hook], on_shutdown: Sequence[Hook]) -> Any:
     return lifespan
 
 
-def create_app(settings: Settings, redis: Redis, *, extra_routes: Sequence[BaseRoute] = (),
+def create_app(settings: Settings, stores: Stores, *, extra_routes: Sequence[BaseRoute] = (),
                on_startup: Sequence[Hook] = (), on_shutdown: Sequence[Hook] = (),
                store: IncidentStore | None = None) -> Starlette:
     """The ASGI app. ``extra_routes`` is where the chat side mounts ``/slack/events``."""
@@ -186,17 +186,16 @@ def create_app(settings: Settings, redis: Redis, *, extra_routes: Sequence[BaseR
         mapper = Mapper(settings.alerts.kinds, inventory)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    store = store or IncidentStore(redis, group_wait_s=settings.alerts.group_wait_s)
+    store = store or stores.incidents(group_wait_s=settings.alerts.group_wait_s)
     if settings.incident_bot_alert_token is None:
         log.warning("INCIDENT_BOT_ALERT_TOKEN is not set: every alert webhook call gets 401")
     alerts = AlertEndpoints(settings, store, mapper)
     routes: list[BaseRoute] = [
         Route("/alerts/alertmanager", alerts.alertmanager, methods=["POST"]),
         Route("/alerts", alerts.generic, methods=["POST"]),
-        *_health_routes(redis, store),
+        *_health_routes(stores, store),
         *extra_routes,
     ]
     app = Starlette(routes=routes, lifespan=_lifespan(on_startup, on_shutdown))
     app.state.store = store
-    app.state.redis = redis
     return app

@@ -12,13 +12,13 @@ import threading
 from bot.config.settings import Settings
 from bot.core.errors import ConfigError, log_internal
 from bot.paging.client import EventsV2Client
-from bot.paging.service import PagingService
-from storage.connection import Redis
+from bot.paging.service import PagingService, PagingStores
+from storage.stores import Stores
 
 TICK_S = 2.0  # how often a replica looks at the events, the open incidents and the outbox
 
 
-def build_paging(settings: Settings, redis: Redis) -> PagingService | None:
+def build_paging(settings: Settings, stores: Stores) -> PagingService | None:
     pd = settings.paging.pagerduty
     if pd is None:
         return None
@@ -26,7 +26,8 @@ def build_paging(settings: Settings, redis: Redis) -> PagingService | None:
     if key is None:
         raise ConfigError(f"key 'paging.pagerduty.routing_key_env': environment variable "
                           f"{pd.routing_key_env} is not set (the Events v2 integration key)")
-    return PagingService(redis, pd.policy(), EventsV2Client(pd.url, key, pd.timeout_s))
+    return PagingService(PagingStores.of(stores), pd.policy(),
+                         EventsV2Client(pd.url, key, pd.timeout_s))
 
 
 def run_forever(paging: PagingService, stop: threading.Event, every_s: float = TICK_S) -> None:

@@ -44,12 +44,12 @@ from bot.domain.paging import (
 from bot.domain.policy import host_count, period_words
 from bot.paging.client import EventSender, SendOutcome
 from storage.audit import AuditLog
-from storage.connection import Redis
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
 from storage.leases import Lease
 from storage.paging import PageOutbox
 from storage.policy_limits import BREAKER_EVENT, PolicyLimits
+from storage.stores import Stores
 
 log = logging.getLogger(__name__)
 GROUP = "paging"
@@ -117,15 +117,28 @@ class TickReport:
     rejected: int = 0
 
 
+@dataclass(frozen=True)
+class PagingStores:
+    """What the paging loop reads and writes, each store on the loop's clock."""
+
+    incidents: IncidentStore
+    audit: AuditLog
+    events: IncidentEvents
+    outbox: PageOutbox
+    breaker: PolicyLimits  # read only: is the policy breaker open
+
+    @classmethod
+    def of(cls, stores: Stores, clock: Callable[[], float] = time.time) -> PagingStores:
+        return cls(stores.incidents(clock=clock), stores.audit(clock=clock), stores.events(),
+                   stores.page_outbox(clock=clock), stores.policy_limits(fleet_cap=0, clock=clock))
+
+
 class PagingService:
-    def __init__(self, redis: Redis, policy: PagingPolicy, sender: EventSender, *,
+    def __init__(self, stores: PagingStores, policy: PagingPolicy, sender: EventSender, *,
                  clock: Callable[[], float] = time.time, consumer: str | None = None) -> None:
         self.policy, self.sender, self.clock = policy, sender, clock
-        self.incidents = IncidentStore(redis, clock=clock)
-        self.audit = AuditLog(redis, clock=clock)
-        self.events = IncidentEvents(redis)
-        self.outbox = PageOutbox(redis, clock=clock)
-        self.breaker = PolicyLimits(redis, fleet_cap=0, clock=clock)  # read: open or not
+        self.incidents, self.audit = stores.incidents, stores.audit
+        self.events, self.outbox, self.breaker = stores.events, stores.outbox, stores.breaker
         self.consumer = consumer or (f"{socket.gethostname()}-{os.getpid()}-"
                                      f"{secrets.token_hex(4)}")
 

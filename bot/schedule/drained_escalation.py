@@ -19,8 +19,7 @@ from bot.core import fmt, strings
 from bot.domain.slurm import DrainedNode, overdue_drained
 from bot.schedule.escalation import CLAIM_TTL_S, Target
 from storage import keys
-from storage.claims import claim, unclaim
-from storage.connection import Redis
+from storage.claims import Claims
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +40,11 @@ def drained_message(node: DrainedNode, now: float, mention: str) -> ChatMessage:
 class DrainedEscalator:
     """Runs ``overdue_drained`` over the cluster's drained nodes; posts each once."""
 
-    def __init__(self, redis: Redis, chat: ChatBackend, target: Target,
+    def __init__(self, claims: Claims, chat: ChatBackend, target: Target,
                  drained: Callable[[], list[DrainedNode]],
                  open_incidents: Callable[[], set[str]], max_age_s: float,
                  clock: Callable[[], float] = time.time) -> None:
-        self.redis, self.chat, self.target = redis, chat, target
+        self.claims, self.chat, self.target = claims, chat, target
         self.drained = drained
         self.open_incidents = open_incidents
         self.max_age_s = max_age_s
@@ -65,12 +64,12 @@ class DrainedEscalator:
 
     def _escalate(self, node: DrainedNode, now: float) -> bool:
         key = keys.escalated(claim_id(node))
-        if not claim(self.redis, key, str(now), CLAIM_TTL_S):
+        if not self.claims.claim(key, str(now), CLAIM_TTL_S):
             return False
         try:
             self.chat.post(self.target.channel, drained_message(node, now, self.target.mention))
         except Exception:
-            unclaim(self.redis, key)
+            self.claims.unclaim(key)
             log.warning("escalation of drained node %s failed; retried on the next run",
                         node.name, exc_info=True)
             return False

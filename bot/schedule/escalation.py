@@ -24,10 +24,8 @@ from bot.domain.incident import IncidentSummary
 from bot.domain.lifecycle import IncidentState
 from bot.domain.validate import USERGROUP_RE
 from storage import keys
-from storage.audit import AuditLog
-from storage.claims import claim, unclaim
-from storage.connection import Redis
-from storage.incidents import IncidentStore
+from storage.claims import Claims
+from storage.stores import Stores
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +133,7 @@ def escalation_message(c: EscalationCandidate, now: float, mention: str,
     )
 
 
-def build_escalator(settings: Settings, cfg: EscalationSettings, redis: Redis,
+def build_escalator(settings: Settings, cfg: EscalationSettings, stores: Stores,
                     chat: ChatBackend,
                     message_ref: Callable[[str], MessageRef | None] | None = None
                     ) -> Escalator | None:
@@ -145,18 +143,17 @@ def build_escalator(settings: Settings, cfg: EscalationSettings, redis: Redis,
                             settings.slack.oncall)
     if target is None:
         return None
-    incidents = IncidentStore(redis)
-    return Escalator(redis, chat, StoreCandidates(incidents, AuditLog(redis)), target,
-                     after_s=cfg.after_minutes * 60.0, message_ref=message_ref)
+    return Escalator(stores.claims(), chat, StoreCandidates(stores.incidents(), stores.audit()),
+                     target, after_s=cfg.after_minutes * 60.0, message_ref=message_ref)
 
 
 class Escalator:
     """Runs the decision and posts each due incident once (the scheduler calls ``run``)."""
 
-    def __init__(self, redis: Redis, chat: ChatBackend, source: CandidateSource, target: Target,
+    def __init__(self, claims: Claims, chat: ChatBackend, source: CandidateSource, target: Target,
                  after_s: float, message_ref: Callable[[str], MessageRef | None] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
-        self.redis, self.chat, self.source, self.target = redis, chat, source, target
+        self.claims, self.chat, self.source, self.target = claims, chat, source, target
         self.after_s = after_s
         self.message_ref = message_ref or (lambda _id: None)
         self.clock = clock
@@ -172,7 +169,7 @@ class Escalator:
 
     def _escalate(self, c: EscalationCandidate, now: float) -> bool:
         key = keys.escalated(c.id)
-        if not claim(self.redis, key, str(now), CLAIM_TTL_S):
+        if not self.claims.claim(key, str(now), CLAIM_TTL_S):
             return False
         ref = self.message_ref(c.id)
         link = f"{ref.channel}/{ref.ts}" if ref is not None else None
@@ -181,7 +178,7 @@ class Escalator:
             thread = ref if self.target.in_thread else None
             self.chat.post(self.target.channel, message, thread=thread)
         except Exception:
-            unclaim(self.redis, key)
+            self.claims.unclaim(key)
             log.warning("escalation of %s failed; will retry on the next run", c.id, exc_info=True)
             return False
         metrics.ESCALATIONS.labels(target="usergroup" if self.target.in_thread else "channel").inc()

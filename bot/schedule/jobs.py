@@ -24,7 +24,7 @@ from bot.core.schema import StrictModel
 from bot.digest.model import DigestSchedule, DigestSettings
 from bot.schedule.escalation import EscalationSettings
 from bot.schedule.leader import Firing, LeaderScheduler, ScheduledJob
-from storage.connection import Redis
+from storage.stores import Stores
 
 log = logging.getLogger(__name__)
 
@@ -147,10 +147,10 @@ def _check_cron(key: str, cron: str | None, tz: str) -> None:
         raise ConfigError(f"key '{key}': bad crontab {cron!r}: {exc}") from None
 
 
-def build_scheduler(redis: Redis, cfg: SchedulerSettings,
+def build_scheduler(stores: Stores, cfg: SchedulerSettings,
                     jobs: list[ScheduledJob]) -> LeaderScheduler:
-    return LeaderScheduler(redis, jobs, lease_ttl_s=cfg.lease_ttl_s, renew_s=cfg.renew_s,
-                           catchup_s=cfg.catchup_s)
+    return LeaderScheduler(stores.claims(), stores.scheduler_lease(cfg.lease_ttl_s), jobs,
+                           renew_s=cfg.renew_s, catchup_s=cfg.catchup_s)
 
 
 def load_sections(extra: Mapping[str, Any]) -> tuple[SchedulerSettings, DigestSettings,

@@ -32,10 +32,9 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from bot.core import metrics
 from storage import keys
-from storage.claims import claim
-from storage.connection import Redis
+from storage.claims import Claims
 from storage.connection import StorageError as RedisError
-from storage.leases import scheduler_lease
+from storage.leases import Lease
 
 log = logging.getLogger(__name__)
 
@@ -100,16 +99,17 @@ class ScheduledJob:
 class LeaderScheduler:
     """APScheduler that runs only while this replica holds the lease."""
 
-    def __init__(self, redis: Redis, jobs: list[ScheduledJob], *, lease_ttl_s: float = 20.0,
+    def __init__(self, claims: Claims, lease: Lease, jobs: list[ScheduledJob], *,
                  renew_s: float = 5.0, catchup_s: float = 600.0,
                  clock: Callable[[], float] = time.time) -> None:
-        if renew_s >= lease_ttl_s:
+        """``lease`` is the scheduler's (``Stores.scheduler_lease``); ``claims`` guard
+        each slot's firing."""
+        if renew_s >= lease.ttl_s:
             raise ValueError("renew_s must be shorter than lease_ttl_s")
         names = [j.name for j in jobs]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate job names: {names}")
-        self.redis, self.jobs = redis, jobs
-        self.lease = scheduler_lease(redis, lease_ttl_s)
+        self.claims, self.lease, self.jobs = claims, lease, jobs
         self.renew_s, self.catchup_s, self.clock = renew_s, catchup_s, clock
         self._leading = False
         self._sched: BackgroundScheduler | None = None
@@ -184,7 +184,7 @@ class LeaderScheduler:
             return False
         firing = Firing(spec.name, slot)
         key = keys.firing(spec.name, firing.slot_id)
-        if not claim(self.redis, key, self.lease.token, spec.guard_ttl_s()):
+        if not self.claims.claim(key, self.lease.token, spec.guard_ttl_s()):
             metrics.SCHEDULER_FIRINGS.labels(job=spec.name, outcome="duplicate").inc()
             return False
         try:

@@ -29,9 +29,9 @@ from bot.schedule.escalation import EscalationSettings, build_escalator, resolve
 from bot.schedule.jobs import JobFunc, build_jobs, build_scheduler, load_sections
 from bot.schedule.leader import LeaderScheduler
 from bot.ssh.base import SSHRunner
-from storage.connection import Redis
+from storage.audit import AuditLog
 from storage.incidents import IncidentStore
-from storage.samples import SampleStore
+from storage.stores import Stores
 
 log = logging.getLogger(__name__)
 DEFAULT_OUT = Path(tempfile.gettempdir()) / "incident-bot-digests"  # charts are uploaded
@@ -48,23 +48,26 @@ def message_ref_of(store: IncidentStore) -> Callable[[str], MessageRef | None]:
     return lookup
 
 
-def build_digest_runner(settings: Settings, redis: Redis, chat: ChatBackend,
+def build_digest_runner(settings: Settings, stores: Stores, chat: ChatBackend,
                         out_dir: Path = DEFAULT_OUT, *,
                         runner: SSHRunner | None = None) -> DigestRunner:
     """What the digest job and ``/ir digest now`` both use (``runner.now(channel)``).
     With ``runner``, the digest lists the drained Slurm nodes too (issue 26)."""
     _, digest_cfg, _ = load_sections(settings.extra)
-    return DigestRunner(SampleStore(redis), chat, out_dir,
-                        incidents=StoreIncidents(IncidentStore(redis)),
-                        actions=AuditActions(redis), cfg=digest_cfg,
+    incidents = stores.incidents()
+    return DigestRunner(stores.samples(), chat, out_dir,
+                        incidents=StoreIncidents(incidents),
+                        actions=AuditActions(stores.audit()), cfg=digest_cfg,
                         drained=drained_source(settings, runner),
-                        response=partial(period_response, redis))
+                        response=partial(period_response, incidents, stores.audit()))
 
 
-def period_response(redis: Redis, start: float, end: float) -> list[ResponseRow]:
+def period_response(incidents: IncidentStore, audit: AuditLog, start: float,
+                    end: float) -> list[ResponseRow]:
     """MTTA, MTTR and the one-click share per kind of the incidents opened in the period,
     from their postmortems (the audit trail)."""
-    return response_stats(p for p in recent_postmortems(redis, start) if p.detected_at < end)
+    return response_stats(p for p in recent_postmortems(incidents, audit, start)
+                          if p.detected_at < end)
 
 
 def drained_source(settings: Settings, runner: SSHRunner | None,
@@ -79,18 +82,17 @@ def drained_source(settings: Settings, runner: SSHRunner | None,
     return cache.cached
 
 
-def build_leader(settings: Settings, redis: Redis, chat: ChatBackend, *,
+def build_leader(settings: Settings, stores: Stores, chat: ChatBackend, *,
                  runner: SSHRunner | None = None, extra_jobs: Mapping[str, JobFunc] | None = None,
                  out_dir: Path = DEFAULT_OUT) -> LeaderScheduler | None:
     """The lease-holding scheduler with every job this settings file asks for."""
     sched_cfg, digest_cfg, esc_cfg = load_sections(settings.extra)
     if not sched_cfg.enabled:
         return None
-    incidents = IncidentStore(redis)
-    samples = SampleStore(redis)
+    incidents = stores.incidents()
     jobs: dict[str, JobFunc] = dict(extra_jobs or {})
-    escalator = build_escalator(settings, esc_cfg, redis, chat, message_ref_of(incidents))
-    drained = build_drained_escalator(settings, esc_cfg, redis, chat, incidents, runner)
+    escalator = build_escalator(settings, esc_cfg, stores, chat, message_ref_of(incidents))
+    drained = build_drained_escalator(settings, esc_cfg, stores, chat, incidents, runner)
     if escalator is not None:
         jobs["escalation"] = lambda _firing: _discard(
             (escalator.run(), drained.run() if drained is not None else None))
@@ -98,17 +100,17 @@ def build_leader(settings: Settings, redis: Redis, chat: ChatBackend, *,
         probe = ssh_probe(runner, lambda h: resolve(settings, h),
                           lambda h: settings.hosts[h].expected_mounts or ["/"],
                           timeout_s=settings.ssh_defaults.command_timeout_s)
-        sampler = Sampler(samples, probe, lambda: list(settings.hosts))
+        sampler = Sampler(stores.samples(), probe, lambda: list(settings.hosts))
         jobs["sampling"] = lambda _firing: _discard(sampler.sample_once())
-    digests = build_digest_runner(settings, redis, chat, out_dir, runner=runner)
+    digests = build_digest_runner(settings, stores, chat, out_dir, runner=runner)
     specs = build_jobs(sched_cfg, jobs,
                        digest=lambda firing, schedule: digests.for_slot(firing.ts, schedule),
                        digest_cfg=digest_cfg, default_channel=settings.slack.channel)
     log.info("scheduler jobs: %s", ", ".join(s.name for s in specs))
-    return build_scheduler(redis, sched_cfg, specs)
+    return build_scheduler(stores, sched_cfg, specs)
 
 
-def build_drained_escalator(settings: Settings, cfg: EscalationSettings, redis: Redis,
+def build_drained_escalator(settings: Settings, cfg: EscalationSettings, stores: Stores,
                             chat: ChatBackend, incidents: IncidentStore,
                             runner: SSHRunner | None) -> DrainedEscalator | None:
     """Escalation of Slurm nodes the bot drained too long ago (None: no Slurm host, no
@@ -118,7 +120,7 @@ def build_drained_escalator(settings: Settings, cfg: EscalationSettings, redis: 
                             settings.slack.oncall)
     if source is None or target is None:
         return None
-    return DrainedEscalator(redis, chat, replace(target, in_thread=False), source,
+    return DrainedEscalator(stores.claims(), chat, replace(target, in_thread=False), source,
                             lambda: {i.id for i in incidents.list(open_only=True)},
                             cfg.drained_max_s)
 

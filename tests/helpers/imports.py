@@ -150,9 +150,29 @@ def _mentions_redis(annotation: ast.expr | None) -> bool:
     for n in ast.walk(annotation) if annotation is not None else ():
         if ((isinstance(n, ast.Name) and n.id == "Redis")
                 or (isinstance(n, ast.Attribute) and n.attr == "Redis")
-                or (isinstance(n, ast.Constant) and "Redis" in str(n.value))):
+                or (isinstance(n, ast.Constant) and isinstance(n.value, str)
+                    and _mentions_redis(_quoted(n.value)))):
             return True
     return False
+
+
+def _quoted(text: str) -> ast.expr | None:
+    """A string annotation as an expression; None for other text (a ``help=`` string)."""
+    try:
+        return ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def _takers(name: str, tree: ast.AST) -> Iterator[str]:
+    """``module:line what`` for each parameter, annotated field or variable typed ``Redis``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            yield from (f"{name}:{a.lineno} {node.name}({a.arg})" for a in args
+                        if _mentions_redis(a.annotation))
+        elif isinstance(node, ast.AnnAssign) and _mentions_redis(node.annotation):
+            yield f"{name}:{node.lineno} {ast.unparse(node.target)}"
 
 
 def redis_takers(root: Path, package: str, composition: Iterable[str] = ()) -> list[str]:
@@ -160,18 +180,54 @@ def redis_takers(root: Path, package: str, composition: Iterable[str] = ()) -> l
     client (annotated ``Redis``): steps get stores, never the client. ``composition``
     lists the modules that build the stores (they may hold the client)."""
     skip = set(composition)
-    out = []
+    out: list[str] = []
     base = root.joinpath(*package.split("."))
     for path in sorted(base.rglob("*.py")):
         name = module_name(root, path)
-        if name in skip:
+        if name not in skip:
+            out += _takers(name, ast.parse(path.read_text(), filename=str(path)))
+    return sorted(out)
+
+
+CLIENT_MAKERS = frozenset({"Redis", "connect"})  # storage.connection's client and its maker
+# storage/ owns the client; the rig starts a local redis-server for the demo and the tests
+CLIENT_OWNERS = ("storage", "bot.rig")
+
+
+def _named_redis(name: str, tree: ast.AST) -> Iterator[str]:
+    """A parameter or an attribute named ``redis`` (``redis: Any``, ``self.redis = r``,
+    ``app.state.redis = r``): a client passed along untyped."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.arg == "redis":
+            yield f"{name}:{node.lineno} parameter redis"
+        elif (isinstance(node, ast.Attribute) and node.attr == "redis"
+              and isinstance(node.ctx, ast.Store)):
+            yield f"{name}:{node.lineno} {ast.unparse(node)}"
+        elif (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+              and node.target.id == "redis"):
+            yield f"{name}:{node.lineno} field redis"
+
+
+def _client_imports(name: str, tree: ast.AST) -> Iterator[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "storage.connection":
+            yield from (f"{name}:{node.lineno} imports storage.connection.{a.name}"
+                        for a in node.names if a.name in CLIENT_MAKERS)
+
+
+def client_holders(root: Path, allowed: Iterable[str] = ()) -> list[str]:
+    """Code outside ``storage/`` (and the rig) that takes, holds or makes a Redis client:
+    a parameter, field or variable typed ``Redis``, one named ``redis``, or an import of
+    ``storage.connection.Redis``/``connect``. It gets stores (``storage/stores.py``)
+    instead. ``allowed`` lists module prefixes not checked (known exceptions)."""
+    skip = (*CLIENT_OWNERS, *allowed)
+    out: set[str] = set()
+    for path in sources(root):
+        name = module_name(root, path)
+        if _under(name, *skip):
             continue
         tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
-                out += [f"{name}:{a.lineno} {node.name}({a.arg})" for a in args
-                        if _mentions_redis(a.annotation)]
-            elif isinstance(node, ast.AnnAssign) and _mentions_redis(node.annotation):
-                out.append(f"{name}:{node.lineno} {ast.unparse(node.target)}")
+        out.update(_takers(name, tree))
+        out.update(_named_redis(name, tree))
+        out.update(_client_imports(name, tree))
     return sorted(out)

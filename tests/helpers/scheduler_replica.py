@@ -16,9 +16,8 @@ from pathlib import Path
 from bot.chat.base import ChatMessage, Ephemeral, MessageRef
 from bot.schedule.escalation import Escalator, StoreCandidates, Target
 from bot.schedule.leader import Firing, LeaderScheduler, ScheduledJob
-from storage.audit import AuditLog
 from storage.connection import connect
-from storage.incidents import IncidentStore
+from storage.stores import open_stores
 
 POSTS = "test:posts"
 CHAT = "test:chat"
@@ -48,10 +47,11 @@ class ListChat:
 
 def main(url: str, period_s: float, ttl_s: float, renew_s: float) -> None:
     redis = connect(url)
+    stores = open_stores(url)
     escalator = Escalator(
-        redis,
+        stores.claims(),
         ListChat(url),
-        StoreCandidates(IncidentStore(redis), AuditLog(redis)),
+        StoreCandidates(stores.incidents(), stores.audit()),
         Target("C0ESCALATE"),
         after_s=0.5,
     )
@@ -66,7 +66,8 @@ def main(url: str, period_s: float, ttl_s: float, renew_s: float) -> None:
         ScheduledJob("digest", digest, every_s=period_s),
         ScheduledJob("escalation", escalate, every_s=period_s),
     ]
-    LeaderScheduler(redis, jobs, lease_ttl_s=ttl_s, renew_s=renew_s, catchup_s=30).start()
+    LeaderScheduler(stores.claims(), stores.scheduler_lease(ttl_s), jobs, renew_s=renew_s,
+                    catchup_s=30).start()
     print("ready", flush=True)
     threading.Event().wait()
 

@@ -14,7 +14,7 @@ from redis import Redis
 
 from bot.chat.base import ChatMessage, MessageRef
 from bot.chat.outbox import CARD, ChatOutbox, message_to_json, remember_card
-from bot.chat.slack import SlackBackend, make_client
+from bot.chat.slack import SlackBackend, make_client, shared_backend
 from bot.domain.approval import ApprovalPolicy
 from bot.domain.findings import ProposedAction
 from bot.domain.incident import Alert
@@ -26,6 +26,7 @@ from storage.chat_outbox import ChatOutboxStore, NewItem, Op, Posted
 from storage.incidents import IncidentStore
 from storage.renders import RenderLedger
 from storage.slack_budget import BudgetSettings, SlackBudget, workspace_of
+from storage.stores import Stores
 from tests.fixtures.slack import BOT_TOKEN, CHANNEL, slack_test_settings
 
 POLICY = ApprovalPolicy(approvers=frozenset({"UALICE"}), allow_self_approval=False,
@@ -394,8 +395,8 @@ class _NeverCalled:
 
 def test_outbox_sends_advance_the_render_ledger_the_other_path_reads(
         slack_standin: SlackStandIn, redis: Redis) -> None:
-    chat = SlackBackend(make_client(slack_test_settings(slack_standin), timeout_s=2),
-                        redis=redis)
+    chat = shared_backend(make_client(slack_test_settings(slack_standin), timeout_s=2),
+                          Stores(redis, redis))
     outbox = ChatOutbox(ChatOutboxStore(redis), chat)
     ref = outbox.send("42", CARD, Op.POST, replace(card("v3"), seq=3), CHANNEL)
     assert ref is not None and RenderLedger(redis).applied("42") == 3

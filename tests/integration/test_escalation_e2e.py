@@ -60,7 +60,7 @@ def critical_incident_posted(service: Service, standin: SlackStandIn) -> tuple[s
 def escalate(service: Service) -> list[str]:
     settings = service.settings
     _, _, cfg = load_sections(settings.extra)
-    escalator = build_escalator(settings, cfg, service.redis, service.flow.chat,
+    escalator = build_escalator(settings, cfg, service.stores, service.flow.chat,
                                 message_ref_of(service.flow.incidents))
     assert escalator is not None
     return escalator.run(now=time.time() + cfg.after_minutes * 60 + 1)

@@ -22,6 +22,7 @@ from bot.domain.lifecycle import IncidentState
 from bot.flow.assembly import Flow, build_flow
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
+from storage.stores import open_stores
 from tests.fixtures.bots import stops
 
 ONCALL = "UONCALL"
@@ -39,7 +40,8 @@ def flow(redis: Redis, redis_url: str, sim_factory: Callable[..., SimHost]) -> I
         "extra": {"remediation": {"settle_s": 0.3}}})
     out = io.StringIO()
     pool = ParamikoPool(settings.ssh_defaults)
-    ctx = build_flow(settings, pool, TerminalBackend(Console(file=out, width=120)))
+    ctx = build_flow(settings, open_stores(settings.redis_url), pool,
+                     TerminalBackend(Console(file=out, width=120)))
     yield ctx, sim, out
     pool.close()
 

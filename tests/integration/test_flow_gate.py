@@ -26,6 +26,7 @@ from bot.extract.demo_data import prepare_interrupted_run
 from bot.flow.assembly import Flow, build_flow
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
+from storage.stores import open_stores
 from tests.fixtures.bots import audit_rows
 from tests.fixtures.remediation import gpu_used
 
@@ -53,7 +54,8 @@ def make_flow(redis: Redis, redis_url: str,
         out = io.StringIO()
         pool = ParamikoPool(settings.ssh_defaults)
         pools.append(pool)
-        return build_flow(settings, pool, TerminalBackend(Console(file=out, width=200))), \
+        return build_flow(settings, open_stores(settings.redis_url), pool,
+                          TerminalBackend(Console(file=out, width=200))), \
             sim, out
 
     yield build

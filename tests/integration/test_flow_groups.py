@@ -16,6 +16,7 @@ from bot.flow.assembly import build_flow
 from bot.flow.consumer import GROUP
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
+from storage.stores import open_stores
 from tests.helpers.chat import RecordingChat
 
 UNIT = "vllm-kimi-k25-int4.service"
@@ -32,7 +33,7 @@ def test_second_host_is_diagnosed_in_the_parents_thread(
         "extra": {"remediation": {"settle_s": 0.3}}})
     chat = RecordingChat()
     pool = ParamikoPool(settings.ssh_defaults)
-    ctx = build_flow(settings, pool, chat)
+    ctx = build_flow(settings, open_stores(settings.redis_url), pool, chat)
     try:
         for host in sims:
             ctx.incidents.open_or_fold(Alert(source="test", host=host, kind="vm_restart"))

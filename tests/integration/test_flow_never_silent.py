@@ -21,6 +21,7 @@ from bot.domain.lifecycle import IncidentState
 from bot.flow.assembly import Flow, build_flow
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
+from storage.stores import open_stores
 from tests.helpers.chat import RecordingChat
 
 FAST_DIAG = {"samples": 2, "sample_interval_s": 0.1, "command_timeout_s": 4.0}
@@ -38,7 +39,7 @@ def flow(redis: Redis, redis_url: str,
         "extra": {"diagnostics": FAST_DIAG}})
     chat = RecordingChat()
     pool = ParamikoPool(settings.ssh_defaults)
-    yield build_flow(settings, pool, chat), chat
+    yield build_flow(settings, open_stores(settings.redis_url), pool, chat), chat
     pool.close()
 
 

@@ -22,6 +22,7 @@ from bot.rig.signed import SignedSender
 from bot.rig.slack_standin import SlackStandIn
 from storage.incidents import IncidentStore
 from storage.samples import SampleStore
+from storage.stores import Stores
 from tests.fixtures.slack import BOT_TOKEN, SIGNING_SECRET, slack_test_settings
 
 JOB = JobStatus(job_id="j1", state=JobState.RUNNING, done=250, total=1000, rate=2.5, eta_s=None,
@@ -44,7 +45,8 @@ def home_app(slack_standin: SlackStandIn, redis: Redis) -> Iterator[tuple[SlackA
     source = fleet_source(incidents, samples, lambda: [JOB], {"gpu-01": 2, "gpu-02": 3})
     callbacks = ApprovalCallbacks(on_approved=lambda a, u: None, on_denied=lambda a, u, r: None,
                                   on_expired=lambda a: None)
-    app = create_slack_app(slack_test_settings(slack_standin), redis, callbacks, home=source)
+    app = create_slack_app(slack_test_settings(slack_standin), Stores(redis, redis), callbacks,
+                           home=source)
     served = ServedApp(Starlette(routes=app.routes())).start()
     sender = SignedSender(f"{served.url}/slack/events", SIGNING_SECRET, slack_standin.base)
     yield app, sender, incidents

@@ -21,6 +21,7 @@ from bot.ingest.http import create_app
 from bot.rig.serving import ServedApp
 from bot.rig.slack_standin import SlackStandIn
 from storage.audit import AuditLog
+from storage.stores import Stores
 from tests.fixtures.alerts import ALERT_TOKEN
 from tests.fixtures.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET
 from tests.helpers.hostile import case_names, load_case, replay
@@ -46,11 +47,12 @@ def bot(slack_standin: SlackStandIn, redis: Redis, redis_url: str) -> Iterator[B
         "slack_signing_secret": SIGNING_SECRET, "slack_bot_token": BOT_TOKEN,
         "incident_bot_alert_token": SecretStr(ALERT_TOKEN)})
     handlers = StoreHandlers(redis_url)
-    slack = create_slack_app(settings, redis, ApprovalCallbacks(lambda a, u: None,
-                                                                lambda a, u, r: None),
+    stores = Stores(redis, redis)
+    slack = create_slack_app(settings, stores, ApprovalCallbacks(lambda a, u: None,
+                                                                 lambda a, u, r: None),
                              slash=handlers, audit=audit_sink(AuditLog(redis)),
                              update_interval_s=0.2)
-    served = ServedApp(create_app(settings, redis, extra_routes=slack.routes()),
+    served = ServedApp(create_app(settings, stores, extra_routes=slack.routes()),
                        http=settings.http).start()
     yield Bot(served, slack, slack_standin, redis)
     served.stop()

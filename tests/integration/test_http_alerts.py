@@ -21,6 +21,7 @@ from storage.connection import connect
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
 from storage.silences import SilenceStore
+from storage.stores import Stores, open_stores
 from tests.fixtures.alerts import AUTH, LiveServer, am_alert, am_payload, make_settings
 
 AM = "/alerts/alertmanager"
@@ -134,8 +135,8 @@ def test_silenced_alerts_open_nothing(alert_client: TestClient, redis: Redis) ->
 
 def test_two_app_instances_behave_as_one(redis_url: str, redis: Redis) -> None:
     settings = make_settings(redis_url)
-    a = TestClient(create_app(settings, connect(redis_url)))
-    b = TestClient(create_app(settings, connect(redis_url)))
+    a = TestClient(create_app(settings, open_stores(redis_url)))
+    b = TestClient(create_app(settings, open_stores(redis_url)))
     with a, b:
         alerts = [am_alert(f"gpu-{i}", fp=f"f{i}") for i in range(10)]
         ra, rb = post_am(a, *alerts), post_am(b, *alerts)  # the HA pair's twin notifications
@@ -161,7 +162,7 @@ def test_redis_unreachable_is_503(make_settings_dead: Starlette) -> None:
 def make_settings_dead() -> Starlette:
     from bot.core.procs import free_port
 
-    return create_app(make_settings(), connect(f"redis://127.0.0.1:{free_port()}/0"))
+    return create_app(make_settings(), open_stores(f"redis://127.0.0.1:{free_port()}/0"))
 
 
 def test_redis_killed_and_restarted_keeps_what_was_acked(tmp_path: Any) -> None:
@@ -169,7 +170,7 @@ def test_redis_killed_and_restarted_keeps_what_was_acked(tmp_path: Any) -> None:
     (tmp_path / "redis").mkdir()
     server = start_local_redis(tmp_path / "redis")
     try:
-        app = create_app(make_settings(server.url), connect(server.url))
+        app = create_app(make_settings(server.url), open_stores(server.url))
         with TestClient(app) as c:
             assert post_am(c, am_alert("gpu-01", fp="a")).status_code == 200
             server.kill()
@@ -194,7 +195,7 @@ def test_health_metrics_and_extension_points(redis: Redis) -> None:
 
     app = create_app(
         make_settings(),
-        redis,
+        Stores(redis, redis),
         extra_routes=[Route("/slack/events", hello, methods=["POST"])],
         on_startup=[started],
         on_shutdown=[lambda: calls.append("stop")],
@@ -212,7 +213,8 @@ def test_health_metrics_and_extension_points(redis: Redis) -> None:
 
 @pytest.fixture
 def live(redis: Redis) -> Iterator[LiveServer]:
-    server = LiveServer(create_app(make_settings(http={"max_body_bytes": 2048}), redis)).start()
+    app = create_app(make_settings(http={"max_body_bytes": 2048}), Stores(redis, redis))
+    server = LiveServer(app).start()
     yield server
     server.stop()
 

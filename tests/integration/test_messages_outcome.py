@@ -26,6 +26,7 @@ from bot.domain.lifecycle import IncidentState
 from bot.flow.assembly import Flow, build_flow
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
+from storage.stores import open_stores
 from tests.helpers.chat import RecordingChat
 
 ONCALL = "UONCALL"
@@ -108,7 +109,7 @@ def bot(redis: Redis, redis_url: str,
         pool = ParamikoPool(settings.ssh_defaults)
         pools.append(pool)
         chat = RecordingChat()
-        return Bot(build_flow(settings, pool, chat), chat, sim)
+        return Bot(build_flow(settings, open_stores(settings.redis_url), pool, chat), chat, sim)
 
     yield make
     for pool in pools:

@@ -14,13 +14,13 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
-from redis import Redis
 
 from bot.config.settings import Settings
 from bot.core import metrics
 from bot.domain.lifecycle import IncidentState
 from bot.ingest.http import create_app
 from bot.rig.serving import ServedApp
+from storage.stores import Stores
 from tests.fixtures.need import need
 
 TOKEN = "t0k3n-metrics"
@@ -40,9 +40,9 @@ REQUIRED = {
 
 
 @pytest.fixture
-def served(redis: Redis) -> Iterator[ServedApp]:
+def served(stores: Stores) -> Iterator[ServedApp]:
     settings = Settings(incident_bot_alert_token=SecretStr(TOKEN))
-    app = ServedApp(create_app(settings, redis)).start()
+    app = ServedApp(create_app(settings, stores)).start()
     yield app
     app.stop()
 

@@ -18,13 +18,14 @@ from bot.domain.incident import Alert
 from bot.domain.lifecycle import IncidentState
 from bot.domain.paging import PagingPolicy
 from bot.paging.client import EventsV2Client
-from bot.paging.service import PagingService
+from bot.paging.service import PagingService, PagingStores
 from bot.rig.pagerduty_standin import PagerDutyStandIn
 from storage import keys
 from storage.audit import AuditLog
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
 from storage.paging import PageOutbox
+from storage.stores import Stores
 
 KEY = "R" * 32  # an Events v2 routing key is 32 characters
 
@@ -52,7 +53,8 @@ def clock() -> Clock:
 def replica(redis: Redis, standin: PagerDutyStandIn, clock: Clock, after_s: float = 0,
             key: str = KEY) -> PagingService:
     sender = EventsV2Client(standin.url, key, timeout_s=2)
-    return PagingService(redis, PagingPolicy(after_s=after_s, timeout_s=2), sender, clock=clock)
+    return PagingService(PagingStores.of(Stores(redis, redis), clock),
+                         PagingPolicy(after_s=after_s, timeout_s=2), sender, clock=clock)
 
 
 def open_incident(redis: Redis, clock: Clock, host: str = "gpu-01",

@@ -19,7 +19,7 @@ from redis import Redis
 from bot.domain.paging import PagingPolicy
 from bot.paging.client import EventsV2Client
 from bot.paging.runner import run_forever
-from bot.paging.service import PagingService
+from bot.paging.service import PagingService, PagingStores
 from bot.rig.pagerduty_standin import PagerDutyStandIn
 from bot.sim.sshd import SimHost
 from tests.fixtures.bots import wait_until
@@ -37,15 +37,15 @@ def bot(redis: Redis, redis_url: str, sim_factory: Callable[..., SimHost]) -> It
 
 @pytest.fixture
 def pager(redis_url: str) -> Iterator[PagerDutyStandIn]:
-    from storage.connection import connect
+    from storage.stores import open_stores
 
     standin = PagerDutyStandIn().start()
     stop = threading.Event()
     policy = PagingPolicy(after_s=0, severities=("critical", "warning", "info"), timeout_s=2)
 
     def replica() -> None:
-        client = connect(redis_url)
-        service = PagingService(client, policy, EventsV2Client(standin.url, KEY, 2))
+        stores = PagingStores.of(open_stores(redis_url))
+        service = PagingService(stores, policy, EventsV2Client(standin.url, KEY, 2))
         run_forever(service, stop, every_s=0.05)  # what bot/service.py's thread would run
 
     threads = [threading.Thread(target=replica, daemon=True) for _ in range(2)]

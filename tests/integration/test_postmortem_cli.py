@@ -14,6 +14,8 @@ import pytest
 from redis import Redis
 
 from bot.cli import main
+from storage.audit import AuditLog
+from storage.incidents import IncidentStore
 from tests.helpers.seed_postmortem import ONCALL, UNIT, write_seed_incident
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "postmortem-example.md"
@@ -66,8 +68,9 @@ def test_the_thread_text_on_resolve_reads_from_redis(redis: Redis, seeded: str) 
     from bot.digest.postmortem_render import to_thread_text
     from bot.digest.postmortem_source import load_postmortem
 
-    pm = load_postmortem(redis, seeded)
-    assert pm is not None and load_postmortem(redis, "INC-999") is None
+    incidents, audit = IncidentStore(redis), AuditLog(redis)
+    pm = load_postmortem(incidents, audit, seeded)
+    assert pm is not None and load_postmortem(incidents, audit, "INC-999") is None
     text = to_thread_text(pm)
     assert text.startswith(f"*Postmortem {seeded}*: acknowledged in 1 min ({ONCALL}), "
                            "mitigated in 2 min, resolved in 4 h 53 min; 0.30 GPU-hours lost")
@@ -79,7 +82,8 @@ def test_recent_postmortems_feed_the_stats(redis: Redis, seeded: str) -> None:
     from bot.digest.response_stats import response_stats
     from tests.helpers.seed_postmortem import T0
 
-    assert [pm.incident_id for pm in recent_postmortems(redis, T0 - 1)] == [seeded]
-    assert recent_postmortems(redis, T0 + 1) == []
-    (row,) = response_stats(recent_postmortems(redis, T0 - 1))
+    incidents, audit = IncidentStore(redis), AuditLog(redis)
+    assert [pm.incident_id for pm in recent_postmortems(incidents, audit, T0 - 1)] == [seeded]
+    assert recent_postmortems(incidents, audit, T0 + 1) == []
+    (row,) = response_stats(recent_postmortems(incidents, audit, T0 - 1))
     assert (row.key, row.incidents, row.one_click) == ("vm_restart", 1, 1)

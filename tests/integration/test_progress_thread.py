@@ -22,6 +22,7 @@ from bot.extract.states import JobState, JobStatus
 from bot.flow.assembly import Flow, build_flow
 from bot.flow.thread import note
 from bot.ssh.pool import ParamikoPool
+from storage.stores import open_stores
 
 T0 = 1_764_590_400.0  # 2025-12-01 12:00:00 UTC
 BASE = JobStatus(job_id="j-7f3a", state=JobState.RUNNING, done=100, total=400, rate=9.9,
@@ -56,7 +57,8 @@ def rig(redis: Redis, redis_url: str) -> Iterator[Rig]:
     chat = TerminalBackend(Console(file=io.StringIO(), width=120))
     pool = ParamikoPool(settings.ssh_defaults)
     now = [T0]
-    ctx = build_flow(settings, pool, chat, channel="C1", clock=lambda: now[0])
+    ctx = build_flow(settings, open_stores(settings.redis_url), pool, chat, channel="C1",
+                     clock=lambda: now[0])
     incident, _ = ctx.incidents.open_or_fold(Alert(source="test", host="gpu-01", kind="vm_restart"))
     parent = chat.post("C1", note("incident"))
     chat_refs = ChatRefs(parent.channel, parent.ts, parent.ts)

@@ -7,9 +7,10 @@ import threading
 from redis import Redis
 
 from bot.chat.base import ChatMessage
-from bot.chat.slack import SlackBackend, make_client
+from bot.chat.slack import make_client, shared_backend
 from bot.rig.slack_standin import SlackStandIn
 from storage.renders import RenderLedger
+from storage.stores import Stores
 from tests.fixtures.slack import slack_test_settings
 
 
@@ -38,8 +39,8 @@ def test_concurrent_senders_never_leave_an_older_render_last(redis: Redis) -> No
 
 
 def test_slack_backend_drops_a_stale_edit(slack_standin: SlackStandIn, redis: Redis) -> None:
-    backend = SlackBackend(make_client(slack_test_settings(slack_standin)), redis=redis,
-                           update_interval_s=0.05)
+    backend = shared_backend(make_client(slack_test_settings(slack_standin)),
+                             Stores(redis, redis), update_interval_s=0.05)
     ledger = RenderLedger(redis)
     seqs = [ledger.next_seq("42") for _ in range(3)]
     ref = backend.post("C1", ChatMessage(text="v1", incident_id="42", seq=seqs[0]))

@@ -15,15 +15,16 @@ from bot.digest.render import render_digest
 from bot.flow.assembly import _stats_report
 from bot.flow.slash_handlers import FlowSlashHandlers
 from bot.schedule.wiring import build_digest_runner
+from storage.stores import Stores
 from tests.helpers.chat import RecordingChat
 from tests.helpers.seed_postmortem import T0, write_seed_incident
 
 
-def test_stats_per_kind_and_host_from_the_seed_story(redis: Redis) -> None:
+def test_stats_per_kind_and_host_from_the_seed_story(redis: Redis, stores: Stores) -> None:
     write_seed_incident(redis)
     nothing: Any = None
     no_slurm: Any = SimpleNamespace(drained=None)
-    report = _stats_report(redis, lambda: T0 + 86400)
+    report = _stats_report(stores.incidents(), stores.audit(), lambda: T0 + 86400)
     handlers = FlowSlashHandlers(nothing, (), nothing, nothing, nothing, nothing,
                                  slurm=no_slurm, stats=report)
     text = run(Stats(7 * 86400), handlers, "UALICE").text
@@ -35,11 +36,12 @@ def test_stats_per_kind_and_host_from_the_seed_story(redis: Redis) -> None:
     assert "No incidents were opened" in run(Stats(3600), handlers, "UALICE").text
 
 
-def test_the_digest_gains_the_response_numbers_per_kind(redis: Redis, tmp_path: Path) -> None:
+def test_the_digest_gains_the_response_numbers_per_kind(redis: Redis, stores: Stores,
+                                                       tmp_path: Path) -> None:
     write_seed_incident(redis)
     settings = Settings.model_validate({"redis_url": "redis://127.0.0.1:1/0",
                                         "chat_backend": "terminal"})
-    runner = build_digest_runner(settings, redis, RecordingChat(), tmp_path)
+    runner = build_digest_runner(settings, stores, RecordingChat(), tmp_path)
     digest, _ = runner.build(T0 - 3600, T0 + 86400)
     assert [(r.key, r.incidents, r.one_click) for r in digest.response] == [("vm_restart", 1, 1)]
     shown = "\n".join(s.text for s in render_digest(digest).sections)

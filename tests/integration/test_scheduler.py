@@ -27,9 +27,10 @@ from bot.domain.incident import Alert
 from bot.schedule.leader import Firing, LeaderScheduler, ScheduledJob
 from storage import keys
 from storage.audit import AuditLog
-from storage.connection import connect
+from storage.claims import Claims
 from storage.incidents import IncidentStore
-from storage.leases import Lease, holder_pid
+from storage.leases import Lease, holder_pid, scheduler_lease
+from storage.stores import open_stores
 from tests.helpers.scheduler_replica import CHAT, POSTS
 
 PERIOD, TTL, RENEW = 1.0, 3.0, 0.5
@@ -96,10 +97,11 @@ class Replicas:
             with self.lock:
                 self.posts.append((slot_index(f.slot_id), name))
 
+        stores = open_stores(self.url)
         sched = LeaderScheduler(
-            connect(self.url),
+            stores.claims(),
+            stores.scheduler_lease(TTL),
             [ScheduledJob("digest", digest, every_s=PERIOD)],
-            lease_ttl_s=TTL,
             renew_s=RENEW,
             catchup_s=30,
         )
@@ -146,8 +148,8 @@ def test_two_replicas_one_post_per_period_across_kill_and_handover(replicas: Rep
 def test_firing_claim_blocks_a_second_run_of_the_same_slot(redis: Redis) -> None:
     ran: list[str] = []
     spec = ScheduledJob("digest", lambda f: ran.append(f.slot_id), every_s=60)
-    a = LeaderScheduler(redis, [spec], lease_ttl_s=3, renew_s=1)
-    b = LeaderScheduler(redis, [spec], lease_ttl_s=3, renew_s=1)
+    a = LeaderScheduler(Claims(redis), scheduler_lease(redis, 3), [spec], renew_s=1)
+    b = LeaderScheduler(Claims(redis), scheduler_lease(redis, 3), [spec], renew_s=1)
     a._leading = b._leading = True  # both believe they lead (a paused old leader): claims decide
     now = 1_800_000_030.0
     assert a.fire(spec, now) is True
@@ -164,7 +166,7 @@ def test_a_failing_job_is_counted_and_does_not_stop_the_scheduler(redis: Redis) 
         raise RuntimeError("slack down")
 
     spec = ScheduledJob("digest", boom, every_s=60)
-    s = LeaderScheduler(redis, [spec], lease_ttl_s=3, renew_s=1)
+    s = LeaderScheduler(Claims(redis), scheduler_lease(redis, 3), [spec], renew_s=1)
     s._leading = True
     assert s.fire(spec, 1_800_000_030.0) is False
     assert calls == [1_800_000_000.0]
@@ -275,8 +277,9 @@ def test_new_leader_catches_up_a_missed_slot_once(redis: Redis, redis_url: str) 
 
     def replica(name: str) -> LeaderScheduler:
         spec = ScheduledJob("hourly", lambda f: ran.append((f.slot_id, name)), every_s=3600)
-        return LeaderScheduler(connect(redis_url), [spec], lease_ttl_s=TTL, renew_s=RENEW,
-                               catchup_s=7200).start()
+        stores = open_stores(redis_url)
+        return LeaderScheduler(stores.claims(), stores.scheduler_lease(TTL), [spec],
+                               renew_s=RENEW, catchup_s=7200).start()
 
     a = replica("a")  # the hour's slot began up to an hour ago: nobody ran it yet
     wait_for(lambda: len(ran) == 1, 5)

@@ -6,13 +6,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from redis import Redis
 
 from bot.chat.base import ChatMessage, Ephemeral, MessageRef
 from bot.config.settings import Settings, SlackSettings
 from bot.core.errors import ConfigError
 from bot.schedule.leader import Firing
 from bot.schedule.wiring import build_leader, lifespan_hooks
+from storage.stores import Stores
 
 
 class Recorder:
@@ -45,11 +45,11 @@ def settings(**extra: object) -> Settings:
     return Settings(slack=SlackSettings(channel="C0INC", escalation_channel="C0ESC"), extra=base)
 
 
-def test_jobs_from_settings_and_a_digest_slot_posts_once(redis: Redis, tmp_path: Path) -> None:
+def test_jobs_from_settings_and_a_digest_slot_posts_once(stores: Stores, tmp_path: Path) -> None:
     chat = Recorder()
     expired: list[Firing] = []
     sched = build_leader(
-        settings(), redis, chat, extra_jobs={"approval_expiry": expired.append}, out_dir=tmp_path
+        settings(), stores, chat, extra_jobs={"approval_expiry": expired.append}, out_dir=tmp_path
     )
     assert sched is not None
     names = {j.name for j in sched.jobs}
@@ -66,8 +66,8 @@ def test_jobs_from_settings_and_a_digest_slot_posts_once(redis: Redis, tmp_path:
     assert title.startswith("GPU memory vs utilisation")
 
 
-def test_switched_off_and_hooks(redis: Redis) -> None:
-    assert build_leader(settings(scheduler={"enabled": False}), redis, Recorder()) is None
+def test_switched_off_and_hooks(stores: Stores) -> None:
+    assert build_leader(settings(scheduler={"enabled": False}), stores, Recorder()) is None
     assert lifespan_hooks(None) == ([], [])
 
 
@@ -85,9 +85,9 @@ def test_switched_off_and_hooks(redis: Redis) -> None:
     ],
 )
 def test_bad_schedule_config_is_one_line_naming_the_key(
-    redis: Redis, extra: dict[str, object], key: str
+    stores: Stores, extra: dict[str, object], key: str
 ) -> None:
     with pytest.raises(ConfigError) as err:
-        build_leader(settings(**extra), redis, Recorder())
+        build_leader(settings(**extra), stores, Recorder())
     assert f"key '{key}" in err.value.message and "\n" not in err.value.message
     assert err.value.exit_code == 2

@@ -10,9 +10,16 @@ from redis import Redis
 
 from bot.chat.base import Button, ChatMessage, Ephemeral, MessageRef, Section
 from bot.chat.interactions import audit_sink
-from bot.chat.slack import ChatDeliveryError, SlackBackend, SlackGroups, make_client
+from bot.chat.slack import (
+    ChatDeliveryError,
+    SlackBackend,
+    SlackGroups,
+    make_client,
+    shared_backend,
+)
 from bot.rig.slack_standin import SlackStandIn
 from storage.audit import AuditLog
+from storage.stores import Stores
 from tests.fixtures.slack import CHANNEL, slack_test_settings
 
 MSG = ChatMessage(
@@ -157,9 +164,12 @@ def test_usergroups_are_cached(slack_standin: SlackStandIn) -> None:
     assert len(slack_standin.calls_of("usergroups.users.list")) == 2  # one per group, then cached
 
 
-def test_redis_gate_spaces_edits_across_replicas(slack_standin: SlackStandIn, redis: Redis) -> None:
-    one, _ = backend(slack_standin, update_interval_s=0.6, redis=redis)
-    two, _ = backend(slack_standin, update_interval_s=0.6, redis=redis)
+def test_the_shared_budget_spaces_edits_across_replicas(slack_standin: SlackStandIn,
+                                                        redis: Redis) -> None:
+    one = shared_backend(make_client(slack_test_settings(slack_standin)), Stores(redis, redis),
+                         update_interval_s=0.6)
+    two = shared_backend(make_client(slack_test_settings(slack_standin)), Stores(redis, redis),
+                         update_interval_s=0.6)
     ref = one.post(CHANNEL, MSG)
     one.update(ref, ChatMessage(text="from one"))
     time.sleep(0.05)

@@ -8,6 +8,7 @@ from redis import Redis
 from bot.chat.base import ChatMessage, MessageRef
 from bot.chat.slack import SlackBackend, make_client
 from bot.rig.slack_standin import SlackStandIn
+from storage.renders import RenderLedger
 from storage.slack_budget import BudgetSettings, SlackBudget, workspace_of
 from tests.fixtures.slack import BOT_TOKEN, CHANNEL, slack_test_settings
 
@@ -17,7 +18,9 @@ MSG = ChatMessage(text="gpu-01: 8 GPUs held idle", incident_id="42")
 def replica(standin: SlackStandIn, redis: Redis, settings: BudgetSettings | None = None,
             interval_s: float = 0.2) -> SlackBackend:
     budget = SlackBudget(redis, workspace_of(BOT_TOKEN), settings) if settings else None
-    return SlackBackend(make_client(slack_test_settings(standin)), redis=redis,
+    budget = budget or SlackBudget(redis, workspace_of(BOT_TOKEN),
+                                   BudgetSettings(message_interval_s=interval_s))
+    return SlackBackend(make_client(slack_test_settings(standin)), ledger=RenderLedger(redis),
                         update_interval_s=interval_s, budget=budget)
 
 

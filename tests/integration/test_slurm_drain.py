@@ -29,6 +29,7 @@ from playbooks import PlaybookOptions
 from playbooks.health_gate import run_gate
 from playbooks.parsers.slurm import reason_epoch
 from storage.audit import AuditLog
+from storage.claims import Claims
 from storage.connection import Redis
 from tests.fixtures.remediation import session_commands
 from tests.fixtures.sim import SimFactory, one_host_config
@@ -263,8 +264,9 @@ def test_a_node_drained_too_long_for_a_closed_incident_is_escalated_once(
     cache = DrainedCache(rem_pool, lambda: target, 10.0, ttl_s=0.0)
     chat = PostedChat()
     open_ids: set[str] = {"INC-7"}
-    esc = DrainedEscalator(redis, cast(ChatBackend, chat), Target("C0ESC", "<!subteam^S0123> "),
-                           cache.cached, lambda: open_ids, max_age_s=3600)
+    esc = DrainedEscalator(Claims(redis), cast(ChatBackend, chat),
+                           Target("C0ESC", "<!subteam^S0123> "), cache.cached,
+                           lambda: open_ids, max_age_s=3600)
     assert esc.run() == [] and cache.cached() == []  # nothing drained
     assert drain(rem_pool, target, fast_options).outcome is Outcome.SUCCEEDED
     (node,) = cache.cached()

@@ -1,0 +1,116 @@
+"""The one place above-storage code gets its stores: a connection opened from a URL.
+
+``open_stores(url)`` makes the bot's two clients (text, and the bytes one RQ needs) and
+``Stores`` builds each store on them, rq-style: the connection is explicit and never
+leaves ``storage/``. Entry points (``bot/service.py``, the CLI commands) call it once and
+hand each component the stores it uses: composition functions (``build_flow``,
+``build_leader``, ``create_app``…) may take ``Stores``, components and steps take the
+individual stores, never the bundle and never the client (``tests/test_architecture.py``,
+``redis_takers``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import cast
+
+from bot.domain.lifecycle import StepDeadlines
+from storage.approvals import ApprovalStore
+from storage.audit import AuditLog
+from storage.chat_outbox import ChatOutboxStore
+from storage.claims import Claims
+from storage.connection import Redis, connect
+from storage.events import IncidentEvents
+from storage.home import HomeViewers
+from storage.incidents import IncidentStore
+from storage.leases import Lease, scheduler_lease
+from storage.paging import PageOutbox
+from storage.policy_limits import PolicyLimits
+from storage.renders import RenderLedger
+from storage.samples import SampleStore
+from storage.silences import SilenceStore
+from storage.slack_budget import BudgetSettings, SlackBudget
+from storage.usergroups import UsergroupCache
+
+Clock = Callable[[], float]
+
+
+class Stores:
+    """Every store on one Redis server; each call builds a store on the shared clients."""
+
+    def __init__(self, text: Redis, raw: Redis) -> None:
+        self._text, self._raw = text, raw  # decode_responses=True; bytes for RQ
+
+    def ping(self) -> None:
+        """Raises ``StorageError`` when the server does not answer (``/readyz``)."""
+        self._text.ping()
+
+    def aof_config(self) -> dict[str, str]:
+        """The server's ``append*`` settings (``CONFIG GET``): are acks on disk."""
+        return cast(dict[str, str], self._text.config_get("append*"))
+
+    def close(self) -> None:
+        self._text.close()
+        self._raw.close()
+
+    def incidents(self, *, group_wait_s: float = 30.0, clock: Clock = time.time,
+                  deadlines: StepDeadlines | None = None) -> IncidentStore:
+        return IncidentStore(self._text, group_wait_s=group_wait_s, clock=clock,
+                             deadlines=deadlines)
+
+    def approvals(self) -> ApprovalStore:
+        return ApprovalStore(self._text)
+
+    def audit(self, *, clock: Clock = time.time) -> AuditLog:
+        return AuditLog(self._text, clock=clock)
+
+    def events(self) -> IncidentEvents:
+        return IncidentEvents(self._text)
+
+    def silences(self) -> SilenceStore:
+        return SilenceStore(self._text)
+
+    def renders(self) -> RenderLedger:
+        return RenderLedger(self._text)
+
+    def chat_outbox(self) -> ChatOutboxStore:
+        return ChatOutboxStore(self._text)
+
+    def samples(self) -> SampleStore:
+        return SampleStore(self._text)
+
+    def usergroups(self) -> UsergroupCache:
+        return UsergroupCache(self._text)
+
+    def home_viewers(self, workspace: str) -> HomeViewers:
+        return HomeViewers(self._text, workspace)
+
+    def slack_budget(self, workspace: str, settings: BudgetSettings | None = None) -> SlackBudget:
+        return SlackBudget(self._text, workspace, settings)
+
+    def page_outbox(self, *, clock: Clock = time.time) -> PageOutbox:
+        return PageOutbox(self._text, clock=clock)
+
+    def policy_limits(self, *, fleet_cap: int, fleet_window_s: float = 3600.0,
+                      clock: Clock = time.time) -> PolicyLimits:
+        return PolicyLimits(self._text, fleet_cap=fleet_cap, fleet_window_s=fleet_window_s,
+                            clock=clock)
+
+    def claims(self) -> Claims:
+        return Claims(self._text)
+
+    def scheduler_lease(self, ttl_s: float, token: str | None = None) -> Lease:
+        return scheduler_lease(self._text, ttl_s, token)
+
+    def extract_queue(self) -> Redis:
+        """The bytes client the extraction queue reads (RQ), for ``bot/extract``'s
+        functions that still take a connection: only ``JobBook``, the ``extraction.resume``
+        options and the ``/metrics`` job gauges get it. Goes once ``bot/jobs`` (h-jobs,
+        issue 24) takes stores."""
+        return self._raw
+
+
+def open_stores(url: str) -> Stores:
+    """The stores of the Redis at ``url`` (short socket timeouts: an outage is an error)."""
+    return Stores(connect(url), connect(url, decode=False))
