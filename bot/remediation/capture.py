@@ -14,8 +14,8 @@ from bot.domain import validate
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, SlurmCapture, UnitState
 from bot.remediation.catalog import GPU_HOLDER_UNITS, ActionSpec
 from bot.remediation.options import RemediationOptions
-from bot.remediation.probes import (
-    ProbeFailed,
+from bot.remediation.probe_runner import ProbeFailed
+from bot.remediation.readings import (
     container_of,
     read_container_owner,
     read_disk_avail,

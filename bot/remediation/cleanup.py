@@ -20,7 +20,7 @@ from typing import Any
 
 from bot.core import fmt
 from bot.domain import validate
-from bot.remediation.probes import plain
+from bot.remediation.probe_runner import plain
 from bot.ssh.base import Command, SSHRunner, SSHTarget
 
 SEP = "|"  # not in the path grammar, so it can join paths in one parameter

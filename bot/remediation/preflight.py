@@ -18,7 +18,7 @@ from bot.domain.host_state import CapturedState, UnitState
 from bot.remediation import catalog
 from bot.remediation.catalog import RemoteStep
 from bot.remediation.polling import ActionRun
-from bot.remediation.probes import plain
+from bot.remediation.probe_runner import plain
 from bot.ssh.base import Command
 
 GPU_LADDER = ("process.terminate", "process.sigterm", "process.sigkill")
@@ -113,7 +113,7 @@ def _nvswitch_check(ctx: ActionRun, index: int) -> Refusal | None:
     starting FM; NVIDIA/ai-cloud-validation#603: stop Fabric Manager, then
     ``nvidia-smi -r``), and a fabric left half-reset needs another reset or a reboot
     (NVIDIA/nccl#1488). The catalog has no whole-baseboard reset yet: a reboot does it."""
-    from bot.remediation.probes import fabric_states
+    from bot.remediation.readings import fabric_states
 
     states = fabric_states(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
     if not states:
@@ -170,7 +170,7 @@ def _cleanup_checks(ctx: ActionRun) -> Refusal | None:
     """Every path: inside the host's prefixes, outside paused/queued job output, a regular
     file, open in no process. One bad path refuses the whole action."""
     from bot.remediation.cleanup import open_files, under
-    from bot.remediation.probes import regular_files
+    from bot.remediation.readings import regular_files
 
     o, host = ctx.options, ctx.target.name
     paths = ctx.params["paths"].split(catalog.PATH_SEP)

@@ -76,6 +76,22 @@ def parse_df(text: str) -> list[Filesystem]:
             for c in _df_rows(text)]
 
 
+def avail_by_mount(filesystems: list[Filesystem]) -> dict[str, int]:
+    """Mount -> bytes available (rows without a figure left out)."""
+    return {f.mount: f.avail for f in filesystems if f.avail is not None}
+
+
+def usage_by_mount(filesystems: list[Filesystem]) -> dict[str, tuple[int, int]]:
+    """Mount -> (bytes used, bytes available) (rows without both figures left out)."""
+    return {f.mount: (f.used, f.avail) for f in filesystems
+            if f.used is not None and f.avail is not None}
+
+
+def parse_nul_paths(text: str) -> set[str]:
+    """``find ... -printf '%p\\0'``: the paths printed, NUL-separated."""
+    return {p for p in text.split("\0") if p}
+
+
 def parse_df_inodes(text: str) -> list[Filesystem]:
     """``df -PTi``: same shape with inode counts (size=Inodes, used=IUsed, avail=IFree)."""
     return parse_df(text)

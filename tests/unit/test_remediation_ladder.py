@@ -12,9 +12,10 @@ from bot.domain.host_state import CapturedState, ProcState
 from bot.remediation import cleanup as cl
 from bot.remediation.catalog import dropin_diff
 from bot.remediation.ladder import next_step
-from bot.remediation.probes import parse_df_avail, parse_timespan
 from bot.sim.tools.dropins import parse_dropin
 from bot.sim.tools.systemd_fmt import _usec
+from playbooks.parsers.disk import avail_by_mount, parse_df
+from playbooks.parsers.systemd import parse_timespan
 
 G = 1024 ** 3
 
@@ -142,16 +143,17 @@ def test_planner_keeps_newest_checkpoints_and_skips_protected_open_and_outside()
 
 
 def test_df_avail_parser() -> None:
-    text = "    Avail Mounted on\n10737418240 /\n0 /data\n"
-    assert parse_df_avail(text) == {"/": 10737418240, "/data": 0}
+    text = ("Filesystem 1-blocks Used Available Capacity Mounted on\n"
+            "/dev/sda1 ext4 21474836480 10737418240 10737418240 50% /\n"
+            "/dev/sdb1 xfs 1000 1000 0 100% /data\n")
+    assert avail_by_mount(parse_df(text)) == {"/": 10737418240, "/data": 0}
 
 
 REAL = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "real"
 
 
 def test_real_systemctl_show_gives_the_restart_window_and_stop_timeout() -> None:
-    from bot.remediation.probes import unit_state
-    from playbooks.parsers.systemd import parse_show
+    from playbooks.parsers.systemd import parse_show, unit_state
 
     props = parse_show((REAL / "systemctl_show_ssh_restart.txt").read_text())
     unit = unit_state("ssh.service", props)
