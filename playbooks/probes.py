@@ -27,6 +27,10 @@ DROPIN_PROPERTIES = "Restart,TimeoutStopUSec,DropInPaths,ExecStartPre"
 NVIDIA_DEVICES = "/dev/nvidia*"  # expanded by the remote shell
 JOURNAL_USAGE = "journalctl --disk-usage"  # allowlisted read-only in the sudoers drop-in
 DOCKER_POLICY = "{{.HostConfig.RestartPolicy.Name}}"
+# What a disk cleanup may remove: caches, checkpoints, core dumps (``bot.remediation.cleanup``).
+CLEANUP_FIND_TESTS = ("-path '*/huggingface/hub/*' -o -path '*/torch/hub/*' -o -path '*/pip/*' "
+                      "-o -path '*/checkpoints/*' -o -name core -o -name 'core.[0-9]*' "
+                      "-o -path '*/coredump/*'")
 ALL_SLURM_NODES = "TZ=UTC scontrol show node -o"  # reason times in UTC, whatever the zone
 
 
@@ -123,6 +127,18 @@ def regular_files(paths: Sequence[str]) -> Probe[set[str]]:
     not); exit 1 when one is missing."""
     return Probe("files", cmd("find", *paths, "-maxdepth", "0", "-type", "f",
                               "-printf", "%p\\0"), disk.parse_nul_paths)
+
+
+def cleanup_files(prefix: str) -> Probe[tuple[list[disk.FileSeen], int]]:
+    """The files under a validated prefix a cleanup may remove, with size, age and owner;
+    exit 1 for an unreadable subdirectory is normal."""
+    return Probe("find", f"find {cmd(prefix)} -xdev -type f \\( {CLEANUP_FIND_TESTS} \\) "
+                         "-printf '%s\\t%T@\\t%u\\t%p\\0'", disk.parse_find)
+
+
+def open_by(path: str) -> Probe[list[int]]:
+    """The PIDs holding a validated path open (``lsof`` exits 1 when none does)."""
+    return Probe("lsof", cmd("lsof", "-t", "--", path), ps.parse_pids)
 
 
 def container_owner(scope: str, container: str) -> Probe[UnitState | None]:

@@ -14,7 +14,7 @@ from bot.remediation.catalog import dropin_diff
 from bot.remediation.ladder import next_step
 from bot.sim.tools.dropins import parse_dropin
 from bot.sim.tools.systemd_fmt import _usec
-from playbooks.parsers.disk import avail_by_mount, parse_df
+from playbooks.parsers.disk import FileSeen, avail_by_mount, parse_df, parse_find
 from playbooks.parsers.systemd import parse_timespan
 
 G = 1024 ** 3
@@ -110,13 +110,13 @@ def test_find_output_with_hostile_names_keeps_only_safe_paths() -> None:
             "10\t1700000000.0\troot\t/data/cache/pip/$(touch /tmp/c)\0"
             "5\t1700000000.0\troot\t/data/cache/pip/tab\there\0"
             "garbage\0")
-    files, unsafe = cl.parse_find(text)
+    files, unsafe = parse_find(text)
     assert [f.path for f in files] == ["/data/cache/pip/a"]
     assert unsafe == 3
 
 
-def _f(path: str, size: int, age: float) -> cl.FileSeen:
-    return cl.FileSeen(path, size, 1_700_000_000 - age * 86400, "root")
+def _f(path: str, size: int, age: float) -> FileSeen:
+    return FileSeen(path, size, 1_700_000_000 - age * 86400, "root")
 
 
 def test_planner_keeps_newest_checkpoints_and_skips_protected_open_and_outside() -> None:
