@@ -141,6 +141,12 @@ def open_by(path: str) -> Probe[list[int]]:
     return Probe("lsof", cmd("lsof", "-t", "--", path), ps.parse_pids)
 
 
+def sudo_allows(step: str, argv: Sequence[str]) -> Probe[str]:
+    """``sudo -n -l CMD...``: exit 0 when the host's sudoers allow the command as written
+    (the answer is the exit status; the output is what sudo printed)."""
+    return Probe(f"sudo-l.{step}", cmd("sudo", "-n", "-l", *argv), str.strip)
+
+
 def container_owner(scope: str, container: str) -> Probe[UnitState | None]:
     """A container's restart policy as the owner of its scope (``container`` is hex)."""
     return Probe("container", cmd("docker", "inspect", "--format", DOCKER_POLICY, container),

@@ -9,7 +9,6 @@ allows every command. A refusal says why and what to do instead; nothing ran.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +17,8 @@ from bot.domain.host_state import CapturedState, UnitState
 from bot.remediation import catalog
 from bot.remediation.catalog import RemoteStep
 from bot.remediation.polling import ActionRun
-from bot.remediation.probe_runner import plain
-from bot.ssh.base import Command
+from bot.remediation.probe_runner import run_probes, tool_words
+from playbooks import probes
 
 GPU_LADDER = ("process.terminate", "process.sigterm", "process.sigkill")
 CRON_UNITS = ("cron.service", "crond.service")  # a job's process: its crontab line restarts it
@@ -128,14 +127,13 @@ def sudo_check(ctx: ActionRun, steps: tuple[RemoteStep, ...]) -> Refusal | None:
     """``sudo -n -l CMD...`` for every command: exit 0 means the rules allow it as written."""
     if not ctx.target.sudo or not steps:
         return None
-    t = ctx.options.probe_timeout_s
-    asks = [Command(f"sudo-l.{s.name}", shlex.join(("sudo", "-n", "-l", *s.argv)), t)
-            for s in steps]
-    for step, probe in zip(steps, ctx.runner.run_many(plain(ctx.target), asks), strict=True):
+    asks = [probes.sudo_allows(s.name, s.argv) for s in steps]
+    answers = run_probes(ctx.runner, ctx.target, asks, ctx.options.probe_timeout_s)
+    for step, (probe, _) in zip(steps, answers, strict=True):
         if not probe.ok:
-            why = (probe.stderr or probe.error or f"exit {probe.exit_status}").strip()[:200]
             return Refusal(strings.REM_SUDO_DENIED.format(
-                host=ctx.target.name, command=step.text(True), why=why or "not allowed"))
+                host=ctx.target.name, command=step.text(True), why=tool_words(probe)
+                or "not allowed"))
     return None
 
 
