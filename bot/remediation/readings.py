@@ -86,16 +86,11 @@ def regular_files(runner: SSHRunner, target: SSHTarget, paths: list[str],
     return run_probe(runner, target, probes.regular_files(paths), timeout_s)[1]
 
 
-def container_of(unit: str | None) -> str | None:
-    """``docker-<id>.scope`` (a container's cgroup) -> the container id."""
-    return docker_id_from_scope(unit or "")
-
-
 def read_container_owner(runner: SSHRunner, target: SSHTarget, scope: str,
                          timeout_s: float) -> UnitState | None:
     """A container's restart policy, as the owner of its processes. None when docker
     cannot tell."""
-    cid = container_of(scope)
+    cid = docker_id_from_scope(scope)
     if cid is None:
         return None
     result, owner = run_probe(runner, target, probes.container_owner(scope, cid), timeout_s)
