@@ -18,9 +18,9 @@ from bot.domain.findings import ProbeResult, Severity
 from bot.domain.headline import gpu_label
 from playbooks import probes
 from playbooks.base import PlaybookOptions, Probe, Report, Session
-from playbooks.commands import FABRIC_MANAGER_COMMAND, KERNEL_LOG_COMMAND, QUERY_XML_COMMAND
+from playbooks.commands import FABRIC_MANAGER_COMMAND, KERNEL_LOG_COMMAND
 from playbooks.gpu import summarize
-from playbooks.parsers import kernel, nvidia, nvidia_xml, ps, smi_errors
+from playbooks.parsers import kernel, nvidia, ps, smi_errors
 from playbooks.parsers.smi_errors import SmiError, SmiErrorKind
 from playbooks.text import plural
 from playbooks.verdict import (
@@ -39,7 +39,7 @@ DESCRIPTION = "a verdict per GPU from Xid, ECC, NVML errors, processes and the i
 
 
 def health_probes() -> dict[str, Probe[Any]]:
-    return {"xml": Probe("gpu_xml", QUERY_XML_COMMAND, nvidia_xml.parse_query_xml),
+    return {"xml": probes.gpu_xml(),
             "kernel": Probe("kernel_log", KERNEL_LOG_COMMAND, kernel.parse_kernel_log),
             "apps": probes.compute_apps(), "devs": probes.gpu_device_users(),
             "procs": Probe("process_states", f"ps -eo pid=,stat=,comm= && echo {ps.SECTION} && "

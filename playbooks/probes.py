@@ -1,21 +1,37 @@
-"""Every command a playbook sends, in one place, each paired with its parser.
+"""Every read-only command sent to a host, in one place, each paired with its parser.
 
-Fixed text only, plus arguments that passed ``bot.domain.validate`` and are quoted by ``cmd``.
-No ``/proc`` reads: the tools answer on real hosts and on simulated ones alike.
+Diagnosis runs these through a ``Session``; remediation runs the same probes to capture
+a host's state before an action, re-probe it after a timeout and verify after
+(``bot.remediation.probe_runner``). Fixed text only, plus arguments that passed
+``bot.domain.validate`` and are quoted by ``cmd``. No ``/proc`` reads: the tools answer
+on real hosts and on simulated ones alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.domain.host_state import GpuState, ProcState, UnitState
+from bot.domain.slurm import SlurmJob, SlurmNode
 from playbooks.base import PlaybookOptions, Probe, cmd
-from playbooks.commands import QUERY_APPS_COMMAND, QUERY_GPU_COMMAND
-from playbooks.parsers import disk, host, nvidia, ps, systemd
-from playbooks.parsers.common import lines
+from playbooks.commands import QUERY_APPS_COMMAND, QUERY_GPU_COMMAND, QUERY_XML_COMMAND
+from playbooks.parsers import disk, host, nvidia, nvidia_xml, ps, slurm, systemd
+from playbooks.parsers.common import first_line, lines
 
 SHOW_PROPERTIES = ("Id,LoadState,ActiveState,SubState,UnitFileState,Restart,ExecStart,"
                    "FragmentPath,NRestarts,MainPID,Description,ActiveEnterTimestampMonotonic")
+# What remediation reads of a unit (``systemd.unit_state``) and of its drop-ins.
+UNIT_STATE_PROPERTIES = ("LoadState,ActiveState,SubState,UnitFileState,MainPID,Restart,"
+                         "FragmentPath,RestartUSec,NRestarts,TimeoutStopUSec")
+DROPIN_PROPERTIES = "Restart,TimeoutStopUSec,DropInPaths,ExecStartPre"
 NVIDIA_DEVICES = "/dev/nvidia*"  # expanded by the remote shell
+JOURNAL_USAGE = "journalctl --disk-usage"  # allowlisted read-only in the sudoers drop-in
+DOCKER_POLICY = "{{.HostConfig.RestartPolicy.Name}}"
+# What a disk cleanup may remove: caches, checkpoints, core dumps (``bot.remediation.cleanup``).
+CLEANUP_FIND_TESTS = ("-path '*/huggingface/hub/*' -o -path '*/torch/hub/*' -o -path '*/pip/*' "
+                      "-o -path '*/checkpoints/*' -o -name core -o -name 'core.[0-9]*' "
+                      "-o -path '*/coredump/*'")
+ALL_SLURM_NODES = "TZ=UTC scontrol show node -o"  # reason times in UTC, whatever the zone
 
 
 def gpu_samples(opts: PlaybookOptions) -> Probe[list[list[nvidia.GpuSample]]]:
@@ -67,10 +83,88 @@ def units() -> Probe[list[systemd.UnitRow]]:
                  systemd.parse_list_units)
 
 
-def show_units(names: Sequence[str]) -> Probe[list[dict[str, str]]]:
+def show_units(names: Sequence[str],
+               properties: str = SHOW_PROPERTIES) -> Probe[list[dict[str, str]]]:
     """``systemctl show`` for validated unit names (the caller validates)."""
-    return Probe("unit_details", cmd("systemctl", "show", "--no-pager", "-p", SHOW_PROPERTIES,
+    return Probe("unit_details", cmd("systemctl", "show", "--no-pager", "-p", properties,
                                      *names), systemd.parse_show_many)
+
+
+def show_unit(name: str, properties: str, probe: str = "unit") -> Probe[dict[str, str]]:
+    """``show_units`` for one validated unit: its block (exit 0 for an unknown unit, whose
+    ``LoadState`` reads ``not-found``)."""
+    return Probe(probe, show_units([name], properties).command, systemd.parse_show)
+
+
+def pid_units() -> Probe[dict[int, str | None]]:
+    """Every PID and the unit its cgroup names (a unit's processes, a GPU holder's unit)."""
+    return Probe("cgroups", f"ps -eo {ps.PS_CGROUP_FIELDS}", ps.cgroup_units)
+
+
+def process(pid: int) -> Probe[ProcState]:
+    """One PID: alive or gone, and its unit (exit 1 when it is gone)."""
+    return Probe("process", cmd("ps", "-o", ps.PS_CGROUP_FIELDS, "-p", str(pid)),
+                 lambda text: ps.parse_process(pid, text))
+
+
+def process_args(pid: int) -> Probe[str]:
+    """One PID's command line, first line cut short: evidence only, never a command."""
+    return Probe("process-args", cmd("ps", "-o", "args=", "-p", str(pid)),
+                 lambda text: first_line(text, 300))
+
+
+def gpu_memory() -> Probe[list[GpuState]]:
+    """One ``--query-gpu`` reading: per-GPU memory now."""
+    return Probe("gpus", QUERY_GPU_COMMAND, nvidia.parse_gpu_states)
+
+
+def gpu_xml() -> Probe[nvidia_xml.XmlReport]:
+    return Probe("gpu_xml", QUERY_XML_COMMAND, nvidia_xml.parse_query_xml)
+
+
+def regular_files(paths: Sequence[str]) -> Probe[set[str]]:
+    """Which of the validated ``paths`` are regular files (a symlink or a directory is
+    not); exit 1 when one is missing."""
+    return Probe("files", cmd("find", *paths, "-maxdepth", "0", "-type", "f",
+                              "-printf", "%p\\0"), disk.parse_nul_paths)
+
+
+def cleanup_files(prefix: str) -> Probe[tuple[list[disk.FileSeen], int]]:
+    """The files under a validated prefix a cleanup may remove, with size, age and owner;
+    exit 1 for an unreadable subdirectory is normal."""
+    return Probe("find", f"find {cmd(prefix)} -xdev -type f \\( {CLEANUP_FIND_TESTS} \\) "
+                         "-printf '%s\\t%T@\\t%u\\t%p\\0'", disk.parse_find)
+
+
+def open_by(path: str) -> Probe[list[int]]:
+    """The PIDs holding a validated path open (``lsof`` exits 1 when none does)."""
+    return Probe("lsof", cmd("lsof", "-t", "--", path), ps.parse_pids)
+
+
+def sudo_allows(step: str, argv: Sequence[str]) -> Probe[str]:
+    """``sudo -n -l CMD...``: exit 0 when the host's sudoers allow the command as written
+    (the answer is the exit status; the output is what sudo printed)."""
+    return Probe(f"sudo-l.{step}", cmd("sudo", "-n", "-l", *argv), str.strip)
+
+
+def container_owner(scope: str, container: str) -> Probe[UnitState | None]:
+    """A container's restart policy as the owner of its scope (``container`` is hex)."""
+    return Probe("container", cmd("docker", "inspect", "--format", DOCKER_POLICY, container),
+                 lambda text: host.container_owner(scope, container, text))
+
+
+def slurm_node(node: str) -> Probe[SlurmNode | None]:
+    return Probe("slurm.node", cmd("scontrol", "show", "node", "-o", node), slurm.parse_node)
+
+
+def slurm_jobs(node: str) -> Probe[list[SlurmJob]]:
+    return Probe("slurm.jobs", cmd("squeue", "-h", "-w", node, "-o", slurm.SQUEUE_FORMAT),
+                 slurm.parse_jobs)
+
+
+def slurm_nodes() -> Probe[list[SlurmNode]]:
+    """Every node of the cluster (one Slurm host answers for all of them)."""
+    return Probe("slurm.nodes", ALL_SLURM_NODES, slurm.parse_nodes)
 
 
 def unit_of_pid(pid: str) -> Probe[str | None]:
@@ -124,8 +218,10 @@ def deleted_open_files() -> Probe[list[disk.OpenFile]]:
     return Probe("deleted_open", "lsof -n -P +L1", disk.parse_lsof)
 
 
-def journal_usage() -> Probe[int | None]:
-    return Probe("journal", "journalctl --disk-usage", disk.parse_journal_usage)
+def journal_usage(sudo: bool = False) -> Probe[int | None]:
+    """A non-root user cannot size the journal: ``sudo`` runs it through ``sudo -n``."""
+    return Probe("journal", f"sudo -n {JOURNAL_USAGE}" if sudo else JOURNAL_USAGE,
+                 disk.parse_journal_usage)
 
 
 def uptime() -> Probe[str]:

@@ -21,7 +21,7 @@ from bot.core import fmt, strings
 from bot.domain.findings import Diagnosis, Finding, ProposedAction, Severity
 from bot.remediation import catalog
 from bot.remediation import cleanup as cl
-from bot.remediation.probes import read_disk_avail
+from bot.remediation.readings import read_disk_avail
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.base import action_id
 

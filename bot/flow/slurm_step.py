@@ -33,7 +33,7 @@ from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from bot.remediation import followup
 from bot.remediation.catalog import CATALOG
-from bot.remediation.probes import ProbeFailed
+from bot.remediation.probe_runner import ProbeFailed
 from bot.remediation.slurm import DrainedCache, describe, read_status
 from bot.ssh.base import SSHError, SSHTarget
 from playbooks.base import action_id

@@ -14,9 +14,8 @@ from bot.domain import validate
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, SlurmCapture, UnitState
 from bot.remediation.catalog import GPU_HOLDER_UNITS, ActionSpec
 from bot.remediation.options import RemediationOptions
-from bot.remediation.probes import (
-    ProbeFailed,
-    container_of,
+from bot.remediation.probe_runner import ProbeFailed
+from bot.remediation.readings import (
     read_container_owner,
     read_disk_avail,
     read_gpus,
@@ -25,6 +24,7 @@ from bot.remediation.probes import (
     read_unit,
 )
 from bot.ssh.base import SSHRunner, SSHTarget
+from playbooks.parsers.systemd import docker_id_from_scope
 
 
 def capture(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mapping[str, str],
@@ -71,7 +71,7 @@ def _slurm(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mappi
 
 def _owner(runner: SSHRunner, target: SSHTarget, name: str, timeout_s: float) -> UnitState:
     """A container's scope is owned by docker's restart policy; anything else by systemd."""
-    if container_of(name):
+    if docker_id_from_scope(name):
         box = read_container_owner(runner, target, name, timeout_s)
         if box is not None:
             return box

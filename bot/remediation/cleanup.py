@@ -1,6 +1,7 @@
 """ML-aware disk cleanup for ``disk_full``: what an ML host keeps on disk that can go.
 
-Candidates are found with one read-only ``find`` per allowed prefix: Hugging Face and
+Candidates are found with one read-only ``find`` per allowed prefix (the
+``playbooks.probes.cleanup_files`` probe): Hugging Face and
 torch hub caches, pip caches, old checkpoints (the newest N entries of each run
 directory are kept), core dumps. Each is ranked by size with its age and owner. What is
 never proposed: anything outside the host's allowed prefixes, the output directory of a
@@ -12,29 +13,18 @@ one ``disk.cleanup`` action (or one action per item, for per-item approval).
 
 from __future__ import annotations
 
-import shlex
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bot.core import fmt
-from bot.domain import validate
-from bot.remediation.probes import plain
-from bot.ssh.base import Command, SSHRunner, SSHTarget
+from bot.remediation.probe_runner import run_probes
+from bot.ssh.base import SSHRunner, SSHTarget
+from playbooks import probes
+from playbooks.parsers.disk import FileSeen
 
 SEP = "|"  # not in the path grammar, so it can join paths in one parameter
-FIND_TESTS = ("-path '*/huggingface/hub/*' -o -path '*/torch/hub/*' -o -path '*/pip/*' "
-              "-o -path '*/checkpoints/*' -o -name core -o -name 'core.[0-9]*' "
-              "-o -path '*/coredump/*'")
-
-
-@dataclass(frozen=True)
-class FileSeen:
-    path: str
-    size: int
-    mtime: float
-    owner: str
 
 
 @dataclass(frozen=True)
@@ -47,29 +37,6 @@ class CleanupCandidate:
     size: int
     mtime: float
     owner: str
-
-
-def find_command(prefix: str) -> str:
-    return (f"find {shlex.quote(prefix)} -xdev -type f \\( {FIND_TESTS} \\) "
-            "-printf '%s\\t%T@\\t%u\\t%p\\0'")
-
-
-def parse_find(text: str) -> tuple[list[FileSeen], int]:
-    """NUL-separated ``size\\tmtime\\towner\\tpath`` records; unsafe names are counted, not kept."""
-    out, unsafe = [], 0
-    for record in text.split("\0"):
-        parts = record.lstrip("\n").split("\t", 3)
-        if len(parts) != 4 or not parts[0].isdigit():
-            continue
-        size, mtime, owner, path = parts
-        if not validate.is_valid(validate.abs_path, path):
-            unsafe += 1
-            continue
-        try:
-            out.append(FileSeen(path, int(size), float(mtime), owner[:32]))
-        except ValueError:
-            continue
-    return out, unsafe
 
 
 def category(path: str) -> str | None:
@@ -145,18 +112,18 @@ def choose(candidates: Sequence[CleanupCandidate], need_bytes: int) -> list[Clea
 def open_files(runner: SSHRunner, target: SSHTarget, paths: Sequence[str],
                timeout_s: float) -> set[str]:
     """The paths some process holds open (``lsof -t -- PATH`` prints its PIDs)."""
-    cmds = [Command("lsof", f"lsof -t -- {shlex.quote(p)}", timeout_s) for p in paths]
-    results = runner.run_many(plain(target), cmds) if cmds else []
-    return {p for p, r in zip(paths, results, strict=True) if r.ok and r.stdout.strip()}
+    results = run_probes(runner, target, [probes.open_by(p) for p in paths], timeout_s) \
+        if paths else []
+    return {p for p, (r, pids) in zip(paths, results, strict=True) if r.ok and pids}
 
 
 def find_files(runner: SSHRunner, target: SSHTarget, allowed: Sequence[str],
                timeout_s: float) -> tuple[list[FileSeen], int]:
-    cmds = [Command("find", find_command(p), timeout_s) for p in allowed]
     files: list[FileSeen] = []
     unsafe = 0
-    for probe in runner.run_many(plain(target), cmds):
-        seen, bad = parse_find(probe.stdout)  # exit 1 for an unreadable subdir is normal
+    # exit 1 for an unreadable subdir is normal: what was printed stands
+    for _, (seen, bad) in run_probes(runner, target, [probes.cleanup_files(p) for p in allowed],
+                                     timeout_s):
         files += seen
         unsafe += bad
     return files, unsafe

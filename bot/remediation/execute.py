@@ -22,7 +22,7 @@ from bot.remediation.options import RemediationOptions
 from bot.remediation.outcome import decide, summarize
 from bot.remediation.polling import ActionRun
 from bot.remediation.preflight import Refusal, check, restarting_owner
-from bot.remediation.probes import ProbeFailed
+from bot.remediation.probe_runner import ProbeFailed
 from bot.remediation.resume import preflight, resume_extraction
 from bot.remediation.rollback import describe, revert_params, roll_back
 from bot.remediation.steps import all_skipped, hard_failure, precheck, run_steps

@@ -9,7 +9,6 @@ allows every command. A refusal says why and what to do instead; nothing ran.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +17,8 @@ from bot.domain.host_state import CapturedState, UnitState
 from bot.remediation import catalog
 from bot.remediation.catalog import RemoteStep
 from bot.remediation.polling import ActionRun
-from bot.remediation.probes import plain
-from bot.ssh.base import Command
+from bot.remediation.probe_runner import run_probes, tool_words
+from playbooks import probes
 
 GPU_LADDER = ("process.terminate", "process.sigterm", "process.sigkill")
 CRON_UNITS = ("cron.service", "crond.service")  # a job's process: its crontab line restarts it
@@ -113,7 +112,7 @@ def _nvswitch_check(ctx: ActionRun, index: int) -> Refusal | None:
     starting FM; NVIDIA/ai-cloud-validation#603: stop Fabric Manager, then
     ``nvidia-smi -r``), and a fabric left half-reset needs another reset or a reboot
     (NVIDIA/nccl#1488). The catalog has no whole-baseboard reset yet: a reboot does it."""
-    from bot.remediation.probes import fabric_states
+    from bot.remediation.readings import fabric_states
 
     states = fabric_states(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
     if not states:
@@ -128,14 +127,13 @@ def sudo_check(ctx: ActionRun, steps: tuple[RemoteStep, ...]) -> Refusal | None:
     """``sudo -n -l CMD...`` for every command: exit 0 means the rules allow it as written."""
     if not ctx.target.sudo or not steps:
         return None
-    t = ctx.options.probe_timeout_s
-    asks = [Command(f"sudo-l.{s.name}", shlex.join(("sudo", "-n", "-l", *s.argv)), t)
-            for s in steps]
-    for step, probe in zip(steps, ctx.runner.run_many(plain(ctx.target), asks), strict=True):
+    asks = [probes.sudo_allows(s.name, s.argv) for s in steps]
+    answers = run_probes(ctx.runner, ctx.target, asks, ctx.options.probe_timeout_s)
+    for step, (probe, _) in zip(steps, answers, strict=True):
         if not probe.ok:
-            why = (probe.stderr or probe.error or f"exit {probe.exit_status}").strip()[:200]
             return Refusal(strings.REM_SUDO_DENIED.format(
-                host=ctx.target.name, command=step.text(True), why=why or "not allowed"))
+                host=ctx.target.name, command=step.text(True), why=tool_words(probe)
+                or "not allowed"))
     return None
 
 
@@ -170,7 +168,7 @@ def _cleanup_checks(ctx: ActionRun) -> Refusal | None:
     """Every path: inside the host's prefixes, outside paused/queued job output, a regular
     file, open in no process. One bad path refuses the whole action."""
     from bot.remediation.cleanup import open_files, under
-    from bot.remediation.probes import regular_files
+    from bot.remediation.readings import regular_files
 
     o, host = ctx.options, ctx.target.name
     paths = ctx.params["paths"].split(catalog.PATH_SEP)

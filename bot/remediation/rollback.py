@@ -15,7 +15,7 @@ from bot.domain.host_state import CapturedState
 from bot.remediation import catalog
 from bot.remediation.catalog import ActionSpec
 from bot.remediation.polling import ActionRun
-from bot.remediation.probes import read_unit
+from bot.remediation.readings import read_unit
 
 
 def revert_params(spec: ActionSpec, captured: CapturedState | None) -> dict[str, str] | None:

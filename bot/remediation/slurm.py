@@ -11,7 +11,6 @@ resume, a usable node with no reason. The jobs still on the node are in the resu
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -23,45 +22,26 @@ from bot.domain.host_state import CapturedState, SlurmCapture
 from bot.domain.slurm import DrainedNode
 from bot.remediation.polling import ActionRun, Look, poll
 from bot.remediation.preflight import Refusal
-from bot.remediation.probes import ProbeFailed, plain
-from bot.ssh.base import Command, SSHError, SSHRunner, SSHTarget
-from playbooks.parsers.slurm import (
-    SQUEUE_FORMAT,
-    SlurmJob,
-    SlurmNode,
-    left_seconds,
-    parse_jobs,
-    parse_node,
-    parse_nodes,
-    reason_epoch,
-)
+from bot.remediation.probe_runner import ProbeFailed, run_probe, run_probes, tool_words
+from bot.ssh.base import SSHError, SSHRunner, SSHTarget
+from playbooks import probes
+from playbooks.parsers.slurm import SlurmJob, SlurmNode, left_seconds, reason_epoch
 
 KINDS = ("slurm.drain", "slurm.resume", "slurm.requeue", "slurm.cancel")
 JOB_KINDS = ("slurm.requeue", "slurm.cancel")
 
 
-def show_node_command(node: str) -> str:
-    return shlex.join(("scontrol", "show", "node", "-o", node))
-
-
-def squeue_command(node: str) -> str:
-    return shlex.join(("squeue", "-h", "-w", node, "-o", SQUEUE_FORMAT))
-
-
 def read_status(runner: SSHRunner, target: SSHTarget, node: str,
                 timeout_s: float) -> SlurmCapture:
     """The node and its jobs, read together; ``ProbeFailed`` when Slurm cannot say."""
-    show, queue = runner.run_many(plain(target), [
-        Command("slurm.node", show_node_command(node), timeout_s),
-        Command("slurm.jobs", squeue_command(node), timeout_s)])
-    parsed = parse_node(show.stdout) if show.ok else None
-    if parsed is None or parsed.name != node:
+    (show, parsed), (queue, jobs) = run_probes(runner, target, [
+        probes.slurm_node(node), probes.slurm_jobs(node)], timeout_s)
+    if not show.ok or parsed is None or parsed.name != node:
         why = (show.stderr or show.stdout or show.error or f"exit {show.exit_status}").strip()
         raise ProbeFailed(show, strings.SLURM_NOT_FOUND.format(node=node, why=why[:200]))
     if not queue.ok:
-        why = (queue.stderr or queue.error or f"exit {queue.exit_status}").strip()[:200]
-        raise ProbeFailed(queue, why)
-    return SlurmCapture(parsed, tuple(parse_jobs(queue.stdout)))
+        raise ProbeFailed(queue, tool_words(queue))
+    return SlurmCapture(parsed, tuple(jobs))
 
 
 def job_text(job: SlurmJob) -> str:
@@ -171,18 +151,14 @@ def revert_params(captured: CapturedState | None) -> dict[str, str] | None:
     return {"node": captured.slurm.node.name}
 
 
-ALL_NODES = "TZ=UTC scontrol show node -o"  # reason times in UTC, whatever the host's zone
-
-
 def drained_nodes(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> list[SlurmNode]:
     """Every node of the cluster that is draining or drained, with its reason, who set
     it and when (one Slurm host answers for the whole cluster): for ``/ir drained``, the
     digest and the Home tab."""
-    probe = runner.run(plain(target), Command("slurm.nodes", ALL_NODES, timeout_s))
-    if not probe.ok:
-        why = (probe.stderr or probe.error or f"exit {probe.exit_status}").strip()[:200]
-        raise ProbeFailed(probe, why)
-    return [n for n in parse_nodes(probe.stdout) if n.drain]
+    result, nodes = run_probe(runner, target, probes.slurm_nodes(), timeout_s)
+    if not result.ok:
+        raise ProbeFailed(result, tool_words(result))
+    return [n for n in nodes if n.drain]
 
 
 def overdue(nodes: list[SlurmNode], now: float, max_age_s: float, open_incidents: set[str],

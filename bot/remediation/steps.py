@@ -14,9 +14,11 @@ from bot.domain.action_result import CommandRecord
 from bot.domain.host_state import CapturedState, ProcState, UnitState
 from bot.remediation.catalog import RELEASE, RESTORE, RemoteStep
 from bot.remediation.polling import ActionRun
-from bot.remediation.probes import parse_size, plain, read_journal_bytes, read_process, read_unit
+from bot.remediation.probe_runner import plain
+from bot.remediation.readings import read_journal_bytes, read_process, read_unit
 from bot.remediation.slurm import skip as slurm_skip
 from bot.ssh.base import Command
+from playbooks.parsers.common import size_bytes
 
 _SYSTEMD = frozenset({"stop", "start", "disable", "enable", "mask", "unmask"})
 
@@ -52,7 +54,7 @@ def _unit_skip(verb: str, u: UnitState) -> str | None:
 
 
 def _journal_limit(ctx: ActionRun) -> int:
-    return parse_size(ctx.params.get("size", "")) or 0
+    return size_bytes(ctx.params.get("size", "")) or 0
 
 
 def _escalates(ctx: ActionRun) -> bool:

@@ -9,7 +9,6 @@ under a new PID (a respawn) or another unit.
 from __future__ import annotations
 
 import math
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,40 +20,29 @@ from bot.domain.host_state import CapturedState, GpuHolder, GpuState, UnitState
 from bot.remediation.capture import subject_pids
 from bot.remediation.catalog import GPU_HOLDER_UNITS, PATH_SEP, dropin_path
 from bot.remediation.polling import ActionRun, Look, poll
-from bot.remediation.probes import (
-    ProbeFailed,
-    parse_size,
-    parse_timespan,
+from bot.remediation.probe_runner import ProbeFailed
+from bot.remediation.readings import (
     read_disk_usage,
+    read_dropins,
     read_gpu_memory,
     read_gpus,
     read_journal_bytes,
     read_process,
     read_unit,
     regular_files,
-    require_ok,
-    run_probe,
 )
 from bot.remediation.slurm import verify_slurm
-from playbooks.parsers.systemd import parse_show
+from playbooks.parsers.common import size_bytes
+from playbooks.parsers.systemd import parse_timespan
 
 # --- the newer kinds: the drop-in, a GPU reset, a cleanup, the journal, a reboot ------
-
-DROPIN_PROPS = "Restart,TimeoutStopUSec,DropInPaths,ExecStartPre"
-
-
-def read_dropins(ctx: ActionRun, unit: str) -> dict[str, str]:
-    text = f"systemctl show {shlex.quote(unit)} -p {DROPIN_PROPS}"
-    probe = require_ok(run_probe(ctx.runner, ctx.target, "dropins", text,
-                                 ctx.options.probe_timeout_s))
-    return parse_show(probe.stdout)
 
 
 def verify_dropin(ctx: ActionRun, captured: CapturedState) -> Verification:
     """Installed: systemd lists the file and shows its values. Reverted: the file is gone."""
     unit = captured.units[0]
     path = dropin_path(unit.name)
-    props = read_dropins(ctx, unit.name)
+    props = read_dropins(ctx.runner, ctx.target, unit.name, ctx.options.probe_timeout_s)
     paths = props.get("DropInPaths", "").split()
     timeout = parse_timespan(props.get("TimeoutStopUSec", ""), -1.0)
     if ctx.spec.kind == "systemd.dropin":
@@ -157,7 +145,7 @@ def _mount_below(ctx: ActionRun, mount: str, usage: tuple[int, int], freed: int,
 def verify_journal(ctx: ActionRun, captured: CapturedState) -> Verification:
     start = time.monotonic()
     after = read_journal_bytes(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
-    limit = parse_size(ctx.params["size"]) or 0
+    limit = size_bytes(ctx.params["size"]) or 0
     before = captured.journal_bytes
     ok = after is not None and (after <= limit or (before is not None and after < before))
     detail = strings.REM_JOURNAL.format(before=fmt.size(before), after=fmt.size(after),

@@ -53,3 +53,9 @@ def human(n: float | None) -> str:
 def lines(text: str) -> list[str]:
     """Non-empty lines with trailing whitespace removed."""
     return [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+
+
+def first_line(text: str, limit: int | None = None) -> str:
+    """The first line of the output, stripped and cut to ``limit`` characters ("" if none)."""
+    stripped = text.strip()
+    return stripped.splitlines()[0][:limit] if stripped else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot.domain import validate
 from playbooks.parsers.common import integer, lines, size_bytes
 
 # Filesystems that hold no user data of their own.
@@ -74,6 +75,49 @@ def parse_df(text: str) -> list[Filesystem]:
     """``df -PT -B1``: Filesystem Type 1B-blocks Used Available Capacity Mounted-on."""
     return [Filesystem(c[0], c[1], integer(c[2]), integer(c[3]), integer(c[4]), c[6])
             for c in _df_rows(text)]
+
+
+def avail_by_mount(filesystems: list[Filesystem]) -> dict[str, int]:
+    """Mount -> bytes available (rows without a figure left out)."""
+    return {f.mount: f.avail for f in filesystems if f.avail is not None}
+
+
+def usage_by_mount(filesystems: list[Filesystem]) -> dict[str, tuple[int, int]]:
+    """Mount -> (bytes used, bytes available) (rows without both figures left out)."""
+    return {f.mount: (f.used, f.avail) for f in filesystems
+            if f.used is not None and f.avail is not None}
+
+
+@dataclass(frozen=True)
+class FileSeen:
+    path: str
+    size: int
+    mtime: float
+    owner: str
+
+
+def parse_find(text: str) -> tuple[list[FileSeen], int]:
+    """NUL-separated ``size\\tmtime\\towner\\tpath`` records (``find -printf
+    '%s\\t%T@\\t%u\\t%p\\0'``); names the path grammar refuses are counted, not kept."""
+    out, unsafe = [], 0
+    for record in text.split("\0"):
+        parts = record.lstrip("\n").split("\t", 3)
+        if len(parts) != 4 or not parts[0].isdigit():
+            continue
+        size, mtime, owner, path = parts
+        if not validate.is_valid(validate.abs_path, path):
+            unsafe += 1
+            continue
+        try:
+            out.append(FileSeen(path, int(size), float(mtime), owner[:32]))
+        except ValueError:
+            continue
+    return out, unsafe
+
+
+def parse_nul_paths(text: str) -> set[str]:
+    """``find ... -printf '%p\\0'``: the paths printed, NUL-separated."""
+    return {p for p in text.split("\0") if p}
 
 
 def parse_df_inodes(text: str) -> list[Filesystem]:

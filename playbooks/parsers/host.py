@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from playbooks.parsers.common import integer, lines, number
+from bot.domain.host_state import UnitState
+from playbooks.parsers.common import first_line, integer, lines, number
 
 _BOOT = re.compile(r"^\s*(-?\d+)\s+([0-9a-f]{32})\b(.*)$")
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
@@ -137,6 +138,21 @@ def parse_docker_inspect(text: str) -> list[dict[str, Any]]:
     if not isinstance(data, list):
         return []
     return [c for c in (_container(item) for item in data) if c is not None]
+
+
+DOCKER_RESTARTS = frozenset({"always", "unless-stopped", "on-failure"})
+
+
+def container_owner(scope: str, container: str, text: str) -> UnitState | None:
+    """``docker inspect --format '{{.HostConfig.RestartPolicy.Name}}' ID`` as the owner of
+    the container's processes: docker restarts at once (100 ms the first time). None when
+    docker printed no policy."""
+    policy = first_line(text)
+    if not policy:
+        return None
+    return UnitState(name=scope, load_state="loaded", active_state="active",
+                     restart=policy if policy in DOCKER_RESTARTS else "no", restart_s=0.1,
+                     fragment_path=f"docker:{container}")
 
 
 def _container(item: object) -> dict[str, Any] | None:

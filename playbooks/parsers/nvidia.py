@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.domain.host_state import GpuState
 from playbooks.commands import QUERY_APPS_FIELDS, QUERY_GPU_FIELDS
 from playbooks.parsers.common import integer, lines
 
 __all__ = ["QUERY_APPS_FIELDS", "QUERY_GPU_FIELDS", "ComputeApp", "GpuSample",
-           "parse_compute_apps", "parse_gpu_samples", "parse_query_gpu", "unread_lines"]
+           "parse_compute_apps", "parse_gpu_samples", "parse_gpu_states", "parse_query_gpu",
+           "unread_lines"]
 SAMPLE_SEPARATOR = "---"
 
 
@@ -108,6 +110,14 @@ def parse_query_gpu(text: str) -> list[GpuSample]:
     """One ``GpuSample`` per GPU row (every row, across loop iterations too)."""
     rows = (_gpu_row(r) for r in _csv_rows(text, QUERY_GPU_FIELDS) if r is not None)
     return [r for r in rows if r is not None]
+
+
+def parse_gpu_states(text: str) -> list[GpuState]:
+    """Per-GPU memory as remediation compares it: rows with both memory figures (``[N/A]``
+    rows are left out)."""
+    return [GpuState(g.index, g.uuid, float(g.memory_used_mib), float(g.memory_total_mib))
+            for g in parse_query_gpu(text)
+            if g.memory_used_mib is not None and g.memory_total_mib is not None]
 
 
 def parse_gpu_samples(text: str) -> list[list[GpuSample]]:

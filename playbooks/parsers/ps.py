@@ -12,7 +12,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from playbooks.parsers.common import integer, lines
+from bot.domain.host_state import ProcState
+from playbooks.parsers.common import first_line, integer, lines
 from playbooks.parsers.systemd import unit_from_cgroup
 
 PS_FIELDS = "pid=,ppid=,etimes=,user:32=,args="
@@ -73,6 +74,16 @@ def cgroup_units(text: str) -> dict[int, str | None]:
     """``ps -eo pid=,cgroup=`` -> pid -> the systemd unit its cgroup names (None: none).
     The one reading of that output; remediation's re-probes use it too."""
     return {pid: unit_from_cgroup(c) if c else None for pid, c in _pid_cgroups(text).items()}
+
+
+def parse_process(pid: int, text: str) -> ProcState:
+    """``ps -o pid=,cgroup= -p PID``: alive when its row names that PID, with the unit its
+    cgroup names. The cgroup is read alone so that a command line (hostile text, spaces
+    and all) can never shift the fields."""
+    parts = first_line(text).split(None, 1)
+    if not parts or parts[0] != str(pid):
+        return ProcState(pid, alive=False)
+    return ProcState(pid, alive=True, unit=unit_from_cgroup(parts[1]) if len(parts) > 1 else None)
 
 
 def parse_ps(text: str) -> list[Proc]:

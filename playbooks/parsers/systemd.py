@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot.domain.host_state import UnitState
 from playbooks.parsers.common import lines
 
 _BULLETS = "●*○×✗↻ "
@@ -56,30 +57,63 @@ def parse_show_many(text: str) -> list[dict[str, str]]:
     return blocks
 
 
+_SPAN = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0,
+         "min": 60.0, "m": 60.0, "h": 3600.0, "hr": 3600.0, "d": 86400.0}
+_SPAN_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
+
+
+def parse_timespan(text: str, default: float = 0.0) -> float:
+    """systemd's time spans (``100ms``, ``10s``, ``1min 30s``, ``infinity``) in seconds."""
+    text = text.strip().lower()
+    if text == "infinity":
+        return float("inf")
+    parts = _SPAN_PART.findall(text)
+    if not parts or _SPAN_PART.sub("", text).strip():
+        return default
+    total = 0.0
+    for number, unit in parts:
+        if unit not in _SPAN and unit != "":
+            return default
+        total += float(number) * _SPAN.get(unit, 1e-6 if unit == "" else 1.0)
+    return total
+
+
+def _count(text: str) -> int:
+    return int(text) if text.isdigit() else 0
+
+
+def unit_state(name: str, props: dict[str, str], pids: tuple[int, ...] = ()) -> UnitState:
+    """A ``show`` block (``UNIT_STATE_PROPERTIES``) and the PIDs in the unit's cgroup as
+    the state remediation captures, re-probes and verifies."""
+    return UnitState(
+        name=name, load_state=props.get("LoadState", ""), active_state=props.get("ActiveState", ""),
+        sub_state=props.get("SubState", ""), unit_file_state=props.get("UnitFileState", ""),
+        main_pid=_count(props.get("MainPID", "0")), restart=props.get("Restart", ""),
+        fragment_path=props.get("FragmentPath", ""), pids=pids,
+        restart_s=parse_timespan(props.get("RestartUSec", ""), 0.1),
+        n_restarts=_count(props.get("NRestarts", "0")),
+        timeout_stop_s=parse_timespan(props.get("TimeoutStopUSec", ""), 90.0))
+
+
 def _cells(line: str) -> list[str]:
     return line.lstrip(_BULLETS).split()
 
 
+def _unit_rows(text: str, min_cells: int) -> list[list[str]]:
+    """The cells of each row that names a unit (headers and short rows left out): the
+    one reading of ``list-units`` and ``list-unit-files`` tables."""
+    rows = (_cells(line) for line in lines(text))
+    return [c for c in rows if len(c) >= min_cells and c[0] != "UNIT" and "." in c[0]]
+
+
 def parse_list_units(text: str) -> list[UnitRow]:
     """``list-units --no-legend --plain`` rows (a leading ● on failed units is dropped)."""
-    rows = []
-    for line in lines(text):
-        cells = _cells(line)
-        if len(cells) < 4 or cells[0] == "UNIT" or "." not in cells[0]:
-            continue
-        rows.append(UnitRow(cells[0], cells[1], cells[2], cells[3], " ".join(cells[4:])))
-    return rows
+    return [UnitRow(c[0], c[1], c[2], c[3], " ".join(c[4:])) for c in _unit_rows(text, 4)]
 
 
 def parse_list_unit_files(text: str) -> list[UnitFileRow]:
     """``list-unit-files --no-legend`` rows: UNIT STATE [PRESET]."""
-    rows = []
-    for line in lines(text):
-        cells = _cells(line)
-        if len(cells) < 2 or cells[0] == "UNIT" or "." not in cells[0]:
-            continue
-        rows.append(UnitFileRow(cells[0], cells[1], cells[2] if len(cells) > 2 else ""))
-    return rows
+    return [UnitFileRow(c[0], c[1], c[2] if len(c) > 2 else "") for c in _unit_rows(text, 2)]
 
 
 def unit_from_status(text: str) -> str | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bot.remediation.catalog import plan
-from bot.remediation.probes import JOURNAL_USAGE
+from playbooks.probes import JOURNAL_USAGE
 from tests.fixtures.need import need
 from tests.helpers.sudoers import CASES, NONROOT, SUDOERS, sudo_argv
 

@@ -12,9 +12,10 @@ from bot.domain.host_state import CapturedState, ProcState
 from bot.remediation import cleanup as cl
 from bot.remediation.catalog import dropin_diff
 from bot.remediation.ladder import next_step
-from bot.remediation.probes import parse_df_avail, parse_timespan
 from bot.sim.tools.dropins import parse_dropin
 from bot.sim.tools.systemd_fmt import _usec
+from playbooks.parsers.disk import FileSeen, avail_by_mount, parse_df, parse_find
+from playbooks.parsers.systemd import parse_timespan
 
 G = 1024 ** 3
 
@@ -109,13 +110,13 @@ def test_find_output_with_hostile_names_keeps_only_safe_paths() -> None:
             "10\t1700000000.0\troot\t/data/cache/pip/$(touch /tmp/c)\0"
             "5\t1700000000.0\troot\t/data/cache/pip/tab\there\0"
             "garbage\0")
-    files, unsafe = cl.parse_find(text)
+    files, unsafe = parse_find(text)
     assert [f.path for f in files] == ["/data/cache/pip/a"]
     assert unsafe == 3
 
 
-def _f(path: str, size: int, age: float) -> cl.FileSeen:
-    return cl.FileSeen(path, size, 1_700_000_000 - age * 86400, "root")
+def _f(path: str, size: int, age: float) -> FileSeen:
+    return FileSeen(path, size, 1_700_000_000 - age * 86400, "root")
 
 
 def test_planner_keeps_newest_checkpoints_and_skips_protected_open_and_outside() -> None:
@@ -142,16 +143,17 @@ def test_planner_keeps_newest_checkpoints_and_skips_protected_open_and_outside()
 
 
 def test_df_avail_parser() -> None:
-    text = "    Avail Mounted on\n10737418240 /\n0 /data\n"
-    assert parse_df_avail(text) == {"/": 10737418240, "/data": 0}
+    text = ("Filesystem 1-blocks Used Available Capacity Mounted on\n"
+            "/dev/sda1 ext4 21474836480 10737418240 10737418240 50% /\n"
+            "/dev/sdb1 xfs 1000 1000 0 100% /data\n")
+    assert avail_by_mount(parse_df(text)) == {"/": 10737418240, "/data": 0}
 
 
 REAL = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "real"
 
 
 def test_real_systemctl_show_gives_the_restart_window_and_stop_timeout() -> None:
-    from bot.remediation.probes import unit_state
-    from playbooks.parsers.systemd import parse_show
+    from playbooks.parsers.systemd import parse_show, unit_state
 
     props = parse_show((REAL / "systemctl_show_ssh_restart.txt").read_text())
     unit = unit_state("ssh.service", props)

@@ -14,9 +14,11 @@ from bot.remediation.catalog import RemoteStep
 from bot.remediation.followup import offers
 from bot.remediation.options import options_from_extra
 from bot.remediation.outcome import decide, summarize
-from bot.remediation.probes import gpu_states, parse_cgroups, parse_size
 from bot.remediation.steps import hard_failure, skip_reason
 from bot.remediation.verify import gpu_range
+from playbooks.parsers.common import size_bytes
+from playbooks.parsers.nvidia import parse_gpu_states
+from playbooks.parsers.ps import cgroup_units
 
 UNIT = "vllm-kimi-k25-int4.service"
 ACTIVE = UnitState(UNIT, "loaded", "active", "running", "enabled", 440, "always", "", (440,))
@@ -178,16 +180,16 @@ def test_offers_revert_first_then_resume_only_after_freeing_gpus() -> None:
 
 
 def test_probe_parsers_on_real_formats() -> None:
-    gpus = gpu_states(
+    gpus = parse_gpu_states(
         "0, GPU-aa, 77600, 97887, 0, NVIDIA RTX PRO 6000\n"
         "1, GPU-bb, [N/A], 97887, 0, NVIDIA RTX PRO 6000\n"
     )
     assert gpus == [GpuState(0, "GPU-aa", 77600.0, 97887.0)]
-    cgroups = parse_cgroups(
+    cgroups = cgroup_units(
         "  440 0::/system.slice/vllm-kimi-k25-int4.service\n    1 0::/init.scope\n  900 -\n"
     )
     assert cgroups == {440: UNIT, 1: "init.scope", 900: None}
-    assert parse_size("500M") == 500 << 20
+    assert size_bytes("500M") == 500 << 20
 
 
 def test_gpu_range_reads_like_nvidia_smi_minus_i() -> None:

@@ -14,7 +14,7 @@ import shlex
 import pytest
 
 from bot.remediation.catalog import plan
-from bot.remediation.probes import JOURNAL_USAGE
+from playbooks.probes import JOURNAL_USAGE
 from tests.helpers.sudoers import CASES, NONROOT, SUDOERS, allowed, sudo_argv
 
 
