@@ -1,5 +1,6 @@
 """The extraction's RQ worker: a forking ``Worker`` on one host's queue, tuned for fast
-recovery (``bot/extract/worker.py`` runs it).
+recovery (``incident-bot worker`` runs it, after ``bot/extract/worker.py`` readied the
+process its horses fork from, with ``bot.extract.job.run`` as the run body).
 
 How a dead worker's job comes back (RQ 2.x): while a work horse runs, its worker
 refreshes the run's entry in the queue's ``StartedJobRegistry`` every
@@ -16,12 +17,14 @@ seen at once by its worker, which hands the run to ``Retry`` immediately.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from redis import Redis
 from rq import Queue, Worker
 from rq.job import Job
 
 from storage import keys
+from storage.jobs import RunBody, serve_runs
 
 
 @dataclass(frozen=True)
@@ -64,3 +67,21 @@ def make_worker(
     )
     worker.abandoned_grace_s = tuning.abandoned_grace_s
     return worker
+
+
+def run_worker(
+    conn: Redis,
+    host: str,
+    tuning: WorkerTuning = DEFAULT_TUNING,
+    *,
+    run: RunBody,
+    burst: bool = False,
+    name: str | None = None,
+    logging_level: str = "WARNING",
+    max_jobs: int | None = None,
+) -> bool:
+    """Work until stopped; every run RQ hands a horse goes to ``run`` with its record."""
+    serve_runs(run)
+    worker = make_worker(conn, host, tuning, name)
+    kwargs: dict[str, Any] = {"burst": burst, "logging_level": logging_level, "max_jobs": max_jobs}
+    return bool(worker.work(**kwargs))

@@ -72,10 +72,11 @@ def _interrupted(queue_conn: Any, host: str) -> list[str]:
     if queue_conn is None:
         return []
     try:
-        from bot.extract.status import interrupted_jobs
+        from bot.jobs.status import interrupted_jobs
+        from storage.jobs import JobStore
     except ImportError:
         return []
-    return [s.job_id for s in interrupted_jobs(queue_conn, host)]
+    return [s.job_id for s in interrupted_jobs(JobStore(queue_conn), host)]
 
 
 def _print_result(result: ActionResult, interrupted: list[str]) -> None:

@@ -24,7 +24,6 @@ from bot.digest.postmortem_render import to_thread_text
 from bot.digest.postmortem_source import load_postmortem, recent_postmortems
 from bot.digest.response_stats import response_stats, stats_lines
 from bot.domain.approval import ApprovalPolicy
-from bot.extract.jobs_api import JobBook
 from bot.flow.act_step import ActStep
 from bot.flow.approve_step import ApproveStep
 from bot.flow.consumer import Consumer
@@ -40,6 +39,7 @@ from bot.flow.progress_step import ProgressStep
 from bot.flow.reboot_step import RebootStep
 from bot.flow.reconcile import reconcile_settings
 from bot.flow.slurm_step import SlurmStep
+from bot.jobs.book import JobBook
 from bot.remediation.options import options_from_extra
 from bot.schedule.escalation import can_escalate
 from bot.ssh.base import SSHRunner
@@ -49,6 +49,7 @@ from storage.chat_outbox import ChatOutboxStore
 from storage.connection import Redis, connect
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
+from storage.jobs import JobStore
 from storage.renders import RenderLedger
 from storage.silences import SilenceStore
 
@@ -109,7 +110,7 @@ def build_flow(settings: Settings, runner: SSHRunner, chat: ChatBackend, *,
     """Every store and step of the flow, from ``settings``, built once."""
     redis = connect(settings.redis_url)
     raw = connect(settings.redis_url, decode=False)  # RQ's bytes client: jobs and resumes
-    jobs = JobBook(raw)
+    jobs = JobBook(JobStore(raw))
     incidents = IncidentStore(redis, group_wait_s=settings.alerts.group_wait_s,
                               deadlines=reconcile_settings(settings.extra).deadlines())
     approvals, audit = ApprovalStore(redis), AuditLog(redis)

@@ -176,11 +176,10 @@ def unfinished_output_dirs(conn: Any, host: str) -> tuple[str, ...]:
     """Output directories of ``host``'s unfinished jobs (queued, running, paused,
     interrupted, failed): what a cleanup must never delete, for the flow and the CLI alike.
     ``conn`` is the bytes Redis client the extraction queue reads."""
-    from bot.extract.queue import list_jobs  # torch-free; kept lazy like the flow's
-    from bot.extract.states import UNFINISHED
+    from bot.jobs.book import JobBook  # kept lazy like the flow's
+    from storage.jobs import JobStore
 
-    return tuple(sorted({j.output_dir.rstrip("/") for j in list_jobs(conn, host)
-                         if j.state in UNFINISHED and j.output_dir.startswith("/")}))
+    return JobBook(JobStore(conn)).unfinished_output_dirs(host)
 
 
 def paths_param(chosen: Sequence[CleanupCandidate]) -> str:

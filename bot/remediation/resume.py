@@ -28,10 +28,12 @@ def extraction_calls(options: RemediationOptions) -> tuple[StatusFn, ResumeFn]:
     """
     if options.job_status is not None and options.resume_job is not None:
         return options.job_status, options.resume_job
-    from bot.extract.queue import status
-    from bot.extract.status import resume_job
+    from bot.jobs.queue import status
+    from bot.jobs.status import resume_job
+    from storage.jobs import JobStore
 
-    return options.job_status or status, options.resume_job or resume_job
+    return (options.job_status or (lambda conn, job: status(JobStore(conn), job)),
+            options.resume_job or (lambda conn, job: resume_job(JobStore(conn), job)))
 
 
 def preflight(options: RemediationOptions) -> ResumeFn:
