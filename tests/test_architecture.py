@@ -1,9 +1,11 @@
 """The dependency rule of docs/architecture.md, checked on the source (ast, no imports).
 
 Arrows point down: entry points → commands/service → flow/ingest/schedule/digest →
-chat/remediation/extract/playbooks/ssh → domain → core, and storage/ imports only
-bot.domain and bot.core. The checker lives in tests/helpers/imports.py; the tests at the
-bottom plant violations in a synthetic tree to prove it reports each rule.
+chat/remediation/jobs/playbooks/ssh → extract → domain → core, and storage/ imports only
+bot.domain and bot.core. bot/extract (the worker's torch run) imports no storage;
+bot/jobs, the flow, chat and ingest never load torch. The checker lives in
+tests/helpers/imports.py; the tests at the bottom plant violations in a synthetic tree to
+prove it reports each rule.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ def test_flow_steps_take_stores_never_a_redis_client() -> None:
     assert redis_takers(ROOT, "bot.flow", composition=("bot.flow.assembly",)) == []
 
 
+@pytest.mark.parametrize("package", ["bot.jobs", "bot.extract"])
+def test_the_jobs_api_and_the_run_take_stores_never_a_redis_client(package: str) -> None:
+    """bot/jobs takes ``storage/jobs.py`` ``JobStore``; the run takes a ``RunRecord``."""
+    assert redis_takers(ROOT, package) == []
+
+
 def test_tests_share_code_through_helpers_only() -> None:
     assert cross_imports(ROOT) == []
 
@@ -71,6 +79,10 @@ BASE = {
     "bot/rig/standin.py": "import socket\n",
     "bot/demo/story.py": "from bot.rig import standin\n",
     "storage/store.py": "import redis\nfrom bot.domain.model import re\n",
+    "bot/extract/spec.py": "import json\n",
+    "bot/extract/model.py": "import torch\n",
+    "bot/extract/job.py": "from bot.extract import model, spec\n",
+    "bot/jobs/queue.py": "from bot.extract.spec import parse\nfrom storage import store\n",
 }
 
 
@@ -90,6 +102,13 @@ def test_a_clean_tree_passes(tmp_path: Path) -> None:
     ("bot/service.py", "from bot import rig\n", "product code imports bot.rig"),
     ("bot/sim/x.py", "if 1:\n    from bot.rig.standin import y\n", "product code imports bot.rig"),
     ("bot/paging/p.py", "from bot.chat import render\n", "bot.paging imports a layer above it"),
+    ("bot/extract/s.py", "from storage import store\n", "bot.extract imports storage"),
+    ("bot/extract/t.py", "def f():\n    import storage.store\n", "bot.extract imports storage"),
+    ("bot/jobs/t.py", "import torch\n", "bot.jobs/flow/chat/ingest load torch"),
+    ("bot/jobs/r.py", "from bot.extract.job import run\n", "bot.jobs/flow/chat/ingest load torch"),
+    ("bot/flow/w.py", "def f():\n    from bot.extract import job\n", "load torch"),
+    ("bot/chat/h.py", "from ..extract.job import run\n", "bot.jobs/flow/chat/ingest load torch"),
+    ("bot/ingest/m.py", "import torch.nn\n", "bot.jobs/flow/chat/ingest load torch"),
 ])
 def test_a_planted_violation_is_reported(tmp_path: Path, name: str, body: str, rule: str) -> None:
     found = violations(_tree(tmp_path, {**BASE, name: body}))
