@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import builtins
 
-from bot.jobs import queue, status
+from bot.jobs import queue
 from bot.jobs.states import UNFINISHED, JobStatus
+from bot.jobs.status import interrupted_jobs
 from storage.jobs import JobStore
 
 
@@ -30,7 +31,7 @@ class JobBook:
     def interrupted(self, host: str) -> builtins.list[str]:
         """Jobs on ``host`` that stopped without finishing (paused, interrupted,
         failed: not finished and not moving; vm_restart reports them)."""
-        return [s.job_id for s in status.interrupted_jobs(self._store, host)]
+        return [s.job_id for s in interrupted_jobs(self._store, host)]
 
     def unfinished_output_dirs(self, host: str) -> tuple[str, ...]:
         """Output directories of ``host``'s unfinished jobs (queued, running, paused,
