@@ -3,7 +3,7 @@
 Arrows point down: entry points → commands/service → flow/ingest/schedule/digest →
 chat/remediation/jobs/playbooks/ssh → extract → domain → core, and storage/ imports only
 bot.domain and bot.core. bot/extract (the worker's torch run) imports no storage;
-bot/jobs, the flow, chat and ingest never load torch. The checker lives in
+bot/jobs, the flow, remediation, chat and ingest never load torch. The checker lives in
 tests/helpers/imports.py; the tests at the bottom plant violations in a synthetic tree to
 prove it reports each rule.
 """
@@ -104,11 +104,12 @@ def test_a_clean_tree_passes(tmp_path: Path) -> None:
     ("bot/paging/p.py", "from bot.chat import render\n", "bot.paging imports a layer above it"),
     ("bot/extract/s.py", "from storage import store\n", "bot.extract imports storage"),
     ("bot/extract/t.py", "def f():\n    import storage.store\n", "bot.extract imports storage"),
-    ("bot/jobs/t.py", "import torch\n", "bot.jobs/flow/chat/ingest load torch"),
-    ("bot/jobs/r.py", "from bot.extract.job import run\n", "bot.jobs/flow/chat/ingest load torch"),
-    ("bot/flow/w.py", "def f():\n    from bot.extract import job\n", "load torch"),
-    ("bot/chat/h.py", "from ..extract.job import run\n", "bot.jobs/flow/chat/ingest load torch"),
-    ("bot/ingest/m.py", "import torch.nn\n", "bot.jobs/flow/chat/ingest load torch"),
+    ("bot/jobs/t.py", "import torch\n", "the bot's process loads torch"),
+    ("bot/jobs/r.py", "from bot.extract.job import run\n", "the bot's process loads torch"),
+    ("bot/flow/w.py", "def f():\n    from bot.extract import job\n", "loads torch"),
+    ("bot/remediation/x.py", "from bot.extract.job import run\n", "the bot's process loads torch"),
+    ("bot/chat/h.py", "from ..extract.job import run\n", "the bot's process loads torch"),
+    ("bot/ingest/m.py", "import torch.nn\n", "the bot's process loads torch"),
 ])
 def test_a_planted_violation_is_reported(tmp_path: Path, name: str, body: str, rule: str) -> None:
     found = violations(_tree(tmp_path, {**BASE, name: body}))

@@ -20,9 +20,9 @@ PURE_THIRD_PARTY = frozenset({"pydantic"})  # data validation, no I/O: allowed i
 # paging sits between the flow and storage: it reads events and incidents, never calls up
 PAGING_ABOVE = ("bot.flow", "bot.chat", "bot.schedule", "bot.digest", "bot.ingest",
                 "bot.commands", "bot.service")
-# the bot's process (the jobs API, the flow, the Home tab, the HTTP server) never loads
-# torch: only the worker's run body (bot/extract) does
-TORCH_FREE = ("bot.jobs", "bot.flow", "bot.chat", "bot.ingest")
+# the bot's process (the jobs API, the flow and the actions it runs, the Home tab, the
+# HTTP server) never loads torch: only the worker's run body (bot/extract) does
+TORCH_FREE = ("bot.jobs", "bot.flow", "bot.remediation", "bot.chat", "bot.ingest")
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,9 @@ def rule_broken(root: Path, imp: Imported, loaders: frozenset[str] = frozenset()
         return "redis/rq outside storage/"
     if _under(src, "bot.extract") and _under(dst, "storage"):
         return "bot.extract imports storage"
-    if _under(src, *TORCH_FREE) and (_under(dst, "torch") or dst in loaders):
-        return "bot.jobs/flow/chat/ingest load torch"
+    crossing = dst in loaders and not _under(dst, *TORCH_FREE)  # reported where it enters
+    if _under(src, *TORCH_FREE) and (_under(dst, "torch") or crossing):
+        return "the bot's process loads torch"
     if _under(src, "bot.core") and ours and not _under(dst, "bot.core"):
         return "bot.core imports the layers above it"
     if _under(src, "bot.domain"):
