@@ -24,7 +24,11 @@ from rq import Queue, Worker
 from rq.job import Job
 
 from storage import keys
-from storage.jobs import RunBody, serve_runs
+from storage.jobs import ENTRY_POINT, RunBody, serve_runs
+
+# where RQ's entry point lived before the jobs API left bot/extract: a run queued (or
+# retried) by an older bot still names it, and runs through the current one
+OLD_ENTRY_POINTS = frozenset({"bot.extract.job.run_extraction"})
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,11 @@ class ExtractWorker(Worker):
 
     def get_heartbeat_ttl(self, job: Job) -> int:
         return int(self.job_monitoring_interval + self.abandoned_grace_s)
+
+    def perform_job(self, job: Job, queue: Queue) -> bool:
+        if job.func_name in OLD_ENTRY_POINTS:
+            job.func_name = ENTRY_POINT
+        return bool(super().perform_job(job, queue))
 
 
 def make_worker(

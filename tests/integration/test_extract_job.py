@@ -25,7 +25,7 @@ from bot.jobs.states import JobState
 from storage import job_records as records
 from storage import keys
 from storage.jobs import JobRun, JobStore, serve_runs
-from tests.fixtures.extract import assert_same_outputs, load_all, make_spec, wait_for
+from tests.fixtures.extract import Workers, assert_same_outputs, load_all, make_spec, wait_for
 from tests.fixtures.need import need
 from tests.helpers.extraction import reference
 
@@ -86,6 +86,27 @@ def _burst(conn: Redis, host: str = "h1") -> None:
 
     serve_runs(job.run)  # what `incident-bot worker` names before it forks
     SimpleWorker([Queue(keys.queue_name(host), connection=conn)], connection=conn).work(burst=True)
+
+
+def test_a_run_queued_under_the_old_entry_point_still_runs(
+    redis_bytes: Redis, workers: Workers, tmp_path: Path
+) -> None:
+    """A run an older bot queued (or RQ retries) names ``bot.extract.job.run_extraction``;
+    a real worker runs it through ``storage.jobs.run_extraction`` all the same."""
+    from rq.job import Job
+
+    from storage.rq_worker import OLD_ENTRY_POINTS
+
+    jobs = JobStore(redis_bytes)
+    job_id = queue.submit(jobs, make_spec(tmp_path, n=16))
+    run = Job.fetch(f"{job_id}-r1", connection=redis_bytes)
+    assert list(run.args) == [job_id]  # read before the rename, which resets RQ's payload
+    run.func_name = "bot.extract.job.run_extraction"
+    run.save()
+    assert Job.fetch(run.id, connection=redis_bytes).func_name in OLD_ENTRY_POINTS
+    workers.start()
+    assert wait_for(lambda: queue.status(jobs, job_id).state is JobState.COMPLETED, 90)
+    assert queue.status(jobs, job_id).done == 16
 
 
 def test_pause_mid_run_then_resume_finishes_exactly(redis_bytes: Redis, tmp_path: Path) -> None:
