@@ -56,6 +56,7 @@ class ExtractWorker(Worker):
         return int(self.job_monitoring_interval + self.abandoned_grace_s)
 
     def perform_job(self, job: Job, queue: Queue) -> bool:
+        """Run the job; one queued under an old entry point goes to the current one."""
         if job.func_name in OLD_ENTRY_POINTS:
             job.func_name = ENTRY_POINT
         return bool(super().perform_job(job, queue))
