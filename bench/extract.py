@@ -34,7 +34,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bot.extract import job, queue  # noqa: E402
+from bot.extract import job  # noqa: E402
 from bot.extract.dataset import plan_batches  # noqa: E402
 from bot.extract.extractors import DTYPES, BuiltinExtractor, pick_device  # noqa: E402
 from bot.extract.runner import Counters, Runner  # noqa: E402
@@ -48,9 +48,11 @@ from bot.extract.store import (  # noqa: E402
     scan,
     verify_file,
 )
+from bot.jobs import queue  # noqa: E402
 from bot.rig.localredis import LocalRedis, start_local_redis  # noqa: E402
 from storage import job_records as records  # noqa: E402
 from storage.connection import connect  # noqa: E402
+from storage.jobs import JobRun, JobStore  # noqa: E402
 from tests.fixtures.extract import write_dataset  # noqa: E402
 
 RESULTS: dict[str, Any] = {}
@@ -115,8 +117,8 @@ def bare_loop(spec: ExtractionSpec) -> None:
 
 
 def run_job(conn: Any, spec: ExtractionSpec) -> None:
-    job_id = queue.submit(conn, spec)
-    assert job.execute(conn, job_id) == "completed"
+    job_id = queue.submit(JobStore(conn), spec)
+    assert job.execute(JobRun(conn, job_id)) == "completed"
 
 
 def timed_cpu(fn: Callable[[], object]) -> tuple[float, float]:
@@ -309,17 +311,18 @@ def kill_and_time(conn: Any, job_id: str, procs: list[subprocess.Popen[bytes]], 
 
 
 def bench_d(args: argparse.Namespace, work: Path, server: LocalRedis, conn: Any) -> None:
+    jobs = JobStore(conn)
     RESULTS["d"] = {}
     for label, fast in [(x, x == "fast") for x in args.tunings.split(",")]:
         host = f"bench-d-{label}"
         spec = make_spec(args, work, f"d-{label}", args.samples * 40, host=host, retries=5)
         procs = [start_worker(server.url, host, None, fast, logdir=work) for _ in range(2)]
         try:
-            job_id = queue.submit(conn, fresh(spec))
+            job_id = queue.submit(jobs, fresh(spec))
             worker_s = kill_and_time(conn, job_id, procs, "worker")
             procs.append(start_worker(server.url, host, None, fast, logdir=work))
             horse_s = kill_and_time(conn, job_id, procs, "horse")
-            queue.cancel(conn, job_id)
+            queue.cancel(jobs, job_id)
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -334,7 +337,7 @@ def bench_d(args: argparse.Namespace, work: Path, server: LocalRedis, conn: Any)
 def peak_rss(args: argparse.Namespace, work: Path, server: LocalRedis, conn: Any, n: int) -> float:
     host = f"bench-e-{n}"
     spec = make_spec(args, work, f"e-{n}", n, host=host, fsync=False, device="cpu")
-    job_id = queue.submit(conn, fresh(spec))
+    job_id = queue.submit(JobStore(conn), fresh(spec))
     proc = start_worker(server.url, host, None, fast=True, burst=True, logdir=work)
     proc.wait()
     fields = records.read(conn, job_id)

@@ -24,6 +24,7 @@ from storage.connection import Redis, connect
 from storage.events import IncidentEvents
 from storage.home import HomeViewers
 from storage.incidents import IncidentStore
+from storage.jobs import JobStore
 from storage.leases import Lease, scheduler_lease
 from storage.paging import PageOutbox
 from storage.policy_limits import PolicyLimits
@@ -103,12 +104,9 @@ class Stores:
     def scheduler_lease(self, ttl_s: float, token: str | None = None) -> Lease:
         return scheduler_lease(self._text, ttl_s, token)
 
-    def extract_queue(self) -> Redis:
-        """The bytes client the extraction queue reads (RQ), for ``bot/extract``'s
-        functions that still take a connection: only ``JobBook``, the ``extraction.resume``
-        options and the ``/metrics`` job gauges get it. Goes once ``bot/jobs`` (h-jobs,
-        issue 24) takes stores."""
-        return self._raw
+    def jobs(self) -> JobStore:
+        """The extraction queue (RQ's bytes client): the jobs API, resumes, /metrics."""
+        return JobStore(self._raw)
 
 
 def open_stores(url: str) -> Stores:

@@ -1,9 +1,11 @@
 """The dependency rule of docs/architecture.md, checked on the source (ast, no imports).
 
 Arrows point down: entry points → commands/service → flow/ingest/schedule/digest →
-chat/remediation/extract/playbooks/ssh → domain → core, and storage/ imports only
-bot.domain and bot.core. The checker lives in tests/helpers/imports.py; the tests at the
-bottom plant violations in a synthetic tree to prove it reports each rule.
+chat/remediation/jobs/playbooks/ssh → extract → domain → core, and storage/ imports only
+bot.domain and bot.core. bot/extract (the worker's torch run) imports no storage;
+bot/jobs, the flow, remediation, chat and ingest never load torch. The checker lives in
+tests/helpers/imports.py; the tests at the bottom plant violations in a synthetic tree to
+prove it reports each rule.
 """
 
 from __future__ import annotations
@@ -53,28 +55,16 @@ def test_flow_steps_take_stores_never_a_redis_client() -> None:
     assert redis_takers(ROOT, "bot.flow") == []
 
 
-# Modules that may still take a Redis client, each a module prefix. TEMPORARY: h-jobs
-# (issue 24) is moving bot/extract's bot-side API into bot/jobs/ and taking Redis out of
-# bot/extract, bot/commands/extract.py and bot/commands/worker.py at the same time; the
-# two others hand a client to that API (extraction.resume's options, the demo's crashed
-# job). Remove these lines when that work is merged (``Stores`` then builds its store).
-CLIENT_KNOWN: tuple[str, ...] = (
-    "bot.extract", "bot.jobs", "bot.commands.extract", "bot.commands.worker",
-    "bot.remediation.options", "bot.demo.story",
-)
-
-
 def test_nothing_outside_storage_takes_a_redis_client() -> None:
     """Entry points open ``storage/stores.py``'s ``Stores``; everything else gets stores."""
-    found = client_holders(ROOT, CLIENT_KNOWN)
+    found = client_holders(ROOT)
     assert not found, "Redis clients outside storage/:\n" + "\n".join(found)
 
 
-def test_every_client_exception_is_still_needed() -> None:
-    everything = client_holders(ROOT)
-    stale = [k for k in CLIENT_KNOWN if k != "bot.jobs"
-             and not any(v.startswith((f"{k}:", f"{k}.")) for v in everything)]
-    assert not stale, f"remove from CLIENT_KNOWN: {stale}"
+@pytest.mark.parametrize("package", ["bot.jobs", "bot.extract"])
+def test_the_jobs_api_and_the_run_take_stores_never_a_redis_client(package: str) -> None:
+    """bot/jobs takes ``storage/jobs.py`` ``JobStore``; the run takes a ``RunRecord``."""
+    assert redis_takers(ROOT, package) == []
 
 
 def test_tests_share_code_through_helpers_only() -> None:
@@ -101,6 +91,10 @@ BASE = {
     "bot/rig/standin.py": "import socket\n",
     "bot/demo/story.py": "from bot.rig import standin\n",
     "storage/store.py": "import redis\nfrom bot.domain.model import re\n",
+    "bot/extract/spec.py": "import json\n",
+    "bot/extract/model.py": "import torch\n",
+    "bot/extract/job.py": "from bot.extract import model, spec\n",
+    "bot/jobs/queue.py": "from bot.extract.spec import parse\nfrom storage import store\n",
 }
 
 
@@ -120,6 +114,14 @@ def test_a_clean_tree_passes(tmp_path: Path) -> None:
     ("bot/service.py", "from bot import rig\n", "product code imports bot.rig"),
     ("bot/sim/x.py", "if 1:\n    from bot.rig.standin import y\n", "product code imports bot.rig"),
     ("bot/paging/p.py", "from bot.chat import render\n", "bot.paging imports a layer above it"),
+    ("bot/extract/s.py", "from storage import store\n", "bot.extract imports storage"),
+    ("bot/extract/t.py", "def f():\n    import storage.store\n", "bot.extract imports storage"),
+    ("bot/jobs/t.py", "import torch\n", "the bot's process loads torch"),
+    ("bot/jobs/r.py", "from bot.extract.job import run\n", "the bot's process loads torch"),
+    ("bot/flow/w.py", "def f():\n    from bot.extract import job\n", "loads torch"),
+    ("bot/remediation/x.py", "from bot.extract.job import run\n", "the bot's process loads torch"),
+    ("bot/chat/h.py", "from ..extract.job import run\n", "the bot's process loads torch"),
+    ("bot/ingest/m.py", "import torch.nn\n", "the bot's process loads torch"),
 ])
 def test_a_planted_violation_is_reported(tmp_path: Path, name: str, body: str, rule: str) -> None:
     found = violations(_tree(tmp_path, {**BASE, name: body}))

@@ -17,7 +17,7 @@ from bot.chat.text import clip, escape
 from bot.core import fmt, strings
 from bot.domain.maintenance import MaintenanceWindow
 from bot.domain.slurm import DrainedNode
-from bot.extract.progress import bar
+from bot.jobs.progress import bar
 
 GPU_FIELD = re.compile(r"^gpu(?P<index>\d{1,3})\.(?P<field>mem_used_mib|util_pct)$")
 MAX_BLOCKS = 100  # a Home view allows 100 blocks

@@ -26,7 +26,7 @@ from bot.chat.home import Fleet, HostGpus, IncidentRow, JobRow, classify_gpus, r
 from bot.chat.slack import call_with_retry
 from bot.domain.maintenance import MaintenanceWindow
 from bot.domain.slurm import DrainedNode
-from bot.extract.states import JobState, JobStatus
+from bot.jobs.states import JobState, JobStatus
 from storage.home import HomeViewers
 from storage.incidents import IncidentStore
 from storage.samples import SampleStore

@@ -11,7 +11,7 @@ from __future__ import annotations
 import getpass
 import json
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
@@ -29,6 +29,9 @@ from bot.remediation.options import RemediationOptions, options_from_extra
 from bot.remediation.reboot import read_boot_id, requested, wait_back
 from bot.ssh.base import SSHTarget
 
+if TYPE_CHECKING:
+    from storage.jobs import JobStore
+
 
 def resolve_target(settings: Settings, spec: str, key: str | None,
                    known_hosts: str | None) -> SSHTarget:
@@ -36,8 +39,9 @@ def resolve_target(settings: Settings, spec: str, key: str | None,
     return resolve(settings, spec, key=key, known_hosts=known_hosts)
 
 
-def _audit_log(settings: Settings, required: bool) -> tuple[AuditSink | None, Any]:
-    """(AuditLog, bytes client for the queue), or (None, None) when Redis is optional."""
+def _audit_log(settings: Settings,
+               required: bool) -> tuple[AuditSink | None, JobStore | None]:
+    """(AuditLog, the extraction queue), or (None, None) when Redis is optional."""
     from storage.connection import StorageError as RedisError
     from storage.stores import open_stores
 
@@ -49,7 +53,7 @@ def _audit_log(settings: Settings, required: bool) -> tuple[AuditSink | None, An
         if required:
             raise UserError(strings.REM_NO_AUDIT.format(url=url, why=exc)) from None
         return None, None
-    return stores.audit(), stores.extract_queue()
+    return stores.audit(), stores.jobs()
 
 
 def _print_plan(kind: str, target: SSHTarget, commands: list[str]) -> None:
@@ -66,15 +70,13 @@ def _print_dropin(kind: str, params: dict[str, str]) -> None:
         click.echo(catalog.dropin_diff(params), nl=False)
 
 
-def _interrupted(queue_conn: Any, host: str) -> list[str]:
-    """Interrupted extraction jobs on ``host`` (none when the extraction package is absent)."""
-    if queue_conn is None:
+def _interrupted(jobs: JobStore | None, host: str) -> list[str]:
+    """Interrupted extraction jobs on ``host`` (none without Redis, on a dry run)."""
+    if jobs is None:
         return []
-    try:
-        from bot.extract.status import interrupted_jobs
-    except ImportError:
-        return []
-    return [s.job_id for s in interrupted_jobs(queue_conn, host)]
+    from bot.jobs.status import interrupted_jobs
+
+    return [s.job_id for s in interrupted_jobs(jobs, host)]
 
 
 def _print_result(result: ActionResult, interrupted: list[str]) -> None:
@@ -106,17 +108,17 @@ def _label(kind: str, reason: str) -> str:
 
 
 def _host_options(settings: Settings, target: SSHTarget, options: RemediationOptions,
-                  queue_conn: Any) -> RemediationOptions:
+                  jobs: JobStore | None) -> RemediationOptions:
     """What bounds disk.cleanup on that host, as in the flow (``hosts.act_options``): the
     inventory's ``allowed_path_prefixes`` and the output dirs of the host's unfinished
     jobs, read now (a job paused a second ago counts)."""
     host = settings.hosts.get(target.name)
     if host is not None:
         options = replace(options, allowed_prefixes=tuple(host.allowed_path_prefixes))
-    if queue_conn is None:  # --dry-run without Redis: nothing runs
+    if jobs is None:  # --dry-run without Redis: nothing runs
         return options
-    jobs = unfinished_output_dirs(queue_conn, target.name)
-    return replace(options, protected_dirs=tuple(sorted({*options.protected_dirs, *jobs})))
+    dirs = unfinished_output_dirs(jobs, target.name)
+    return replace(options, protected_dirs=tuple(sorted({*options.protected_dirs, *dirs})))
 
 
 def _confirm(n: int, target: SSHTarget, actor: str) -> bool:
@@ -173,13 +175,13 @@ def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes
     if not as_json:
         _print_plan(kind, target, commands)
         _print_dropin(kind, params)
-    audit, queue_conn = _audit_log(settings, required=not dry_run)
+    audit, jobs = _audit_log(settings, required=not dry_run)
     if not dry_run and not yes and not _confirm(len(commands), target, actor):
         raise UserError(strings.REM_ABORTED, 130)
     from bot.ssh.pool import ParamikoPool
 
     options = _host_options(settings, target,
-                            options_from_extra(settings.extra, redis=queue_conn), queue_conn)
+                            options_from_extra(settings.extra, jobs=jobs), jobs)
     pool = ParamikoPool(settings.ssh_defaults)
     try:
         reboot = kind == "host.reboot" and not dry_run
@@ -188,7 +190,7 @@ def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes
                          audit=audit, dry_run=dry_run, incident_id=incident_id, options=options)
         if reboot:
             result = _rebooted(pool, target, result, before, wait_s, options, audit)
-        interrupted = [] if dry_run else _interrupted(queue_conn, target.name)
+        interrupted = [] if dry_run else _interrupted(jobs, target.name)
         chained = chain_resumes(pool, target, result, interrupted, options=options, audit=audit)
     finally:
         pool.close()

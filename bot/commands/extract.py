@@ -1,6 +1,6 @@
 """`incident-bot extract submit|status|pause|resume|cancel`: extraction jobs from a shell.
 
-Same API the bot uses (``bot.extract.queue``), so the terminal, ``/ir jobs`` and the
+Same API the bot uses (``bot.jobs.queue``), so the terminal, ``/ir jobs`` and the
 incident thread all show the same numbers.
 """
 
@@ -21,14 +21,15 @@ from bot.config.settings import load_settings
 from bot.core import strings
 from bot.core.errors import UserError
 from bot.domain.validate import valid_job_id
-from bot.extract import queue
 from bot.extract.config import redact
-from bot.extract.progress import render_bar
 from bot.extract.spec import load_spec
-from bot.extract.states import FINAL, RESUMABLE, JobStatus
-from bot.extract.status import final_summary
-from storage.connection import Redis, connect
+from bot.jobs import queue
+from bot.jobs.progress import render_bar
+from bot.jobs.states import FINAL, RESUMABLE, JobStatus
+from bot.jobs.status import final_summary
 from storage.connection import StorageError as RedisError
+from storage.jobs import JobStore
+from storage.stores import open_stores
 
 T = TypeVar("T")
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML config file")]
@@ -44,20 +45,20 @@ def job_id(text: str) -> str:
 
 
 @contextmanager
-def _redis(config: Path | None, url: str | None) -> Iterator[Redis]:
+def _jobs(config: Path | None, url: str | None) -> Iterator[JobStore]:
     redis_url = url or load_settings(config).redis_url
-    client = connect(redis_url, decode=False)
+    stores = open_stores(redis_url)
     try:
-        yield client
+        yield stores.jobs()
     except RedisError as exc:
         raise UserError(strings.EXTRACT_NO_REDIS.format(url=redact(redis_url), error=exc)) from None
     finally:
-        client.close()
+        stores.close()
 
 
-def _with(config: Path | None, url: str | None, fn: Callable[[Redis], T]) -> T:
-    with _redis(config, url) as client:
-        return fn(client)
+def _with(config: Path | None, url: str | None, fn: Callable[[JobStore], T]) -> T:
+    with _jobs(config, url) as jobs:
+        return fn(jobs)
 
 
 def status_lines(s: JobStatus) -> list[str]:
@@ -83,7 +84,7 @@ def table_lines(jobs: list[JobStatus]) -> list[str]:
     return rows
 
 
-def _watch(conn: Redis, ident: str, interval: float) -> JobStatus:
+def _watch(conn: JobStore, ident: str, interval: float) -> JobStatus:
     """A rich progress bar until the job stops moving."""
     columns = (
         TextColumn("{task.description}"),
@@ -163,7 +164,7 @@ def register(app: typer.Typer) -> None:
         else:
             _echo_status(_with(config, url, lambda r: queue.status(r, ident)), as_json)
 
-    def _control(name: str, fn: Callable[[Redis, str], JobStatus], message: str) -> None:
+    def _control(name: str, fn: Callable[[JobStore, str], JobStatus], message: str) -> None:
         @extract.command(name)
         def _cmd(
             job: JobArg, config: ConfigOpt = None, url: UrlOpt = None, as_json: JsonOpt = False

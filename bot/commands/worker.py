@@ -1,7 +1,7 @@
 """`incident-bot worker --host H`: an RQ forking worker on that host's extraction queue.
 
 Tuned so a killed worker's job runs again on another worker within about a minute
-(see ``bot/extract/worker.py``); each work horse dies with its worker.
+(see ``storage/rq_worker.py``); each work horse dies with its worker.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from bot.core import strings
 from bot.core.errors import UserError
 from bot.domain.validate import HOST_RE
 from bot.extract.config import extract_settings, redact
-from bot.extract.worker import FAST, WorkerTuning, run_worker
+from bot.extract.worker import prepare_horses
 from storage.connection import StorageError as RedisError
-from storage.connection import connect
+from storage.rq_worker import FAST, WorkerTuning, run_worker
 
 
 def register(app: typer.Typer) -> None:
@@ -56,19 +56,13 @@ def register(app: typer.Typer) -> None:
             )
         )
         redis_url = url or settings.redis_url
-        conn = connect(redis_url, decode=False)
+        from bot.extract import job  # the run body: torch loaded once, before horses fork
+
+        prepare_horses(cfg.alerts_url)
         try:
-            conn.ping()
+            run_worker(redis_url, host, tuning, run=job.run, burst=burst, name=name,
+                       logging_level=log_level.upper())
         except RedisError as exc:
             raise UserError(
                 strings.EXTRACT_NO_REDIS.format(url=redact(redis_url), error=exc)
             ) from None
-        run_worker(
-            conn,
-            host,
-            tuning,
-            burst=burst,
-            name=name,
-            alerts_url=cfg.alerts_url,
-            logging_level=log_level.upper(),
-        )

@@ -19,17 +19,15 @@ from bot.chat.terminal import TerminalBackend, TerminalInputError, handle_line
 from bot.core.errors import UserError
 from bot.demo.stage import DEMO_APPROVER, DEMO_HOST, Stage, start_worker
 from bot.domain.lifecycle import IncidentState
-from bot.extract import queue
 from bot.extract.spec import load_spec
-from bot.extract.states import JobState
 from bot.flow import progress_step
 from bot.flow.assembly import Flow, build_flow
 from bot.flow.consumer import GROUP
 from bot.ingest.http import create_app
+from bot.jobs import queue
+from bot.jobs.states import JobState
 from bot.rig.serving import ServedApp
 from bot.ssh.pool import ParamikoPool
-from storage import job_records as records
-from storage.connection import connect
 from storage.stores import open_stores
 
 INTRUDER = "U0INTERN01"
@@ -44,13 +42,13 @@ def timed(stage: Stage, label: str) -> Iterator[None]:
 
 def crashed_job(redis_url: str, spec_path: Path, host: str = DEMO_HOST) -> str:
     """Record the extraction that was running on ``host`` when the VM died."""
-    conn = connect(redis_url, decode=False)
     spec = load_spec(spec_path)
-    job_id = queue.submit(conn, spec, host=host)
-    queue.pause(conn, job_id)  # take the run off the queue: nothing runs it now
+    store = open_stores(redis_url).jobs()
+    job_id = queue.submit(store, spec, host=host)
+    queue.pause(store, job_id)  # take the run off the queue: nothing runs it now
     done = sum(1 for _ in spec.output_dir.glob("*.pt"))  # its last progress report
-    records.write(conn, job_id, state=JobState.INTERRUPTED.value, done=done)
-    records.event(conn, job_id, "interrupted", reason="host restarted")
+    store.write(job_id, state=JobState.INTERRUPTED.value, done=done)
+    store.event(job_id, "interrupted", reason="host restarted")
     return job_id
 
 

@@ -1,10 +1,12 @@
-"""The RQ job: one run of an extraction, from scan-and-repair to a final state.
+"""The job body: one run of an extraction, from scan-and-repair to a final state.
 
-``run_extraction(job_id)`` is what the queue calls (in the work horse); ``execute`` is
+``run(record)`` is what the work horse runs (``storage/jobs.py`` ``run_extraction``, RQ's
+entry point, builds the record from the run's connection and calls it); ``execute`` is
 the same run with its side effects passed in (benchmarks and tests call it directly).
-The record (spec, counters) lives in Redis, so every retry and resume reads the
-submitted spec, and a run ends in ``completed``, ``paused`` (asked, or disk full) or
-``cancelled``; a crash raises and RQ's ``Retry`` runs it again.
+Everything the run reads and writes about its job goes through the ``RunRecord`` it is
+given (``bot/extract/record.py``), so every retry and resume reads the submitted spec,
+and a run ends in ``completed``, ``paused`` (asked, or disk full) or ``cancelled``; a
+crash raises and the queue's retry runs it again.
 """
 
 from __future__ import annotations
@@ -19,88 +21,75 @@ import torch
 
 from bot.core import strings
 from bot.core.errors import UserError
+from bot.domain.jobs import JobState
 from bot.extract import alerts, guard
 from bot.extract.dataset import survey
 from bot.extract.extractors import DTYPES, load_extractor
+from bot.extract.record import RunRecord
 from bot.extract.reporter import Reporter
 from bot.extract.runner import Hooks, Runner, RunOutcome
 from bot.extract.spec import ExtractionSpec, spec_from_json
-from bot.extract.states import JobState
 from bot.extract.store import Expect, SaveFn, ScanReport, save_atomic, scan
-from storage import job_records as records
-from storage.connection import Redis
-from storage.jobs import current_run
-from storage.leases import job_lease
 
 log = logging.getLogger(__name__)
 LEASE_WAIT_S = 600.0
 
 
-def run_extraction(job_id: str) -> str:
-    """RQ entry point. Installs the parent-death guard first: never an orphan run."""
+def run(record: RunRecord) -> str:
+    """The work horse's body. Installs the parent-death guard first: never an orphan run."""
     parent = guard.expected_parent()
     if parent is not None:
         guard.install(parent)
-    rq_job = current_run()
-    if rq_job is None:
-        raise RuntimeError("run_extraction must run inside an RQ worker; use execute() otherwise")
-    return execute(rq_job.connection, job_id, rq_job=rq_job)
+    return execute(record)
 
 
 def execute(
-    conn: Redis,
-    job_id: str,
+    record: RunRecord,
     *,
-    rq_job: Any = None,
     on_disk_full: alerts.DiskFullHook | None = None,
     save: SaveFn = save_atomic,
 ) -> str:
     """One run; returns the state it ended in."""
-    fields = records.read(conn, job_id)
+    fields = record.read()
     if not fields:
-        raise UserError(strings.EXTRACT_NO_SUCH_JOB.format(job=job_id), 2)
+        raise UserError(strings.EXTRACT_NO_SUCH_JOB.format(job=record.job_id), 2)
     spec = spec_from_json(fields["spec"])
     if fields.get("state") in (JobState.COMPLETED, JobState.CANCELLED):
         return fields["state"]  # a stray duplicate delivery of a finished job
-    request = records.control(conn, job_id)
+    request = record.control()
     if request in ("pause", "cancel"):
-        return _stopped(conn, job_id, request)
-    lease = job_lease(conn, job_id, ttl_s=max(5.0, 4 * spec.progress_interval_s))
-    _mark_running(conn, job_id, rq_job)
-    lease.wait_for(LEASE_WAIT_S,
-                   on_wait=lambda: records.write(conn, job_id, updated_at=time.time()))
-    reporter = Reporter(
-        conn, job_id, interval_s=spec.progress_interval_s, lease=lease, rq_job=rq_job
-    ).start()
+        return _stopped(record, request)
+    lease = record.lease(max(5.0, 4 * spec.progress_interval_s))
+    _mark_running(record)
+    lease.wait_for(LEASE_WAIT_S, on_wait=lambda: record.write(updated_at=time.time()))
+    reporter = Reporter(record, interval_s=spec.progress_interval_s, lease=lease).start()
     try:
-        outcome = _run(conn, job_id, spec, reporter, save)
+        outcome = _run(record, spec, reporter, save)
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"[:500]
-        records.write(conn, job_id, last_error=error)
-        records.event(conn, job_id, "error", error=error)
+        record.write(last_error=error)
+        record.event("error", error=error)
         raise
     finally:
         snap = reporter.close()
         lease.release()
-    return _finish(conn, job_id, spec, outcome, snap, on_disk_full or alerts.post_disk_full)
+    return _finish(record, spec, outcome, snap, on_disk_full or alerts.post_disk_full)
 
 
-def _mark_running(conn: Redis, job_id: str, rq_job: Any) -> None:
+def _mark_running(record: RunRecord) -> None:
     now = f"{time.time():.3f}"
-    records.write(
-        conn,
-        job_id,
+    record.write(
         state=JobState.RUNNING.value,
         started_at=now,
         updated_at=now,
         worker=socket.gethostname(),
     )
-    if rq_job is not None:
-        records.write(conn, job_id, rq_id=rq_job.id)
-    records.mark_started(conn, job_id, now)
+    if record.run_id is not None:
+        record.write(rq_id=record.run_id)
+    record.mark_started(now)
 
 
-def _run(conn: Redis, job_id: str, spec: ExtractionSpec, reporter: Reporter,
+def _run(record: RunRecord, spec: ExtractionSpec, reporter: Reporter,
          save: SaveFn) -> RunOutcome:
     """Load, scan and repair, then compute until done, asked to stop, or the disk is full."""
     if spec.threads:
@@ -109,22 +98,22 @@ def _run(conn: Redis, job_id: str, spec: ExtractionSpec, reporter: Reporter,
     expect = Expect(len(extractor.layers), extractor.hidden_size, DTYPES[spec.dtype])
     report = scan(spec.output_dir, expect, spec.verify_window_s, spec.verify_last)
     total, resumed = survey(spec.dataset, report.done)
-    _announce(conn, job_id, report, total, resumed)
-    failures = records.FailureBook(conn, job_id, spec.max_sample_tries)
-    before = records.read(conn, job_id)  # read under the lease: earlier runs' bytes are final
+    _announce(record, report, total, resumed)
+    failures = record.failures(spec.max_sample_tries)
+    before = record.read()  # read under the lease: earlier runs' bytes are final
     reporter.begin(total, resumed, int(before.get("bytes_written") or 0))
-    hooks = _hooks(conn, job_id, spec, reporter)
+    hooks = _hooks(record, spec, reporter)
     runner = Runner(spec, extractor, report.done, reporter.counters, hooks, failures, save)
     outcome = runner.run()
-    records.write(conn, job_id, skipped=failures.skipped)
+    record.write(skipped=failures.skipped)
     return outcome
 
 
-def _hooks(conn: Redis, job_id: str, spec: ExtractionSpec, reporter: Reporter) -> Hooks:
+def _hooks(record: RunRecord, spec: ExtractionSpec, reporter: Reporter) -> Hooks:
     return Hooks(
         stop_requested=reporter.stop_requested,
-        on_computed=lambda n: records.add(conn, job_id, computed=n),
-        on_failure=lambda sid, tries, err: _on_failure(conn, job_id, spec, sid, tries, err),
+        on_computed=lambda n: record.add(computed=n),
+        on_failure=lambda sid, tries, err: _on_failure(record, spec, sid, tries, err),
     )
 
 
@@ -145,22 +134,18 @@ def repair_message(report: ScanReport, total: int, resumed: int) -> str:
     return head + ("; " + ", ".join(parts) if parts else "")
 
 
-def _announce(conn: Redis, job_id: str, report: ScanReport, total: int, resumed: int) -> None:
+def _announce(record: RunRecord, report: ScanReport, total: int, resumed: int) -> None:
     message = repair_message(report, total, resumed)
-    records.add(conn, job_id, partial_removed=report.partial_removed,
-                corrupt_recomputed=len(report.corrupt_removed))
-    records.write(
-        conn,
-        job_id,
+    record.add(partial_removed=report.partial_removed,
+               corrupt_recomputed=len(report.corrupt_removed))
+    record.write(
         total=total,
         resumed_from=resumed,
         done=resumed,
         message=message,
         updated_at=f"{time.time():.3f}",
     )
-    records.event(
-        conn,
-        job_id,
+    record.event(
         "resumed" if resumed else "started",
         done=resumed,
         total=total,
@@ -174,60 +159,57 @@ def _announce(conn: Redis, job_id: str, report: ScanReport, total: int, resumed:
 
 
 def _on_failure(
-    conn: Redis, job_id: str, spec: ExtractionSpec, sample_id: str, tries: int, error: str
+    record: RunRecord, spec: ExtractionSpec, sample_id: str, tries: int, error: str
 ) -> None:
     kind = "sample_skipped" if tries >= spec.max_sample_tries else "sample_failed"
-    records.event(conn, job_id, kind, sample=sample_id, tries=tries, error=error[:300])
+    record.event(kind, sample=sample_id, tries=tries, error=error[:300])
     if kind == "sample_skipped":
-        records.write(
-            conn,
-            job_id,
+        record.write(
             last_error=strings.EXTRACT_SAMPLE_SKIPPED.format(
                 id=sample_id, tries=tries, error=error[:200]
             ),
         )
 
 
-def _stopped(conn: Redis, job_id: str, request: str) -> str:
+def _stopped(record: RunRecord, request: str) -> str:
     state = JobState.CANCELLED if request == "cancel" else JobState.PAUSED
-    records.write(conn, job_id, state=state.value, updated_at=f"{time.time():.3f}")
-    records.clear_request(conn, job_id)
-    records.event(conn, job_id, state.value)
+    record.write(state=state.value, updated_at=f"{time.time():.3f}")
+    record.clear_request()
+    record.event(state.value)
     return state.value
 
 
 def _finish(
-    conn: Redis,
-    job_id: str,
+    record: RunRecord,
     spec: ExtractionSpec,
     outcome: RunOutcome,
     snap: dict[str, Any],
     on_disk_full: alerts.DiskFullHook,
 ) -> str:
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    records.write(conn, job_id, peak_rss_mb=f"{peak_mb:.1f}")
+    record.write(peak_rss_mb=f"{peak_mb:.1f}")
     if outcome.reason == "completed":
         now = f"{time.time():.3f}"
-        records.write(conn, job_id, state=JobState.COMPLETED.value, finished_at=now, updated_at=now)
-        records.event(conn, job_id, "completed", **snap, peak_rss_mb=f"{peak_mb:.1f}")
+        record.write(state=JobState.COMPLETED.value, finished_at=now, updated_at=now)
+        record.event("completed", **snap, peak_rss_mb=f"{peak_mb:.1f}")
         return JobState.COMPLETED.value
     if outcome.reason == "disk_full":
-        return _disk_full(conn, job_id, spec, outcome.detail, snap, on_disk_full)
-    return _stopped(conn, job_id, outcome.reason)
+        return _disk_full(record, spec, outcome.detail, snap, on_disk_full)
+    return _stopped(record, outcome.reason)
 
 
-def _disk_full(conn: Redis, job_id: str, spec: ExtractionSpec, path: str,
+def _disk_full(record: RunRecord, spec: ExtractionSpec, path: str,
                snap: dict[str, Any], on_disk_full: alerts.DiskFullHook) -> str:
     """Pause on ENOSPC (nothing is lost: the partial file is repaired on resume) and tell
     the bot, whose disk_full playbook can propose a cleanup."""
     message = strings.EXTRACT_DISK_FULL.format(path=path)
-    records.write(conn, job_id, state=JobState.PAUSED.value, last_error=message,
-                  updated_at=f"{time.time():.3f}")
-    records.event(conn, job_id, "disk_full", path=path, message=message)
+    record.write(state=JobState.PAUSED.value, last_error=message,
+                 updated_at=f"{time.time():.3f}")
+    record.event("disk_full", path=path, message=message)
     try:
-        on_disk_full(_disk_full_alert(job_id, spec, path, snap))
+        on_disk_full(_disk_full_alert(record.job_id, spec, path, snap))
     except Exception:
-        log.warning("disk_full hook for %s failed", job_id, exc_info=True)
+        log.warning("disk_full hook for %s failed", record.job_id, exc_info=True)
     return JobState.PAUSED.value
 
 

@@ -1,4 +1,4 @@
-"""The run's heartbeat thread: progress into ``job.meta``, the record and the stream.
+"""The run's heartbeat thread: progress into the job's record, its stream and RQ's meta.
 
 It starts as soon as the run holds its lease, so loading a large model or scanning a
 big output directory never looks like a dead worker; once ``begin`` gives it the totals
@@ -10,31 +10,53 @@ the compute loop never waits on Redis for any of it.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from bot.extract.progress import RateMeter, eta_seconds
+from bot.domain.jobs import eta_seconds
+from bot.extract.record import RunLease, RunRecord
 from bot.extract.runner import Counters
-from storage import job_records as records
-from storage.connection import Redis
-from storage.leases import Lease
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class RateMeter:
+    """Exponentially smoothed rate over wall time (time constant ``tau_s``).
+
+    Weighting by elapsed time, not by update count, keeps the rate honest when
+    reports arrive irregularly (a long batch, a paused reporter).
+    """
+
+    rate: float | None = None
+    last_t: float | None = None
+    last_done: int = 0
+    tau_s: float = 60.0
+
+    def update(self, t: float, done: int) -> RateMeter:
+        if self.last_t is None:
+            return RateMeter(None, t, done, self.tau_s)
+        dt = t - self.last_t
+        if dt <= 0:
+            return self
+        instant = max(0, done - self.last_done) / dt
+        if self.rate is None:
+            smoothed = instant
+        else:
+            alpha = 1.0 - math.exp(-dt / self.tau_s)
+            smoothed = self.rate + alpha * (instant - self.rate)
+        return RateMeter(smoothed, t, done, self.tau_s)
+
+
 class Reporter:
     def __init__(
-        self,
-        conn: Redis,
-        job_id: str,
-        *,
-        interval_s: float,
-        lease: Lease | None = None,
-        rq_job: Any = None,
+        self, record: RunRecord, *, interval_s: float, lease: RunLease | None = None
     ) -> None:
-        self.conn, self.job_id, self.interval = conn, job_id, interval_s
-        self.lease, self.rq_job = lease, rq_job
+        self.record, self.job_id, self.interval = record, record.job_id, interval_s
+        self.lease = lease
         self.total = self.resumed_from = self.base_bytes = 0
         self.counters = Counters()
         self.meter = RateMeter()
@@ -94,15 +116,14 @@ class Reporter:
     def beat(self, event: bool = True) -> dict[str, Any]:
         begun = self._begun  # read once: begin() may run in between
         snap = self.snapshot(begun)
-        records.write(self.conn, self.job_id, **snap)
+        self.record.write(**snap)
         if event and begun:
-            records.event(self.conn, self.job_id, "progress", **snap)
-        if self.rq_job is not None and begun:
-            self.rq_job.meta.update(snap)
-            self.rq_job.save_meta()
+            self.record.event("progress", **snap)
+        if begun:
+            self.record.save_meta(snap)
         if self.lease is not None:
             self.lease.renew()
-        request = records.control(self.conn, self.job_id)
+        request = self.record.control()
         if request in ("pause", "cancel"):
             self._stop_request = request
         return snap

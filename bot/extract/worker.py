@@ -1,7 +1,9 @@
-"""The extraction worker process: preload the job module, pin malloc, then work.
+"""The extraction worker process, before it forks work horses: pin malloc, name the
+worker's pid for the horses' parent-death guard, set the disk-full alert URL.
 
-The RQ side (the forking worker, its tuning, how a dead worker's run comes back) is
-``storage/rq_worker.py``.
+The RQ side (the forking worker, its tuning, how a dead worker's run comes back, the
+entry point that hands a horse its ``RunRecord``) is ``storage/rq_worker.py`` and
+``storage/jobs.py``; ``incident-bot worker`` (``bot/commands/worker.py``) joins the two.
 """
 
 from __future__ import annotations
@@ -10,15 +12,9 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
-from typing import Any
 
 from bot.extract import alerts
 from bot.extract.guard import WORKER_PID_ENV
-from storage.connection import Redis
-from storage.rq_worker import DEFAULT_TUNING, FAST, WorkerTuning, make_worker
-
-__all__ = ["FAST", "WorkerTuning", "fixed_mmap_threshold", "run_worker"]
-
 
 M_MMAP_THRESHOLD = -3
 
@@ -36,24 +32,10 @@ def fixed_mmap_threshold(nbytes: int = 128 * 1024) -> bool:
     return False
 
 
-def run_worker(
-    conn: Redis,
-    host: str,
-    tuning: WorkerTuning = DEFAULT_TUNING,
-    *,
-    burst: bool = False,
-    name: str | None = None,
-    alerts_url: str | None = None,
-    logging_level: str = "WARNING",
-    max_jobs: int | None = None,
-) -> bool:
-    """Work until stopped. Horses inherit the preloaded job module (torch imported once),
-    the alert URL and this process's pid, which their parent-death guard checks."""
-    import bot.extract.job  # noqa: F401 - preload before fork
-
+def prepare_horses(alerts_url: str | None = None) -> None:
+    """Set up this process so the work horses it forks inherit it: this process's pid
+    (their parent-death guard checks it), the pinned mmap threshold and the alert URL.
+    The caller imports ``bot.extract.job`` first, so torch is loaded once, not per horse."""
     os.environ[WORKER_PID_ENV] = str(os.getpid())
-    fixed_mmap_threshold()  # inherited by every forked work horse
+    fixed_mmap_threshold()
     alerts.configure(alerts_url)
-    worker = make_worker(conn, host, tuning, name)
-    kwargs: dict[str, Any] = {"burst": burst, "logging_level": logging_level, "max_jobs": max_jobs}
-    return bool(worker.work(**kwargs))

@@ -23,7 +23,6 @@ from bot.domain.findings import Diagnosis
 from bot.domain.incident import Incident
 from bot.domain.incident_record import LastOutcome, StepResult
 from bot.domain.lifecycle import IncidentState
-from bot.extract.jobs_api import JobBook
 from bot.flow.cleanup_offer import rest
 from bot.flow.followups import OVERRIDE, Followups, is_resume
 from bot.flow.hosts import Hosts
@@ -31,6 +30,7 @@ from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from bot.flow.reboot_step import RebootStep, requested
 from bot.flow.slurm_step import SlurmStep
+from bot.jobs.book import JobBook
 from bot.remediation import followup
 from bot.remediation.execute import execute
 from bot.remediation.options import RemediationOptions

@@ -25,7 +25,6 @@ from bot.digest.postmortem_render import to_thread_text
 from bot.digest.postmortem_source import load_postmortem, recent_postmortems
 from bot.digest.response_stats import response_stats, stats_lines
 from bot.domain.approval import ApprovalPolicy
-from bot.extract.jobs_api import JobBook
 from bot.flow.act_step import ActStep
 from bot.flow.approve_step import ApproveStep
 from bot.flow.consumer import Consumer
@@ -41,6 +40,7 @@ from bot.flow.progress_step import ProgressStep
 from bot.flow.reboot_step import RebootStep
 from bot.flow.reconcile import reconcile_settings
 from bot.flow.slurm_step import SlurmStep
+from bot.jobs.book import JobBook
 from bot.remediation.options import options_from_extra
 from bot.schedule.escalation import can_escalate
 from bot.ssh.base import SSHRunner
@@ -107,13 +107,13 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
                clock: Callable[[], float] = time.time,
                progress_interval_s: float = 2.0) -> Flow:
     """Every store and step of the flow, from ``settings`` and ``stores``, built once."""
-    raw = stores.extract_queue()  # RQ's bytes client: jobs and resumes (bot/extract's API)
-    jobs = JobBook(raw)
+    job_store = stores.jobs()  # over RQ's bytes client: jobs, links and resumes
+    jobs = JobBook(job_store)
     incidents = stores.incidents(group_wait_s=settings.alerts.group_wait_s,
                                  deadlines=reconcile_settings(settings.extra).deadlines())
     approvals, audit = stores.approvals(), stores.audit()
     policy = policy_from_settings(settings)
-    options = options_from_extra(settings.extra, redis=raw)
+    options = options_from_extra(settings.extra, jobs=job_store)
     renders = stores.renders()
     hosts = Hosts(settings, runner, jobs, options, clock)
     sent = stores.chat_outbox()

@@ -16,8 +16,8 @@ from bot.core.errors import UserError
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
 from bot.domain.incident import Incident
 from bot.domain.kinds import playbook_for
-from bot.extract.jobs_api import JobBook
 from bot.flow.cleanup_offer import with_cleanup
+from bot.jobs.book import JobBook
 from bot.remediation.options import RemediationOptions
 from bot.remediation.proposals import plannable
 from bot.ssh.base import SSHRunner, SSHTarget

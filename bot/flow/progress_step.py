@@ -18,10 +18,10 @@ from bot.core import strings
 from bot.domain.incident import Incident
 from bot.domain.incident_record import ProgressTracker
 from bot.domain.lifecycle import IncidentState
-from bot.extract.jobs_api import JobBook
-from bot.extract.progress import RateWindow, RunTotals, finished_line, progress_line
-from bot.extract.states import JobState, JobStatus
 from bot.flow.message import Publisher
+from bot.jobs.book import JobBook
+from bot.jobs.progress import RateWindow, RunTotals, finished_line, progress_line
+from bot.jobs.states import JobState, JobStatus
 from storage.audit import AuditLog
 from storage.incidents import IncidentStore
 

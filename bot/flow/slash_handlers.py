@@ -11,11 +11,11 @@ from bot.core import strings
 from bot.core.errors import log_internal
 from bot.domain.incident import Alert
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
-from bot.extract.jobs_api import JobBook
 from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
 from bot.flow.progress_step import progress_text
 from bot.flow.slurm_step import SlurmStep, drained_report
+from bot.jobs.book import JobBook
 from storage.incidents import IncidentStore
 from storage.silences import SilenceStore
 

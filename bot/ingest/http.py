@@ -34,11 +34,11 @@ from bot.core.bodies import BadLength, BodyTooLarge, BodyTooSlow, read_capped
 from bot.core.errors import ConfigError, log_internal
 from bot.domain.incident import Alert
 from bot.domain.planner import PlanOutcome
-from bot.extract.status import refresh_job_metrics
 from bot.ingest import alertmanager, openapi, webhook
 from bot.ingest.group_commit import GroupCommit, observed
 from bot.ingest.mapping import Mapper
 from bot.ingest.schema import PayloadError
+from bot.jobs.status import refresh_job_metrics
 from storage.connection import StorageConnectionError as RedisConnectionError
 from storage.connection import StorageError as RedisError
 from storage.connection import StorageResponseError as ResponseError
@@ -149,7 +149,7 @@ def _health_routes(stores: Stores, store: IncidentStore) -> list[Route]:
     async def metrics_endpoint(_: Request) -> Response:
         with contextlib.suppress(RedisError):
             metrics.set_incident_counts(await run_in_threadpool(store.counts_by_state))
-            await run_in_threadpool(refresh_job_metrics, stores.extract_queue())
+            await run_in_threadpool(refresh_job_metrics, stores.jobs())
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from bot.core import fmt
 from bot.remediation.probe_runner import run_probes
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks import probes
 from playbooks.parsers.disk import FileSeen
+from storage.jobs import JobStore
 
 SEP = "|"  # not in the path grammar, so it can join paths in one parameter
 
@@ -139,15 +139,12 @@ def candidates(runner: SSHRunner, target: SSHTarget, *, allowed: Sequence[str],
                            keep_checkpoints=keep_checkpoints)
 
 
-def unfinished_output_dirs(conn: Any, host: str) -> tuple[str, ...]:
+def unfinished_output_dirs(jobs: JobStore, host: str) -> tuple[str, ...]:
     """Output directories of ``host``'s unfinished jobs (queued, running, paused,
-    interrupted, failed): what a cleanup must never delete, for the flow and the CLI alike.
-    ``conn`` is the bytes Redis client the extraction queue reads."""
-    from bot.extract.queue import list_jobs  # torch-free; kept lazy like the flow's
-    from bot.extract.states import UNFINISHED
+    interrupted, failed): what a cleanup must never delete, for the flow and the CLI alike."""
+    from bot.jobs.book import JobBook  # kept lazy like the flow's
 
-    return tuple(sorted({j.output_dir.rstrip("/") for j in list_jobs(conn, host)
-                         if j.state in UNFINISHED and j.output_dir.startswith("/")}))
+    return JobBook(jobs).unfinished_output_dirs(host)
 
 
 def paths_param(chosen: Sequence[CleanupCandidate]) -> str:

@@ -8,12 +8,15 @@ overrides them all at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError
 
 from bot.core.errors import ConfigError
 from bot.core.schema import StrictModel
+
+if TYPE_CHECKING:
+    from storage.jobs import JobStore
 
 
 @dataclass(frozen=True)
@@ -31,9 +34,7 @@ class RemediationOptions:
     allowed_prefixes: tuple[str, ...] = ("/data", "/shared", "/var")  # disk.cleanup only
     protected_dirs: tuple[str, ...] = ()  # output dirs of paused/queued jobs: never deleted
     gate_need_mib: int = 0  # health gate: free MiB every GPU needs before a resume (0: no check)
-    redis: Any = None  # a Redis client for extraction.resume (the bot's own queue)
-    job_status: Any = None  # (redis, job) -> status; default: the extraction queue's
-    resume_job: Any = None  # (redis, job) -> status; default: the extraction package's
+    jobs: JobStore | None = None  # the bot's extraction queue, for extraction.resume
 
     def step_deadline(self, catalog_s: float) -> float:
         return self.step_timeout_s if self.step_timeout_s is not None else catalog_s
@@ -55,7 +56,8 @@ class RemediationSettings(StrictModel):
     gate_need_mib: int = Field(0, ge=0)
 
 
-def options_from_extra(extra: dict[str, Any], *, redis: Any = None) -> RemediationOptions:
+def options_from_extra(extra: dict[str, Any], *,
+                       jobs: JobStore | None = None) -> RemediationOptions:
     """Options from ``settings.extra``; a bad value is a ``ConfigError`` naming the key."""
     try:
         parsed = RemediationSettings(**(extra.get("remediation") or {}))
@@ -63,4 +65,4 @@ def options_from_extra(extra: dict[str, Any], *, redis: Any = None) -> Remediati
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
         raise ConfigError(f"key 'extra.remediation.{key}': {err['msg']}") from None
-    return RemediationOptions(**parsed.model_dump(), redis=redis)
+    return RemediationOptions(**parsed.model_dump(), jobs=jobs)

@@ -1,44 +1,28 @@
 """``extraction.resume``: the one catalog action that acts on the bot's queue, not a host.
 
-It calls the extraction package's ``resume_job(redis, job_id)``; the job itself
+It calls the jobs API's ``resume_job(store, job_id)``; the job itself
 skips finished samples and repairs half-written ones. ``bot.remediation.followup``
 offers it (or chains it, per ``chain_resume``) after GPUs were freed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.core import strings
 from bot.core.errors import UserError
 from bot.domain.action_result import Outcome
 from bot.remediation.options import RemediationOptions
 
-ResumeFn = Callable[[Any, str], Any]
-StatusFn = Callable[[Any, str], Any]
+if TYPE_CHECKING:
+    from storage.jobs import JobStore
 
 
-def extraction_calls(options: RemediationOptions) -> tuple[StatusFn, ResumeFn]:
-    """The extraction queue's ``status`` and ``resume_job``: injected through the options
-    (``job_status``, ``resume_job``), else the extraction package's own functions.
-
-    The one place remediation reaches the extraction code: when that code moves
-    (storage/), only these two imports change.
-    """
-    if options.job_status is not None and options.resume_job is not None:
-        return options.job_status, options.resume_job
-    from bot.extract.queue import status
-    from bot.extract.status import resume_job
-
-    return options.job_status or status, options.resume_job or resume_job
-
-
-def preflight(options: RemediationOptions) -> ResumeFn:
+def preflight(options: RemediationOptions) -> JobStore:
     """Fail before anything is audited as started: no Redis for the bot's queue."""
-    if options.redis is None:
+    if options.jobs is None:
         raise UserError(strings.REM_RESUME_NO_REDIS, 2)
-    return extraction_calls(options)[1]
+    return options.jobs
 
 
 def _state(status: Any) -> str:
@@ -48,13 +32,15 @@ def _state(status: Any) -> str:
 
 def resume_extraction(options: RemediationOptions, job: str) -> tuple[Outcome, str]:
     """Queue the job again; a job already queued or running is a no-op that says so."""
-    preflight(options)
-    job_status, resume_job = extraction_calls(options)
+    from bot.jobs.queue import status  # lazy: the catalog loads without the jobs API
+    from bot.jobs.status import resume_job
+
+    store = preflight(options)
     try:
-        before = job_status(options.redis, job)
+        before = status(store, job)
         if _state(before) in ("queued", "running"):
             return Outcome.NOOP, strings.REM_RESUME_NOOP.format(job=job, state=_state(before))
-        after = resume_job(options.redis, job)
+        after = resume_job(store, job)
     except UserError as exc:  # unknown job, finished job: the extraction package says why
         return Outcome.FAILED, exc.message
     return Outcome.SUCCEEDED, strings.REM_RESUMED.format(

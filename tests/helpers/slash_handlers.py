@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from bot.chat.slash import SlashReply, Unavailable
-from bot.extract import queue
+from bot.jobs import queue
 from storage.connection import connect
+from storage.jobs import JobStore
 
 
 class StoreHandlers(Unavailable):
@@ -19,7 +20,7 @@ class StoreHandlers(Unavailable):
         self.redis_bytes.close()
 
     def job(self, user: str, job_id: str) -> SlashReply:
-        return SlashReply(str(queue.status(self.redis_bytes, job_id)))
+        return SlashReply(str(queue.status(JobStore(self.redis_bytes), job_id)))
 
     def silence(self, user: str, host: str, kind: str, duration_s: int) -> SlashReply:
         self.calls.append(("silence", user, host, kind, duration_s))

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bot.extract import queue
+from bot.jobs import queue
 from bot.sim import sandbox
 from bot.sim.sshd import SimHost
+from storage.jobs import JobStore
 from tests.fixtures.extract import make_spec
 from tests.fixtures.need import need
 from tests.fixtures.sim import one_host_config
@@ -57,9 +58,10 @@ def exists(sim: SimHost, path: str) -> bool:
 def test_the_cli_refuses_to_delete_a_paused_jobs_output(
         full: SimHost, config: Path, redis_url: str, redis_bytes: Redis,
         tmp_path: Path) -> None:
-    job_id = queue.submit(redis_bytes, make_spec(tmp_path, n=8, output_dir=PAUSED),
+    jobs = JobStore(redis_bytes)
+    job_id = queue.submit(jobs, make_spec(tmp_path, n=8, output_dir=PAUSED),
                           host="gpu-01")
-    assert queue.pause(redis_bytes, job_id).state.value == "paused"
+    assert queue.pause(jobs, job_id).state.value == "paused"
 
     done = act(config, redis_url, f"paths={PAUSED_FILE}|{OLD}", "need_bytes=0")
     assert done.returncode == 1, done.stdout + done.stderr

@@ -34,6 +34,7 @@ from bot.service import Service, build_service
 from bot.sim.sshd import SimHost
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
+from storage.jobs import JobStore
 from tests.fixtures.bots import wait_until
 from tests.fixtures.slack_payloads import block_actions, find_button, form
 
@@ -222,8 +223,8 @@ def check_metrics(url: str, job_id: str) -> None:
 
 
 def check_extraction(world: dict[str, Any], job_id: str, intact_before: int) -> None:
-    from bot.extract import queue
-    status = queue.status(_bytes(world["redis_url"]), job_id)
+    from bot.jobs import queue
+    status = queue.status(JobStore(_bytes(world["redis_url"])), job_id)
     assert status.state.value == "completed"
     assert status.resumed_from == intact_before
     assert status.repaired.get("partial_removed") == 1

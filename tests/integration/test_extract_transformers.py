@@ -10,10 +10,12 @@ import pytest
 import torch
 from redis import Redis
 
-from bot.extract import job, queue
+from bot.extract import job
 from bot.extract.dataset import Record
 from bot.extract.extractors import TransformersExtractor
-from bot.extract.states import JobState
+from bot.jobs import queue
+from bot.jobs.states import JobState
+from storage.jobs import JobRun, JobStore
 from tests.fixtures.extract import load_all, make_spec
 from tests.fixtures.need import need
 
@@ -44,10 +46,11 @@ def test_hidden_states_match_the_model_called_directly(tmp_path: Path,
 
 
 def test_a_job_with_the_transformers_extractor(redis_bytes: Redis, tmp_path: Path) -> None:
+    jobs = JobStore(redis_bytes)
     spec = make_spec(tmp_path, n=12, extractor=f"transformers:{minilm_path()}", max_length=32)
-    job_id = queue.submit(redis_bytes, spec)
-    assert job.execute(redis_bytes, job_id) == "completed"
-    assert queue.status(redis_bytes, job_id).state is JobState.COMPLETED
+    job_id = queue.submit(jobs, spec)
+    assert job.execute(JobRun(redis_bytes, job_id)) == "completed"
+    assert queue.status(jobs, job_id).state is JobState.COMPLETED
     out = load_all(spec.output_dir)
     assert len(out) == 12
     sample = out["s00000"]

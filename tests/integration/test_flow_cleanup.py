@@ -21,9 +21,10 @@ from redis import Redis
 from bot.config.settings import Settings
 from bot.domain.findings import ProposedAction
 from bot.domain.lifecycle import IncidentState
-from bot.extract import queue
+from bot.jobs import queue
 from bot.sim import sandbox
 from bot.sim.sshd import SimHost
+from storage.jobs import JobStore
 from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
     ONCALL,
     Loop,
@@ -62,9 +63,10 @@ def settings(redis_url: str, sim: SimHost, lp: Loop) -> Settings:
 
 
 def paused_job(conn: Redis, tmp_path: Path) -> str:
+    jobs = JobStore(conn)
     spec = make_spec(tmp_path, n=8, output_dir=PAUSED)
-    job_id = queue.submit(conn, spec, host="gpu-01")
-    assert queue.pause(conn, job_id).state.value == "paused"
+    job_id = queue.submit(jobs, spec, host="gpu-01")
+    assert queue.pause(jobs, job_id).state.value == "paused"
     return job_id
 
 

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bot.extract import queue
+from bot.jobs import queue
 from bot.remediation import RemediationOptions, execute
 from bot.ssh.pool import ParamikoPool
 from bot.ssh.settings import SSHSettings
 from playbooks import PlaybookOptions
 from playbooks.health_gate import dcgm_failures, gated, run_gate
 from storage.audit import AuditLog
+from storage.jobs import JobStore
 from tests.fixtures.extract import make_spec
 from tests.fixtures.sim import SimFactory
 
@@ -74,10 +75,11 @@ def test_dcgm_failed_rows() -> None:
 def test_failed_gate_blocks_the_real_resume_and_an_override_runs_it(
         sim_factory: SimFactory, rem_pool: ParamikoPool, fast_options: RemediationOptions,
         redis_bytes: Redis, audit_log: AuditLog, tmp_path: Path) -> None:
-    job = queue.submit(redis_bytes, make_spec(tmp_path, n=8), host="gpu-04")
-    assert queue.pause(redis_bytes, job).state.value == "paused"
+    jobs = JobStore(redis_bytes)
+    job = queue.submit(jobs, make_spec(tmp_path, n=8), host="gpu-04")
+    assert queue.pause(jobs, job).state.value == "paused"
     host = sim_factory("gpu_xid79")
-    options = replace(fast_options, redis=redis_bytes)
+    options = replace(fast_options, jobs=JobStore(redis_bytes))
 
     def resume() -> object:
         return execute(rem_pool, host.ssh_target(), "extraction.resume", {"job": job},
@@ -86,9 +88,9 @@ def test_failed_gate_blocks_the_real_resume_and_an_override_runs_it(
 
     gate = run_gate(rem_pool, host.ssh_target(), need_mib=NEED_MIB, options=FAST)
     blocked = gated(gate, resume)
-    assert not blocked.ran and queue.status(redis_bytes, job).state.value == "paused"
+    assert not blocked.ran and queue.status(jobs, job).state.value == "paused"
     assert audit_log.timeline("INC-9") == []  # nothing ran, nothing audited as started
     assert "critical Xid since boot on 0000:5d:00" in blocked.gate.message
     forced = gated(gate, resume, override_by="U0BBBBBBB")
     assert forced.ran and forced.override_by == "U0BBBBBBB"
-    assert queue.status(redis_bytes, job).state.value == "queued"
+    assert queue.status(jobs, job).state.value == "queued"

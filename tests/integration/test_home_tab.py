@@ -16,7 +16,7 @@ from bot.chat.interactions import ApprovalCallbacks
 from bot.chat.slack_app import SlackApp, create_slack_app
 from bot.domain.incident import Alert
 from bot.domain.lifecycle import IncidentState
-from bot.extract.states import JobState, JobStatus
+from bot.jobs.states import JobState, JobStatus
 from bot.rig.serving import ServedApp
 from bot.rig.signed import SignedSender
 from bot.rig.slack_standin import SlackStandIn

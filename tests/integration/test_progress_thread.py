@@ -18,9 +18,9 @@ from bot.config.settings import Settings
 from bot.domain.incident import Alert
 from bot.domain.incident_record import ChatRefs
 from bot.domain.lifecycle import IncidentState
-from bot.extract.states import JobState, JobStatus
 from bot.flow.assembly import Flow, build_flow
 from bot.flow.thread import note
+from bot.jobs.states import JobState, JobStatus
 from bot.ssh.pool import ParamikoPool
 from storage.stores import open_stores
 

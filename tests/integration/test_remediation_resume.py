@@ -9,31 +9,33 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bot.extract import queue
+from bot.jobs import queue
 from bot.remediation import ActionRefused, Outcome, RemediationOptions, chain_resumes, execute
 from bot.remediation.followup import offers
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
 from storage.audit import AuditLog
+from storage.jobs import JobStore
 from tests.fixtures.extract import make_spec
 
 
 @pytest.fixture
 def paused_job(tmp_path: Path, redis_bytes: Redis) -> str:
-    job_id = queue.submit(redis_bytes, make_spec(tmp_path, n=16), host="gpu-01")
-    assert queue.pause(redis_bytes, job_id).state.value == "paused"
+    jobs = JobStore(redis_bytes)
+    job_id = queue.submit(jobs, make_spec(tmp_path, n=16), host="gpu-01")
+    assert queue.pause(jobs, job_id).state.value == "paused"
     return job_id
 
 
 def test_resume_requeues_a_paused_job_once_then_says_it_is_queued(
         seed_sim: SimHost, rem_pool: ParamikoPool, fast_options: RemediationOptions,
         redis_bytes: Redis, audit_log: AuditLog, paused_job: str) -> None:
-    options = replace(fast_options, redis=redis_bytes)
+    options = replace(fast_options, jobs=JobStore(redis_bytes))
     first = execute(rem_pool, seed_sim.ssh_target(), "extraction.resume", {"job": paused_job},
                     approver="U0AAAAAAA", evidence_hash=None, audit=audit_log, options=options,
                     incident_id="INC-3")
     assert first.outcome is Outcome.SUCCEEDED, first.summary
-    assert queue.status(redis_bytes, paused_job).state.value == "queued"
+    assert queue.status(JobStore(redis_bytes), paused_job).state.value == "queued"
     again = execute(rem_pool, seed_sim.ssh_target(), "extraction.resume", {"job": paused_job},
                     approver="U0AAAAAAA", evidence_hash=None, audit=audit_log, options=options,
                     incident_id="INC-3")
@@ -59,7 +61,7 @@ def test_resume_without_redis_is_refused_before_anything_is_audited(
 def test_freeing_the_gpus_offers_the_resume_and_chains_it_when_configured(
         seed_sim: SimHost, rem_pool: ParamikoPool, fast_options: RemediationOptions,
         redis_bytes: Redis, audit_log: AuditLog, paused_job: str) -> None:
-    options = replace(fast_options, redis=redis_bytes, chain_resume=True)
+    options = replace(fast_options, jobs=JobStore(redis_bytes), chain_resume=True)
     target = seed_sim.ssh_target()
     freed = execute(rem_pool, target, "systemd.stop_disable",
                     {"unit": "vllm-kimi-k25-int4.service"}, approver="U0AAAAAAA",
@@ -73,6 +75,6 @@ def test_freeing_the_gpus_offers_the_resume_and_chains_it_when_configured(
     chained = chain_resumes(rem_pool, target, freed, [paused_job], options=options,
                             audit=audit_log)
     assert [r.outcome for r in chained] == [Outcome.SUCCEEDED]
-    assert queue.status(redis_bytes, paused_job).state.value == "queued"
+    assert queue.status(JobStore(redis_bytes), paused_job).state.value == "queued"
     assert chain_resumes(rem_pool, target, freed, [paused_job],
                          options=replace(options, chain_resume=False), audit=audit_log) == []

@@ -20,11 +20,12 @@ from pathlib import Path
 from redis import Redis
 from rq.job import Job
 
-from bot.extract import queue, status
 from bot.extract.spec import ExtractionSpec, eagle3_layers
-from bot.extract.states import JobState
 from bot.extract.store import Expect, verify_file
+from bot.jobs import queue, status
+from bot.jobs.states import JobState
 from storage import job_records as records
+from storage.jobs import JobStore
 from tests.fixtures.extract import (
     Workers,
     assert_same_outputs,
@@ -85,41 +86,42 @@ def _starts(conn: Redis, job_id: str) -> int:
 
 
 def _done_at_least(conn: Redis, job_id: str, threshold: float) -> bool:
-    return queue.status(conn, job_id).done >= threshold
+    return queue.status(JobStore(conn), job_id).done >= threshold
 
 
 def _moving_again(conn: Redis, job_id: str, before: int, workers: Workers) -> bool:
-    return queue.status(conn, job_id).done > before and _busy_worker(workers) is not None
+    return queue.status(JobStore(conn), job_id).done > before and _busy_worker(workers) is not None
 
 
 def _dones(conn: Redis, job_id: str) -> list[int]:
     kinds = {"started", "resumed", "progress", "completed"}
-    events = [e for e in status.progress_events(conn, job_id) if e["type"] in kinds]
+    events = [e for e in status.progress_events(JobStore(conn), job_id) if e["type"] in kinds]
     return [int(e["done"]) for e in events]
 
 
 def test_kills_at_random_moments_do_not_change_the_output(
     redis_bytes: Redis, workers: Workers, tmp_path: Path
 ) -> None:
+    jobs = JobStore(redis_bytes)
     rng = random.Random(SEED)
     spec = make_spec(
         tmp_path, n=N_KILL, model={"hidden": 64, "layers": 4, "heads": 4}, progress_interval_s=0.1
     )
     workers.start()
     workers.start()
-    job_id = queue.submit(redis_bytes, spec)
+    job_id = queue.submit(jobs, spec)
     plan = ["worker", "horse", "worker", "horse"]
     thresholds = sorted(rng.uniform(0.05, 0.75) * N_KILL for _ in plan)
     back_after: list[float] = []
     for target, threshold in zip(plan, thresholds, strict=True):
         assert wait_for(partial(_done_at_least, redis_bytes, job_id, threshold), 60), target
-        before = queue.status(redis_bytes, job_id).done
+        before = queue.status(jobs, job_id).done
         killed_at = _kill(workers, target, rng)
         moving = partial(_moving_again, redis_bytes, job_id, before, workers)
         assert wait_for(moving, 60), f"no progress after {target} kill"
         back_after.append(time.monotonic() - killed_at)
-    assert wait_for(lambda: queue.status(redis_bytes, job_id).state is JobState.COMPLETED, 90)
-    final = queue.status(redis_bytes, job_id)
+    assert wait_for(lambda: queue.status(jobs, job_id).state is JobState.COMPLETED, 90)
+    final = queue.status(jobs, job_id)
     redone = final.computed - final.total
     print(
         f"seed={SEED} back_after={[round(s, 1) for s in back_after]} redone={redone} "
@@ -148,25 +150,26 @@ def _expect(spec: ExtractionSpec) -> Expect:
 def test_vm_restart_leaves_an_interrupted_job_that_resume_job_finishes(
     redis_bytes: Redis, workers: Workers, tmp_path: Path
 ) -> None:
+    jobs = JobStore(redis_bytes)
     spec = make_spec(
         tmp_path, n=200, model={"hidden": 64, "layers": 4, "heads": 4}, progress_interval_s=0.1
     )
     only = workers.start()
-    job_id = queue.submit(redis_bytes, spec)
-    assert wait_for(lambda: queue.status(redis_bytes, job_id).done >= 30, 60)
+    job_id = queue.submit(jobs, spec)
+    assert wait_for(lambda: queue.status(jobs, job_id).done >= 30, 60)
     horse = workers.horse_of(only)
     workers.kill(only)  # the VM dies: no worker left to notice
     assert horse is not None and wait_for(lambda: process_gone(horse), 2.0)
     assert wait_for(
-        lambda: [s.job_id for s in status.interrupted_jobs(redis_bytes, "h1")] == [job_id], 15
+        lambda: [s.job_id for s in status.interrupted_jobs(jobs, "h1")] == [job_id], 15
     )
-    stuck = queue.status(redis_bytes, job_id)
+    stuck = queue.status(jobs, job_id)
     assert stuck.state is JobState.INTERRUPTED and stuck.rate is None
-    resumed = status.resume_job(redis_bytes, job_id)
+    resumed = status.resume_job(jobs, job_id)
     assert (resumed.state, resumed.runs) == (JobState.QUEUED, 2)
     workers.start()
-    assert wait_for(lambda: queue.status(redis_bytes, job_id).state is JobState.COMPLETED, 60)
-    final = queue.status(redis_bytes, job_id)
+    assert wait_for(lambda: queue.status(jobs, job_id).state is JobState.COMPLETED, 60)
+    final = queue.status(jobs, job_id)
     assert final.resumed_from >= stuck.done and final.done == 200
     # the abandoned first run was taken away from RQ: its cleanup never reran it
     assert Job.fetch(f"{job_id}-r1", connection=redis_bytes).get_status() == "canceled"
@@ -180,15 +183,16 @@ def test_vm_restart_leaves_an_interrupted_job_that_resume_job_finishes(
 def test_a_job_that_keeps_killing_its_horse_fails_with_the_reason(
     redis_bytes: Redis, workers: Workers, tmp_path: Path
 ) -> None:
+    jobs = JobStore(redis_bytes)
     spec = make_spec(
         tmp_path, n=20, extractor="tests.fixtures.extract:suicidal_extractor", retries=2
     )
     workers.start()
-    job_id = queue.submit(redis_bytes, spec)
-    assert wait_for(lambda: queue.status(redis_bytes, job_id).state is JobState.FAILED, 60)
-    failed = queue.status(redis_bytes, job_id)
+    job_id = queue.submit(jobs, spec)
+    assert wait_for(lambda: queue.status(jobs, job_id).state is JobState.FAILED, 60)
+    failed = queue.status(jobs, job_id)
     assert "Work-horse terminated unexpectedly" in (failed.last_error or "")
     assert "signal 9" in (failed.last_error or "")
     assert _starts(redis_bytes, job_id) == 3  # the first run and 2 retries
-    assert job_id in [s.job_id for s in status.interrupted_jobs(redis_bytes, "h1")]
+    assert job_id in [s.job_id for s in status.interrupted_jobs(jobs, "h1")]
     assert "Work-horse terminated" in status.final_summary(failed)

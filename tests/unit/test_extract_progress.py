@@ -7,12 +7,9 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.extract.progress import (
-    Progress,
-    RateMeter,
-    eta_seconds,
-    render_bar,
-)
+from bot.domain.jobs import eta_seconds
+from bot.extract.reporter import RateMeter
+from bot.jobs.progress import Progress, render_bar
 
 
 def test_render_bar_matches_the_story_example() -> None:
@@ -54,7 +51,7 @@ def test_eta() -> None:
 
 
 def test_rate_window_is_a_moving_average_that_restarts_on_a_recount() -> None:
-    from bot.extract.progress import RateWindow
+    from bot.jobs.progress import RateWindow
 
     w = RateWindow().add(0, 0).add(5, 10)
     assert w.rate() is None  # two samples: still measuring
@@ -68,7 +65,7 @@ def test_rate_window_is_a_moving_average_that_restarts_on_a_recount() -> None:
 
 
 def test_progress_line_and_finished_line() -> None:
-    from bot.extract.progress import RunTotals, finished_line, progress_line
+    from bot.jobs.progress import RunTotals, finished_line, progress_line
 
     noon = 1_764_590_400.0
     line = progress_line(18_283, 37_312, 1.09, noon)

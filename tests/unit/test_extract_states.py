@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from bot.extract.states import FINAL, JobState, derive_state, status_from_fields
+from bot.jobs.states import FINAL, JobState, derive_state, status_from_fields
 
 S = JobState
 RQ = [

@@ -1,4 +1,4 @@
-"""Job states and the pure rule that combines our record with RQ's view of the run.
+"""Job status records and the pure rule that combines our record with RQ's view of the run.
 
 The record says what the job last reported; RQ says whether a run is queued, started
 or gone; the heartbeat age says whether a "started" run is still alive. A run whose
@@ -9,25 +9,15 @@ person resumes it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from enum import StrEnum
 from typing import Any
 
-from bot.extract.progress import Progress
+from bot.domain.jobs import FINAL, RESUMABLE, UNFINISHED, JobState
+from bot.jobs.progress import Progress
+
+__all__ = ["FINAL", "RESUMABLE", "UNFINISHED", "JobState", "JobStatus", "derive_state",
+           "status_from_fields"]
 
 
-class JobState(StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    PAUSED = "paused"
-    INTERRUPTED = "interrupted"
-    COMPLETED = "completed"
-    CANCELLED = "cancelled"
-    FAILED = "failed"
-
-
-FINAL = frozenset({JobState.COMPLETED, JobState.CANCELLED})
-RESUMABLE = frozenset({JobState.PAUSED, JobState.INTERRUPTED, JobState.FAILED})
-UNFINISHED = frozenset({JobState.QUEUED, JobState.RUNNING, *RESUMABLE})
 WAITING_RQ = frozenset({"queued", "scheduled", "deferred"})
 
 

@@ -8,29 +8,28 @@ bot edits in the incident thread, and ``final_summary`` is its closing line.
 from __future__ import annotations
 
 from bot.core import fmt, metrics, strings
-from bot.extract import queue
-from bot.extract.states import RESUMABLE, JobState, JobStatus
-from storage import job_records as records
-from storage import jobs, keys
-from storage.connection import Redis
+from bot.jobs import queue
+from bot.jobs.states import RESUMABLE, JobState, JobStatus
+from storage import keys
+from storage.jobs import JobStore
 
 INTERRUPTED_STATES = RESUMABLE  # paused, interrupted, failed: not finished and not moving
 
 
-def interrupted_jobs(conn: Redis, host: str) -> list[JobStatus]:
+def interrupted_jobs(store: JobStore, host: str) -> list[JobStatus]:
     """Jobs on ``host`` that stopped without finishing (worker died, paused, failed)."""
-    return [s for s in queue.list_jobs(conn, host) if s.state in INTERRUPTED_STATES]
+    return [s for s in queue.list_jobs(store, host) if s.state in INTERRUPTED_STATES]
 
 
-def resume_job(conn: Redis, job_id: str) -> JobStatus:
+def resume_job(store: JobStore, job_id: str) -> JobStatus:
     """Queue the job again; it resumes from the files already on disk."""
-    return queue.resume(conn, job_id)
+    return queue.resume(store, job_id)
 
 
-def progress_events(conn: Redis, job_id: str, since_id: str = "0-0") -> list[dict[str, str]]:
+def progress_events(store: JobStore, job_id: str, since_id: str = "0-0") -> list[dict[str, str]]:
     """Stream events after ``since_id``: started/resumed, progress, sample_skipped,
     disk_full, paused, cancelled, completed, error, requeued. Each has ``id`` and ``type``."""
-    return records.events_since(conn, job_id, since_id)
+    return store.events_since(job_id, since_id)
 
 
 def _plural(n: int) -> str:
@@ -67,15 +66,15 @@ def final_summary(status: JobStatus) -> str:
     return text
 
 
-def refresh_job_metrics(conn: Redis) -> None:
+def refresh_job_metrics(store: JobStore) -> None:
     """Mirror jobs into the ``/metrics`` gauges: progress and rate of unfinished jobs (a
     finished job's series is dropped) and each host queue's depth."""
     hosts = set()
-    for job in queue.list_jobs(conn):
+    for job in queue.list_jobs(store):
         hosts.add(job.host)
         if job.state in (JobState.COMPLETED, JobState.CANCELLED):
             metrics.forget_job(job.job_id, job.host)
         else:
             metrics.set_job_progress(job.job_id, job.host, job.done, job.total, job.rate)
     for host in hosts:
-        metrics.QUEUE_DEPTH.labels(queue=keys.queue_name(host)).set(jobs.queue_depth(conn, host))
+        metrics.QUEUE_DEPTH.labels(queue=keys.queue_name(host)).set(store.queue_depth(host))

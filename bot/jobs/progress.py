@@ -1,4 +1,4 @@
-"""Pure progress arithmetic: smoothed rate, ETA and the one-line bar the thread shows.
+"""Pure progress display: the bar, the line and the closing line the bot shows for a job.
 
 ``render_bar(p)`` gives ``▓▓▓▓▓░░░░░ 49.4% · 18,420/37,312 · 1.09 samples/s · ETA in 4 h 48 min``.
 """
@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from bot.core import fmt, strings
+from bot.domain.jobs import eta_seconds
 
 BAR_WIDTH = 10
 
@@ -23,42 +24,6 @@ class Progress:
     @property
     def fraction(self) -> float:
         return min(1.0, self.done / self.total) if self.total > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class RateMeter:
-    """Exponentially smoothed rate over wall time (time constant ``tau_s``).
-
-    Weighting by elapsed time, not by update count, keeps the rate honest when
-    reports arrive irregularly (a long batch, a paused reporter).
-    """
-
-    rate: float | None = None
-    last_t: float | None = None
-    last_done: int = 0
-    tau_s: float = 60.0
-
-    def update(self, t: float, done: int) -> RateMeter:
-        if self.last_t is None:
-            return RateMeter(None, t, done, self.tau_s)
-        dt = t - self.last_t
-        if dt <= 0:
-            return self
-        instant = max(0, done - self.last_done) / dt
-        if self.rate is None:
-            smoothed = instant
-        else:
-            alpha = 1.0 - math.exp(-dt / self.tau_s)
-            smoothed = self.rate + alpha * (instant - self.rate)
-        return RateMeter(smoothed, t, done, self.tau_s)
-
-
-def eta_seconds(done: int, total: int, rate: float | None) -> float | None:
-    if done >= total:
-        return 0.0
-    if not rate or rate <= 0:
-        return None
-    return (total - done) / rate
 
 
 def render_bar(p: Progress, width: int = BAR_WIDTH) -> str:

@@ -1,37 +1,37 @@
 """The bot's side of the extraction jobs: what the flow reads and writes about them.
 
 The torch job itself runs on the GPU host (``bot/extract/job.py``); the bot only reads
-job records and queues resumes. Steps get one ``JobBook`` built in ``bot/service.py`` and
-never a Redis client: the connection stays inside this object and ``storage/``.
+job records and queues resumes. Steps get one ``JobBook`` built in
+``bot/flow/assembly.py`` over a ``storage/jobs.py`` ``JobStore``, never a Redis client.
 """
 
 from __future__ import annotations
 
 import builtins
 
-from bot.extract import queue
-from bot.extract.states import RESUMABLE, UNFINISHED, JobStatus
-from storage.connection import Redis
-from storage.jobs import JobLinks
+from bot.jobs import queue
+from bot.jobs.states import UNFINISHED, JobStatus
+from bot.jobs.status import interrupted_jobs
+from storage.jobs import JobStore
 
 
 class JobBook:
     """Job status, the host's interrupted and unfinished jobs, and the incident link."""
 
-    def __init__(self, conn: Redis) -> None:
-        self._conn = conn  # the bytes client the extraction queue reads (RQ)
+    def __init__(self, store: JobStore) -> None:
+        self._store = store
 
     def status(self, job_id: str) -> JobStatus:
         """Raises ``UserError`` for a job id that has no record."""
-        return queue.status(self._conn, job_id)
+        return queue.status(self._store, job_id)
 
     def list(self, host: str | None = None) -> builtins.list[JobStatus]:
-        return queue.list_jobs(self._conn, host)
+        return queue.list_jobs(self._store, host)
 
     def interrupted(self, host: str) -> builtins.list[str]:
         """Jobs on ``host`` that stopped without finishing (paused, interrupted,
         failed: not finished and not moving; vm_restart reports them)."""
-        return [s.job_id for s in self.list(host) if s.state in RESUMABLE]
+        return [s.job_id for s in interrupted_jobs(self._store, host)]
 
     def unfinished_output_dirs(self, host: str) -> tuple[str, ...]:
         """Output directories of ``host``'s unfinished jobs (queued, running, paused,
@@ -40,4 +40,4 @@ class JobBook:
                              if j.state in UNFINISHED and j.output_dir.startswith("/")}))
 
     def link(self, job_id: str, incident_id: str) -> None:
-        JobLinks(self._conn).link(job_id, incident_id)
+        self._store.link(job_id, incident_id)
