@@ -1,5 +1,6 @@
 """Chat delivery through the durable outbox (``storage/chat_outbox.py``): nothing is lost
 when Slack refuses for a while, nothing is sent twice, and each incident's items keep order.
+When Slack's pace is the limit, incidents' first messages go before thread replies.
 
 ``send`` queues the item and tries it at once, so a healthy Slack sees today's latency;
 when Slack refuses (5xx, 429, a timeout, a refused connection) the item waits in Redis
@@ -109,13 +110,19 @@ class ChatOutbox:
         ``message.seq`` (a render's number) orders renders of one purpose: an older one
         that arrives late is never sent over a newer one.
         ``thread_of`` names a purpose whose thread the reply goes to (resolved when sent,
-        so a reply may be queued before the incident's card is delivered)."""
+        so a reply may be queued before the incident's card is delivered).
+        Parents first: while some incident's first message is due and waiting (Slack's
+        pace is the limit), a thread reply is left to the retry loop, which sends the
+        waiting top-level posts before it (``ChatOutboxStore.due_incidents``); edits
+        have their own budget and go at once."""
         now = self.clock()
         item = NewItem(op=Op(op), purpose=purpose, message=message_to_json(message),
                        channel=ref.channel if ref is not None else channel,
                        thread_ts=thread.ts if thread is not None else "", thread_of=thread_of,
                        ref_ts=ref.ts if ref is not None else "", version=message.seq)
         seq = self.store.append(incident_id, item, now)
+        if item.op is Op.POST and not is_top_level(item) and self.store.top_level_due(now):
+            return None  # an incident's first message waits for the channel: it goes first
         claimed = self.store.claim(incident_id, now, _token(), expect_seq=seq)
         return self._deliver(claimed) if claimed is not None else None
 
@@ -257,6 +264,11 @@ class ChatOutbox:
 
     def _backoff(self, item: OutboxItem) -> float:
         return min(self.max_backoff_s, self.backoff_s * 2 ** max(0, item.attempts - 1))
+
+
+def is_top_level(item: NewItem) -> bool:
+    """A post that opens its own thread (an incident's message), not a reply or an edit."""
+    return item.op is Op.POST and not item.thread_ts and not item.thread_of
 
 
 def remember_card(store: ChatOutboxStore, incidents: IncidentStore,
