@@ -4,6 +4,11 @@ The outcome decides the state: no SSH session → ``diagnosis_failed`` (Retry); 
 but nothing the catalog can run → ``no_action`` (Resolve); proposed actions →
 ``awaiting_approval``; a healthy host → ``resolved``. The message is rendered from what
 was stored (``bot.flow.message``).
+
+The message goes out when the diagnosis starts (issue 29): a first diagnosis posts the
+alert card at once (what fired, "diagnosing…"), so a host whose ``nvidia-smi`` hangs has
+its message within seconds, not after the probe's deadline; the finished diagnosis (or the
+failure) edits the same message, and its evidence goes to the thread then.
 """
 
 from __future__ import annotations
@@ -65,13 +70,24 @@ class DiagnoseStep:
         incident = self.incidents.transition(incident_id, IncidentState.DIAGNOSING,
                                              self.bot_user, "alert received",
                                              only_from=only_from)
+        first = incident.diagnosis is None
+        if first:
+            self._post_alert_card(incident_id)
         try:
-            return self._diagnose(incident)
+            return self._diagnose(incident, evidence=first)
         except Exception as exc:
             error_id = log_internal(exc, f"diagnosis of {incident_id}")
             return self._failed(incident_id, error_id)
 
-    def _diagnose(self, incident: Incident) -> Incident:
+    def _post_alert_card(self, incident_id: str) -> None:
+        """The message now, with what is known: the alert. A failure here is logged and the
+        diagnosis goes on (its outcome posts the message then)."""
+        try:
+            self.publisher.publish(incident_id)
+        except Exception as exc:
+            log_internal(exc, f"the alert card of {incident_id}")
+
+    def _diagnose(self, incident: Incident, *, evidence: bool = False) -> Incident:
         incident_id = incident.id
         target = self.hosts.target_for(incident.host)
         diagnosis = self.hosts.diagnose(incident, target)
@@ -87,7 +103,7 @@ class DiagnoseStep:
         self.publisher.render_stored(replace(stored, state=outcome))  # renders, or fails here
         reason = f"{len(diagnosis.findings)} findings, {len(plans)} proposed actions"
         incident = self.incidents.transition(incident_id, outcome, self.bot_user, reason, ev_hash)
-        self.publisher.publish(incident_id)
+        self.publisher.publish(incident_id, evidence=evidence)
         return incident
 
     def _failed(self, incident_id: str, error_id: str) -> Incident:
