@@ -32,7 +32,7 @@ def render_alert_card(incident: Incident, *, seq: int = 0, now: float,
     """The message while the incident has no diagnosis yet: a headline from the alert,
     the state line, when and how it fired, and "diagnosing…" while it is."""
     state = incident.state.value
-    what = alert_what(incident.kind, incident.summary, incident.labels)
+    what = alert_what(incident.host, incident.kind, incident.summary, incident.labels)
     mention = summary.oncall_mention(oncall) if incident.severity.value == "critical" else ""
     title = strings.MSG_HEADLINE_GENERIC.format(host=escape(incident.host), title=what)
     head = f"{mention}*{title}*"
@@ -56,9 +56,14 @@ def render_alert_card(incident: Incident, *, seq: int = 0, now: float,
         incident_id=incident.id, seq=seq)
 
 
-def alert_what(kind: str, summary_text: str, labels: Mapping[str, str]) -> str:
-    """What fired, in the alert's own words: its summary, else its name, else the kind."""
+def alert_what(host: str, kind: str, summary_text: str, labels: Mapping[str, str]) -> str:
+    """What fired, in the alert's own words: its summary (without a leading host name:
+    the headline already starts with it), else its name, else the kind."""
     said = summary_text.strip().splitlines()[0] if summary_text.strip() else ""
+    for lead in (f"{host}: ", f"{host} "):
+        if said.startswith(lead) and said[len(lead):].strip():
+            said = said[len(lead):].strip()
+            break
     said = said or str(labels.get("alertname") or "")
     return escape(clip(said, 200)) if said else strings.MSG_ALERT_WHAT.format(kind=escape(kind))
 

@@ -51,3 +51,8 @@ def test_a_state_past_diagnosing_drops_the_note_and_shows_its_buttons() -> None:
     assert "Resolved by" in text_of(resolved)
     snoozed = render_alert_card(replace(INC, state=IncidentState.SNOOZED), now=FIRED)
     assert [b.action_id for b in snoozed.buttons] == ["incident_resolve"]
+
+
+def test_a_summary_that_starts_with_the_host_does_not_say_it_twice() -> None:
+    text = text_of(replace(INC, summary="gpu-09 booted 2 minutes ago"))
+    assert "*gpu-09: booted 2 minutes ago*" in text
