@@ -336,10 +336,14 @@ class ChatOutboxStore:
                   keys.outbox_due_top()], args=args))
 
     # --- readers ------------------------------------------------------------------------
-    def due_incidents(self, now: float, limit: int = 100) -> list[str]:
+    def due_incidents(self, now: float, limit: int = 100, *,
+                      parents_first: bool = True) -> list[str]:
         """Incident ids whose head item is due (or whose claim expired): those whose head
         is a top-level post first (parents before thread replies), each part most overdue
-        first."""
+        first (``parents_first`` False: all in due order)."""
+        if not parents_first:
+            return [str(i) for i in self.redis.zrangebyscore(  # type: ignore[union-attr]
+                keys.outbox_due(), "-inf", repr(now), start=0, num=limit)]
         pipe = self.redis.pipeline(transaction=False)
         for key in (keys.outbox_due_top(), keys.outbox_due()):
             pipe.zrangebyscore(key, "-inf", repr(now), start=0, num=limit)

@@ -96,11 +96,14 @@ class ChatOutbox:
         backoff_s: float = 1.0,
         max_backoff_s: float = 5.0,
         late_after_s: float = 2.0,
+        parents_first: bool = True,
     ) -> None:
         self.store, self.clock, self.on_delivered = store, clock, on_delivered
         self.direct: DirectChat = backend if isinstance(backend, DirectChat) else _Plain(backend)
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.late_after_s = late_after_s  # a shorter wait (budget spacing) is not audited
+        # False: due items in due order only (before issue 29; ``bench/first_message.py``)
+        self.parents_first = parents_first
 
     def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
              channel: str, thread: MessageRef | None = None, ref: MessageRef | None = None,
@@ -121,7 +124,8 @@ class ChatOutbox:
                        thread_ts=thread.ts if thread is not None else "", thread_of=thread_of,
                        ref_ts=ref.ts if ref is not None else "", version=message.seq)
         seq = self.store.append(incident_id, item, now)
-        if item.op is Op.POST and not is_top_level(item) and self.store.top_level_due(now):
+        if (self.parents_first and item.op is Op.POST and not is_top_level(item)
+                and self.store.top_level_due(now)):
             return None  # an incident's first message waits for the channel: it goes first
         claimed = self.store.claim(incident_id, now, _token(), expect_seq=seq)
         return self._deliver(claimed) if claimed is not None else None
@@ -131,7 +135,7 @@ class ChatOutbox:
         it that are due too; the number delivered."""
         now = self.clock() if now is None else now
         delivered = 0
-        for incident_id in self.store.due_incidents(now):
+        for incident_id in self.store.due_incidents(now, parents_first=self.parents_first):
             while (item := self.store.claim(incident_id, now, _token())) is not None:
                 if self._deliver(item) is None:
                     break

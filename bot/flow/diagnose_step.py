@@ -51,12 +51,16 @@ class DiagnoseStep:
     """opened → diagnosing → (diagnosis stored, plans created) → the state it calls for."""
 
     def __init__(self, incidents: IncidentStore, hosts: Hosts, plans: Plans,
-                 publisher: Publisher, *, bot_user: str = "incident-bot") -> None:
+                 publisher: Publisher, *, bot_user: str = "incident-bot",
+                 alert_card: bool = True) -> None:
         self.incidents = incidents
         self.hosts = hosts
         self.plans = plans
         self.publisher = publisher
         self.bot_user = bot_user
+        # False: no message until the diagnosis ends (the behaviour before issue 29; the
+        # benchmark ``bench/first_message.py`` measures both)
+        self.alert_card = alert_card
 
     def on_opened(self, incident_id: str,
                   only_from: frozenset[IncidentState] | None = None) -> Incident:
@@ -70,7 +74,7 @@ class DiagnoseStep:
         incident = self.incidents.transition(incident_id, IncidentState.DIAGNOSING,
                                              self.bot_user, "alert received",
                                              only_from=only_from)
-        first = incident.diagnosis is None
+        first = self.alert_card and incident.diagnosis is None
         if first:
             self._post_alert_card(incident_id)
         try:

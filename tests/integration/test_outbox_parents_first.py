@@ -42,8 +42,9 @@ class PacedChat:
         return None
 
 
-def outbox(redis: Redis, chat: PacedChat) -> ChatOutbox:
-    return ChatOutbox(ChatOutboxStore(redis), chat, clock=lambda: NOW)  # type: ignore[arg-type]
+def outbox(redis: Redis, chat: PacedChat, parents_first: bool = True) -> ChatOutbox:
+    return ChatOutbox(ChatOutboxStore(redis), chat, clock=lambda: NOW,  # type: ignore[arg-type]
+                      parents_first=parents_first)
 
 
 def card(iid: str) -> ChatMessage:
@@ -115,3 +116,15 @@ def test_the_top_level_lane_follows_the_head(redis: Redis) -> None:
     assert store.ack(head, Posted(CHANNEL, "2.2", "2.2"))
     assert not store.top_level_due(NOW + 60)
     assert store.due_incidents(NOW) == ["B", "A"]
+
+
+def test_without_parents_first_the_older_replies_take_the_channel(redis: Redis) -> None:
+    """The switch the benchmark uses: in plain due order the replies queued first go first."""
+    chat = PacedChat()
+    box = outbox(redis, chat, parents_first=False)
+    chat.allow = 1
+    assert box.send("A", CARD, Op.POST, card("A"), CHANNEL) is not None
+    box.send("A", "evidence", Op.POST, reply("A"), CHANNEL, thread_of=CARD)
+    box.send("B", CARD, Op.POST, card("B"), CHANNEL)
+    drain_one_post_at_a_time(box, chat, 2)
+    assert chat.sent == ["A card", "A reply", "B card"]
