@@ -108,8 +108,9 @@ class OutboxItem:
 
 
 # Every script that moves an incident in the due ZSET calls ``mark`` (or ``unmark``), so
-# the top-level lane (KEYS: due top) holds exactly the due incidents whose head is a
-# top-level post.
+# the top-level lane (KEYS: due top) holds exactly the queued incidents whose head is a
+# top-level post, scored by when that post was queued: the first alert's message goes
+# first (its due time is in the due ZSET; throttled posts all share the next free slot).
 LANE = """
 local function top_level(item)
   return item.op == 'post' and (item.thread_ts or '') == '' and (item.thread_of or '') == ''
@@ -117,7 +118,7 @@ end
 local function mark(due_key, top_key, id, score, item)
   redis.call('ZADD', due_key, score, id)
   if top_level(item) then
-    redis.call('ZADD', top_key, score, id)
+    redis.call('ZADD', top_key, item.created or score, id)
   else
     redis.call('ZREM', top_key, id)
   end
@@ -344,19 +345,25 @@ class ChatOutboxStore:
         if not parents_first:
             return [str(i) for i in self.redis.zrangebyscore(  # type: ignore[union-attr]
                 keys.outbox_due(), "-inf", repr(now), start=0, num=limit)]
-        pipe = self.redis.pipeline(transaction=False)
-        for key in (keys.outbox_due_top(), keys.outbox_due()):
-            pipe.zrangebyscore(key, "-inf", repr(now), start=0, num=limit)
-        top, every = pipe.execute()
-        first = [str(i) for i in top]
+        first = self._top_level_due(now, limit)
+        every = self.redis.zrangebyscore(keys.outbox_due(), "-inf", repr(now), start=0,
+                                         num=limit)
         seen = set(first)
-        return (first + [str(i) for i in every if str(i) not in seen])[:limit]
+        return (first + [str(i) for i in every if str(i) not in seen])[:limit]  # type: ignore[union-attr]
 
     def top_level_due(self, now: float) -> bool:
         """Whether an incident's own first message is due and waiting (a thread reply then
         waits its turn behind it rather than take the channel's next post)."""
-        return bool(self.redis.zrangebyscore(keys.outbox_due_top(), "-inf", repr(now),
-                                             start=0, num=1))
+        return bool(self._top_level_due(now, 100))
+
+    def _top_level_due(self, now: float, limit: int) -> list[str]:
+        """The lane's incidents whose head is due, the earliest queued first."""
+        top = [str(i) for i in self.redis.zrange(keys.outbox_due_top(), 0, limit - 1)]  # type: ignore[union-attr]
+        if not top:
+            return []
+        scores = self.redis.zmscore(keys.outbox_due(), top)
+        return [i for i, due in zip(top, scores, strict=True)  # type: ignore[arg-type]
+                if due is not None and float(due) <= now]
 
     def next_due(self) -> float | None:
         """When the earliest head item is due (None: nothing queued)."""

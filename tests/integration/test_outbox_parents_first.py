@@ -111,6 +111,13 @@ def test_the_top_level_lane_follows_the_head(redis: Redis) -> None:
                               thread_ts="1.1"), NOW - 5)
     assert store.due_incidents(NOW) == ["A", "B"], "the parent first, though B is older"
     assert store.top_level_due(NOW)
+    for iid, queued in (("Z", NOW - 2), ("Y", NOW - 1)):  # two earlier parents
+        store.append(iid, NewItem(Op.POST, CARD, message_to_json(card(iid)), CHANNEL), queued)
+    assert store.due_incidents(NOW) == ["Z", "Y", "A", "B"], "parents in the order queued"
+    assert store.due_incidents(NOW - 1.5) == ["Z", "B"]  # and only the due ones
+    for iid in ("Z", "Y"):
+        got = store.claim(iid, NOW, "t0")
+        assert got is not None and store.ack(got, Posted(CHANNEL, f"{iid}.1", f"{iid}.1"))
     head = store.claim("A", NOW, "t1")
     assert head is not None and head.purpose == CARD
     assert store.ack(head, Posted(CHANNEL, "2.2", "2.2"))
