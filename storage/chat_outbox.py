@@ -20,6 +20,11 @@ a hash of item JSON); a global ZSET scores each incident id by when its *head* i
   sent as an edit: a lost response cannot produce a second card.
 - The audit entry of a late delivery (or a give-up) is written in the same script as the
   ack, so the timeline and the queue never disagree.
+- Parents first (issue 29): a second ZSET keeps the due incidents whose head is a top-level
+  post (an incident's own message, not a thread reply), kept by the same scripts as the due
+  ZSET. ``due_incidents`` lists those first, so when Slack's pace (about one post a second
+  per channel) is the limit, twelve new incidents get their messages before anyone's
+  evidence replies; each incident's own items keep their order.
 """
 
 from __future__ import annotations
@@ -102,11 +107,33 @@ class OutboxItem:
         return f"{self.incident_id}/{self.seq}"
 
 
-# KEYS: seq counter, queue, items, due, newest
+# Every script that moves an incident in the due ZSET calls ``mark`` (or ``unmark``), so
+# the top-level lane (KEYS: due top) holds exactly the queued incidents whose head is a
+# top-level post, scored by when that post was queued: the first alert's message goes
+# first (its due time is in the due ZSET; throttled posts all share the next free slot).
+LANE = """
+local function top_level(item)
+  return item.op == 'post' and (item.thread_ts or '') == '' and (item.thread_of or '') == ''
+end
+local function mark(due_key, top_key, id, score, item)
+  redis.call('ZADD', due_key, score, id)
+  if top_level(item) then
+    redis.call('ZADD', top_key, item.created or score, id)
+  else
+    redis.call('ZREM', top_key, id)
+  end
+end
+local function unmark(due_key, top_key, id)
+  redis.call('ZREM', due_key, id)
+  redis.call('ZREM', top_key, id)
+end
+"""
+
+# KEYS: seq counter, queue, items, due, newest, due top
 # ARGV: incident id, item JSON, due, purpose, version (a render's sequence number, 0: none)
 # ``newest`` keeps, per purpose, "version:seq" of the item with the highest version (the
 # later one on a tie), so a render that took its number earlier but arrived later loses.
-APPEND = """
+APPEND = LANE + """
 local seq = redis.call('INCR', KEYS[1])
 redis.call('HSET', KEYS[3], seq, ARGV[2])
 redis.call('ZADD', KEYS[2], seq, seq)
@@ -115,23 +142,25 @@ local version = tonumber(ARGV[5])
 if not current or version >= tonumber(string.match(current, '^(%d+):')) then
   redis.call('HSET', KEYS[5], ARGV[4], ARGV[5] .. ':' .. seq)
 end
-redis.call('ZADD', KEYS[4], 'NX', ARGV[3], ARGV[1])
+if redis.call('ZSCORE', KEYS[4], ARGV[1]) == false then
+  mark(KEYS[4], KEYS[6], ARGV[1], ARGV[3], cjson.decode(ARGV[2]))
+end
 return seq
 """
 
-# KEYS: queue, items, due, posted, newest
+# KEYS: queue, items, due, posted, newest, due top
 # ARGV: incident id, now, token, lease seconds, expected seq ('')
 # An edit of a message that a newer item of the same purpose replaces (a later or a
 # higher-numbered render, queued or already sent) is dropped unsent: a render queue is
 # not replayed render by render after an outage, and an older render never overwrites a
 # newer one. A first post never is (replies may be queued for its thread), nor a try
 # that may have reached Slack.
-CLAIM = """
+CLAIM = LANE + """
 local now = tonumber(ARGV[2])
 while true do
   local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
   if not head then
-    redis.call('ZREM', KEYS[3], ARGV[1])
+    unmark(KEYS[3], KEYS[6], ARGV[1])
     return false
   end
   local raw = redis.call('HGET', KEYS[2], head)
@@ -140,11 +169,11 @@ while true do
   else
     local item = cjson.decode(raw)
     if item.due > now then
-      redis.call('ZADD', KEYS[3], item.due, ARGV[1])
+      mark(KEYS[3], KEYS[6], ARGV[1], item.due, item)
       return false
     end
     if item.claim ~= '' and item.claim_until > now then
-      redis.call('ZADD', KEYS[3], item.claim_until, ARGV[1])
+      mark(KEYS[3], KEYS[6], ARGV[1], item.claim_until, item)
       return false
     end
     local newest = redis.call('HGET', KEYS[5], item.purpose)
@@ -154,14 +183,17 @@ while true do
       redis.call('HDEL', KEYS[2], head)
       redis.call('ZREM', KEYS[1], head)
     else
-      if ARGV[5] ~= '' and head ~= ARGV[5] then return false end
+      if ARGV[5] ~= '' and head ~= ARGV[5] then
+        mark(KEYS[3], KEYS[6], ARGV[1], item.due, item)
+        return false
+      end
       if item.claim ~= '' then item.uncertain = true end
       item.claim = ARGV[3]
       item.claim_until = now + tonumber(ARGV[4])
       item.attempts = item.attempts + 1
       raw = cjson.encode(item)
       redis.call('HSET', KEYS[2], head, raw)
-      redis.call('ZADD', KEYS[3], item.claim_until, ARGV[1])
+      mark(KEYS[3], KEYS[6], ARGV[1], item.claim_until, item)
       return {head, raw}
     end
   end
@@ -169,9 +201,9 @@ end
 """
 
 # The end of an item: delivered (mode 'ack': remember where its purpose was posted) or
-# given up ('drop'). KEYS: queue, items, posted, due, audit, audit all.
+# given up ('drop'). KEYS: queue, items, posted, due, audit, audit all, due top.
 # ARGV: incident id, seq, token, mode, posted JSON, audit max length, n audit fields, k v …
-FINISH = """
+FINISH = LANE + """
 local raw = redis.call('HGET', KEYS[2], ARGV[2])
 if not raw then return 0 end
 local item = cjson.decode(raw)
@@ -185,10 +217,10 @@ redis.call('ZREM', KEYS[1], ARGV[2])
 local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
 if head then
   local next_raw = redis.call('HGET', KEYS[2], head)
-  local due = next_raw and cjson.decode(next_raw).due or 0
-  redis.call('ZADD', KEYS[4], due, ARGV[1])
+  local next_item = next_raw and cjson.decode(next_raw) or {op = '', due = 0}
+  mark(KEYS[4], KEYS[7], ARGV[1], next_item.due, next_item)
 else
-  redis.call('ZREM', KEYS[4], ARGV[1])
+  unmark(KEYS[4], KEYS[7], ARGV[1])
 end
 local n = tonumber(ARGV[7])
 if n > 0 then
@@ -200,9 +232,9 @@ end
 return 1
 """
 
-# KEYS: items, due, audit, audit all; ARGV: incident id, seq, token, due, error,
+# KEYS: items, due, audit, audit all, due top; ARGV: incident id, seq, token, due, error,
 # uncertain ('1'/''), audit max length, n audit fields, k v …
-RELEASE = """
+RELEASE = LANE + """
 local raw = redis.call('HGET', KEYS[1], ARGV[2])
 if not raw then return 0 end
 local item = cjson.decode(raw)
@@ -213,7 +245,7 @@ item.due = tonumber(ARGV[4])
 item.last_error = ARGV[5]
 item.uncertain = (ARGV[6] == '1') or item.uncertain
 redis.call('HSET', KEYS[1], ARGV[2], cjson.encode(item))
-redis.call('ZADD', KEYS[2], item.due, ARGV[1])
+mark(KEYS[2], KEYS[5], ARGV[1], item.due, item)
 local n = tonumber(ARGV[8])
 if n > 0 then
   local fields = {}
@@ -266,7 +298,7 @@ class ChatOutboxStore:
         got = self._claim(
             keys=[keys.outbox_queue(incident_id), keys.outbox_items(incident_id),
                   keys.outbox_due(), keys.outbox_posted(incident_id),
-                  keys.outbox_newest(incident_id)],
+                  keys.outbox_newest(incident_id), keys.outbox_due_top()],
             args=[incident_id, repr(now), token, repr(self.lease_s),
                   "" if expect_seq is None else str(expect_seq)])
         if not got:
@@ -291,7 +323,8 @@ class ChatOutboxStore:
                 "1" if uncertain else "", str(GLOBAL_MAXLEN), *_audit_args(item, note, now)]
         return bool(self._release(
             keys=[keys.outbox_items(item.incident_id), keys.outbox_due(),
-                  keys.audit(item.incident_id), keys.audit_all()], args=args))
+                  keys.audit(item.incident_id), keys.audit_all(), keys.outbox_due_top()],
+            args=args))
 
     def _end(self, item: OutboxItem, mode: str, posted: str, note: AuditNote | None,
              now: float) -> bool:
@@ -300,13 +333,37 @@ class ChatOutboxStore:
                 *_audit_args(item, note, now)]
         return bool(self._finish(
             keys=[keys.outbox_queue(iid), keys.outbox_items(iid), keys.outbox_posted(iid),
-                  keys.outbox_due(), keys.audit(iid), keys.audit_all()], args=args))
+                  keys.outbox_due(), keys.audit(iid), keys.audit_all(),
+                  keys.outbox_due_top()], args=args))
 
     # --- readers ------------------------------------------------------------------------
-    def due_incidents(self, now: float, limit: int = 100) -> list[str]:
-        """Incident ids whose head item is due (or whose claim expired), most overdue first."""
-        return [str(i) for i in self.redis.zrangebyscore(  # type: ignore[union-attr]
-            keys.outbox_due(), "-inf", repr(now), start=0, num=limit)]
+    def due_incidents(self, now: float, limit: int = 100, *,
+                      parents_first: bool = True) -> list[str]:
+        """Incident ids whose head item is due (or whose claim expired): those whose head
+        is a top-level post first (parents before thread replies), each part most overdue
+        first (``parents_first`` False: all in due order)."""
+        if not parents_first:
+            return [str(i) for i in self.redis.zrangebyscore(  # type: ignore[union-attr]
+                keys.outbox_due(), "-inf", repr(now), start=0, num=limit)]
+        first = self._top_level_due(now, limit)
+        every = self.redis.zrangebyscore(keys.outbox_due(), "-inf", repr(now), start=0,
+                                         num=limit)
+        seen = set(first)
+        return (first + [str(i) for i in every if str(i) not in seen])[:limit]  # type: ignore[union-attr]
+
+    def top_level_due(self, now: float) -> bool:
+        """Whether an incident's own first message is due and waiting (a thread reply then
+        waits its turn behind it rather than take the channel's next post)."""
+        return bool(self._top_level_due(now, 100))
+
+    def _top_level_due(self, now: float, limit: int) -> list[str]:
+        """The lane's incidents whose head is due, the earliest queued first."""
+        top = [str(i) for i in self.redis.zrange(keys.outbox_due_top(), 0, limit - 1)]  # type: ignore[union-attr]
+        if not top:
+            return []
+        scores = self.redis.zmscore(keys.outbox_due(), top)
+        return [i for i, due in zip(top, scores, strict=True)  # type: ignore[arg-type]
+                if due is not None and float(due) <= now]
 
     def next_due(self) -> float | None:
         """When the earliest head item is due (None: nothing queued)."""
@@ -335,7 +392,8 @@ class ChatOutboxStore:
 
 def _append_keys(incident_id: str) -> list[str]:
     return [keys.outbox_seq(incident_id), keys.outbox_queue(incident_id),
-            keys.outbox_items(incident_id), keys.outbox_due(), keys.outbox_newest(incident_id)]
+            keys.outbox_items(incident_id), keys.outbox_due(), keys.outbox_newest(incident_id),
+            keys.outbox_due_top()]
 
 
 def _item_json(item: NewItem, now: float) -> str:

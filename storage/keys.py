@@ -311,3 +311,9 @@ def outbox_newest(incident_id: str) -> str:
 def outbox_due() -> str:
     """Sorted set: incident id → when its head chat item is due (or its claim expires)."""
     return _k("outbox", "due")
+
+
+def outbox_due_top() -> str:
+    """Sorted set: the part of ``outbox_due`` whose head is a top-level post (an incident's
+    first message): sent before thread replies when Slack's pace is the limit (issue 29)."""
+    return _k("outbox", "due", "top")

@@ -1,5 +1,6 @@
 """Chat delivery through the durable outbox (``storage/chat_outbox.py``): nothing is lost
 when Slack refuses for a while, nothing is sent twice, and each incident's items keep order.
+When Slack's pace is the limit, incidents' first messages go before thread replies.
 
 ``send`` queues the item and tries it at once, so a healthy Slack sees today's latency;
 when Slack refuses (5xx, 429, a timeout, a refused connection) the item waits in Redis
@@ -95,11 +96,14 @@ class ChatOutbox:
         backoff_s: float = 1.0,
         max_backoff_s: float = 5.0,
         late_after_s: float = 2.0,
+        parents_first: bool = True,
     ) -> None:
         self.store, self.clock, self.on_delivered = store, clock, on_delivered
         self.direct: DirectChat = backend if isinstance(backend, DirectChat) else _Plain(backend)
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.late_after_s = late_after_s  # a shorter wait (budget spacing) is not audited
+        # False: due items in due order only (before issue 29; ``bench/first_message.py``)
+        self.parents_first = parents_first
 
     def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
              channel: str, thread: MessageRef | None = None, ref: MessageRef | None = None,
@@ -109,13 +113,20 @@ class ChatOutbox:
         ``message.seq`` (a render's number) orders renders of one purpose: an older one
         that arrives late is never sent over a newer one.
         ``thread_of`` names a purpose whose thread the reply goes to (resolved when sent,
-        so a reply may be queued before the incident's card is delivered)."""
+        so a reply may be queued before the incident's card is delivered).
+        Parents first: while some incident's first message is due and waiting (Slack's
+        pace is the limit), a thread reply is left to the retry loop, which sends the
+        waiting top-level posts before it (``ChatOutboxStore.due_incidents``); edits
+        have their own budget and go at once."""
         now = self.clock()
         item = NewItem(op=Op(op), purpose=purpose, message=message_to_json(message),
                        channel=ref.channel if ref is not None else channel,
                        thread_ts=thread.ts if thread is not None else "", thread_of=thread_of,
                        ref_ts=ref.ts if ref is not None else "", version=message.seq)
         seq = self.store.append(incident_id, item, now)
+        if (self.parents_first and item.op is Op.POST and not is_top_level(item)
+                and self.store.top_level_due(now)):
+            return None  # an incident's first message waits for the channel: it goes first
         claimed = self.store.claim(incident_id, now, _token(), expect_seq=seq)
         return self._deliver(claimed) if claimed is not None else None
 
@@ -124,7 +135,7 @@ class ChatOutbox:
         it that are due too; the number delivered."""
         now = self.clock() if now is None else now
         delivered = 0
-        for incident_id in self.store.due_incidents(now):
+        for incident_id in self.store.due_incidents(now, parents_first=self.parents_first):
             while (item := self.store.claim(incident_id, now, _token())) is not None:
                 if self._deliver(item) is None:
                     break
@@ -257,6 +268,11 @@ class ChatOutbox:
 
     def _backoff(self, item: OutboxItem) -> float:
         return min(self.max_backoff_s, self.backoff_s * 2 ** max(0, item.attempts - 1))
+
+
+def is_top_level(item: NewItem) -> bool:
+    """A post that opens its own thread (an incident's message), not a reply or an edit."""
+    return item.op is Op.POST and not item.thread_ts and not item.thread_of
 
 
 def remember_card(store: ChatOutboxStore, incidents: IncidentStore,

@@ -126,7 +126,7 @@ def run_story(stage: Stage, console: Console, *, yes: bool,
         with timed(stage, "alert received (Alertmanager webhook → incident)"):
             token = stage.settings.incident_bot_alert_token
             incident_id = send_alert(stage.http.url, token.get_secret_value() if token else "")
-        with timed(stage, "diagnosis over SSH and findings posted"):
+        with timed(stage, "message posted, diagnosis over SSH, findings edited in"):
             flow.events.ensure_group(GROUP)
             consumer = flow.consumer()
             while flow.incidents.require(incident_id).state is not IncidentState.AWAITING_APPROVAL:

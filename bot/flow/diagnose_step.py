@@ -4,6 +4,11 @@ The outcome decides the state: no SSH session → ``diagnosis_failed`` (Retry); 
 but nothing the catalog can run → ``no_action`` (Resolve); proposed actions →
 ``awaiting_approval``; a healthy host → ``resolved``. The message is rendered from what
 was stored (``bot.flow.message``).
+
+The message goes out when the diagnosis starts (issue 29): a first diagnosis posts the
+alert card at once (what fired, "diagnosing…"), so a host whose ``nvidia-smi`` hangs has
+its message within seconds, not after the probe's deadline; the finished diagnosis (or the
+failure) edits the same message, and its evidence goes to the thread then.
 """
 
 from __future__ import annotations
@@ -46,12 +51,16 @@ class DiagnoseStep:
     """opened → diagnosing → (diagnosis stored, plans created) → the state it calls for."""
 
     def __init__(self, incidents: IncidentStore, hosts: Hosts, plans: Plans,
-                 publisher: Publisher, *, bot_user: str = "incident-bot") -> None:
+                 publisher: Publisher, *, bot_user: str = "incident-bot",
+                 alert_card: bool = True) -> None:
         self.incidents = incidents
         self.hosts = hosts
         self.plans = plans
         self.publisher = publisher
         self.bot_user = bot_user
+        # False: no message until the diagnosis ends (the behaviour before issue 29; the
+        # benchmark ``bench/first_message.py`` measures both)
+        self.alert_card = alert_card
 
     def on_opened(self, incident_id: str,
                   only_from: frozenset[IncidentState] | None = None) -> Incident:
@@ -65,13 +74,24 @@ class DiagnoseStep:
         incident = self.incidents.transition(incident_id, IncidentState.DIAGNOSING,
                                              self.bot_user, "alert received",
                                              only_from=only_from)
+        first = self.alert_card and incident.diagnosis is None
+        if first:
+            self._post_alert_card(incident_id)
         try:
-            return self._diagnose(incident)
+            return self._diagnose(incident, evidence=first)
         except Exception as exc:
             error_id = log_internal(exc, f"diagnosis of {incident_id}")
             return self._failed(incident_id, error_id)
 
-    def _diagnose(self, incident: Incident) -> Incident:
+    def _post_alert_card(self, incident_id: str) -> None:
+        """The message now, with what is known: the alert. A failure here is logged and the
+        diagnosis goes on (its outcome posts the message then)."""
+        try:
+            self.publisher.publish(incident_id)
+        except Exception as exc:
+            log_internal(exc, f"the alert card of {incident_id}")
+
+    def _diagnose(self, incident: Incident, *, evidence: bool = False) -> Incident:
         incident_id = incident.id
         target = self.hosts.target_for(incident.host)
         diagnosis = self.hosts.diagnose(incident, target)
@@ -87,7 +107,7 @@ class DiagnoseStep:
         self.publisher.render_stored(replace(stored, state=outcome))  # renders, or fails here
         reason = f"{len(diagnosis.findings)} findings, {len(plans)} proposed actions"
         incident = self.incidents.transition(incident_id, outcome, self.bot_user, reason, ev_hash)
-        self.publisher.publish(incident_id)
+        self.publisher.publish(incident_id, evidence=evidence)
         return incident
 
     def _failed(self, incident_id: str, error_id: str) -> Incident:

@@ -10,6 +10,10 @@ Every post goes through ``bot/chat/outbox.py``: delivered at once when Slack tak
 else kept in Redis and retried (5xx, 429, timeouts) in order per incident, never twice.
 The card's place (``Incident.chat``) and its approvals' message are recorded when it is
 delivered (``remember_card``), whichever replica or retry delivers it.
+
+The message is posted when the diagnosis starts (issue 29): before there is a diagnosis it
+renders as the alert card (``bot.chat.alert_card``: what fired, "diagnosing…"), and the
+diagnosis edits the same message into the full card, its evidence going to the thread then.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 
+from bot.chat.alert_card import render_alert_card
 from bot.chat.base import ChatMessage, MessageRef
 from bot.chat.evidence import raw_evidence, with_outputs
 from bot.chat.outbox import CARD, ChatOutbox
 from bot.chat.render import render_incident, thread_evidence
 from bot.core import strings
 from bot.domain.incident import Incident
+from bot.domain.lifecycle import IncidentState
 from bot.flow.thread import message_ref, note, thread_ref
 from storage.approvals import ApprovalStore
 from storage.chat_outbox import Op
@@ -53,30 +59,40 @@ class Publisher:
         self.can_escalate = can_escalate
 
     def render_stored(self, incident: Incident, seq: int = 0) -> ChatMessage | None:
-        """The incident's message as its stored state says (None before its diagnosis)."""
-        if incident.diagnosis is None:
-            return None
-        plans, revert = list(incident.plans), incident.revert_plan
-        ids = [p.approval_id for p in plans] + ([revert.approval_id] if revert else [])
-        approvals = {i: a for i in ids if (a := self.approvals.get(i)) is not None}
+        """The incident's message as its stored state says: the alert card while it is
+        diagnosed (or, once posted, until it has a diagnosis); None before that."""
         # ages are as of the stored state's last change, never the render's clock: the same
         # state renders the same message on every replica and at every retry
         as_of = incident.updated or self.clock()
+        if incident.diagnosis is None:
+            if incident.state is not IncidentState.DIAGNOSING and incident.chat is None:
+                return None
+            return render_alert_card(incident, seq=seq, now=as_of, oncall=self.oncall,
+                                     can_escalate=self.can_escalate)
+        plans, revert = list(incident.plans), incident.revert_plan
+        ids = [p.approval_id for p in plans] + ([revert.approval_id] if revert else [])
+        approvals = {i: a for i in ids if (a := self.approvals.get(i)) is not None}
         return render_incident(incident, incident.diagnosis, plans, approvals,
                                incident.results, revert, seq=seq, now=as_of, oncall=self.oncall,
                                runbooks=self.runbooks, can_escalate=self.can_escalate)
 
-    def publish(self, incident_id: str) -> MessageRef | None:
-        """Post the incident's message the first time, edit it in place after that."""
+    def publish(self, incident_id: str, *, evidence: bool = False) -> MessageRef | None:
+        """Post the incident's message the first time, edit it in place after that.
+        ``evidence``: the diagnosis is shown for the first time on a message already
+        posted (the alert card), so its evidence goes to the thread now (a first post
+        always brings it)."""
         seq = self.renders.next_seq(incident_id)
         incident = self.incidents.require(incident_id)
         message = self.render_stored(incident, seq)
         if message is None:
             return None
         ref = message_ref(incident)
-        if ref is not None:
-            return self.outbox.send(incident_id, CARD, Op.UPDATE, message, ref.channel, ref=ref)
-        return self._first_post(incident, message)
+        if ref is None:
+            return self._first_post(incident, message)
+        sent = self.outbox.send(incident_id, CARD, Op.UPDATE, message, ref.channel, ref=ref)
+        if evidence:
+            self._evidence(incident, ref.channel)
+        return sent
 
     def reply(self, incident: Incident, text: str, code: str | None = None, *,
               purpose: str = "") -> MessageRef | None:
@@ -122,12 +138,17 @@ class Publisher:
         fixed purposes: a second first post (the card still waiting) edits, never doubles."""
         channel, parent_ref = self._where_to_post(incident)
         ref = self.outbox.send(incident.id, CARD, Op.POST, message, channel, thread=parent_ref)
+        self._evidence(incident, channel)
+        return ref
+
+    def _evidence(self, incident: Incident, channel: str) -> None:
+        """The per-GPU evidence table as a reply under the card (nothing before the
+        diagnosis). Its purpose is fixed: a second one edits the first."""
         sections = thread_evidence(incident.diagnosis) if incident.diagnosis else ()
         if sections:
             self.outbox.send(incident.id, "evidence", Op.POST,
                              ChatMessage(text=sections[0].text, sections=sections), channel,
                              thread_of=CARD)
-        return ref
 
     def _where_to_post(self, incident: Incident) -> tuple[str, MessageRef | None]:
         """A grouped child is posted in its parent's thread (one channel message per

@@ -55,7 +55,8 @@ def test_a_hung_probe_on_one_host_does_not_hold_the_other_hosts_message(
     assert store.require(stuck.id).state is S.DIAGNOSING  # gpu-01 still waits on nvidia-smi
     assert healthy_after < 6.0, f"gpu-02 waited {healthy_after:.1f} s behind gpu-01"
 
-    wait_until(lambda: store.require(stuck.id).chat is not None, 60, "gpu-01's message")
+    wait_until(lambda: store.require(stuck.id).state is not S.DIAGNOSING, 60,
+               "gpu-01's diagnosis")  # its message was posted at diagnosing, then edited
     settled = store.require(stuck.id)
     assert settled.state is not S.DIAGNOSING and settled.diagnosis is not None
     assert "nvidia-smi" in " ".join(f.title for f in settled.diagnosis.findings)

@@ -35,7 +35,7 @@ from bot.sim.sshd import SimHost
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
 from storage.jobs import JobStore
-from tests.fixtures.bots import wait_until
+from tests.fixtures.bots import is_alert_card, wait_until
 from tests.fixtures.slack_payloads import block_actions, find_button, form
 
 SECRET, TOKEN, ALERT_TOKEN = "e2e-signing-secret", "xoxb-e2e", "e2e-alert-token"
@@ -134,6 +134,8 @@ def test_crash_recovery_story_through_slack(world: dict[str, Any],
     assert len(parents) == 1
     (channel, ts), _ = next(iter(standin.messages.items()))
     assert channel == CHANNEL
+    wait_until(lambda: not is_alert_card(last_message(standin, ts)), 60,
+               "the alert card edited into the diagnosis")  # posted at diagnosing (issue 29)
     before = last_message(standin, ts)  # what the approver's client shows
     assert "Approve or deny: stop vllm-kimi-k25-int4.service" in before["text"]
     assert "Awaiting approval · incident " + incident_id in json.dumps(before["blocks"],

@@ -88,9 +88,9 @@ def test_evidence_table_in_the_thread_and_raw_output_on_demand(bot: Any) -> None
     [table] = thread_posts(standin, ts, 1)  # the compact table, posted once
     shown = str(table.params.get("blocks"))
     assert "GPU" in shown and "MEMORY" in shown and "nvidia-smi" not in shown
-    parent = next(c for c in standin.calls_of("chat.postMessage") if not c.params.get("thread_ts"))
-    assert "nvidia-smi" not in str(parent.params.get("blocks"))
-    assert "Raw evidence" in str(parent.params.get("blocks"))
+    parent = standin.messages[(channel, ts)]  # the card as edited after the alert card
+    assert "nvidia-smi" not in str(parent.get("blocks"))
+    assert "Raw evidence" in str(parent.get("blocks"))
 
     sender.slash(USER, "/ir", f"evidence {incident.id}")
     assert any(f"Raw evidence of {incident.id} posted" in t for t in replies(standin, 2))

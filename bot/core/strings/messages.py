@@ -221,3 +221,12 @@ MSG_PLAN_APPROVED = "{mark}: {sentence}"
 MSG_LEAD_DONE = "Done: {done}"
 MSG_NOT_FIXED = "Not fixed by this: {headline}"
 MSG_THE_ALERT = "The alert: {headline}"
+
+# --- issue 29 h-first: the alert card, posted when the diagnosis starts -----------------
+MSG_ALERT_WHAT = "{kind} alert"
+MSG_ALERT_FACTS = "Alert `{kind}` ({severity}) fired at {when}{times}"
+MSG_ALERT_TIMES = " · {n} times"
+MSG_ALERT_LABELS = "Labels: {labels}"
+MSG_ALERT_DIAGNOSING = (":hourglass_flowing_sand: Diagnosing… this message is edited with the "
+                        "findings as soon as the host's probes answer (or time out).")
+MSG_ALERT_NOTIFY = "{mention}{host}: {what}. Diagnosing…"

@@ -1,0 +1,137 @@
+"""Parents before thread replies when Slack's pace is the limit (issue 29), against a real
+redis-server: the outbox's due incidents list those whose head is a top-level post first,
+and a reply queued while such a post waits is left for the retry loop, which sends the
+parents before it. Each incident's own items keep their order."""
+
+from __future__ import annotations
+
+from redis import Redis
+
+from bot.chat.base import ChatMessage, ChatSendError, MessageRef
+from bot.chat.outbox import CARD, ChatOutbox, message_to_json
+from storage.chat_outbox import ChatOutboxStore, NewItem, Op, Posted
+
+CHANNEL = "C0PACE"
+NOW = 1000.0
+
+
+class PacedChat:
+    """Slack at its pace, one attempt per call: ``allow`` posts may go, every further
+    post is refused as the shared budget refuses it (throttled, due again at once)."""
+
+    def __init__(self) -> None:
+        self.allow = 0
+        self.sent: list[str] = []  # the text of each delivered post, in order
+        self._n = 0
+
+    def post_once(self, channel: str, message: ChatMessage, thread: MessageRef | None,
+                  key: str) -> MessageRef:
+        if self.allow <= 0:
+            raise ChatSendError("slack budget", transient=True, retry_after_s=0.0,
+                                throttled=True)
+        self.allow -= 1
+        self._n += 1
+        self.sent.append(message.text)
+        return MessageRef(channel, f"{NOW:.0f}.{self._n:06d}")
+
+    def update_once(self, ref: MessageRef, message: ChatMessage) -> None:
+        """Edits have their own budget (not the channel's posts)."""
+
+    def find_posted(self, channel: str, thread: MessageRef | None, key: str,
+                    oldest: float) -> MessageRef | None:
+        return None
+
+
+def outbox(redis: Redis, chat: PacedChat, parents_first: bool = True) -> ChatOutbox:
+    return ChatOutbox(ChatOutboxStore(redis), chat, clock=lambda: NOW,  # type: ignore[arg-type]
+                      parents_first=parents_first)
+
+
+def card(iid: str) -> ChatMessage:
+    return ChatMessage(text=f"{iid} card", incident_id=iid)
+
+
+def reply(iid: str) -> ChatMessage:
+    return ChatMessage(text=f"{iid} reply", incident_id=iid)
+
+
+def drain_one_post_at_a_time(box: ChatOutbox, chat: PacedChat, passes: int) -> None:
+    """The channel takes one post a pass, as Slack's one post a second would."""
+    for _ in range(passes):
+        chat.allow = 1
+        box.drain_once(NOW)
+
+
+def test_waiting_parents_go_before_other_incidents_replies(redis: Redis) -> None:
+    chat = PacedChat()
+    box = outbox(redis, chat)
+    chat.allow = 3
+    for iid in ("A", "B", "C"):  # three incidents already posted, their replies throttled
+        assert box.send(iid, CARD, Op.POST, card(iid), CHANNEL) is not None
+    for iid in ("A", "B", "C"):
+        assert box.send(iid, "evidence", Op.POST, reply(iid), CHANNEL, thread_of=CARD) is None
+    for iid in ("D", "E", "F"):  # then three new incidents, at the channel's pace
+        assert box.send(iid, CARD, Op.POST, card(iid), CHANNEL) is None
+    box.send("D", "evidence", Op.POST, reply("D"), CHANNEL, thread_of=CARD)
+    drain_one_post_at_a_time(box, chat, 7)
+    assert chat.sent[:3] == ["A card", "B card", "C card"]
+    waited = chat.sent[3:]
+    assert waited[:3] == ["D card", "E card", "F card"], waited
+    assert sorted(waited[3:]) == ["A reply", "B reply", "C reply", "D reply"]
+    assert waited.index("D reply") > waited.index("D card")  # its own order holds
+    store = ChatOutboxStore(redis)
+    assert all(store.pending(i) == 0 for i in "ABCDEF")
+    assert store.due_incidents(NOW + 60) == []
+
+
+def test_a_reply_does_not_take_the_channel_from_a_waiting_parent(redis: Redis) -> None:
+    chat = PacedChat()
+    box = outbox(redis, chat)
+    chat.allow = 1
+    assert box.send("A", CARD, Op.POST, card("A"), CHANNEL) is not None
+    assert box.send("B", CARD, Op.POST, card("B"), CHANNEL) is None  # throttled: waits
+    chat.allow = 1  # the channel's next post is free, and a reply of A asks first
+    assert box.send("A", "evidence", Op.POST, reply("A"), CHANNEL, thread_of=CARD) is None
+    assert chat.sent == ["A card"] and chat.allow == 1, "the reply left the slot to B"
+    box.send("A", CARD, Op.UPDATE, card("A"), CHANNEL)  # an edit is not held back
+    box.drain_once(NOW)
+    assert chat.sent == ["A card", "B card"]
+    drain_one_post_at_a_time(box, chat, 1)
+    assert chat.sent == ["A card", "B card", "A reply"]
+
+
+def test_the_top_level_lane_follows_the_head(redis: Redis) -> None:
+    """The lane holds an incident exactly while its head is a top-level post: after the
+    card is delivered its reply is the head, and the incident leaves the lane."""
+    store = ChatOutboxStore(redis)
+    store.append("A", NewItem(Op.POST, CARD, message_to_json(card("A")), CHANNEL), NOW)
+    store.append("A", NewItem(Op.POST, "evidence", message_to_json(reply("A")), CHANNEL,
+                              thread_of=CARD), NOW)
+    store.append("B", NewItem(Op.POST, "evidence", message_to_json(reply("B")), CHANNEL,
+                              thread_ts="1.1"), NOW - 5)
+    assert store.due_incidents(NOW) == ["A", "B"], "the parent first, though B is older"
+    assert store.top_level_due(NOW)
+    for iid, queued in (("Z", NOW - 2), ("Y", NOW - 1)):  # two earlier parents
+        store.append(iid, NewItem(Op.POST, CARD, message_to_json(card(iid)), CHANNEL), queued)
+    assert store.due_incidents(NOW) == ["Z", "Y", "A", "B"], "parents in the order queued"
+    assert store.due_incidents(NOW - 1.5) == ["Z", "B"]  # and only the due ones
+    for iid in ("Z", "Y"):
+        got = store.claim(iid, NOW, "t0")
+        assert got is not None and store.ack(got, Posted(CHANNEL, f"{iid}.1", f"{iid}.1"))
+    head = store.claim("A", NOW, "t1")
+    assert head is not None and head.purpose == CARD
+    assert store.ack(head, Posted(CHANNEL, "2.2", "2.2"))
+    assert not store.top_level_due(NOW + 60)
+    assert store.due_incidents(NOW) == ["B", "A"]
+
+
+def test_without_parents_first_the_older_replies_take_the_channel(redis: Redis) -> None:
+    """The switch the benchmark uses: in plain due order the replies queued first go first."""
+    chat = PacedChat()
+    box = outbox(redis, chat, parents_first=False)
+    chat.allow = 1
+    assert box.send("A", CARD, Op.POST, card("A"), CHANNEL) is not None
+    box.send("A", "evidence", Op.POST, reply("A"), CHANNEL, thread_of=CARD)
+    box.send("B", CARD, Op.POST, card("B"), CHANNEL)
+    drain_one_post_at_a_time(box, chat, 2)
+    assert chat.sent == ["A card", "A reply", "B card"]
