@@ -221,3 +221,16 @@ MSG_PLAN_APPROVED = "{mark}: {sentence}"
 MSG_LEAD_DONE = "Done: {done}"
 MSG_NOT_FIXED = "Not fixed by this: {headline}"
 MSG_THE_ALERT = "The alert: {headline}"
+
+# --- issue 24 h-faults: an interrupted action read back from the host, never run again ---
+FLOW_READ_BACK_DONE = ("{subject} {title} on {host} (read back after the bot was interrupted; "
+                       "not run again): {seen}")
+FLOW_READ_BACK_FAILED = ("{kind}: interrupted (the bot stopped while it ran); the host shows: "
+                         "{seen}; check the host, then Retry")
+FLOW_READ_BACK_NONE = "{kind} cannot be read back from the host"
+FLOW_READ_BACK_UNREACHABLE = "could not read {host} back: {why}"
+FLOW_READ_BACK_UNREADABLE = "could not read the host back: {why}"
+FLOW_READ_BACK_NO_GPUS = "the GPUs could not be read"
+FLOW_READ_BACK_HELD = "GPU {gpus} still in use"
+FLOW_READ_BACK_NOT_DONE = "the action's effect is not there"
+FLOW_READ_BACK_NOT_STARTED = "{kind}: interrupted before it ran; check the host, then Retry"
