@@ -106,3 +106,24 @@ def test_an_action_that_took_effect_is_verified_from_the_read_back(
     reasons = [e.detail.get("to") for e in loop.flow.audit.timeline(incident_id)
                if e.action == "transition"]
     assert reasons[-1] == "verified"
+
+
+def test_a_stale_marker_outside_an_action_step_gets_one_line_from_the_timer(
+        loop: Loop, redis_url: str, sim_factory: Callable[..., SimHost]) -> None:  # noqa: F811
+    """A follow-up clicked on a verified incident whose replica died before ``remediating``:
+    no action step, so the reconciler never sees it; the expiry tick's ``recover_stalled``
+    reads the host back and writes the one line, the state stays."""
+    sim = sim_factory("seed")
+    incident_id, _ = _killed_while_acting(loop, redis_url, sim)
+    ctx = loop.flow
+    ctx.incidents.transition(incident_id, S.ACTION_FAILED, ONCALL, "the first try failed")
+    incident = ctx.incidents.require(incident_id)
+    assert incident.running is not None
+    stale = replace(incident.running, at=time.time() - 3600)
+    ctx.incidents.update(incident_id, lambda i: replace(i, running=stale))
+    assert ctx.act.recover_stalled() == [incident_id]
+    assert ctx.act.recover_stalled() == []  # the marker is gone with its line
+    settled = ctx.incidents.require(incident_id)
+    assert settled.state is S.ACTION_FAILED and settled.running is None
+    assert len(settled.results) == 1 and "the host shows" in settled.results[0].text
+    assert stops(sim) == 0
