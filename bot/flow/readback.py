@@ -124,12 +124,14 @@ def _held_gpus(captured: CapturedState, options: RemediationOptions) -> list[int
 
 
 def _not_there(seen: Verification, held: list[int]) -> str:
+    """What the host shows instead: verify's own words, plus the GPUs still in use when
+    verify itself was satisfied (its words then say nothing of them)."""
     parts = [seen.detail] if seen.detail else []
     if held == [-1]:
         parts.append(strings.FLOW_READ_BACK_NO_GPUS)
-    elif held:
+    elif held and seen.ok:
         parts.append(strings.FLOW_READ_BACK_HELD.format(gpus=gpu_range(held)))
-    return "; ".join(dict.fromkeys(parts)) or strings.FLOW_READ_BACK_NOT_DONE
+    return "; ".join(parts) or strings.FLOW_READ_BACK_NOT_DONE
 
 
 def _subject(kind: str, params: dict[str, str]) -> str:
