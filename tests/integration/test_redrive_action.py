@@ -127,3 +127,17 @@ def test_a_stale_marker_outside_an_action_step_gets_one_line_from_the_timer(
     assert settled.state is S.ACTION_FAILED and settled.running is None
     assert len(settled.results) == 1 and "the host shows" in settled.results[0].text
     assert stops(sim) == 0
+
+
+def test_an_unreachable_host_fails_the_interrupted_action_with_retry(
+        loop: Loop, redis_url: str, sim_factory: Callable[..., SimHost]) -> None:  # noqa: F811
+    sim = sim_factory("seed")
+    incident_id, sweep = _killed_while_acting(loop, redis_url, sim)
+    sim.stop()  # the host is gone as well: nothing can be read back
+    loop.flow.runner.close()  # (drops the open connection; the next probe connects anew)
+    cards = len(loop.standin.calls_of("chat.postMessage"))
+    read = _settled_once(loop, incident_id, sweep, cards)
+    assert read["holds"] is False and read["reachable"] is False
+    assert loop.state(incident_id) is S.ACTION_FAILED
+    shown = loop.wait_text(incident_id, "could not read gpu-01 back")
+    assert "Retry" in buttons(shown)
