@@ -110,7 +110,7 @@ def read_back(runner: SSHRunner, target: SSHTarget, asked: Asked,
     result = ActionResult(
         kind=spec.kind, params=clean, host=target.name, outcome=Outcome.SUCCEEDED,
         summary=summary, approver=asked.approver, evidence_hash=asked.evidence_hash,
-        planned=tuple(catalog.plan(spec.kind, clean, target)), captured=captured,
+        planned=tuple(catalog.plan(spec.kind, clean, target)),  # no before-state: no Revert
         verification=Verification(True, seen.detail, seen.elapsed_s, evidence=evidence),
         started_at=started, duration_s=time.monotonic() - t0, incident_id=asked.incident_id)
     return ReadBack(True, seen.detail, result=result, evidence=evidence)
