@@ -199,11 +199,12 @@ def _scheduler(settings: Settings, stores: Stores, flow: Flow, desk: ApprovalDes
 
 def _reconciler(settings: Settings, flow: Flow) -> Callable[[threading.Event], None]:
     """The re-drive loop (issue 24): a stuck diagnosis is re-sent as ``incident.opened``
-    (any replica's consumer claims it), a stuck action is failed with Retry."""
+    (any replica's consumer claims it), a stuck action is read back from its host, never
+    run again (verified if its effect is there, else failed with Retry)."""
     cfg = reconcile.reconcile_settings(settings.extra)
     sweep = partial(reconcile.reconcile_once, flow.incidents, flow.audit, flow.clock,
                     rediagnose=lambda i: flow.events.publish("incident.opened", i),
-                    fail_stalled=flow.act.fail_stalled, publish=flow.publisher.publish,
+                    settle_action=flow.act.settle_interrupted, publish=flow.publisher.publish,
                     max_attempts=cfg.max_attempts)
     return partial(reconcile.run_forever, flow.incidents, sweep, every_s=cfg.every_s)
 

@@ -279,7 +279,7 @@ class IncidentStore:
             inflight.enter(pipe, replace(seen, owner=step_owner(), deadline=now + grace_s,
                                          attempts=seen.attempts + 1))
             detail = {"state": seen.state.value, "owner": seen.owner, "reason": reason,
-                      "then": "fail_stalled"}
+                      "then": "read_back"}
             self.audit.add_to(pipe, current.id, actor, "incident.redriven", detail, None, ts=now)
             return True
 

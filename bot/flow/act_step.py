@@ -21,13 +21,14 @@ from bot.domain.action_result import ActionResult
 from bot.domain.approval import Approval
 from bot.domain.findings import Diagnosis
 from bot.domain.incident import Incident
-from bot.domain.incident_record import LastOutcome, StepResult
-from bot.domain.lifecycle import IncidentState
+from bot.domain.incident_record import LastOutcome, Running, StepResult
+from bot.domain.lifecycle import ACTING, IllegalTransition, IncidentState
 from bot.flow.cleanup_offer import rest
 from bot.flow.followups import OVERRIDE, Followups, is_resume
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
+from bot.flow.readback import READ_BACK_ACTOR, Asked, Interrupted, read_back
 from bot.flow.reboot_step import RebootStep, requested
 from bot.flow.slurm_step import SlurmStep
 from bot.jobs.book import JobBook
@@ -95,25 +96,118 @@ class ActStep:
             self.publisher.publish(incident_id)
 
     def recover_stalled(self, max_age_s: float = STALLED_S) -> list[str]:
-        """Actions whose replica died mid-way (still "running" long past every deadline)
-        become ``action_failed`` with Retry, instead of showing "running" forever."""
+        """A ``running`` marker left outside an action step, long past every deadline: the
+        replica died after a follow-up's click but before ``remediating``, or a read-back
+        settled the state and died before its line. Read the host back once and write that
+        line (the state stays where it is). An action step (approved, remediating) is in
+        flight: the reconciler alone settles it (``settle_interrupted``), so the two never
+        both write a line for the same action."""
         stalled = []
         for incident in self.incidents.list(open_only=True):
             running = incident.running
-            if running is None or self.clock() - running.at < max_age_s:
+            if (running is None or incident.state in ACTING
+                    or self.clock() - running.at < max_age_s):
                 continue
-            self.fail_stalled(incident.id)
-            stalled.append(incident.id)
+            outcome = self._read_back(incident, running)
+            self._audit_read_back(incident.id, self.bot_user, "stale running marker", outcome)
+            if self._settle_line(incident.id, running, outcome):
+                stalled.append(incident.id)
+                self.publisher.publish(incident.id)
         return stalled
 
-    def fail_stalled(self, incident_id: str, _why: str = "") -> None:
-        """One interrupted action: ``action_failed`` with Retry, never run again (the
-        reconciler calls this for an approved or remediating step whose owner is gone)."""
-        running = self.incidents.require(incident_id).running
-        kind = (running.kind if running is not None else "") or "action"
-        self.fail(incident_id, strings.FLOW_INTERRUPTED.format(kind=kind))
-        self.incidents.update(incident_id, lambda i: replace(i, running=None))
+    def settle_interrupted(self, incident_id: str, why: str, *,
+                           actor: str = READ_BACK_ACTOR) -> bool:
+        """An action step (approved, remediating) whose owner is gone or whose deadline
+        passed (the reconciler took it over): read the host back with the action's own
+        checks, never run it again. Its effect is there: verified (through remediating
+        from approved), with a result line that says it was read back; not there, or the
+        host unreachable: ``action_failed`` with Retry. One transition, one line, one
+        re-render of the same message; False when someone else settled it first, or a
+        pending reboot is the reboot step's to settle."""
+        incident = self.incidents.require(incident_id)
+        reboot = incident.reboot
+        if incident.state not in ACTING or (
+                reboot is not None and not reboot.done and self.clock() <= reboot.deadline):
+            return False
+        running = incident.running
+        outcome = self._read_back(incident, running)
+        self._audit_read_back(incident_id, actor, why, outcome)
+        try:
+            self._settle_state(incident, outcome, actor)
+        except IllegalTransition:  # the action's own thread (or a person) settled it
+            return False
+        self._settle_line(incident_id, running, outcome)
+        if outcome.result is not None:
+            self._offer_after_read_back(incident_id, outcome.result)
         self.publisher.publish(incident_id)
+        return True
+
+    def _read_back(self, incident: Incident, running: Running | None) -> Interrupted:
+        """What the host shows for the interrupted action (``bot.flow.readback``)."""
+        if running is None:  # approved but never marked running: it never started
+            started = incident.state is not IncidentState.APPROVED
+            said = strings.FLOW_INTERRUPTED if started else strings.FLOW_READ_BACK_NOT_STARTED
+            return Interrupted("action", said.format(kind="action"))
+        approval = self.plans.approvals.get(running.approval_id) if running.approval_id else None
+        target = self.hosts.target_for(incident.host)
+        if approval is None or target is None:
+            return Interrupted(running.kind, strings.FLOW_INTERRUPTED.format(kind=running.kind))
+        asked = Asked(str(approval.action["kind"]), dict(approval.action["params"]),
+                      running.by, approval.evidence_hash, incident.id)
+        seen = read_back(self.runner, target, asked, self.hosts.act_options(incident.host))
+        text = (seen.result.summary if seen.result is not None
+                else strings.FLOW_READ_BACK_FAILED.format(kind=asked.kind, seen=seen.seen))
+        return Interrupted(asked.kind, text, seen)
+
+    def _audit_read_back(self, incident_id: str, actor: str, why: str,
+                         outcome: Interrupted) -> None:
+        detail = {"kind": outcome.kind, "why": why[:200], "text": outcome.text[:500],
+                  "ran_again": False}
+        if outcome.seen is not None:
+            detail.update(outcome.seen.audit_detail())
+        self.audit.append(incident_id, actor, "action.read_back", detail)
+
+    def _settle_state(self, incident: Incident, outcome: Interrupted, actor: str) -> None:
+        """The one transition out of the action step; ``IllegalTransition`` if it moved."""
+        reason = outcome.text[:200]
+        if outcome.result is None:
+            self.incidents.transition(incident.id, IncidentState.ACTION_FAILED, actor, reason,
+                                      only_from=frozenset({incident.state}))
+            return
+        if incident.state is IncidentState.APPROVED:
+            self.incidents.transition(incident.id, IncidentState.REMEDIATING, actor,
+                                      "read back after an interruption",
+                                      only_from=frozenset({IncidentState.APPROVED}))
+        self.incidents.transition(incident.id, IncidentState.VERIFIED, actor, reason,
+                                  only_from=frozenset({IncidentState.REMEDIATING}))
+
+    def _settle_line(self, incident_id: str, running: Running | None,
+                     outcome: Interrupted) -> bool:
+        """The result line and the cleared marker in one write, only while the marker is
+        the one this settle saw: a second settler finds it gone and writes nothing."""
+        line, last = outcome.line()
+        wrote: list[bool] = []
+
+        def change(i: Incident) -> Incident:
+            wrote.clear()
+            if i.running != running:
+                return i
+            wrote.append(True)
+            return replace(i.with_result(line), last_outcome=last, running=None)
+
+        self.incidents.update(incident_id, change)
+        return bool(wrote)
+
+    def _offer_after_read_back(self, incident_id: str, result: ActionResult) -> None:
+        """What a verified action offers next (the lasting fix, the host's interrupted
+        extraction as a button); no Revert: the state before the action was never read."""
+        target = self.hosts.target_for(self.incidents.require(incident_id).host)
+        if target is None:
+            return
+        freed = result.kind in GPU_FREEING
+        jobs = self.hosts.interrupted_job_ids(result.host) if freed else []
+        for job in self.followups.offer_followups(incident_id, result, target, jobs[:1]):
+            self.followups.offer_resume(incident_id, job)
 
     def fail(self, incident_id: str, text: str) -> None:
         """Record a failure that happened before (or instead of) an action result."""

@@ -9,9 +9,11 @@ each abandoned step, re-checks under WATCH that state and owner are still what i
   and ``rediagnose`` it: diagnosis only reads the host, so running it twice is harmless;
   past ``max_attempts`` interruptions the incident goes to ``diagnosis_failed`` with the
   reason, so its message shows Retry instead of "diagnosing" forever;
-- approved or remediating: never run an action twice. ``fail_stalled`` records it as
-  failed ("interrupted (the bot stopped while it ran)") with Retry. Reading the host back
-  to tell whether the action took effect is not done here.
+- approved or remediating: never run an action twice. The reconciler takes the step over
+  (``take_over``: no second sweep does it too) and ``settle_action`` reads the host back
+  with the action's own checks (``ActStep.settle_interrupted``): its effect is there, the
+  incident is verified ("read back after the bot was interrupted"); not there or the host
+  unreachable, it fails with Retry. One transition and one result line either way.
 
 Every collaborator is a parameter: the service wires them (no context bag).
 """
@@ -65,7 +67,8 @@ def reconcile_settings(extra: dict[str, Any]) -> ReconcileSettings:
 class RedriveOutcome(StrEnum):
     REDIAGNOSED = "rediagnosed"
     GAVE_UP = "gave_up"
-    FAILED_STALLED = "failed_stalled"
+    READ_BACK = "read_back"  # an interrupted action settled from what the host shows
+    LEFT = "left"  # taken over, but someone else settled it (or a reboot is pending)
     DROPPED = "dropped"  # the entry outlived its state: removed, nothing to do
     RACED = "raced"  # someone changed it between the look and the write: left alone
 
@@ -80,7 +83,7 @@ class Redrive:
 
 
 def reconcile_once(incidents: IncidentStore, audit: AuditLog, clock: Callable[[], float], *,
-                   rediagnose: Callable[[str], object], fail_stalled: Callable[[str, str], object],
+                   rediagnose: Callable[[str], object], settle_action: Callable[[str, str], bool],
                    publish: Callable[[str], object], max_attempts: int = 3,
                    grace_s: float = 120.0) -> list[Redrive]:
     """One sweep over the in-flight set (run it under ``claim_sweep``)."""
@@ -92,7 +95,7 @@ def reconcile_once(incidents: IncidentStore, audit: AuditLog, clock: Callable[[]
             continue
         try:
             done.append(_settle(incidents, entry, reason, rediagnose=rediagnose,
-                                fail_stalled=fail_stalled, publish=publish,
+                                settle_action=settle_action, publish=publish,
                                 max_attempts=max_attempts, grace_s=grace_s))
         except Exception as exc:  # one incident must not stop the sweep
             error_id = log_internal(exc, f"re-driving incident {entry.incident_id}")
@@ -102,7 +105,7 @@ def reconcile_once(incidents: IncidentStore, audit: AuditLog, clock: Callable[[]
 
 
 def _settle(incidents: IncidentStore, entry: Inflight, reason: str, *,
-            rediagnose: Callable[[str], object], fail_stalled: Callable[[str, str], object],
+            rediagnose: Callable[[str], object], settle_action: Callable[[str, str], bool],
             publish: Callable[[str], object], max_attempts: int, grace_s: float) -> Redrive:
     incident = incidents.get(entry.incident_id)
     if incident is None or incident.state is not entry.state:
@@ -111,8 +114,9 @@ def _settle(incidents: IncidentStore, entry: Inflight, reason: str, *,
     if entry.state in ACTING:
         if not incidents.take_over(entry, ACTOR, reason, grace_s):
             return Redrive(entry.incident_id, RedriveOutcome.RACED, reason)
-        fail_stalled(entry.incident_id, reason)
-        return Redrive(entry.incident_id, RedriveOutcome.FAILED_STALLED, reason)
+        settled = settle_action(entry.incident_id, reason)
+        return Redrive(entry.incident_id,
+                       RedriveOutcome.READ_BACK if settled else RedriveOutcome.LEFT, reason)
     interrupted = entry.attempts + 1
     if interrupted >= max_attempts:
         text = strings.FLOW_DIAGNOSIS_INTERRUPTED.format(n=interrupted)

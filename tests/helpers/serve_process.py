@@ -28,15 +28,15 @@ CHANNEL = "C0FAULTS"
 
 
 def bot_config(path: Path, sim: SimHost, standin: SlackStandIn, port: int,
-               reconcile: dict[str, float]) -> Path:
+               reconcile: dict[str, float], extra: dict[str, Any] | None = None) -> Path:
     """One sim host as ``gpu-01``, Slack at the stand-in, no scheduler, the given
-    reconciler timings (YAML written as JSON, its subset)."""
+    reconciler timings and any other ``extra`` sections (YAML written as JSON, its subset)."""
     path.write_text(json.dumps({
         "http": {"host": "127.0.0.1", "port": port},
         "hosts": {"gpu-01": {"ssh": sim.target, "key": str(sim.key_path),
                              "known_hosts": str(sim.known_hosts_path)}},
         "slack": {"channel": CHANNEL, "approvers": ["UALICE"], "api_url": standin.api_url},
-        "extra": {"scheduler": {"enabled": False}, "reconcile": reconcile},
+        "extra": {"scheduler": {"enabled": False}, "reconcile": reconcile, **(extra or {})},
     }))
     return path
 

@@ -118,10 +118,14 @@ class Calls:
         self.failed: list[tuple[str, str]] = []
         self.published: list[str] = []
 
+    def settle(self, incident_id: str, reason: str) -> bool:
+        self.failed.append((incident_id, reason))
+        return True
+
     def sweep(self, store: IncidentStore, clock: Clock) -> list[tuple[str, RedriveOutcome]]:
         out = reconcile_once(store, AuditLog(store.redis), clock,
                              rediagnose=self.rediagnosed.append,
-                             fail_stalled=lambda i, r: self.failed.append((i, r)),
+                             settle_action=self.settle,
                              publish=self.published.append, max_attempts=3)
         return [(r.incident_id, r.outcome) for r in out]
 
@@ -162,18 +166,18 @@ def test_an_open_incident_nobody_picked_up_is_redriven(store: IncidentStore, clo
     assert store.inflight.get(iid).attempts == 1  # type: ignore[union-attr]
 
 
-def test_an_interrupted_action_is_failed_once_never_rerun(store: IncidentStore,
-                                                          clock: Clock) -> None:
+def test_an_interrupted_action_is_settled_once_never_rerun(store: IncidentStore,
+                                                           clock: Clock) -> None:
     iid = opened(store)
     for goal in (S.DIAGNOSING, S.AWAITING_APPROVAL, S.APPROVED, S.REMEDIATING):
         store.transition(iid, goal, "bot", "step", owner="A")
     calls = Calls()
     clock.now += 61
-    assert calls.sweep(store, clock) == [(iid, RedriveOutcome.FAILED_STALLED)]
+    assert calls.sweep(store, clock) == [(iid, RedriveOutcome.READ_BACK)]
     assert calls.failed == [(iid, "deadline passed 1s ago")] and calls.rediagnosed == []
-    clock.now += 1  # the failure is being recorded: a second sweep leaves it alone
+    clock.now += 1  # the read-back is being recorded: a second sweep leaves it alone
     assert calls.sweep(store, clock) == [] and len(calls.failed) == 1
-    store.transition(iid, S.ACTION_FAILED, "bot", "interrupted")  # what fail_stalled does
+    store.transition(iid, S.ACTION_FAILED, "bot", "interrupted")  # what a failed read-back does
     assert store.inflight.get(iid) is None
 
 

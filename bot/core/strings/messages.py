@@ -230,3 +230,16 @@ MSG_ALERT_LABELS = "Labels: {labels}"
 MSG_ALERT_DIAGNOSING = (":hourglass_flowing_sand: Diagnosing… this message is edited with the "
                         "findings as soon as the host's probes answer (or time out).")
 MSG_ALERT_NOTIFY = "{mention}{host}: {what}. Diagnosing…"
+
+# --- issue 24 h-faults: an interrupted action read back from the host, never run again ---
+FLOW_READ_BACK_DONE = ("{subject} {title} on {host} (read back after the bot was interrupted; "
+                       "not run again): {seen}")
+FLOW_READ_BACK_FAILED = ("{kind}: interrupted (the bot stopped while it ran); the host shows: "
+                         "{seen}; check the host, then Retry")
+FLOW_READ_BACK_NONE = "{kind} cannot be read back from the host"
+FLOW_READ_BACK_UNREACHABLE = "could not read {host} back: {why}"
+FLOW_READ_BACK_UNREADABLE = "could not read the host back: {why}"
+FLOW_READ_BACK_NO_GPUS = "the GPUs could not be read"
+FLOW_READ_BACK_HELD = "GPU {gpus} still in use"
+FLOW_READ_BACK_NOT_DONE = "the action's effect is not there"
+FLOW_READ_BACK_NOT_STARTED = "{kind}: interrupted before it ran; check the host, then Retry"
