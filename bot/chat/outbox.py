@@ -104,6 +104,9 @@ class ChatOutbox:
         self.late_after_s = late_after_s  # a shorter wait (budget spacing) is not audited
         # False: due items in due order only (before issue 29; ``bench/first_message.py``)
         self.parents_first = parents_first
+        # claims this sender holds whose send Redis interrupted: given back once it answers
+        self._held: list[OutboxItem] = []
+        self._held_lock = threading.Lock()
 
     def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
              channel: str, thread: MessageRef | None = None, ref: MessageRef | None = None,
@@ -124,6 +127,7 @@ class ChatOutbox:
                        thread_ts=thread.ts if thread is not None else "", thread_of=thread_of,
                        ref_ts=ref.ts if ref is not None else "", version=message.seq)
         seq = self.store.append(incident_id, item, now)
+        self._give_back_held(now)
         if (self.parents_first and item.op is Op.POST and not is_top_level(item)
                 and self.store.top_level_due(now)):
             return None  # an incident's first message waits for the channel: it goes first
@@ -135,6 +139,7 @@ class ChatOutbox:
         it that are due too; the number delivered."""
         now = self.clock() if now is None else now
         delivered = 0
+        self._give_back_held(now)
         for incident_id in self.store.due_incidents(now, parents_first=self.parents_first):
             while (item := self.store.claim(incident_id, now, _token())) is not None:
                 if self._deliver(item) is None:
@@ -171,14 +176,37 @@ class ChatOutbox:
         return self.store.posted(incident_id).get(purpose)
 
     # --- one attempt ---------------------------------------------------------------------
+    def _give_back_held(self, now: float) -> None:
+        """Release the claims a Redis outage left this sender holding, so the items are
+        due again at once instead of a lease later (the AOF kept the claims). Released as
+        uncertain: the post may have gone out, so the next try looks for it first."""
+        with self._held_lock:
+            held, self._held = self._held, []
+        for n, item in enumerate(held):
+            try:
+                self.store.release(item, min(item.due, now), "storage unavailable mid-send",
+                                   True, None, now)
+            except StorageError:
+                with self._held_lock:
+                    self._held.extend(held[n:])
+                raise
+
     def _deliver(self, item: OutboxItem) -> MessageRef | None:
+        try:
+            return self._deliver_claimed(item)
+        except StorageError:  # Redis away mid-send: the claim is given back when it answers
+            with self._held_lock:
+                self._held.append(item)
+            raise
+
+    def _deliver_claimed(self, item: OutboxItem) -> MessageRef | None:
         try:
             ref, thread_ts = self._attempt(item)
         except ChatSendError as exc:
             self._failed(item, exc)
             return None
         except StorageError:
-            raise  # Redis away: the claim expires and the item is tried again
+            raise  # Redis away: ``_deliver`` keeps the claim to give back
         except Exception as exc:  # a bug or an unknown failure: a few more tries, then give up
             error_id = uuid.uuid4().hex[:12]
             log.error("chat outbox: error %s sending item %s", error_id, item.key, exc_info=exc)

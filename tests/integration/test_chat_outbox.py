@@ -9,7 +9,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 
+import pytest
 from redis import Redis
 
 from bot.chat.base import ChatMessage, MessageRef
@@ -19,10 +21,12 @@ from bot.domain.approval import ApprovalPolicy
 from bot.domain.findings import ProposedAction
 from bot.domain.incident import Alert
 from bot.domain.incident_record import ActionPlan, ChatRefs
+from bot.rig.localredis import LocalRedis, start_local_redis
 from bot.rig.slack_standin import Call, SlackStandIn
 from storage.approvals import ApprovalStore
 from storage.audit import AuditEntry, AuditLog
 from storage.chat_outbox import ChatOutboxStore, NewItem, Op, Posted
+from storage.connection import StorageError, connect
 from storage.incidents import IncidentStore
 from storage.renders import RenderLedger
 from storage.slack_budget import BudgetSettings, SlackBudget, workspace_of
@@ -417,3 +421,42 @@ def _json(text: str) -> str:
 
 def _posted() -> Posted:
     return Posted(CHANNEL, "1.000001", "1.000001")
+
+
+class _RedisDiesAfterPosting:
+    """Slack takes the post; Redis is SIGKILLed before the outbox can record it."""
+
+    def __init__(self, chat: SlackBackend, server: LocalRedis) -> None:
+        self.chat, self.server, self.armed = chat, server, True
+
+    def post_once(self, channel: str, message: ChatMessage, thread: MessageRef | None,
+                  key: str) -> MessageRef:
+        ref = self.chat.post_once(channel, message, thread, key)
+        if self.armed:
+            self.armed = False
+            self.server.kill()
+        return ref
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.chat, name)
+
+
+def test_redis_killed_mid_send_gives_the_claim_back_not_a_lease_later(
+        slack_standin: SlackStandIn, tmp_path: Path) -> None:
+    """The claim survives in the AOF; the sender that held it gives it back as soon as
+    Redis answers (uncertain: it finds its post instead of posting again), so the card's
+    ack waits for Redis, not for the 30 s lease."""
+    server = start_local_redis(tmp_path / "redis")
+    try:
+        store = ChatOutboxStore(connect(server.url), lease_s=30)
+        chat = _RedisDiesAfterPosting(backend(slack_standin), server)
+        outbox = ChatOutbox(store, chat)  # type: ignore[arg-type]
+        now = time.time()
+        with pytest.raises(StorageError):
+            outbox.send("42", CARD, Op.POST, card("v1"), CHANNEL)
+        server.start()
+        assert outbox.drain_once(now + 1) == 1  # well inside the lease
+        assert len(slack_standin.top_level(CHANNEL)) == 1
+        assert store.posted("42")[CARD].ts == slack_standin.top_level(CHANNEL)[0]["ts"]
+    finally:
+        server.stop()
