@@ -370,6 +370,17 @@ class ChatOutboxStore:
         first = self.redis.zrange(keys.outbox_due(), 0, 0, withscores=True)
         return float(first[0][1]) if first else None  # type: ignore[index]
 
+    def unclaim(self, incident_id: str, token: str, now: float, error: str) -> bool:
+        """Give back the item ``token`` holds, if it still does (a claim whose sender lost
+        Redis mid-send, or lost the claim's own answer): due again at once, uncertain so
+        the next try looks for a post before making one. False when nothing held it."""
+        raw = self.redis.hgetall(keys.outbox_items(incident_id))
+        for seq, data in raw.items():  # type: ignore[union-attr]
+            item = _item(incident_id, int(seq), json.loads(data))
+            if item.token == token:
+                return self.release(item, min(item.due, now), error, True, None, now)
+        return False
+
     def posted(self, incident_id: str) -> dict[str, Posted]:
         raw = self.redis.hgetall(keys.outbox_posted(incident_id))
         return {str(k): Posted.from_json(str(v)) for k, v in raw.items()}  # type: ignore[union-attr]

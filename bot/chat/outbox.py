@@ -104,8 +104,9 @@ class ChatOutbox:
         self.late_after_s = late_after_s  # a shorter wait (budget spacing) is not audited
         # False: due items in due order only (before issue 29; ``bench/first_message.py``)
         self.parents_first = parents_first
-        # claims this sender holds whose send Redis interrupted: given back once it answers
-        self._held: list[OutboxItem] = []
+        # (incident, token) of claims a Redis outage left this sender holding (mid-send, or
+        # the claim's own answer lost): given back once Redis answers, not a lease later
+        self._held: list[tuple[str, str]] = []
         self._held_lock = threading.Lock()
 
     def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
@@ -131,7 +132,7 @@ class ChatOutbox:
         if (self.parents_first and item.op is Op.POST and not is_top_level(item)
                 and self.store.top_level_due(now)):
             return None  # an incident's first message waits for the channel: it goes first
-        claimed = self.store.claim(incident_id, now, _token(), expect_seq=seq)
+        claimed = self._claim(incident_id, now, expect_seq=seq)
         return self._deliver(claimed) if claimed is not None else None
 
     def drain_once(self, now: float | None = None) -> int:
@@ -141,7 +142,7 @@ class ChatOutbox:
         delivered = 0
         self._give_back_held(now)
         for incident_id in self.store.due_incidents(now, parents_first=self.parents_first):
-            while (item := self.store.claim(incident_id, now, _token())) is not None:
+            while (item := self._claim(incident_id, now)) is not None:
                 if self._deliver(item) is None:
                     break
                 delivered += 1
@@ -177,26 +178,39 @@ class ChatOutbox:
 
     # --- one attempt ---------------------------------------------------------------------
     def _give_back_held(self, now: float) -> None:
-        """Release the claims a Redis outage left this sender holding, so the items are
+        """Release the claims a Redis outage left this sender holding, so their items are
         due again at once instead of a lease later (the AOF kept the claims). Released as
         uncertain: the post may have gone out, so the next try looks for it first."""
         with self._held_lock:
             held, self._held = self._held, []
-        for n, item in enumerate(held):
+        for n, (incident_id, token) in enumerate(held):
             try:
-                self.store.release(item, min(item.due, now), "storage unavailable mid-send",
-                                   True, None, now)
+                self.store.unclaim(incident_id, token, now, "storage unavailable mid-send")
             except StorageError:
                 with self._held_lock:
                     self._held.extend(held[n:])
                 raise
 
+    def _claim(self, incident_id: str, now: float, expect_seq: int | None = None
+               ) -> OutboxItem | None:
+        """``store.claim`` with a token this sender remembers when Redis does not answer:
+        the claim may have been taken before the connection dropped."""
+        token = _token()
+        try:
+            return self.store.claim(incident_id, now, token, expect_seq=expect_seq)
+        except StorageError:
+            self._hold(incident_id, token)
+            raise
+
+    def _hold(self, incident_id: str, token: str) -> None:
+        with self._held_lock:
+            self._held.append((incident_id, token))
+
     def _deliver(self, item: OutboxItem) -> MessageRef | None:
         try:
             return self._deliver_claimed(item)
         except StorageError:  # Redis away mid-send: the claim is given back when it answers
-            with self._held_lock:
-                self._held.append(item)
+            self._hold(item.incident_id, item.token)
             raise
 
     def _deliver_claimed(self, item: OutboxItem) -> MessageRef | None:

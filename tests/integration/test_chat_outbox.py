@@ -25,7 +25,7 @@ from bot.rig.localredis import LocalRedis, start_local_redis
 from bot.rig.slack_standin import Call, SlackStandIn
 from storage.approvals import ApprovalStore
 from storage.audit import AuditEntry, AuditLog
-from storage.chat_outbox import ChatOutboxStore, NewItem, Op, Posted
+from storage.chat_outbox import ChatOutboxStore, NewItem, Op, OutboxItem, Posted
 from storage.connection import StorageError, connect
 from storage.incidents import IncidentStore
 from storage.renders import RenderLedger
@@ -460,3 +460,31 @@ def test_redis_killed_mid_send_gives_the_claim_back_not_a_lease_later(
         assert store.posted("42")[CARD].ts == slack_standin.top_level(CHANNEL)[0]["ts"]
     finally:
         server.stop()
+
+
+class _ClaimAnswerLost(ChatOutboxStore):
+    """The claim runs on the server, then the connection drops before its answer."""
+
+    lose_next = True
+
+    def claim(self, incident_id: str, now: float, token: str,
+              expect_seq: int | None = None) -> OutboxItem | None:
+        got = super().claim(incident_id, now, token, expect_seq)
+        if self.lose_next:
+            self.lose_next = False
+            raise StorageError("Connection closed by server.")
+        return got
+
+
+def test_a_claim_whose_answer_was_lost_is_given_back_by_its_sender(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    """The sender knows the token it sent: the item is due again on its next pass, not
+    when the 30 s lease runs out (a Redis restart mid-claim kept the card 27 s away)."""
+    store = _ClaimAnswerLost(redis, lease_s=30)
+    outbox = ChatOutbox(store, backend(slack_standin))
+    now = time.time()
+    with pytest.raises(StorageError):
+        outbox.send("42", CARD, Op.POST, card("v1"), CHANNEL)
+    assert store.claim("42", now + 1, store.new_token()) is None  # held, by the lost claim
+    assert outbox.drain_once(now + 1) == 1
+    assert len(slack_standin.top_level(CHANNEL)) == 1
