@@ -10,7 +10,8 @@ did. Three settings, side by side in one run, each on a clean database:
 
 - before: no message until the diagnosis ends, outbox in plain due order (``DiagnoseStep(
   alert_card=False)``, ``ChatOutbox(parents_first=False)``);
-- alert card: the message posted when the diagnosis starts, then edited;
+- alert card: the message queued when the event is read (``Publisher.announce``, before
+  it waits for a diagnosis worker) and when the diagnosis starts, then edited;
 - alert card + parents first: as shipped, first posts before thread replies.
 
 Slack's pace puts the twelfth parent at about 11 s at best; the ratio printed is the
@@ -70,6 +71,7 @@ def one_run(redis_url: str, hosts: dict[str, SimHost], alert_card: bool,
     with SlackStandIn(token=TOKEN) as standin:
         service = build_service(settings(redis_url, hosts, standin.api_url))
         service.flow.diagnose.alert_card = alert_card
+        service.flow.publisher.early_cards = alert_card
         service.flow.outbox.parents_first = parents_first
         service.start_background()
         try:

@@ -269,7 +269,8 @@ def _first(r: R) -> list[Row]:
          f"{_s(before['hung_parent_s'])}); alert card without parents first: last "
          f"{_s(card_only['last_parent_s'])} (hung host {_s(card_only['hung_parent_s'])})",
          f"{before['last_parent_s'] / ours['last_parent_s']:.2f}x",
-         "hung host's parent ≤ 2 s", _ok(ours["hung_parent_s"] <= 2.0)),
+         f"last parent ≤ Slack's pace ({r['hosts'] - 1} s) + 2 s",
+         _ok(ours["last_parent_s"] <= r["hosts"] - 1 + 2.0)),
     ]
 
 

@@ -65,7 +65,7 @@ class Service:
 
     def start_background(self) -> None:
         """The flow consumer thread, the scheduler, and Socket Mode when configured."""
-        consumer = self.flow.consumer(self.diagnoses)
+        consumer = self.flow.consumer(self.diagnoses, DIAGNOSIS_WORKERS)
         t = threading.Thread(target=consumer.run_forever, args=(self.stop_event,),
                              name="flow-consumer", daemon=True)
         t.start()

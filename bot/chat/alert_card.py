@@ -47,6 +47,8 @@ def render_alert_card(incident: Incident, *, seq: int = 0, now: float,
     sections.append(Section(_facts(incident, now)))
     if incident.state is IncidentState.DIAGNOSING:
         sections.append(Section(strings.MSG_ALERT_DIAGNOSING))
+    elif incident.state is IncidentState.OPEN:  # waiting for a diagnosis worker
+        sections.append(Section(strings.MSG_ALERT_QUEUED))
     return ChatMessage(
         text=strings.MSG_ALERT_NOTIFY.format(mention=mention, host=escape(incident.host),
                                              what=what),

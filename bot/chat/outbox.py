@@ -108,10 +108,11 @@ class ChatOutbox:
         # the claim's own answer lost): given back once Redis answers, not a lease later
         self._held: list[tuple[str, str]] = []
         self._held_lock = threading.Lock()
+        self._queued = threading.Event()  # an item queued without a try: the loop wakes
 
     def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
              channel: str, thread: MessageRef | None = None, ref: MessageRef | None = None,
-             *, thread_of: str = "") -> MessageRef | None:
+             *, thread_of: str = "", deliver: bool = True) -> MessageRef | None:
         """Queue one post or edit and try it now: the ref when delivered now, None when
         it waits (Slack refused, or an earlier item of the incident is still waiting).
         ``message.seq`` (a render's number) orders renders of one purpose: an older one
@@ -121,13 +122,18 @@ class ChatOutbox:
         Parents first: while some incident's first message is due and waiting (Slack's
         pace is the limit), a thread reply is left to the retry loop, which sends the
         waiting top-level posts before it (``ChatOutboxStore.due_incidents``); edits
-        have their own budget and go at once."""
+        have their own budget and go at once.
+        ``deliver`` False: only queued, for the retry loop to send (a caller that must
+        not wait on Slack, like the flow's event loop)."""
         now = self.clock()
         item = NewItem(op=Op(op), purpose=purpose, message=message_to_json(message),
                        channel=ref.channel if ref is not None else channel,
                        thread_ts=thread.ts if thread is not None else "", thread_of=thread_of,
                        ref_ts=ref.ts if ref is not None else "", version=message.seq)
         seq = self.store.append(incident_id, item, now)
+        if not deliver:
+            self._queued.set()
+            return None
         self._give_back_held(now)
         if (self.parents_first and item.op is Op.POST and not is_top_level(item)
                 and self.store.top_level_due(now)):
@@ -158,7 +164,8 @@ class ChatOutbox:
                 log.warning("chat outbox: storage unavailable: %s", exc)
                 nxt = None
             wait = idle_s if nxt is None else min(idle_s, max(0.02, nxt - self.clock()))
-            stop.wait(wait)
+            if self._queued.wait(wait):  # woken by a queued item (or ``stop``'s next look)
+                self._queued.clear()
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Deliver what can be delivered within ``timeout_s`` (shutdown, the demo, tests

@@ -87,11 +87,11 @@ class Flow:
     stats: Callable[[int], str] | None = None
     slurm: SlurmStep | None = None
 
-    def consumer(self, diagnoses: Executor | None = None) -> Consumer:
+    def consumer(self, diagnoses: Executor | None = None, workers: int = 0) -> Consumer:
         """A new consumer loop on the events stream (one per thread); ``diagnoses`` runs
-        the diagnoses it starts, several at once (None: inline)."""
+        the diagnoses it starts, ``workers`` at once (None: inline)."""
         return Consumer(self.events, self.diagnosis(), self.publisher, self.closing_note,
-                        diagnoses)
+                        diagnoses, workers)
 
     def diagnosis(self) -> PolicedDiagnosis:
         """What ``/ir diag`` runs: the diagnosis, then what the fleet policies do with it."""

@@ -36,12 +36,13 @@ class Consumer:
 
     def __init__(self, events: IncidentEvents, diagnose: Diagnoses, publisher: Publisher,
                  closing_note: Callable[[str], str | None] | None = None,
-                 diagnoses: Executor | None = None) -> None:
+                 diagnoses: Executor | None = None, workers: int = 0) -> None:
         self.events = events
         # events are handled here, a few at once: one host's hung probe never holds another
         # host's message (None: inline, in the order they came)
         self.diagnoses = diagnoses
         self._busy: set[str] = set()  # entry ids being handled off this loop
+        self.workers = workers  # the executor's size: an event beyond it waits for a worker
         self.diagnose = diagnose  # the diagnosis, then what the fleet policies run on it
         self.publisher = publisher
         self.closing_note = closing_note  # the postmortem's summary, posted once on resolve
@@ -86,8 +87,20 @@ class Consumer:
                 self._handle_and_ack(entry_id, event)
             elif entry_id not in self._busy:
                 self._busy.add(entry_id)
+                if len(self._busy) > self.workers:  # it waits for a worker: say so now
+                    self._announce(event)
                 self.diagnoses.submit(self._handle_and_ack, entry_id, event)
         return len(batch)
+
+    def _announce(self, event: dict[str, str]) -> None:
+        """An opened incident's alert card queued now, before it waits for a diagnosis
+        worker (``Publisher.announce``); a failure only loses the early card."""
+        if event.get("type") != "incident.opened":
+            return
+        try:
+            self.publisher.announce(event.get("incident_id", ""))
+        except Exception as exc:
+            log_internal(exc, f"the early alert card of {event.get('incident_id', '')}")
 
     def _handle_and_ack(self, entry_id: str, event: dict[str, str]) -> None:
         try:

@@ -57,6 +57,9 @@ class Publisher:
         # False when escalation has nowhere to go (``bot.schedule.escalation.resolve_target``
         # is None): the message then offers no Escalate button
         self.can_escalate = can_escalate
+        # False: no card while an incident waits for a diagnosis worker (``announce``; the
+        # behaviour before issue 29, which ``bench/first_message.py`` measures beside ours)
+        self.early_cards = True
 
     def render_stored(self, incident: Incident, seq: int = 0) -> ChatMessage | None:
         """The incident's message as its stored state says: the alert card while it is
@@ -93,6 +96,22 @@ class Publisher:
         if evidence:
             self._evidence(incident, ref.channel)
         return sent
+
+    def announce(self, incident_id: str) -> bool:
+        """Queue the alert card of an incident still waiting for a diagnosis slot, without
+        waiting on Slack (the event loop calls it): with more alerts than diagnosis
+        workers, the ones queued get their message at Slack's pace, not after a hung
+        probe elsewhere frees a worker. The diagnosis edits it. Only a top-level incident
+        that has no message yet (a grouped child goes in its parent's thread, later)."""
+        incident = self.incidents.get(incident_id) if self.early_cards else None
+        if (incident is None or incident.state is not IncidentState.OPEN or incident.parent_id
+                or incident.chat is not None or incident.diagnosis is not None):
+            return False
+        message = render_alert_card(incident, seq=self.renders.next_seq(incident_id),
+                                    now=incident.updated or self.clock(), oncall=self.oncall,
+                                    can_escalate=self.can_escalate)
+        self.outbox.send(incident_id, CARD, Op.POST, message, self.channel, deliver=False)
+        return True
 
     def reply(self, incident: Incident, text: str, code: str | None = None, *,
               purpose: str = "") -> MessageRef | None:

@@ -4,9 +4,13 @@ being diagnosed, and the hung one still settles with its own message."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
+import pytest
+
+from bot import service as service_module
 from bot.config.settings import Settings
 from bot.domain.findings import Severity
 from bot.domain.incident import Alert
@@ -60,3 +64,28 @@ def test_a_hung_probe_on_one_host_does_not_hold_the_other_hosts_message(
     settled = store.require(stuck.id)
     assert settled.state is not S.DIAGNOSING and settled.diagnosis is not None
     assert "nvidia-smi" in " ".join(f.title for f in settled.diagnosis.findings)
+
+
+def test_an_incident_waiting_for_a_diagnosis_worker_has_its_message_already(
+        loop: Loop, redis_url: str, sim_factory: Callable[..., SimHost],  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """More alerts than workers: the one queued behind a hung probe is announced (its
+    alert card, "diagnosis queued") while it is still open, then edited when diagnosed."""
+    monkeypatch.setattr(service_module, "DIAGNOSIS_WORKERS", 1)
+    hung, seed = sim_factory("gpu_smi_hang"), sim_factory("seed")
+    loop.start(two_hosts(redis_url, hung, seed, loop.standin.api_url))
+    store = loop.flow.incidents
+    stuck, _ = store.open_or_fold(Alert(source="test", host="gpu-01", kind="vram_idle",
+                                        severity=Severity.CRITICAL))
+    wait_until(lambda: store.require(stuck.id).state is S.DIAGNOSING, 30, "gpu-01 diagnosing")
+    queued, _ = store.open_or_fold(Alert(source="test", host="gpu-02", kind="vram_idle",
+                                         severity=Severity.CRITICAL))
+    wait_until(lambda: store.require(queued.id).chat is not None, 30, "gpu-02's alert card")
+    assert store.require(queued.id).state is S.OPEN  # still waiting for the one worker
+    chat = store.require(queued.id).chat
+    assert chat is not None
+    assert "Diagnosis queued" in json.dumps(loop.standin.messages[(chat.channel, chat.ts)])
+    wait_until(lambda: store.require(queued.id).state is S.AWAITING_APPROVAL, 90,
+               "gpu-02 diagnosed after gpu-01")
+    assert store.require(queued.id).chat == chat  # the same message, edited
+    assert len(loop.standin.top_level(CHANNEL)) == 2

@@ -230,6 +230,8 @@ MSG_ALERT_LABELS = "Labels: {labels}"
 MSG_ALERT_DIAGNOSING = (":hourglass_flowing_sand: Diagnosing… this message is edited with the "
                         "findings as soon as the host's probes answer (or time out).")
 MSG_ALERT_NOTIFY = "{mention}{host}: {what}. Diagnosing…"
+MSG_ALERT_QUEUED = (":hourglass: Diagnosis queued behind other hosts' diagnoses; this message is "
+                    "edited with the findings.")
 
 # --- issue 24 h-faults: an interrupted action read back from the host, never run again ---
 FLOW_READ_BACK_DONE = ("{subject} {title} on {host} (read back after the bot was interrupted; "
