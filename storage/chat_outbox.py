@@ -30,6 +30,8 @@ a hash of item JSON); a global ZSET scores each incident id by when its *head* i
 from __future__ import annotations
 
 import json
+import os
+import socket
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
@@ -40,6 +42,7 @@ from redis.client import Pipeline
 
 from storage import keys
 from storage.audit import GLOBAL_MAXLEN, entry_fields
+from storage.leases import holder_dead
 
 
 class Op(StrEnum):
@@ -276,7 +279,10 @@ class ChatOutboxStore:
 
     @staticmethod
     def new_token() -> str:
-        return uuid.uuid4().hex
+        """``host:pid:random``: unique per claim, and it names the process that holds it,
+        so a claim left by a killed sender on this machine is taken back at once
+        (``reclaim_dead``) rather than after its lease."""
+        return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
 
     # --- writers ------------------------------------------------------------------------
     def append(self, incident_id: str, item: NewItem, now: float) -> int:
@@ -369,6 +375,22 @@ class ChatOutboxStore:
         """When the earliest head item is due (None: nothing queued)."""
         first = self.redis.zrange(keys.outbox_due(), 0, 0, withscores=True)
         return float(first[0][1]) if first else None  # type: ignore[index]
+
+    def reclaim_dead(self, now: float, limit: int = 200) -> int:
+        """Give back the claims whose sender process on this machine is gone (a killed
+        ``serve`` restarted here): their items are due again now, uncertain (the post may
+        have gone out), instead of a lease later. A claimed head's due score is its claim's
+        end, so only incidents scored in the future are read. The number given back."""
+        given = 0
+        for incident_id in self.redis.zrangebyscore(  # type: ignore[union-attr]
+                keys.outbox_due(), f"({now!r}", "+inf", start=0, num=limit):
+            raw = self.redis.hgetall(keys.outbox_items(str(incident_id)))
+            for seq, data in raw.items():  # type: ignore[union-attr]
+                item = _item(str(incident_id), int(seq), json.loads(data))
+                if item.token and holder_dead(item.token):
+                    given += self.release(item, min(item.due, now), "its sender died", True,
+                                          None, now)
+        return given
 
     def unclaim(self, incident_id: str, token: str, now: float, error: str) -> bool:
         """Give back the item ``token`` holds, if it still does (a claim whose sender lost

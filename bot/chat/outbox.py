@@ -154,10 +154,17 @@ class ChatOutbox:
                 delivered += 1
         return delivered
 
-    def run(self, stop: threading.Event, idle_s: float = 1.0) -> None:
-        """The retry loop for a thread: drain, then wait until the next item is due."""
+    def run(self, stop: threading.Event, idle_s: float = 1.0,
+            reclaim_every_s: float = 5.0) -> None:
+        """The retry loop for a thread: drain, then wait until the next item is due. At
+        start and every ``reclaim_every_s``, claims of dead senders on this machine (a
+        killed ``serve`` before this one) are taken back first."""
+        reclaim_at = 0.0
         while not stop.is_set():
             try:
+                if time.monotonic() >= reclaim_at:
+                    self.store.reclaim_dead(self.clock())
+                    reclaim_at = time.monotonic() + reclaim_every_s
                 self.drain_once()
                 nxt = self.store.next_due()
             except StorageError as exc:  # Redis away: chat waits with it, nothing is lost
@@ -347,8 +354,9 @@ def remember_card(store: ChatOutboxStore, incidents: IncidentStore,
 
 
 def _token() -> str:
-    """A fresh token per claim: an expired claim cannot ack, even from this process."""
-    return uuid.uuid4().hex
+    """A fresh token per claim: an expired claim cannot ack, even from this process; it
+    names this process (``ChatOutboxStore.reclaim_dead``)."""
+    return ChatOutboxStore.new_token()
 
 
 # --- the message as stored in the outbox --------------------------------------------------

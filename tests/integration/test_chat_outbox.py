@@ -4,6 +4,8 @@ delivered once, in order per incident, and the delay in the audit."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -488,3 +490,20 @@ def test_a_claim_whose_answer_was_lost_is_given_back_by_its_sender(
     assert store.claim("42", now + 1, store.new_token()) is None  # held, by the lost claim
     assert outbox.drain_once(now + 1) == 1
     assert len(slack_standin.top_level(CHANNEL)) == 1
+
+
+def test_a_claim_of_a_dead_sender_on_this_machine_is_taken_back_at_once(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    """A ``serve`` killed mid-send leaves its claim; the next ``serve`` here takes it back
+    when its loop starts, not 30 s later. A live sender's claim is left alone."""
+    store = ChatOutboxStore(redis, lease_s=30)
+    now = time.time()
+    store.append("42", NewItem(Op.POST, CARD, _json("v1"), CHANNEL), now)
+    store.append("43", NewItem(Op.POST, CARD, _json("v1"), CHANNEL), now)
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    dead_token = f"{socket.gethostname()}:{int(gone.stdout)}:feedface"
+    assert store.claim("42", now, dead_token) is not None
+    assert store.claim("43", now, store.new_token()) is not None  # this process: alive
+    assert store.reclaim_dead(now + 1) == 1
+    assert ChatOutbox(store, backend(slack_standin)).drain_once(now + 1) == 1
+    assert [m["text"] for m in slack_standin.top_level(CHANNEL)] == ["v1"]
