@@ -86,7 +86,11 @@ class Rig:
         return dict(self.standin.messages[(chat.channel, chat.ts)])
 
     def approve(self, incident_id: str) -> None:
-        """Alice clicks the first Approve on the card, as Slack sends it (signed)."""
+        """Alice clicks the first Approve on the card, as Slack sends it (signed), once the
+        card shows it: the alert card posted at diagnosing is edited into the full card a
+        moment after the incident is stored as awaiting approval."""
+        assert wait_until(lambda: '"approve' in json.dumps(self.card(incident_id)), 30), \
+            self.card(incident_id)
         message = self.card(incident_id)
         block_id, button = find_button(
             message, lambda el: str(el.get("action_id", "")).startswith("approve"))
