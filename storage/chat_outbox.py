@@ -33,6 +33,7 @@ import json
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -384,24 +385,26 @@ class ChatOutboxStore:
         given = 0
         for incident_id in self.redis.zrangebyscore(  # type: ignore[union-attr]
                 keys.outbox_due(), f"({now!r}", "+inf", start=0, num=limit):
-            raw = self.redis.hgetall(keys.outbox_items(str(incident_id)))
-            for seq, data in raw.items():  # type: ignore[union-attr]
-                item = _item(str(incident_id), int(seq), json.loads(data))
-                if item.token and holder_dead(item.token):
-                    given += self.release(item, min(item.due, now), "its sender died", True,
-                                          None, now)
+            given += self._give_back(str(incident_id), holder_dead, now, "its sender died")
         return given
 
     def unclaim(self, incident_id: str, token: str, now: float, error: str) -> bool:
         """Give back the item ``token`` holds, if it still does (a claim whose sender lost
         Redis mid-send, or lost the claim's own answer): due again at once, uncertain so
         the next try looks for a post before making one. False when nothing held it."""
+        return self._give_back(incident_id, lambda held: held == token, now, error) > 0
+
+    def _give_back(self, incident_id: str, holds: Callable[[str], bool], now: float,
+                   error: str) -> int:
+        """Release the incident's claimed items whose token ``holds`` picks: due again at
+        their old due time (or now), marked uncertain. The number released."""
+        given = 0
         raw = self.redis.hgetall(keys.outbox_items(incident_id))
         for seq, data in raw.items():  # type: ignore[union-attr]
             item = _item(incident_id, int(seq), json.loads(data))
-            if item.token == token:
-                return self.release(item, min(item.due, now), error, True, None, now)
-        return False
+            if item.token and holds(item.token):
+                given += self.release(item, min(item.due, now), error, True, None, now)
+        return given
 
     def posted(self, incident_id: str) -> dict[str, Posted]:
         raw = self.redis.hgetall(keys.outbox_posted(incident_id))
