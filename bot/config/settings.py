@@ -27,7 +27,7 @@ from bot.config.fleet_policy import (
 from bot.core.errors import ConfigError
 from bot.core.schema import StrictModel
 from bot.domain.paging import PagingPolicy
-from bot.domain.validate import HOST_CHARS, SLURM_NODE_RE
+from bot.domain.validate import HOST_CHARS, SLURM_NODE_RE, valid_host
 from bot.ssh.settings import SSHSettings
 
 SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
@@ -62,6 +62,11 @@ class SlackSettings(StrictModel):
     socket_mode: bool | None = None  # None: on when SLACK_APP_TOKEN is set
     oncall: str = ""  # user group (S…) @mentioned on critical incidents
 
+    @field_validator("api_url")
+    @classmethod
+    def _api_url(cls, v: str) -> str:
+        return http_url(v)
+
 
 class HostSettings(StrictModel):
     ssh: str  # user@host:port
@@ -83,8 +88,12 @@ class HostSettings(StrictModel):
     @field_validator("ssh")
     @classmethod
     def _target(cls, v: str) -> str:
-        if not TARGET_RE.match(v):
+        m = TARGET_RE.match(v)
+        if not m:
             raise ValueError("must look like user@host:port")
+        host_in_range(m["host"])
+        if m["port"] is not None:
+            port_in_range(int(m["port"]))
         return v
 
 
@@ -106,11 +115,50 @@ PAGED_SEVERITIES = ("info", "warning", "critical")
 RUNBOOK_URL_MAX = 3000  # Slack's limit on a link button's url
 
 
+def port_in_range(port: int) -> int:
+    """A TCP port a host can listen on (1-65535), or a ValueError naming it."""
+    if not 0 < port < 65536:
+        raise ValueError(f"port {port} is out of range (1-65535)")
+    return port
+
+
+def host_in_range(host: str) -> str:
+    """A host name or address within DNS's limits (253 characters, labels of 1-63), or a
+    ValueError saying which limit it breaks."""
+    if not valid_host(host):
+        raise ValueError(f"host {host[:80]!r} is not a host name or address")
+    if ":" not in host and any(not 0 < len(label) < 64 for label in host.split(".")):
+        raise ValueError(f"host {host[:80]!r} has an empty label or one over 63 characters")
+    return host
+
+
+def redis_url_in_range(value: str) -> str:
+    """``redis://``, ``rediss://`` or ``unix://``, with a host and port in range."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:  # urlsplit's own "Port out of range 0-65535"
+        raise ValueError(f"not a Redis URL: {exc}") from None
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise ValueError(f"must start with redis://, rediss:// or unix://, got {value[:80]!r}")
+    if parts.scheme != "unix":
+        host_in_range(parts.hostname or "")
+        if port is not None:
+            port_in_range(port)
+    return value
+
+
 def http_url(value: str) -> str:
     """An absolute http(s) URL with a host, or a ValueError saying so."""
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in value):
         raise ValueError(f"must be an http(s) URL, got {value!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"port out of range (1-65535) in {value[:80]!r}") from None
+    if port is not None:
+        port_in_range(port)
     return value
 
 
@@ -190,6 +238,20 @@ class Settings(BaseSettings):
     slack_signing_secret: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     incident_bot_alert_token: SecretStr | None = None
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, v: str) -> str:
+        return redis_url_in_range(v)
+
+    @field_validator("hosts")
+    @classmethod
+    def _host_names(cls, v: dict[str, HostSettings]) -> dict[str, HostSettings]:
+        for name in v:
+            if not valid_host(name):
+                raise ValueError(f"{name[:80]!r} is not a host name ([A-Za-z0-9._:-], "
+                                 "at most 253)")
+        return v
 
     @field_validator("extra")
     @classmethod

@@ -149,6 +149,8 @@ ALERT_STORE_UNAVAILABLE = "incident store (Redis) unavailable; nothing was recor
 INCIDENTS_NONE = "No incidents."
 INCIDENTS_UNKNOWN = "no incident {incident_id!r} (see `incident-bot incidents`)"
 INCIDENTS_REDIS_DOWN = "cannot reach Redis at {url}: {reason}"
+SERVE_REDIS_DOWN = ("cannot reach Redis at {url}: {reason} (serve needs Redis at start; "
+                    "check redis_url / REDIS_URL)")
 AUDIT_EMPTY = "{incident_id}: no audit entries"
 SILENCE_BAD = "cannot silence: {reason}"
 SILENCE_ADDED = "silenced {host}/{kind} until {until} (by {author})"
