@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bot.chat.base import Button, ButtonStyle, ChatMessage, Section
-from bot.chat.text import FENCE, clip, inline_code
+from bot.chat.text import FENCE, clip, inline_code, visible_payload
 from bot.core import fmt, strings
 
 MAX_BLOCKS = 50
@@ -38,7 +38,8 @@ Block = dict[str, Any]
 def to_payload(message: ChatMessage) -> dict[str, Any]:
     """Arguments for chat.postMessage / chat.update: fallback text plus blocks."""
     fallback = message.text.strip() or (message.header or "").strip() or "incident-bot"
-    return {"text": clip(fallback, FALLBACK_TEXT), "blocks": to_blocks(message)}
+    payload = {"text": clip(fallback, FALLBACK_TEXT), "blocks": to_blocks(message)}
+    return dict(visible_payload(payload))
 
 
 def to_blocks(message: ChatMessage) -> list[Block]:

@@ -30,7 +30,7 @@ from bot.chat.coalesce import (
     wait_turn,
 )
 from bot.chat.interactions import AuditFn
-from bot.chat.text import clip
+from bot.chat.text import clip, visible, visible_payload
 from bot.config.settings import Settings, secret
 from bot.core import metrics, strings
 from storage.renders import RenderLedger
@@ -195,7 +195,7 @@ class SlackBackend:
             "chat.postEphemeral",
             note.extra.get("incident_id", ""),
             lambda: self.client.chat_postEphemeral(
-                channel=note.channel, user=note.user, text=note.text
+                channel=note.channel, user=note.user, text=visible(note.text)
             ),
         )
 
@@ -207,14 +207,15 @@ class SlackBackend:
                 channel=ref.channel,
                 thread_ts=ref.ts,
                 file=str(path),
-                title=title,
+                title=visible(title),
                 filename=path.name,
             ),
         )
 
     def open_modal(self, trigger_id: str, view: dict[str, Any]) -> None:
         self._call(
-            "views.open", "", lambda: self.client.views_open(trigger_id=trigger_id, view=view)
+            "views.open", "",
+            lambda: self.client.views_open(trigger_id=trigger_id, view=visible_payload(view))
         )
 
     def fetch_message(self, ref: MessageRef) -> dict[str, Any] | None:
