@@ -27,6 +27,7 @@ from bot.domain.lifecycle import IllegalTransition, IncidentState, can_transitio
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
+from storage.connection import refusal
 from storage.incidents import IncidentStore
 
 
@@ -69,6 +70,8 @@ class DiagnoseStep:
         Never silent: an error of ours in any step after the incident moved to
         ``diagnosing`` (target, probes, planning, rendering) leaves it
         ``diagnosis_failed`` with the error id and a Retry button, and says so.
+        A Redis refusal (out of memory, read-only…) is not an error of ours: it is raised
+        as it is, the incident left ``diagnosing`` for the reconciler to re-drive.
         ``only_from``: the states a first diagnosis starts from (a duplicate delivery or a
         diagnosis another replica owns raises ``StepTaken``: storage's claim on the step)."""
         incident = self.incidents.transition(incident_id, IncidentState.DIAGNOSING,
@@ -80,6 +83,8 @@ class DiagnoseStep:
         try:
             return self._diagnose(incident, evidence=first)
         except Exception as exc:
+            if refusal(exc) is not None:  # Redis said "not now", not a bug: the step stays
+                raise  # diagnosing, and the consumer hands it to the reconciler to re-drive
             error_id = log_internal(exc, f"diagnosis of {incident_id}")
             return self._failed(incident_id, error_id)
 

@@ -245,3 +245,18 @@ FLOW_READ_BACK_NO_GPUS = "the GPUs could not be read"
 FLOW_READ_BACK_HELD = "GPU {gpus} still in use"
 FLOW_READ_BACK_NOT_DONE = "the action's effect is not there"
 FLOW_READ_BACK_NOT_STARTED = "{kind}: interrupted before it ran; check the host, then Retry"
+
+# --- the ground under the bot (issue 39) ---------------------------------------------------
+DATA_LOSS_HEAD = (":warning: *The bot's store (Redis) lost its data* ({how}). Approvals, "
+                  "silences, snoozes and the audit from before are gone; buttons on older "
+                  "messages no longer act.")
+DATA_LOSS_WIPED = "restarted without its data, or a failover to an empty replica"
+DATA_LOSS_ROLLED_BACK = "a failover to a replica that was behind: recent changes are missing"
+DATA_LOSS_NOTHING = "It held no open incidents at the time: nothing was lost track of."
+DATA_LOSS_LOST = "It lost track of {n} open incident{s}:"
+DATA_LOSS_LINE = "• {id} · {host} · {kind}: {state}{what}"
+DATA_LOSS_RUNNING = " (`{kind}` had been sent to the host, approved by {who}: what it did is read from the host again)"
+DATA_LOSS_WAITING = " (its approval buttons no longer act)"
+DATA_LOSS_NEW = " → diagnosed again from the host as *{new}*"
+DATA_LOSS_THREAD = ("The bot's store lost {old} ({state}). This incident is *{new}* now, "
+                    "diagnosed again from the host; this message is its message.")

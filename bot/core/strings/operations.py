@@ -268,6 +268,13 @@ SLACK_NOT_UTF8 = "body is not UTF-8 text"
 SLACK_BAD_JSON = "{where} is not valid JSON"
 SLACK_BAD_SHAPE = "{field} must be {want}"
 SLACK_REFUSED = "request refused: {reason}"
+SLACK_REPLAYED = ("this signed request was already received (same timestamp and signature): "
+                  "a replay, refused")
+SLACK_STORE_UNAVAILABLE = "the bot's store (Redis) is unavailable; nothing was done, retry shortly"
+CLICK_OTHER_MESSAGE = ("This button is not on {id}'s message (it came from another message): "
+                       "nothing was done. Use the buttons on {id}'s current message.")
+STORE_UNAVAILABLE_CLICK = ("The bot's store (Redis) is not taking changes right now; nothing "
+                           "was done. Try again in a moment.")
 BODY_TOO_SLOW = "request body not received within {seconds:g} s"
 BAD_CONTENT_LENGTH = "Content-Length is not a number"
 JSON_TOO_DEEP = "JSON nested too deeply (at most {depth} levels)"
