@@ -123,6 +123,9 @@ class Consumer:
             log_internal(exc, f"the early alert card of {event.get('incident_id', '')}")
 
     def _handle_and_ack(self, entry_id: str, event: dict[str, str]) -> None:
+        if self.interrupted is not None and _diagnosis(event):
+            # handled here again (a pending entry): the reconciler must not re-drive it too
+            self.interrupted.discard(_diagnosed(event))
         try:
             try:
                 self.handle(event)
@@ -154,7 +157,7 @@ class Consumer:
         if self.heartbeats is not None:
             self.heartbeats.failed(LOOP, f"Redis refused a step: {why}")
         if self.interrupted is not None and _diagnosis(event):
-            self.interrupted.add(event.get("child") or event.get("incident_id", ""), why)
+            self.interrupted.add(_diagnosed(event), why)
         backoff = min(MAX_RETRY_S, self._retry.get(entry_id, (0.0, RETRY_S / 2))[1] * 2)
         self._retry[entry_id] = (time.monotonic() + backoff, backoff)
         return True
@@ -181,3 +184,8 @@ class Consumer:
 def _diagnosis(event: dict[str, str]) -> bool:
     """The event starts a diagnosis (an opened incident, a host joining a group)."""
     return event.get("type") in ("incident.opened", "incident.grouped")
+
+
+def _diagnosed(event: dict[str, str]) -> str:
+    """The incident a diagnosis event diagnoses (a joining host's own, for a group)."""
+    return event.get("child") or event.get("incident_id", "")
