@@ -21,11 +21,11 @@ from typing import Any
 from slack_bolt import App
 
 from bot.chat import slash as slash_mod
-from bot.chat.base import Ephemeral
+from bot.chat.base import ChatSendError, Ephemeral
 from bot.chat.blockkit import DENY_CALLBACK, REASON_BLOCK, REASON_INPUT, deny_modal
 from bot.chat.click_check import MessageCheck
 from bot.chat.interactions import ApprovalDesk, Decision
-from bot.chat.slack import SlackBackend
+from bot.chat.slack import ChatDeliveryError, SlackBackend
 from bot.chat.text import visible
 from bot.core import metrics, strings
 from bot.core.errors import log_internal
@@ -116,13 +116,14 @@ class Listeners:
                     log.warning("slack listener %s: Redis refused (%s): %s", fn.__name__,
                                 why, exc)
                     text = strings.STORE_UNAVAILABLE_CLICK
+                elif isinstance(exc, ChatDeliveryError | ChatSendError):  # Slack said no
+                    log.warning("slack listener %s: Slack refused: %s", fn.__name__, exc)
+                    text = strings.SLACK_UNAVAILABLE_CLICK
                 else:
                     error_id = log_internal(exc, f"slack listener {fn.__name__}")
                     text = strings.INTERNAL_ERROR.format(error_id=error_id)
                 if tell is not None and tell.channel and tell.user:
-                    self.backend.ephemeral(
-                        Ephemeral(user=tell.user, text=text, channel=tell.channel)
-                    )
+                    self._say(Ephemeral(user=tell.user, text=text, channel=tell.channel))
 
         future = self.executor.submit(run)
         with self._lock:
@@ -235,8 +236,16 @@ class Listeners:
 
     def _tell(self, click: Click, text: str, incident_id: str = "") -> None:
         if click.channel and click.user:  # no user: refused and audited, nobody to tell
-            self.backend.ephemeral(Ephemeral(user=click.user, text=text, channel=click.channel,
-                                             extra={"incident_id": incident_id}))
+            self._say(Ephemeral(user=click.user, text=text, channel=click.channel,
+                                extra={"incident_id": incident_id}))
+
+    def _say(self, note: Ephemeral) -> None:
+        """The private answer, when Slack takes it: a Slack outage loses the ephemeral
+        (the decision stands and the message shows it), it is not an error of ours."""
+        try:
+            self.backend.ephemeral(note)
+        except (ChatDeliveryError, ChatSendError) as exc:
+            log.warning("could not tell %s privately (Slack refused): %s", note.user, exc)
 
     def slash(
         self, ack: Callable[..., None], body: dict[str, Any], respond: Callable[..., Any]

@@ -273,6 +273,8 @@ SLACK_REPLAYED = ("this signed request was already received (same timestamp and 
 SLACK_STORE_UNAVAILABLE = "the bot's store (Redis) is unavailable; nothing was done, retry shortly"
 CLICK_OTHER_MESSAGE = ("This button is not on {id}'s message (it came from another message): "
                        "nothing was done. Use the buttons on {id}'s current message.")
+SLACK_UNAVAILABLE_CLICK = ("Slack did not take the bot's answer to that click (it is failing "
+                           "or rate-limiting); try again in a moment.")
 STORE_UNAVAILABLE_CLICK = ("The bot's store (Redis) is not taking changes right now; nothing "
                            "was done. Try again in a moment.")
 BODY_TOO_SLOW = "request body not received within {seconds:g} s"
