@@ -67,7 +67,7 @@ BAD = [
      "unknown time zone"),
     ("window: {not_during: 'Someday 09:00-18:00'}", "policies.0.window.not_during", "unknown day"),
     ("limit: {max_hosts: 0}", "policies.0.limit.max_hosts", "greater than or equal to 1"),
-    ("limit: {max_hosts: 3, per: 1 week}", "policies.0.limit.per", "period"),
+    ("limit: {max_hosts: 3, per: a week}", "policies.0.limit.per", "period"),
     ("approvers: [bob]", "policies.0.approvers", "usergroup"),
     ("match: {action: systemd.stop_dsable}", "policies.0.match.action", "matches no catalog"),
     ("match: {hosts: 'gpu-01; rm -rf /'}", "policies.0.match.hosts", "not a name glob"),
