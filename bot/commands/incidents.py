@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from bot.commands.common import ConfigOpt, JsonOpt, sub_app
 from bot.config.settings import load_settings
 from bot.core import strings as S
 from bot.core.errors import UserError
@@ -29,8 +30,6 @@ from storage.connection import StorageError as RedisError
 from storage.stores import Stores, open_stores
 
 T = TypeVar("T")
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML config file")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
 _ID = re.compile(r"^(?:INC-)?(\d{1,12})$", re.IGNORECASE)
 
 
@@ -134,8 +133,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _silence_app() -> typer.Typer:
-    silence = typer.Typer(help="Silence alerts per host and kind ('*' for any).",
-                          no_args_is_help=True)
+    silence = sub_app("Silence alerts per host and kind ('*' for any).")
 
     @silence.command(name="add")
     def add(host: str, kind: str, config: ConfigOpt = None,

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import getpass
 import time
-from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bot.commands.common import ConfigOpt, alert_kinds, choices, sub_app
 from bot.config.policy import fleet_limits_from_settings, policies_from_settings
 from bot.config.settings import Settings, load_settings
 from bot.core import strings
@@ -31,7 +31,10 @@ from bot.domain.policy import (
 from bot.domain.policy_replay import CheckRow, PastAction, check_rows, replay
 from bot.domain.windows import WindowError, parse_period
 
-ConfigOpt = Annotated[Path, typer.Option("--config", help="YAML config file")]
+if TYPE_CHECKING:
+    AlertKind = str
+else:
+    AlertKind = choices(alert_kinds())
 STARTED = "action.started"
 POLICY_ACTOR = "policy"
 
@@ -139,14 +142,14 @@ def replay_summary(results: list[tuple[PastAction, PolicyDecision]]) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    policy = typer.Typer(help="What the fleet policies would do: check, replay, breaker.",
-                         no_args_is_help=True)
+    policy = sub_app("What the fleet policies would do: check, replay, breaker.")
 
     @policy.command("check")
     def check(config: ConfigOpt,
               param: Annotated[list[str] | None, typer.Option(
-                  "--param", help="an action parameter, key=value (repeatable)")] = None,
-              kind: Annotated[str | None, typer.Option(
+                  "--param", metavar="KEY=VALUE",
+                  help="an action parameter (repeatable)")] = None,
+              kind: Annotated[AlertKind | None, typer.Option(
                   "--kind", help="the incident kind (default: any)")] = None) -> None:
         """Which policy each catalog action on each inventory host would hit, and its mode."""
         from bot.remediation.catalog import CATALOG

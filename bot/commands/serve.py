@@ -11,11 +11,11 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bot.commands.common import ConfigOpt
 from bot.config.settings import Settings, load_settings
 from bot.core.errors import ConfigError, UserError
 from storage.stores import open_stores
@@ -100,7 +100,7 @@ ALERTS_ONLY_HELP = ("Only the alert webhooks, health and metrics (no chat, no fl
 def register(app: typer.Typer) -> None:
     @app.command(name="serve")
     def serve(
-        config: Annotated[Path | None, typer.Option("--config", help="YAML config file")] = None,
+        config: ConfigOpt = None,
         host: Annotated[str | None, typer.Option(help="Listen address")] = None,
         port: Annotated[int | None, typer.Option(help="Listen port (default: http.port)")] = None,
         alerts_only: Annotated[bool, typer.Option("--alerts-only", help=ALERTS_ONLY_HELP)] = False,

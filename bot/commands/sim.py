@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from bot.commands.common import sub_app
 from bot.core import strings
 from bot.core.errors import UserError
 
@@ -67,7 +68,7 @@ def _list(root: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    sim = typer.Typer(help="Simulated GPU hosts over a real OpenSSH sshd.", no_args_is_help=True)
+    sim = sub_app("Simulated GPU hosts over a real OpenSSH sshd.")
 
     @sim.command("up")
     def up(scenario: _Scenario, port: _Port = None, workdir: _Dir = None) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 DIAG_UNREACHABLE = "{host} is unreachable: {reason}"
 DIAG_HOST_KEY = "host key mismatch for {host}"
 DIAG_AUTH = "SSH authentication failed for {host}"
+DIAG_NO_KEY_HINT = ("; pass --ssh-key FILE and --known-hosts FILE (`incident-bot "
+                    "sim up` prints them), or name an inventory host with -c FILE")
 DIAG_IDLE_HELD = "{n} GPU{s} hold {mem} at {util} for {window}: {who} {started} by {restarter}"
 DIAG_IDLE_HELD_UNKNOWN = "{n} GPU{s} hold {mem} at {util} for {window}, and no process could be named"
 DIAG_BUSY_HOLDER = "{who} holds {n} GPU{s} and is working ({util}): nothing proposed"
