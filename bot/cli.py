@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "digest": ("digest", "Health digests: GPU memory and utilisation, disks, incidents."),
     "postmortem": ("postmortem", "Print an incident's postmortem timeline as Markdown (or JSON)."),
     "policy": ("policy", "What the fleet policies would do: check, replay, breaker."),
+    "config": ("config", "Check a config file: everything serve validates, one line per "
+               "problem."),
 }
 COMMAND_MODULES = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 _LISTING = "incident_bot.listing"
@@ -113,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = command.main(args=argv, prog_name="incident-bot", standalone_mode=False)
     except UserError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        if not getattr(exc, "shown", False):  # a config's problems: one line each
+            for line in exc.message.splitlines() or [""]:
+                print(f"error: {line}", file=sys.stderr)
         return exc.exit_code
     except Exception as exc:
         return _failed(exc)

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from bot.commands.common import ConfigOpt, alert_kinds, choices, sub_app
+from bot.commands.config import load_checked
 from bot.config.policy import fleet_limits_from_settings, policies_from_settings
-from bot.config.settings import Settings, load_settings
+from bot.config.settings import Settings
 from bot.core import strings
 from bot.core.errors import UserError
 from bot.domain.policy import (
@@ -154,7 +155,7 @@ def register(app: typer.Typer) -> None:
         """Which policy each catalog action on each inventory host would hit, and its mode."""
         from bot.remediation.catalog import CATALOG
 
-        settings = load_settings(config)
+        settings = load_checked(config, alerts_only=True)
         rows = check_rows(policies_from_settings(settings), sorted(settings.hosts),
                           sorted(CATALOG), _pairs(param or []), kind)
         typer.echo("\n".join(check_lines(rows)))
@@ -168,7 +169,7 @@ def register(app: typer.Typer) -> None:
             since_s = parse_period(since)
         except WindowError as exc:
             raise UserError(f"invalid --since: {exc}", 2) from None
-        settings = load_settings(config)
+        settings = load_checked(config, alerts_only=True)
         past = past_actions(settings, since_s, time.time())
         results = replay(policies_from_settings(settings), past,
                          fleet_limits_from_settings(settings), len(settings.hosts))
@@ -181,6 +182,6 @@ def register(app: typer.Typer) -> None:
                  reset: Annotated[bool, typer.Option(
                      "--reset", help="close an open breaker (audited)")] = False) -> None:
         """The fleet circuit breaker: open or closed, and the hosts it counted."""
-        typer.echo(breaker(load_settings(config), reset))
+        typer.echo(breaker(load_checked(config, alerts_only=True), reset))
 
     app.add_typer(policy, name="policy")

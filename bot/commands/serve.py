@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from bot.commands.common import ConfigOpt
-from bot.config.settings import Settings, load_settings
-from bot.core.errors import ConfigError, UserError
+from bot.config.settings import Settings
+from bot.core.errors import UserError
 from storage.stores import open_stores
 
 if TYPE_CHECKING:
@@ -55,10 +55,7 @@ def build(settings: Settings, alerts_only: bool) -> tuple[Starlette, Callable[[]
         return create_app(settings, open_stores(settings.redis_url)), _nothing, _nothing
     from bot.service import build_service
 
-    try:
-        service = build_service(settings)
-    except ConfigError as exc:
-        raise ConfigError(f"{exc.message} (or run with --alerts-only: webhooks, no chat)") from None
+    service = build_service(settings)  # the config passed `config check`'s list already
     return service.app, service.start_background, service.close
 
 
@@ -106,4 +103,6 @@ def register(app: typer.Typer) -> None:
         alerts_only: Annotated[bool, typer.Option("--alerts-only", help=ALERTS_ONLY_HELP)] = False,
     ) -> None:
         """The bot: Slack events, alert webhooks, the incident flow, scheduler, metrics."""
-        run(load_settings(config), host, port, alerts_only)
+        from bot.commands.config import load_checked
+
+        run(load_checked(config, alerts_only=alerts_only), host, port, alerts_only)

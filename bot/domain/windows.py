@@ -123,4 +123,6 @@ def parse_period(text: str) -> float:
     try:
         return parse_duration(text)
     except DurationError as exc:
-        raise WindowError(f"{text!r}: expected a period like 30m, 1h or 7d ({exc})") from None
+        if exc.not_positive:
+            raise WindowError(f"{text!r}: a period must be longer than 0 s") from None
+        raise WindowError(f"{text!r} is not a period: use e.g. 30m, 1h or 7d") from None

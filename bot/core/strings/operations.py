@@ -320,3 +320,21 @@ DIGEST_RESPONSE_TITLE = "*Response* (incidents opened in the period, per kind)"
 REM_TERM_THEN_KILL = "sent SIGTERM to {subject}, then SIGKILL after {grace:g} s"
 REM_TERM_EXITED = "sent SIGTERM to {subject}, which exited {secs} s later (no SIGKILL needed)"
 REM_RUNGS_NO_EFFECT = "{rungs}, but the effect did not show: {detail}"
+
+# --- config check (incident-bot config check, serve at start) --------------------------
+CHECK_OK = "{where}: no problems ({hosts} hosts{probed})"
+CHECK_NOT_SET = "not set: the bot cannot log in to this host without it"
+CHECK_UNREADABLE = "{path}: no such file, or not readable by this user"
+CHECK_UNREACHABLE = "could not reach {address}: {why}"
+CHECK_PROBE_FAILED = "reached {address}, but `true` exited {status}"
+CHECK_NO_SECRET = "not set: {why}"
+CHECK_WHY = {
+    "SLACK_BOT_TOKEN": ("the bot cannot post to Slack (chat_backend: slack; `serve --alerts-only` "
+                        "serves the alert webhooks without it)"),
+    "SLACK_SIGNING_SECRET": "Slack's requests cannot be verified (chat_backend: slack)",
+    "SLACK_APP_TOKEN": "Socket Mode needs an app-level xapp- token",
+}
+CHECK_NO_ROUTING_KEY = "environment variable {env} is not set (the Events v2 integration key)"
+CHECK_NO_ALERT_TOKEN = ("environment: INCIDENT_BOT_ALERT_TOKEN is not set: every alert webhook "
+                        "call will be answered 401")
+CHECK_UNKNOWN_BACKEND = "unknown backend {name!r} (choose from {names})"
