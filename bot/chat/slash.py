@@ -263,6 +263,11 @@ _PARSERS: dict[str, Callable[[list[str]], SlashCommand]] = {
 }
 
 
+def known_verbs() -> tuple[str, ...]:
+    """Every subcommand ``parse`` accepts (the docs and the manifest are checked against it)."""
+    return tuple(_PARSERS)
+
+
 # commands that change something (or run something on a host), under the desk's rule
 _GUARDED: dict[type, str] = {Silence: "silence", Diag: "diag"}
 

@@ -77,7 +77,8 @@ SLASH_HELP = (
     "*{cmd} digest now* post the health digest\n"
     "*{cmd} ack ID* · *{cmd} resolve ID* · *{cmd} snooze ID [30m|2h|1d]* decide on an incident\n"
     "*{cmd} evidence ID* post the raw probe output in the incident's thread\n"
-    "*{cmd} drained* Slurm nodes drained or draining: reason, who, how long"
+    "*{cmd} drained* Slurm nodes drained or draining: reason, who, how long\n"
+    "*{cmd} stats [7d]* time to acknowledge and to resolve, per kind and host, over a period"
 )
 TERMINAL_USAGE = (
     'Commands: approve N | deny N "reason" | revert N | ack ID | snooze ID [30m|2h|1d]'
