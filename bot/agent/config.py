@@ -151,7 +151,12 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Age
     """The config the command line and ``environ`` give (the same parser as ``agent``);
     ``AgentConfigError`` for a bad value, click's usage error for a bad option."""
     seen: list[AgentConfig] = []
-    command = typer.main.get_command(lean_app(lambda c: seen.append(c) or 0, environ))
+
+    def keep(config: AgentConfig) -> int:
+        seen.append(config)
+        return 0
+
+    command = typer.main.get_command(lean_app(keep, environ))
     command.main(args=list(argv), prog_name="incident-bot agent", standalone_mode=False)
     if not seen:
         raise AgentConfigError("no config: --help was asked for")
