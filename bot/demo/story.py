@@ -42,9 +42,8 @@ def timed(stage: Stage, label: str) -> Iterator[None]:
     stage.timings.append((label, time.monotonic() - t0))
 
 
-def crashed_job(redis_url: str, spec_path: Path, host: str = DEMO_HOST) -> tuple[str, int, int]:
-    """Record the extraction that was running on ``host`` when the VM died; return the job
-    id and its last progress report (done, total), read back from the job's record."""
+def crashed_job(redis_url: str, spec_path: Path, host: str = DEMO_HOST) -> str:
+    """Record the extraction that was running on ``host`` when the VM died."""
     spec = load_spec(spec_path)
     store = open_stores(redis_url).jobs()
     job_id = queue.submit(store, spec, host=host)
@@ -52,8 +51,7 @@ def crashed_job(redis_url: str, spec_path: Path, host: str = DEMO_HOST) -> tuple
     done = sum(1 for _ in spec.output_dir.glob("*.pt"))  # its last progress report
     store.write(job_id, state=JobState.INTERRUPTED.value, done=done)
     store.event(job_id, "interrupted", reason="host restarted")
-    recorded = queue.status(store, job_id)
-    return job_id, recorded.done, recorded.total
+    return job_id
 
 
 def alert_payload(now: datetime, booted_at: float) -> dict[str, object]:
@@ -74,9 +72,11 @@ def alert_payload(now: datetime, booted_at: float) -> dict[str, object]:
             "truncatedAlerts": 0, "alerts": [alert]}
 
 
-def send_alert(url: str, token: str, booted_at: float) -> str:
-    """POST the alert as Alertmanager would; return the incident it opened."""
-    payload = alert_payload(datetime.now(UTC), booted_at)
+def send_alert(url: str, token: str, booted_at: float | None = None) -> str:
+    """POST the alert as Alertmanager would; return the incident it opened. ``booted_at``:
+    when the host booted (the demo reads it from the simulated host); default now."""
+    now = datetime.now(UTC)
+    payload = alert_payload(now, now.timestamp() if booted_at is None else booted_at)
     reply = httpx.post(f"{url}/alerts/alertmanager", content=json.dumps(payload),
                        headers={"Authorization": f"Bearer {token}",
                                 "Content-Type": "application/json"}, timeout=10)
@@ -135,7 +135,9 @@ def run_story(stage: Stage, console: Console, *, yes: bool, ask: Callable[[str],
     t0 = time.monotonic()
     flow = build_flow(stage.settings, stores, pool, backend, progress_interval_s=1.0)
     try:
-        job_id, done, total = crashed_job(stage.redis_url, stage.spec_path)
+        job_id = crashed_job(stage.redis_url, stage.spec_path)
+        recorded = queue.status(stores.jobs(), job_id)  # its last report, from its record
+        done, total = recorded.done, recorded.total
         stage.done_before = done
         say(strings.DEMO_STEP_EXTRACT.format(written=done, total=total))
         stage.worker = start_worker(stage.redis_url, stage.workdir)
