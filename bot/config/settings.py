@@ -88,12 +88,12 @@ class HostSettings(StrictModel):
     @field_validator("ssh")
     @classmethod
     def _target(cls, v: str) -> str:
-        m = TARGET_RE.match(v)
-        if not m:
+        match = TARGET_RE.match(v)
+        if not match:
             raise ValueError("must look like user@host:port")
-        host_in_range(m["host"])
-        if m["port"] is not None:
-            port_in_range(int(m["port"]))
+        host_in_range(match["host"])
+        if match["port"] is not None:
+            port_in_range(int(match["port"]))
         return v
 
 
@@ -118,7 +118,7 @@ RUNBOOK_URL_MAX = 3000  # Slack's limit on a link button's url
 def port_in_range(port: int) -> int:
     """A TCP port a host can listen on (1-65535), or a ValueError naming it."""
     if not 0 < port < 65536:
-        raise ValueError(f"port {port} is out of range (1-65535)")
+        raise ValueError(f"port {port} out of range 1..65535")
     return port
 
 
@@ -156,7 +156,7 @@ def http_url(value: str) -> str:
     try:
         port = parts.port
     except ValueError:
-        raise ValueError(f"port out of range (1-65535) in {value[:80]!r}") from None
+        raise ValueError(f"port out of range 1..65535 in {value[:80]!r}") from None
     if port is not None:
         port_in_range(port)
     return value
@@ -310,19 +310,58 @@ def _reject_secrets_in_file(path: Path, data: dict[str, Any]) -> None:
 
 
 def load_settings(path: str | Path | None = None) -> Settings:
-    """Load YAML (if given) plus the environment; raise ConfigError with one line on error."""
+    """Load YAML (if given) plus the environment; raise ConfigError with one line on error
+    (the first problem; ``settings_problems`` lists them all, for ``config check``)."""
+    settings, problems = settings_problems(path)
+    if problems or settings is None:
+        raise ConfigError(problems[0])
+    return settings
+
+
+def settings_problems(path: str | Path | None = None) -> tuple[Settings | None, list[str]]:
+    """The settings and every schema problem, one line each naming the file and the key.
+
+    When some top-level keys are wrong, the settings are still built from the others (a
+    ``Settings`` with the defaults in their place), so later checks can look at the rest;
+    ``None`` only when the file cannot be read at all.
+    """
     data: dict[str, Any] = {}
     source = Path(path) if path else None
-    if source is not None:
-        data = _read_yaml(source)
-        _reject_secrets_in_file(source, data)
+    where = str(source) if source else "environment"
     try:
-        return Settings(**data)
+        if source is not None:
+            data = _read_yaml(source)
+            _reject_secrets_in_file(source, data)
+        return Settings(**data), []
+    except ConfigError as exc:
+        return None, [exc.message]
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        where = str(source) if source else "environment"
-        raise ConfigError(f"{where}: key '{key}': {err['msg']}") from None
+        errors = exc.errors()
+    problems = [problem_line(where, err["loc"], err["msg"]) for err in errors]
+    try:
+        return Settings(**_without(data, [tuple(err["loc"]) for err in errors])), problems
+    except ValidationError:  # an environment variable is wrong: nothing to build on
+        return None, problems
+
+
+def _without(data: dict[str, Any], locs: list[tuple[int | str, ...]]) -> dict[str, Any]:
+    """``data`` less what failed: a bad entry of a mapping (one host), else the whole key."""
+    kept = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for loc in locs:
+        if not loc or loc[0] not in kept:
+            continue
+        top = kept[str(loc[0])]
+        if len(loc) > 1 and isinstance(top, dict) and loc[0] != "extra" and loc[1] in top:
+            top.pop(str(loc[1]))
+        else:
+            kept.pop(str(loc[0]))
+    return kept
+
+
+def problem_line(where: str, loc: tuple[int | str, ...] | list[int | str], msg: str) -> str:
+    """``config.yaml: key 'hosts.gpu-01.ssh': must look like user@host:port``."""
+    key = ".".join(str(p) for p in loc) or "(top level)"
+    return f"{where}: key '{key}': {msg.removeprefix('Value error, ')}"
 
 
 def secret(value: SecretStr | None) -> str | None:
