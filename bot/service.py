@@ -67,7 +67,7 @@ class Service:
     # the background loops /readyz answers for; the steps a Redis refusal cut short; the
     # watch that notices Redis losing its data (issue 39)
     heartbeats: Heartbeats = field(default_factory=Heartbeats)
-    interrupted: reconcile.RefusedSteps = field(default_factory=reconcile.RefusedSteps)
+    interrupted: reconcile.CutShort = field(default_factory=reconcile.CutShort)
     data_loss: DataLossWatch | None = None
     socket_mode: bool = False
     stop_event: threading.Event = field(default_factory=threading.Event)
@@ -78,6 +78,7 @@ class Service:
         """The flow consumer thread, the scheduler, and Socket Mode when configured."""
         consumer = self.flow.consumer(self.diagnoses, DIAGNOSIS_WORKERS)
         consumer.interrupted, consumer.heartbeats = self.interrupted, self.heartbeats
+        self.flow.act.cut_short = self.interrupted
         cfg = reconcile.reconcile_settings(self.settings.extra)
         self.heartbeats.watch(CONSUMER_LOOP, LOOP_GRACE_S)
         self.heartbeats.watch(OUTBOX_LOOP, LOOP_GRACE_S)
@@ -225,7 +226,7 @@ def _scheduler(settings: Settings, stores: Stores, flow: Flow, desk: ApprovalDes
     return build_leader(settings, stores, flow.chat, runner=flow.runner, extra_jobs=jobs)
 
 
-def _reconciler(settings: Settings, flow: Flow, interrupted: reconcile.RefusedSteps,
+def _reconciler(settings: Settings, flow: Flow, interrupted: reconcile.CutShort,
                 heartbeats: Heartbeats, watch: DataLossWatch | None
                 ) -> Callable[[threading.Event], None]:
     """The re-drive loop (issue 24): a stuck diagnosis is re-sent as ``incident.opened``
@@ -242,6 +243,9 @@ def _reconciler(settings: Settings, flow: Flow, interrupted: reconcile.RefusedSt
     def local_pass() -> list[reconcile.Redrive]:
         if watch is not None:
             watch.check()
+        for incident_id, why in interrupted.waiting_for_hosts():  # read back once it answers
+            if flow.act.settle_interrupted(incident_id, why, only_if_reachable=True):
+                interrupted.discard(incident_id)
         return sweep(only_interrupted=True)
 
     return partial(reconcile.run_forever, flow.incidents, sweep, every_s=cfg.every_s,

@@ -4,7 +4,7 @@ A consumer group on the events stream means each event is handled by one replica
 entry a dead replica read and never acknowledged is claimed by another after a while.
 
 When Redis refuses a step's write (out of memory, read-only, loading…), the event is not
-a bug: a diagnosis it cut short is handed to the reconciler (``RefusedSteps``: re-driven
+a bug: a diagnosis it cut short is handed to the reconciler (``CutShort``: re-driven
 within one period of Redis taking writes again) and acknowledged; any other event stays
 pending and is handled again, no sooner than its back-off. Each pass of the loop is a
 heartbeat (``/readyz``).
@@ -27,9 +27,10 @@ from bot.core.heartbeat import Heartbeats
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
 from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
-from bot.flow.reconcile import RefusedSteps
+from bot.flow.reconcile import CutShort
 from storage.connection import refusal
 from storage.events import IncidentEvents
+from storage.incidents import UnknownIncident
 
 log = logging.getLogger(__name__)
 GROUP = "flow"
@@ -61,7 +62,7 @@ class Consumer:
         self.publisher = publisher
         self.closing_note = closing_note  # the postmortem's summary, posted once on resolve
         self.name = consumer_name()
-        self.interrupted: RefusedSteps | None = None  # diagnoses a refusal cut short
+        self.interrupted: CutShort | None = None  # diagnoses a refusal cut short
         self.heartbeats: Heartbeats | None = None
         self._retry: dict[str, tuple[float, float]] = {}  # entry id → (not before, back-off)
         self._refused_at = 0.0  # when a step was last refused: no heartbeat for a while
@@ -130,7 +131,10 @@ class Consumer:
             try:
                 self.handle(event)
             except Exception as exc:  # one bad incident must not stop the loop
-                if not self._refused(entry_id, event, exc):
+                if isinstance(exc, UnknownIncident):  # gone with Redis's data: said in chat
+                    log.warning("flow event %s: incident %s is gone from Redis", entry_id,
+                                event.get("incident_id"))
+                elif not self._refused(entry_id, event, exc):
                     log_internal(exc, f"flow event {entry_id}")
                 elif not _diagnosis(event):
                     return  # stays pending: handled again after its back-off

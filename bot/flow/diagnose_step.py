@@ -13,6 +13,7 @@ failure) edits the same message, and its evidence goes to the thread then.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Protocol
 
@@ -29,6 +30,8 @@ from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from storage.connection import refusal
 from storage.incidents import IncidentStore
+
+log = logging.getLogger(__name__)
 
 
 def outcome_state(diagnosis: Diagnosis, n_plans: int) -> IncidentState:
@@ -94,7 +97,10 @@ class DiagnoseStep:
         try:
             self.publisher.publish(incident_id)
         except Exception as exc:
-            log_internal(exc, f"the alert card of {incident_id}")
+            if refusal(exc) is not None:  # Redis refused: the diagnosis's end posts it
+                log.warning("the alert card of %s waits: Redis refused: %s", incident_id, exc)
+            else:
+                log_internal(exc, f"the alert card of {incident_id}")
 
     def _diagnose(self, incident: Incident, *, evidence: bool = False) -> Incident:
         incident_id = incident.id

@@ -18,7 +18,7 @@ each abandoned step, re-checks under WATCH that state and owner are still what i
 A step that Redis refused to let finish (out of memory, read-only, loading, a timeout:
 ``storage.connection.refusal``) left its incident in its transient state while its owner
 thread lives on; waiting for the deadline would hold it for minutes after Redis accepts
-writes again. The step records itself in this process's ``RefusedSteps`` instead, and every
+writes again. The step records itself in this process's ``CutShort`` instead, and every
 replica re-drives its own refused steps each period (``local_pass``), whoever won the
 sweep: within one period of Redis taking writes again.
 
@@ -82,28 +82,36 @@ class RedriveOutcome(StrEnum):
     RACED = "raced"  # someone changed it between the look and the write: left alone
 
 
-class RefusedSteps:
-    """Steps of this process that a Redis refusal stopped mid-way: (incident, the owner
-    token the step held, why). The reconciler takes each over at its next period instead
-    of at the step's deadline; thread-safe."""
+class CutShort:
+    """Steps of this process that could not finish: Redis refused their writes (taken over
+    at the next period, not at the step's deadline), or their host stopped answering part-way
+    (``wait_for_host``: read back each period once it answers; at the deadline the sweep
+    settles it as usual). Entries are (incident, the owner token the step held, why);
+    thread-safe."""
 
     def __init__(self) -> None:
-        self._steps: dict[str, tuple[str, str]] = {}
+        self._steps: dict[str, tuple[str, str, bool]] = {}
         self._lock = threading.Lock()
 
-    def add(self, incident_id: str, reason: str, owner: str | None = None) -> None:
+    def add(self, incident_id: str, reason: str, owner: str | None = None, *,
+            wait_for_host: bool = False) -> None:
         with self._lock:
-            self._steps[incident_id] = (owner or step_owner(), reason)
+            self._steps[incident_id] = (owner or step_owner(), reason, wait_for_host)
 
     def reason_for(self, entry: Inflight) -> str | None:
-        """Why ``entry`` is abandoned, when its step is one a refusal interrupted here (and
+        """Why ``entry`` is abandoned, when its step is one a refusal cut short here (and
         nobody has taken it since: the same owner, or still released, as an ``open``
         incident whose first transition was refused is)."""
         with self._lock:
             found = self._steps.get(entry.incident_id)
-        if found is None or (entry.owner and found[0] != entry.owner):
+        if found is None or found[2] or (entry.owner and found[0] != entry.owner):
             return None
         return f"interrupted by a Redis refusal ({found[1]})"
+
+    def waiting_for_hosts(self) -> list[tuple[str, str]]:
+        """(incident, why) of the steps waiting for their host to answer again."""
+        with self._lock:
+            return [(i, why) for i, (_, why, waits) in self._steps.items() if waits]
 
     def discard(self, incident_id: str) -> None:
         with self._lock:
@@ -130,7 +138,7 @@ class Redrive:
 def reconcile_once(incidents: IncidentStore, audit: AuditLog, clock: Callable[[], float], *,
                    rediagnose: Callable[[str], object], settle_action: Callable[[str, str], bool],
                    publish: Callable[[str], object], max_attempts: int = 3,
-                   grace_s: float = 120.0, interrupted: RefusedSteps | None = None,
+                   grace_s: float = 120.0, interrupted: CutShort | None = None,
                    only_interrupted: bool = False) -> list[Redrive]:
     """One sweep over the in-flight set (run it under ``claim_sweep``); with
     ``only_interrupted``, only this process's steps a refusal stopped (no claim needed:
@@ -144,16 +152,14 @@ def reconcile_once(incidents: IncidentStore, audit: AuditLog, clock: Callable[[]
         reason = cut or (None if only_interrupted else entry.abandoned(now))
         if reason is None:
             continue
-        if interrupted is not None:
-            interrupted.discard(entry.incident_id)
         try:
             done.append(_settle(incidents, entry, reason, rediagnose=rediagnose,
                                 settle_action=settle_action, publish=publish,
                                 max_attempts=max_attempts, grace_s=grace_s))
+            if interrupted is not None:  # taken over (a waiting host's: at its deadline)
+                interrupted.discard(entry.incident_id)
         except Exception as exc:  # one incident must not stop the sweep
             if refusal(exc) is not None:  # Redis still refuses: next period, same step
-                if interrupted is not None and cut is not None:
-                    interrupted.add(entry.incident_id, cut, entry.owner)
                 raise
             error_id = log_internal(exc, f"re-driving incident {entry.incident_id}")
             audit.append(entry.incident_id, ACTOR, "incident.redrive_failed",

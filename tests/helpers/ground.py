@@ -51,7 +51,8 @@ class Ground:
 
     @classmethod
     def start(cls, tmp: Path, sim: SimHost, reconcile: dict[str, float],
-              replicas: int = 1, extra: dict[str, Any] | None = None) -> Ground:
+              replicas: int = 1, extra: dict[str, Any] | None = None,
+              ssh: dict[str, float] | None = None) -> Ground:
         server = start_local_redis(tmp / "redis", args=FAULT_ARGS)
         standin = SlackStandIn(token=BOT_TOKEN).start()
         ground = cls(tmp, server, RedisFaults(server), standin, sim,
@@ -59,6 +60,9 @@ class Ground:
         for n in range(replicas):
             serve = ServeProcess(tmp / f"bot{n}.yaml", server.url, tmp / f"serve{n}.log")
             bot_config(serve.config, sim, standin, serve.port, reconcile, extra)
+            if ssh:
+                config = json.loads(serve.config.read_text())
+                serve.config.write_text(json.dumps({**config, "ssh_defaults": ssh}))
             ground.serves.append(serve.start())
         return ground
 

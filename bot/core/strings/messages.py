@@ -244,6 +244,19 @@ FLOW_READ_BACK_NO_GPUS = "the GPUs could not be read"
 FLOW_READ_BACK_HELD = "GPU {gpus} still in use"
 FLOW_READ_BACK_NOT_DONE = "the action's effect is not there"
 FLOW_READ_BACK_NOT_STARTED = "{kind}: interrupted before it ran; check the host, then Retry"
+# issue 39: a host that stops answering mid-action, and one that cannot be re-probed first
+FLOW_HOST_LOST = ("{kind}: {host} stopped answering while it ran; waiting for it to answer "
+                  "to read it back (until {until} UTC)")
+FLOW_STATE_UNKNOWN = ("{kind}: {host} stopped answering while it ran and has not answered "
+                      "since: its state is unknown. Sent to it before it stopped: {sent}. "
+                      "Nothing was run again; check the host, then Retry")
+FLOW_READ_BACK_LOST_SHOWS = ("{kind}: {host} stopped answering while it ran (sent to it: "
+                             "{sent}); read back once it answered again, it shows: {seen}; "
+                             "check the host, then Retry")
+FLOW_READ_BACK_AFTER_BOT = "read back after the bot was interrupted"
+FLOW_READ_BACK_AFTER_LOST = "read back once {host} answered again"
+FLOW_NOT_CHECKED = ("Not running {kind}: {host} could not be checked first ({why}); nothing "
+                    "was run. Retry once it answers.")
 
 # --- the ground under the bot (issue 39) ---------------------------------------------------
 DATA_LOSS_HEAD = (":warning: *The bot's store (Redis) lost its data* ({how}). Approvals, "

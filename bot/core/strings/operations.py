@@ -131,6 +131,8 @@ REM_FAILED_STEP = "`{command}` failed (exit {status}): {why}; {detail}"
 REM_FAILED_VERIFY = "ran {commands} on {host}, but the effect did not show: {detail}"
 REM_DRY_RUN = "dry run: would run {n} command(s) on {host}; nothing was run"
 REM_UNREACHABLE = "could not reach {host}: {why}; nothing was run"
+REM_LOST_MIDWAY = ("{host} stopped answering during the action ({why}); sent before it did, "
+                   "with no answer: {sent}")
 REM_CAPTURE_FAILED = "could not read the state of {subject} on {host} before acting ({why}); nothing was run"
 REM_UNIT_MISSING = "{unit} does not exist on {host}; nothing was run"
 REM_RESUMED = "resumed extraction job {job}: {state}, {done}/{total} done"
