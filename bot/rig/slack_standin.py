@@ -357,7 +357,10 @@ def _handler_for(standin: SlackStandIn) -> type[BaseHTTPRequestHandler]:
             if status == LOST:
                 self.close_connection = True
                 return
-            send_json(self, status, body, headers, "application/json; charset=utf-8")
+            try:
+                send_json(self, status, body, headers, "application/json; charset=utf-8")
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (``slow``)
+                self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
             return

@@ -132,17 +132,15 @@ def check(history: History) -> list[Violation]:
 
 
 # --- 1 ----------------------------------------------------------------------------------
-def _posts(world: World) -> list[tuple[str, Call]]:
-    """Top-level posts in the incident channel, each with the outbox key that sent it."""
+def _posts(world: World) -> list[tuple[str, dict[str, Any]]]:
+    """Top-level messages Slack holds in the incident channel (a refused post is not one),
+    each with the outbox key that posted it."""
     out = []
-    for call in world.standin.calls_of("chat.postMessage"):
-        p = call.params
-        if p.get("channel") != CHANNEL or p.get("thread_ts"):
-            continue
-        meta = p.get("metadata")
+    for message in world.standin.top_level(CHANNEL):
+        meta = message.get("metadata")
         meta = json.loads(meta) if isinstance(meta, str) else (meta or {})
         key = str((meta.get("event_payload") or {}).get("key", ""))
-        out.append((key.split("/")[0], call))
+        out.append((key.split("/")[0], message))
     return out
 
 

@@ -18,6 +18,7 @@ from tests.helpers.chaos.checker import History, Violation, Watch, check
 from tests.helpers.chaos.driver import Arming, Driver
 from tests.helpers.chaos.faults import Fault, Schedule, run_fault
 from tests.helpers.chaos.world import World
+from tests.helpers.serve_process import CHANNEL
 
 ROUND_S = 14.0  # one incident on one host: alert, message, diagnosis, click, action, resolve
 FAULT_S = 7.0  # a fault's mean length plus the gap before the next
@@ -109,8 +110,11 @@ def dump(path: Path, h: History, violations: list[Violation]) -> None:
               **{k: c.params.get(k) for k in ("channel", "ts", "thread_ts", "text", "metadata")
                  if k in c.params}}
              for c in h.world.standin.calls if c.method.startswith(("chat.", "views."))]
+    posted = [{"ts": m.get("ts"), "metadata": m.get("metadata"), "text": m.get("text")}
+              for m in h.world.standin.top_level(CHANNEL)]
     path.write_text(json.dumps({
         "faults": [asdict(f) for f in h.faults], "armings": [asdict(a) for a in h.driver.armings],
+        "posted": posted,
         "claims": [asdict(c) for c in h.watch.claims], "slack": calls,
         "violations": [v.line() for v in violations]}, indent=1, default=str))
 
