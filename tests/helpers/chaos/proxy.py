@@ -42,6 +42,11 @@ class DelayProxy:
             self._loop.run_forever()
         finally:
             server.close()
+            pending = asyncio.all_tasks(self._loop)  # open connections: ended, not leaked
+            for task in pending:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._loop.close()
 
     async def _connection(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
