@@ -52,7 +52,7 @@ class ApproveStep:
         None when it runs; else why nothing ran (the claim won just before the incident
         resolved or moved on), so the desk tells the clicker that, not "running now"."""
         incident = self.incidents.require(approval.incident_id)
-        kind = approval.action["kind"]
+        kind = approval.kind
         if incident.state not in ACTABLE or incident.running is not None:
             return self._skip(incident, user, strings.FLOW_NOT_ACTABLE.format(
                 kind=kind, id=incident.id, state=incident.state.value))
@@ -85,7 +85,7 @@ class ApproveStep:
             self.incidents.transition(incident.id, IncidentState.DENIED, user, reason or "denied")
             self.plans.withdraw_pending(incident, user, reason=f"denied {approval.kind}")
         self.publisher.reply(incident, strings.FLOW_DENIED.format(
-            user=user, kind=approval.action["kind"], reason=reason or "-"))
+            user=user, kind=approval.kind, reason=reason or "-"))
         self.publisher.publish(incident.id)
 
     def on_expired(self, approval: Approval) -> None:
