@@ -253,8 +253,10 @@ class Driver:
         when Redis answers that it has no such incident any more; None when Redis does
         not answer."""
         try:
+            # this arming's own: its alert's fingerprint (a re-opened one keeps it), or an id
+            # seen; an older arming's incident re-opened after a data loss is not this one
             found = [i for i in self.world.store.list(open_only=True) if i.host == host
-                     and i.kind == "vram_idle"]
+                     and (a.fingerprint in i.fingerprints or i.id in a.incidents)]
             if found:
                 incident = found[-1]
                 if incident.id not in a.incidents:
