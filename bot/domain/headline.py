@@ -1,8 +1,10 @@
 """The headline: what blocks recovery, in words an on-call acts on. Pure.
 
 The rule, in one sentence: **the first blocker in this order: a GPU tool that cannot
-answer, a broken or missing GPU, a full filesystem, wedged GPUs, the finding that the
-first proposed action able to name one fixes, else the most severe finding**; the crash
+answer, a broken or missing GPU, a full filesystem, wedged GPUs, a fabric that is down
+(Fabric Manager, an InfiniBand port), the finding that the first proposed action able to
+name one fixes, a platform fault (NVLink errors, a downtrained PCIe link, slowed clocks,
+heat, a flapping or erring port), else the most severe finding**; the crash
 or reboot (``boot.previous``) is never the headline but the context line under it.
 Hardware comes first because no action on a process helps a GPU that fell off the bus,
 and the host's GPUs cannot be judged while nvidia-smi is down; a full disk next because
@@ -26,6 +28,10 @@ XID_RE = re.compile(r"\bXid (\d+)\b")
 KILLED_RE = re.compile(r"killed after ([^)]*)\)")
 UNIT_ACTIONS = ("systemd.stop_disable", "systemd.mask")
 JOURNAL_MOUNTS = ("/", "/var", "/var/log")
+# fabric and platform findings (playbooks/platform.py), most telling first
+FABRIC_DOWN = ("gpu.fabric_manager", "ib.port_down")
+PLATFORM = ("nvlink.errors", "pcie.downtrained", "gpu.clocks_slowed", "gpu.hot", "ib.link_flaps",
+            "ib.symbol_errors")
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,8 @@ def choose(d: Diagnosis) -> Headline:
     """The headline by the module's rule (see its docstring)."""
     found = list(enumerate(d.findings))
     pick = (_tool(found) or _broken(found) or _full(found) or _wedged(found)
-            or _action(d, found) or _most_severe(found))
+            or _platform(found, FABRIC_DOWN) or _action(d, found)
+            or _platform(found, PLATFORM) or _most_severe(found))
     if pick is None:
         return Headline(S.HEADLINE_NOTHING, (), _context(found, ()))
     return Headline(pick.text, pick.covers, _context(found, pick.covers), pick.since)
@@ -170,6 +177,19 @@ def _wedged(found: Sequence[tuple[int, Finding]]) -> Headline | None:
         return Headline(S.HEADLINE_WEDGED_NO_PROCESS.format(n=n, s=_s(n)), covers)
     first = next((r for rs in whys for r in rs), "?")
     return Headline(S.HEADLINE_WEDGED.format(n=n, s=_s(n), why=first), covers)
+
+
+def _platform(found: Sequence[tuple[int, Finding]], codes: tuple[str, ...]) -> Headline | None:
+    """The most telling fabric or platform finding, naming how many more of its kind."""
+    hits = [(i, f) for i, f in found if f.code in codes]
+    if not hits:
+        return None
+    _, f = min(hits, key=lambda p: (codes.index(p[1].code), p[0]))
+    same = tuple(j for j, g in hits if g.code == f.code)
+    text = _first_line(f)
+    if len(same) > 1:
+        text = S.HEADLINE_AND_MORE.format(text=text, n=len(same) - 1)
+    return Headline(text, same)
 
 
 def _reasons(f: Finding) -> list[str]:

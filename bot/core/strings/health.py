@@ -1,0 +1,22 @@
+"""Fabric and platform findings, the graded health gate, repeat offenders, Xid storms (issue 36)."""
+
+# --- fabric and platform in every diagnosis ------------------------------------------------
+PLAT_PCIE_NARROW = "GPU {gpu}: PCIe link x{width} of x{width_max} (downtrained)"
+PLAT_PCIE_SLOW = "GPU {gpu}: PCIe gen {gen} of {gen_max} while {util}% busy (downtrained)"
+PLAT_PCIE_REASON_NARROW = "PCIe x{width} of x{width_max}"
+PLAT_PCIE_REASON_SLOW = "PCIe gen {gen} of {gen_max} under load"
+PLAT_NVLINK = "GPU {gpu}: NVLink errors on {links}"
+PLAT_NVLINK_REASON = "NVLink errors ({links})"
+PLAT_HOT = "GPU {gpu} at {temp} °C (at or above {limit} °C)"
+PLAT_HOT_REASON = "{temp} °C"
+PLAT_SLOWED = "GPU {gpu}: clocks slowed by {reasons}"
+PLAT_SLOWDOWN_WORDS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
+                       "hw_power_brake_slowdown": "HW power brake", "sw_thermal_slowdown": "SW thermal slowdown"}
+PLAT_IB_DOWN = "{kind} {port} is {state} (physical {phys}): {why}"
+PLAT_IB_WHY_NO_SM = "cabled, but no subnet manager made it Active"
+PLAT_IB_WHY_DROPPED = "it was up and went down ({downed} time{s} since its counters were cleared)"
+PLAT_IB_WHY_DOWN = "no link"
+PLAT_IB_UNUSED = "{kind} {port} never came up ({state}, physical {phys}): not cabled, or unused"
+PLAT_IB_FLAPS = "{kind} {port} went down {downed} times since its counters were cleared (link flapping)"
+PLAT_IB_SYMBOL = "{kind} {port}: {errors} symbol errors (a marginal cable or transceiver)"
+HEADLINE_AND_MORE = "{text} (and {n} more)"
