@@ -20,6 +20,15 @@ FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager"
 DCGM_MISSING = "dcgmi: not installed"
 DCGM_DIAG_COMMAND = (f"if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 1; "
                      f"else echo '{DCGM_MISSING}'; fi")
+# The health gate (issue 36): exact times for "no new Xid since the repair" (dmesg's are
+# seconds since boot), and DCGM's diagnostic as JSON at a level the gate names.
+GATE_KERNEL_COMMAND = "journalctl -k -b -o short-unix --no-pager -q 2>/dev/null || dmesg"
+
+
+def dcgm_json_command(level: int) -> str:
+    """``dcgmi diag -r LEVEL -j`` where DCGM is installed (``level`` is 1..4, an int)."""
+    return (f"if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r {int(level)} -j; "
+            f"else echo '{DCGM_MISSING}'; fi")
 # Fabric and platform (issue 36): the PCIe link, temperature and NVLink counters in one
 # nvidia-smi round trip (a hung driver costs one channel, not two); InfiniBand from ibstat
 # where installed and from sysfs always (the counters are only there).
