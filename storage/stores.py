@@ -22,6 +22,7 @@ from storage.chat_outbox import ChatOutboxStore
 from storage.claims import Claims
 from storage.connection import Redis, connect
 from storage.events import IncidentEvents
+from storage.health_history import HealthHistory
 from storage.home import HomeViewers
 from storage.incidents import IncidentStore
 from storage.jobs import JobStore
@@ -100,6 +101,9 @@ class Stores:
 
     def claims(self) -> Claims:
         return Claims(self._text)
+
+    def health_history(self, *, clock: Clock = time.time) -> HealthHistory:
+        return HealthHistory(self._text, clock=clock)
 
     def scheduler_lease(self, ttl_s: float, token: str | None = None) -> Lease:
         return scheduler_lease(self._text, ttl_s, token)
