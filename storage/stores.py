@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import cast
 
 from bot.domain.lifecycle import StepDeadlines
+from bot.domain.xid import DEFAULT_POLICY, XidPolicy
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
 from storage.chat_outbox import ChatOutboxStore
@@ -57,9 +58,10 @@ class Stores:
         self._raw.close()
 
     def incidents(self, *, group_wait_s: float = 30.0, clock: Clock = time.time,
-                  deadlines: StepDeadlines | None = None) -> IncidentStore:
+                  deadlines: StepDeadlines | None = None,
+                  xid_policy: XidPolicy = DEFAULT_POLICY) -> IncidentStore:
         return IncidentStore(self._text, group_wait_s=group_wait_s, clock=clock,
-                             deadlines=deadlines)
+                             deadlines=deadlines, xid_policy=xid_policy)
 
     def approvals(self) -> ApprovalStore:
         return ApprovalStore(self._text)

@@ -25,6 +25,7 @@ from bot.digest.postmortem_render import to_thread_text
 from bot.digest.postmortem_source import load_postmortem, recent_postmortems
 from bot.digest.response_stats import response_stats, stats_lines
 from bot.domain.approval import ApprovalPolicy
+from bot.domain.xid import xid_policy_from_extra
 from bot.flow.act_step import ActStep
 from bot.flow.approve_step import ApproveStep
 from bot.flow.consumer import Consumer
@@ -110,7 +111,8 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     job_store = stores.jobs()  # over RQ's bytes client: jobs, links and resumes
     jobs = JobBook(job_store)
     incidents = stores.incidents(group_wait_s=settings.alerts.group_wait_s,
-                                 deadlines=reconcile_settings(settings.extra).deadlines())
+                                 deadlines=reconcile_settings(settings.extra).deadlines(),
+                                 xid_policy=xid_policy_from_extra(settings.extra))
     approvals, audit = stores.approvals(), stores.audit()
     policy = policy_from_settings(settings)
     options = options_from_extra(settings.extra, jobs=job_store)

@@ -59,8 +59,17 @@ class Consumer:
             elif kind == "incident.resolved":
                 self.publisher.publish(incident_id)
                 self._post_closing_note(incident_id)
+            elif kind == "incident.folded":
+                self._storm_count(incident_id)
         except StepTaken as taken:  # a duplicate or late delivery: someone else has it
             log.info("flow event skipped: %s", taken)
+
+    def _storm_count(self, incident_id: str) -> None:
+        """An Xid storm folded more alerts in: the message's count ("Xid 45 ×224 since
+        10:02") is edited, never a new message (other folds change nothing people read)."""
+        incident = self.publisher.incidents.get(incident_id)
+        if incident is not None and incident.xids and incident.chat is not None:
+            self.publisher.publish(incident_id)
 
     def _diagnose(self, incident_id: str) -> None:
         self.diagnose.on_opened(incident_id, only_from=FIRST_DIAGNOSIS)

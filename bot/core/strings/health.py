@@ -42,3 +42,8 @@ GATE_SMOKE_ERROR = "CUDA smoke on GPU {gpu}: {error}"
 GATE_SMOKE_COUNT = "CUDA smoke saw {seen} of {expected} GPUs"
 GATE_SMOKE_SLOWER = "CUDA smoke on GPU {gpu}: {what} {now} {unit}, {pct}% of its last good {then} {unit}"
 GATE_UNREACHABLE = "{host} unreachable: {why}"
+
+# --- Xid storms folded ---------------------------------------------------------------------
+XID_TALLY = "Xid {xid}{times} since {since}{gpus}"
+XID_TALLY_CLEARED = ", cleared by {by} at {at}"
+XID_TALLY_APP_ONLY = " (the application's Xid: no drain, no page on its own)"
