@@ -16,7 +16,8 @@ from typing import Any
 from bot.core import strings as S
 from bot.domain.findings import ProbeResult, Severity
 from bot.domain.headline import gpu_label
-from playbooks import platform, probes
+from bot.domain.xid import XidStep
+from playbooks import device_clients, platform, probes
 from playbooks.base import PlaybookOptions, Probe, Report, Session
 from playbooks.commands import FABRIC_MANAGER_COMMAND, KERNEL_LOG_COMMAND
 from playbooks.gpu import summarize
@@ -45,6 +46,7 @@ def health_probes() -> dict[str, Probe[Any]]:
             "procs": Probe("process_states", f"ps -eo pid=,stat=,comm= && echo {ps.SECTION} && "
                            "ps -eo pid=,cgroup=", _states_and_units),
             "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip),
+            "containers": device_clients.docker_names(),
             **platform.platform_probes()}
 
 
@@ -149,6 +151,42 @@ def assess(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
     if step is not None:
         report.find("gpu.step", Severity.WARNING, S.GPU_STEP.format(
             step=S.GPU_STEP_TEXT[step.value]), step=step.value)
+    reset_proposals(facts, views, got, report)
+
+
+def reset_proposals(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
+                    report: Report) -> None:
+    """``gpu.reset`` for GPUs whose step is a reset and that no compute process uses, with
+    every other client of /dev/nvidia* stopped around it (``device_clients``); every GPU at
+    once where one cannot be reset alone, or where all of them need it. A client that no
+    unit or container owns blocks it: said, nothing proposed."""
+    due = [v for v in views if v.step is XidStep.RESET_GPU and v.index is not None
+           and v.verdict in (GpuVerdict.WEDGED, GpuVerdict.BROKEN)
+           and not facts.holders.get(v.uuid)]
+    if not due:
+        return
+    together = device_clients.pre_hopper_nvswitch(facts.xml, str(got.get("fabric") or ""))
+    every = together or (len(due) > 1 and len(due) == len(views))
+    if together and any(facts.holders.values()):
+        return  # the whole baseboard resets: not while a job runs on any GPU
+    found = device_clients.clients(got.get("devs") or [], got.get("stat") or {},
+                                   got.get("units") or {}, got.get("containers") or {})
+    compute = {p for pids in facts.holders.values() for p in pids}
+    plan = device_clients.release_plan(found, all_gpus=every, compute=compute)
+    if plan.blocking:
+        report.find("gpu.reset_blocked", Severity.WARNING, S.GPU_RESET_BLOCKED.format(
+            who=", ".join(c.words for c in plan.blocking[:4])),
+            pids=[c.pid for c in plan.blocking])
+        return
+    stops = ", ".join(c.words for c in plan.named) or S.GPU_RESET_NOTHING_TO_STOP
+    for target in (["all"] if every else [str(v.index) for v in due]):
+        view = next((v for v in due if str(v.index) == target), None)
+        reason = (S.GPU_PROPOSE_RESET_ALL.format(
+                      host=report.host, why=S.GPU_RESET_WHY_NVSWITCH if together else
+                      S.GPU_RESET_WHY_EVERY.format(n=len(due)), stops=stops)
+                  if view is None else S.GPU_PROPOSE_RESET.format(gpu=_label(view), stops=stops))
+        report.propose("gpu.reset", {"gpu": target, "release": plan.param}, reason,
+                       S.GPU_RESET_RISK_ALL if view is None else S.GPU_RESET_RISK)
 
 
 def _tool_errors(facts: HealthFacts, report: Report) -> None:

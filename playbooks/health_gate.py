@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -132,11 +132,13 @@ class GateResult:
     levels: tuple[LevelResult, ...] = ()
     required: frozenset[GateLevel] = frozenset({GateLevel.READINGS})
     smoke: tuple[SmokeGpu, ...] = ()  # the figures a passed gate keeps as the node's baseline
+    kept_out: str = ""  # why the node stays out whatever the levels say (the RMA list)
 
     @property
     def passed(self) -> bool:
-        """Every configured level passed, or its tool is absent and the level not required."""
-        return bool(self.levels) and all(
+        """Every configured level passed, or its tool is absent and the level not required;
+        and nothing keeps the node out."""
+        return not self.kept_out and bool(self.levels) and all(
             r.status is LevelStatus.PASSED
             or (r.status is LevelStatus.ABSENT and r.level not in self.required)
             for r in self.levels)
@@ -155,7 +157,8 @@ class GateResult:
 
     @property
     def reasons(self) -> list[str]:
-        return [reason for r in self.levels for reason in r.reasons]
+        kept = [self.kept_out] if self.kept_out else []
+        return kept + [reason for r in self.levels for reason in r.reasons]
 
     @property
     def checks(self) -> dict[str, bool]:
@@ -182,7 +185,7 @@ class GateResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "passed": self.passed, "reached": self.reached,
-                "levels": [r.to_json() for r in self.levels]}
+                "kept_out": self.kept_out, "levels": [r.to_json() for r in self.levels]}
 
 
 def dcgm_failures(text: str) -> list[str] | None:
@@ -205,6 +208,7 @@ class Readings:
     fabric_state: str = ""
     kernel_text: str = ""
     boot_epoch: float | None = None
+    seen_total: int | None = None  # every GPU row seen, when ``views`` is a scope of them
 
 
 def new_xids(xids: Sequence[XidEvent], since: float, boot_epoch: float | None) -> list[XidEvent]:
@@ -223,7 +227,8 @@ def readings(host: str, r: Readings, *, need_mib: int, since: float | None,
         checks[name] = not failures
         reasons.extend(failures)
 
-    seen = len([v for v in r.views if not (v.reasons and v.reasons[0].startswith("missing:"))])
+    seen = r.seen_total if r.seen_total is not None else len(
+        [v for v in r.views if not (v.reasons and v.reasons[0].startswith("missing:"))])
     check("gpu count", [] if f.expected is None or seen == f.expected else
           [S.GATE_CHECK_COUNT.format(seen=seen, expected=f.expected)])
     check("nvidia-smi", [S.GATE_CHECK_TOOL.format(quote=e.quote) for e in f.smi])
@@ -375,9 +380,11 @@ def _slower(g: SmokeGpu, good: SmokeGpu | None, ratio: float) -> list[str]:
 def run_gate(runner: SSHRunner, target: SSHTarget, *, need_mib: int = 0,
              options: PlaybookOptions | None = None, policy: GatePolicy | None = None,
              since: float | None = None, baseline: Mapping[str, SmokeGpu] | None = None,
+             only: Collection[int] | None = None,
              clock: Callable[[], float] = time.monotonic) -> GateResult:
     """Run ``policy``'s levels on ``target`` in order and judge each (never raises: an
-    unreachable host fails the level it was at)."""
+    unreachable host fails the level it was at). ``only``: the GPUs a repair touched
+    (one GPU's reset): the readings judge those GPUs, and the host's count and fabric."""
     opts = options or PlaybookOptions()
     pol = policy or GatePolicy()
     done: list[LevelResult] = []
@@ -393,7 +400,7 @@ def run_gate(runner: SSHRunner, target: SSHTarget, *, need_mib: int = 0,
             start = clock()
             try:
                 result, gpus = _run_level(level, session, pol, need_mib=need_mib, since=since,
-                                          baseline=baseline or {})
+                                          baseline=baseline or {}, only=only)
             except SSHError as exc:
                 result, gpus = LevelResult(level, LevelStatus.COULD_NOT_RUN, reasons=(
                     S.GATE_UNREACHABLE.format(host=target.name, why=str(exc)),)), ()
@@ -403,10 +410,11 @@ def run_gate(runner: SSHRunner, target: SSHTarget, *, need_mib: int = 0,
 
 
 def _run_level(level: GateLevel, session: Session, policy: GatePolicy, *, need_mib: int,
-               since: float | None, baseline: Mapping[str, SmokeGpu]
+               since: float | None, baseline: Mapping[str, SmokeGpu],
+               only: Collection[int] | None = None
                ) -> tuple[LevelResult, tuple[SmokeGpu, ...]]:
     if level is GateLevel.READINGS:
-        return _readings(session, policy, need_mib, since), ()
+        return _readings(session, policy, need_mib, since, only), ()
     if level is GateLevel.DCGM:
         runs = []
         for n in policy.dcgm_runs:
@@ -425,7 +433,7 @@ def _run_level(level: GateLevel, session: Session, policy: GatePolicy, *, need_m
 
 
 def _readings(session: Session, policy: GatePolicy, need_mib: int,
-              since: float | None) -> LevelResult:
+              since: float | None, only: Collection[int] | None = None) -> LevelResult:
     extra = session.submit_many({"kernel": Probe("gate_kernel_log", GATE_KERNEL_COMMAND, str),
                                  "clock": Probe("clock", "date '+%s %z'; uptime -s", str)})
     facts, got = gpu_health.gather(session)
@@ -439,9 +447,27 @@ def _readings(session: Session, policy: GatePolicy, need_mib: int,
                                              if e.line.split("NVRM:", 1)[-1] in keep])
         facts = replace(facts, kernel=kernel)
     views, issues = gpu_health.judge(facts, got, session.options)
-    return readings(session.target.name, Readings(
-        facts, views, issues, str(got.get("fabric") or ""), text["kernel"], boot),
-        need_mib=need_mib, since=since, policy=policy)
+    reading = Readings(facts, views, issues, str(got.get("fabric") or ""), text["kernel"], boot)
+    return readings(session.target.name, scoped(reading, only) if only is not None else reading,
+                    need_mib=need_mib, since=since, policy=policy)
+
+
+def scoped(r: Readings, only: Collection[int]) -> Readings:
+    """The readings of the GPUs in ``only`` (their rows, their XML, their Xids); the
+    count keeps every row, so a GPU that vanished still fails it."""
+    mine = [v for v in r.views if v.index in only]
+    buses = {v.bus for v in mine if v.bus}
+    uuids = {v.uuid for v in mine if v.uuid}
+    seen = len([v for v in r.views if not (v.reasons and v.reasons[0].startswith("missing:"))])
+    kernel = replace(r.facts.kernel, xids=[e for e in r.facts.kernel.xids if e.bus in buses])
+    facts = replace(r.facts, xml=[h for h in r.facts.xml if h.uuid in uuids], kernel=kernel,
+                    smi=[e for e in r.facts.smi if not e.bus or e.bus in buses])
+    text = "\n".join(line for line in r.kernel_text.splitlines()
+                     if "NVRM: Xid" not in line or any(b.split(":", 1)[-1] in line.lower()
+                                                        for b in buses))
+    counted = replace(facts, expected=None) if r.facts.expected is None else facts
+    return Readings(counted, mine, [i for i in r.issues if i.index in only], r.fabric_state,
+                    text, r.boot_epoch, seen_total=seen)
 
 
 @dataclass(frozen=True)

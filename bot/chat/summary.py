@@ -158,7 +158,7 @@ def action_phrase(action: ProposedAction, diagnosis: Diagnosis | None = None) ->
     if action.kind == "disk.cleanup":  # no stored preview to name the items: count the files
         n = len([p for p in action.params.get("paths", "").split("|") if p])
         return strings.MSG_ACTION_CLEANUP_FILES.format(n=n, s="" if n == 1 else "s")
-    p = {k: escape(v) for k, v in action.params.items()}
+    p = with_gpu_label({k: escape(v) for k, v in action.params.items()})
     templates = {
         "systemd.stop_disable": strings.MSG_ACTION_STOP_DISABLE,
         "systemd.mask": strings.MSG_ACTION_MASK,
@@ -339,10 +339,19 @@ def done_phrase(result: ActionResult) -> str:
     return escape(result.summary.split(";")[0].strip() or result.kind)
 
 
+def with_gpu_label(params: Mapping[str, str]) -> dict[str, str]:
+    """The parameters plus ``gpu_label``: ``GPU 3``, or ``every GPU`` for ``gpu=all``."""
+    out = dict(params)
+    if "gpu" in out:
+        out["gpu_label"] = strings.MSG_EVERY_GPU if out["gpu"] == "all" else f"GPU {out['gpu']}"
+    return out
+
+
 def _done(kind: str, params: Mapping[str, str]) -> str:
     template = DONE.get(kind)
     try:
-        return template.format(**{k: escape(v) for k, v in params.items()}) if template else ""
+        return template.format(**with_gpu_label({k: escape(v) for k, v in params.items()})) \
+            if template else ""
     except KeyError:
         return ""
 

@@ -225,14 +225,20 @@ def fixed_by(action: ProposedAction, found: Sequence[tuple[int, Finding]]
         "disk.journal_vacuum": lambda f: _mount(f) in JOURNAL_MOUNTS,
         "journal.vacuum": lambda f: _mount(f) in JOURNAL_MOUNTS,
         "disk.cleanup": lambda f: _under(action.params.get("paths", ""), _mount(f)),
+        "gpu.reset": lambda f: action.params.get("gpu") in ("all", str(_gpu_index(f))),
     }
     codes = {"disk.journal_vacuum": "disk.full", "journal.vacuum": "disk.full",
-             "disk.cleanup": "disk.full"}
+             "disk.cleanup": "disk.full", "gpu.reset": "gpu.wedged"}
     match = matches.get(action.kind)
     code = codes.get(action.kind, "gpu.idle_vram_held")
     if match is None:
         return None
     return next(((i, f) for i, f in found if f.code == code and match(f)), None)
+
+
+def _gpu_index(f: Finding) -> object:
+    gpu = f.evidence.get("gpu")
+    return gpu.get("index") if isinstance(gpu, Mapping) else None
 
 
 def _units(f: Finding) -> set[str]:

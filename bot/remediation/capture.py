@@ -12,7 +12,8 @@ from collections.abc import Mapping
 
 from bot.domain import validate
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, SlurmCapture, UnitState
-from bot.remediation.catalog import GPU_HOLDER_UNITS, ActionSpec
+from bot.remediation.catalog import ActionSpec
+from bot.remediation.gpu_reset import capture_release
 from bot.remediation.options import RemediationOptions
 from bot.remediation.probe_runner import ProbeFailed
 from bot.remediation.readings import (
@@ -47,8 +48,8 @@ def capture(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mapp
     named = {p.unit for p in processes if p.alive and p.unit}
     owners = tuple(_owner(runner, target, name, t)  # a hostile name is never sent
                    for name in sorted(named) if validate.is_valid(validate.unit_name, name))
-    if spec.kind == "gpu.reset":  # the daemons that hold the device, stopped around the reset
-        owners += tuple(read_unit(runner, target, name, t) for name in GPU_HOLDER_UNITS)
+    if spec.kind == "gpu.reset":  # what holds the device, stopped around the reset
+        owners += capture_release(runner, target, dict(params), t)
     avail = read_disk_avail(runner, target, t) if spec.kind == "disk.cleanup" else {}
     slurm = _slurm(runner, target, spec, params, t)
     return CapturedState(

@@ -22,6 +22,7 @@ from bot.remediation.spec import RemoteStep
 from bot.remediation.spec import choice as _choice
 from bot.remediation.spec import job_id as job_id
 from bot.ssh.base import SSHTarget
+from playbooks.device_clients import CONTAINER_RE, RELEASE_SEP, parse_release
 
 # --- the commands each kind renders (nothing here runs anything) ---------------------
 
@@ -48,14 +49,33 @@ def _sigkill(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
 GPU_HOLDER_UNITS = ("nvidia-persistenced.service", "dcgm-exporter.service",
                     "nvidia-fabricmanager.service")
 RELEASE, RESTORE = "release", "restore"  # the step names around a reset
+ALL_GPUS = "all"  # gpu.reset's gpu parameter: every GPU at once (nvidia-smi --gpu-reset)
+
+
+def released(p: Mapping[str, str]) -> list[tuple[str, str]]:
+    """What a ``gpu.reset`` stops and starts again, in stop order: its ``release`` list
+    (``container:NAME`` / ``unit:NAME``, from the diagnosis's device clients), else the
+    NVIDIA daemons by unit name (a reset typed by hand or proposed by the ladder)."""
+    given = parse_release(p.get("release", ""))
+    return given or [("unit", u) for u in GPU_HOLDER_UNITS]
+
+
+def holder_subject(step: RemoteStep) -> str:
+    """The release subject a stop/start step of a reset acts on (``unit:x`` or ``container:y``)."""
+    return f"{'container' if step.argv[0] == 'docker' else 'unit'}:{step.argv[-1]}"
+
+
+def _holder_step(kind: str, name: str, verb: str, always: bool = False) -> RemoteStep:
+    argv = ("docker", verb, name) if kind == "container" else ("systemctl", verb, name)
+    return RemoteStep(RELEASE if verb == "stop" else RESTORE, argv, 30.0, always=always)
 
 
 def _gpu_reset(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
-    release = tuple(RemoteStep(RELEASE, ("systemctl", "stop", u), 30.0)
-                    for u in GPU_HOLDER_UNITS)
-    restore = tuple(RemoteStep(RESTORE, ("systemctl", "start", u), 30.0, always=True)
-                    for u in reversed(GPU_HOLDER_UNITS))
-    return (*release, RemoteStep("reset", ("nvidia-smi", "--gpu-reset", "-i", p["gpu"]), 60.0),
+    subjects = released(p)
+    release = tuple(_holder_step(k, n, "stop") for k, n in subjects)
+    restore = tuple(_holder_step(k, n, "start", always=True) for k, n in reversed(subjects))
+    which = () if p["gpu"] == ALL_GPUS else ("-i", p["gpu"])
+    return (*release, RemoteStep("reset", ("nvidia-smi", "--gpu-reset", *which), 60.0),
             *restore)
 
 
@@ -102,6 +122,31 @@ def _gpu_index(value: object) -> str:
     if not isinstance(text, str) or not text.isdigit() or not 0 <= int(text) < 64:
         raise validate.InvalidIdentifier("gpu", value, "a GPU index, 0..63")
     return str(int(text))
+
+
+def _gpu_target(value: object) -> str:
+    """A GPU index, or ``all``: every GPU at once (an NVSwitch baseboard before Hopper)."""
+    return ALL_GPUS if value == ALL_GPUS else _gpu_index(value)
+
+
+def _release(value: object) -> str:
+    """``container:NAME|unit:NAME.service…`` (empty: the NVIDIA daemons by unit name)."""
+    if value == "":
+        return ""
+    if not isinstance(value, str) or len(value) > 2000:
+        raise validate.InvalidIdentifier("release", value, "unit:NAME or container:NAME, |-joined")
+    out = []
+    for kind, name in parse_release(value):
+        ok = (kind == "container" and CONTAINER_RE.match(name) is not None) or (
+            kind == "unit" and name.endswith(".service")
+            and validate.is_valid(validate.unit_name, name))
+        if not ok or f"{kind}:{name}" in out:
+            raise validate.InvalidIdentifier("release", value,
+                                             "unit:NAME.service or container:NAME, each once")
+        out.append(f"{kind}:{name}")
+    if len(out) > 16:
+        raise validate.InvalidIdentifier("release", value, "at most 16 daemons")
+    return RELEASE_SEP.join(out)
 
 
 def _marker(value: object) -> str:
@@ -252,10 +297,16 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
     ActionSpec("process.sigkill", "killed", (_PID, _OVERRIDE), _sigkill,
                risk="SIGKILL: no cleanup, unsaved work is lost; GPU memory may stay held",
                frees_gpus=True),
-    ActionSpec("gpu.reset", "reset", (ParamSpec("gpu", _gpu_index, "a GPU index"),), _gpu_reset,
-               risk="resets one GPU: refused while any process uses it; the NVIDIA daemons that "
-                    "hold it (persistenced, dcgm-exporter, fabricmanager) are stopped around "
-                    "the reset and started again", frees_gpus=True),
+    ActionSpec("gpu.reset", "reset", (
+        ParamSpec("gpu", _gpu_target, "a GPU index, or all"),
+        ParamSpec("release", _release, "what holds /dev/nvidia*: unit:NAME or container:NAME, "
+                                       "|-joined (default: the NVIDIA daemons' units)",
+                  default=""),
+    ), _gpu_reset,
+               risk="resets the GPU (or every GPU): refused while any process uses it; what "
+                    "holds its device files (persistenced, DCGM, dcgm-exporter as a unit or a "
+                    "container, Fabric Manager where needed) is stopped around the reset and "
+                    "started again, also when the reset fails", frees_gpus=True),
     ActionSpec("host.reboot", "rebooted", (), _reboot,
                risk="reboots the host: every process on it stops; units enabled at boot start"),
     ActionSpec("systemd.dropin", "installed the incident-bot drop-in for", (

@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.core import strings
 from bot.domain.host_state import CapturedState, UnitState
-from bot.remediation import catalog
+from bot.remediation import catalog, gpu_reset
 from bot.remediation.catalog import RemoteStep
 from bot.remediation.polling import ActionRun
 from bot.remediation.probe_runner import run_probes, tool_words
@@ -92,35 +92,23 @@ def _process_checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
 
 
 def _gpu_checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
-    index = int(ctx.params["gpu"])
-    gpu = next((g for g in captured.gpus if g.index == index), None)
-    if gpu is None:
-        return Refusal(strings.REM_GPU_UNKNOWN.format(gpu=index, host=ctx.target.name))
-    pids = sorted({h.pid for h in captured.holders if h.gpu_uuid == gpu.uuid})
-    if pids:
-        return Refusal(strings.REM_GPU_IN_USE.format(gpu=index,
-                                                     pids=", ".join(map(str, pids))))
-    return _nvswitch_check(ctx, index)
-
-
-def _nvswitch_check(ctx: ActionRun, index: int) -> Refusal | None:
-    """No single-GPU reset on an NVSwitch host. NVIDIA's Fabric Manager user guide
-    (docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide, "GPU reset" under bare
-    metal mode) has the GPUs and NVSwitches of a baseboard reset together, with
-    nvidia-fabricmanager stopped before and started after; NVIDIA's own tooling does it
-    that way (NVIDIA/gpu-driver-container#909 runs ``nvidia-smi -r`` for all GPUs after
-    starting FM; NVIDIA/ai-cloud-validation#603: stop Fabric Manager, then
-    ``nvidia-smi -r``), and a fabric left half-reset needs another reset or a reboot
-    (NVIDIA/nccl#1488). The catalog has no whole-baseboard reset yet: a reboot does it."""
-    from bot.remediation.readings import fabric_states
-
-    states = fabric_states(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
-    if not states:
-        return None
-    host = ctx.target.name
-    return Refusal(strings.REM_GPU_NVSWITCH.format(host=host, gpu=index, state=states[0]),
-                   _some(proposal("host.reboot", {},
-                                  strings.REM_PROPOSE_REBOOT_NVSWITCH.format(host=host))))
+    """The GPU exists and no process uses it; then ``gpu_reset.checks``: an NVSwitch
+    baseboard before Hopper resets only as a whole (NVIDIA's Fabric Manager user guide,
+    "GPU reset": GPUs and NVSwitches together, Fabric Manager stopped around it; NVIDIA's
+    own tooling does it that way, NVIDIA/gpu-driver-container#909, ai-cloud-validation#603;
+    a fabric left half-reset needs another reset or a reboot, NVIDIA/nccl#1488), and every
+    client of /dev/nvidia* must be one the reset stops and starts again."""
+    if ctx.params["gpu"] != catalog.ALL_GPUS:
+        index = int(ctx.params["gpu"])
+        gpu = next((g for g in captured.gpus if g.index == index), None)
+        if gpu is None:
+            return Refusal(strings.REM_GPU_UNKNOWN.format(gpu=index, host=ctx.target.name))
+        pids = sorted({h.pid for h in captured.holders if h.gpu_uuid == gpu.uuid})
+        if pids:
+            return Refusal(strings.REM_GPU_IN_USE.format(gpu=index,
+                                                         pids=", ".join(map(str, pids))))
+    refused = gpu_reset.checks(ctx, captured)
+    return Refusal(refused[0], refused[1]) if refused is not None else None
 
 
 def sudo_check(ctx: ActionRun, steps: tuple[RemoteStep, ...]) -> Refusal | None:

@@ -12,7 +12,8 @@ from typing import Any
 
 from bot.domain.action_result import CommandRecord
 from bot.domain.host_state import CapturedState, ProcState, UnitState
-from bot.remediation.catalog import RELEASE, RESTORE, RemoteStep
+from bot.remediation.catalog import RELEASE, RESTORE, RemoteStep, holder_subject
+from bot.remediation.gpu_reset import owner_key
 from bot.remediation.polling import ActionRun
 from bot.remediation.probe_runner import plain
 from bot.remediation.readings import read_journal_bytes, read_process, read_unit
@@ -77,9 +78,10 @@ def precheck(ctx: ActionRun, step: RemoteStep, captured: CapturedState) -> str |
 
 
 def _holder_skip(step: RemoteStep, captured: CapturedState) -> str | None:
-    """Around a GPU reset: stop a holder daemon only if it ran at capture, and start again
-    only what was stopped (a daemon that was off stays off)."""
-    unit = captured.owner(step.argv[-1])
+    """Around a GPU reset: stop a holder (unit or container) only if it ran at capture, and
+    start again only what was stopped (a daemon that was off stays off)."""
+    kind, _, name = holder_subject(step).partition(":")
+    unit = captured.owner(owner_key(kind, name))
     if unit is None or not unit.running:
         state = unit.active_state if unit is not None and unit.exists else "not installed"
         return f"{step.argv[-1]} was {state or 'inactive'} before the reset"

@@ -18,7 +18,7 @@ from bot.core import fmt, strings
 from bot.domain.action_result import Verification
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, UnitState
 from bot.remediation.capture import subject_pids
-from bot.remediation.catalog import GPU_HOLDER_UNITS, PATH_SEP, dropin_path
+from bot.remediation.catalog import PATH_SEP, dropin_path
 from bot.remediation.polling import ActionRun, Look, poll
 from bot.remediation.probe_runner import ProbeFailed
 from bot.remediation.readings import (
@@ -58,37 +58,10 @@ def verify_dropin(ctx: ActionRun, captured: CapturedState) -> Verification:
 
 
 def verify_gpu_reset(ctx: ActionRun, captured: CapturedState, patient: bool) -> Verification:
-    index = int(ctx.params["gpu"])
-    free = ctx.options.gpu_free_mib
+    """``bot.remediation.gpu_reset.verify``: GPUs free, daemons back, the gate's level 1."""
+    from bot.remediation import gpu_reset
 
-    def look() -> Look:
-        gpus = read_gpu_memory(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
-        used = next((g.memory_used_mib for g in gpus if g.index == index), None)
-        ev = {"gpu": index, "used_mib": used,
-              "gpus": [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]}
-        return Look(used is not None and used < free, None, ev)
-
-    seen, elapsed = poll(ctx, look, patient)
-    used = seen.evidence.get("used_mib")
-    detail = strings.REM_GPU_RESET.format(gpu=index, used=f"{used:.0f}" if used is not None
-                                          else "?")
-    back, note = _holders_back(ctx, captured)
-    ev = {**seen.evidence, "holders_restored": back}
-    return Verification(seen.done and all(s == "active" for s in back.values()),
-                        f"{detail}; {note}" if note else detail, elapsed, evidence=ev)
-
-
-def _holders_back(ctx: ActionRun, captured: CapturedState) -> tuple[dict[str, str], str]:
-    """The holder daemons stopped for the reset, and their state now (each must be active
-    again: a reset that leaves nvidia-persistenced off is not done)."""
-    stopped = [u.name for u in captured.owners if u.name in GPU_HOLDER_UNITS and u.running]
-    if not stopped:
-        return {}, ""
-    t = ctx.options.probe_timeout_s
-    back = {name: read_unit(ctx.runner, ctx.target, name, t).active_state or "?"
-            for name in stopped}
-    after = ", ".join(f"{n} {s}" for n, s in back.items())
-    return back, strings.REM_GPU_RESET_HOLDERS.format(units=", ".join(stopped), after=after)
+    return gpu_reset.verify(ctx, captured, patient)
 
 
 def verify_cleanup(ctx: ActionRun, captured: CapturedState) -> Verification:

@@ -33,7 +33,7 @@ WANT: dict[str, tuple[str, str]] = {
                             "traffic cannot flow", "-"),
     "gpu_thermal": ("GPU 4 (9A:00.0): clocks slowed by HW thermal slowdown, SW thermal "
                     "slowdown", "-"),
-    "gpu_wedged_dcgm_container": ("8 GPUs wedged: memory held, no process", "-"),
+    "gpu_wedged_dcgm_container": ("8 GPUs wedged: memory held, no process", "reset every GPU"),
     "ib_flapping": ("InfiniBand mlx5_0 port 1 went down 9 times since its counters were "
                     "cleared (link flapping)", "-"),
     "ib_port_down": ("InfiniBand mlx5_1 port 1 is Down (physical Polling): it was up and went "
@@ -45,7 +45,7 @@ WANT: dict[str, tuple[str, str]] = {
                     "-"),
     "gpu_ecc_dbe": ("GPU 5 (AB:00.0): uncorrectable ECC error", "-"),
     "gpu_ecc_vllm": ("GPU 5 (AB:00.0): uncorrectable ECC error", SEED[1]),
-    "gpu_held_no_process": ("8 GPUs wedged: memory held, no process", "-"),
+    "gpu_held_no_process": ("8 GPUs wedged: memory held, no process", "reset every GPU"),
     "gpu_missing": ("GPU 7 (DB:00.0) is missing: 7 of 8 visible", "-"),
     "gpu_nvml_mismatch": ("driver/library mismatch: driver 580.95.05 loaded, library 580.105.08",
                           "-"),

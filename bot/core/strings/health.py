@@ -47,3 +47,33 @@ GATE_UNREACHABLE = "{host} unreachable: {why}"
 XID_TALLY = "Xid {xid}{times} since {since}{gpus}"
 XID_TALLY_CLEARED = ", cleared by {by} at {at}"
 XID_TALLY_APP_ONLY = " (the application's Xid: no drain, no page on its own)"
+
+# --- a GPU reset that clears every client of the device files ------------------------------
+GPU_PROPOSE_RESET = "Reset GPU {gpu}: stops {stops} around the reset and starts them again, then checks the GPU (health gate level 1)"
+GPU_PROPOSE_RESET_ALL = "Reset every GPU on {host} ({why}): stops {stops} around the reset and starts them again, then checks the GPUs (health gate level 1)"
+GPU_RESET_WHY_NVSWITCH = "NVSwitch before Hopper: one GPU cannot be reset alone"
+GPU_RESET_WHY_EVERY = "all {n} need it"
+GPU_RESET_NOTHING_TO_STOP = "nothing"
+GPU_RESET_RISK = "no process may use this GPU (a reset is refused otherwise); the daemons named are down for a few seconds"
+GPU_RESET_RISK_ALL = "resets every GPU and NVSwitch of the host: refused while any process uses one; the daemons named are down for a few seconds"
+GPU_RESET_BLOCKED = "A GPU reset needs /dev/nvidia* free, but {who} holds it outside any unit or container: stop it first"
+REM_GPU_ALL_IN_USE = "processes still use the GPUs ({pids}): resetting every GPU would kill them; end them first"
+REM_GPU_NVSWITCH_ALONE = "{host} is an NVSwitch baseboard before Hopper: GPU {gpu} cannot be reset alone (every GPU and NVSwitch resets together, Fabric Manager stopped around it)"
+REM_GPU_CLIENTS_NOT_RELEASED = "{who} also hold /dev/nvidia* and are not in this reset's plan: GPU {gpu}'s reset would be refused \"In use by another client\""
+REM_PROPOSE_RESET_CLEARING = "Reset GPU {gpu}, stopping {stops} around it and starting them again"
+REM_GPU_RESET_GATE = "health gate level {words}: {why}"
+REM_GPU_RESET_ALL = "every GPU: at most {used} MiB used after the reset"
+
+# --- back in service only with proof --------------------------------------------------------
+REPAIR_KEPT_OUT_GATE = "{host} is not back in service: the repair verified, but the health gate stopped at level {reached}: {reasons}"
+REPAIR_KEPT_OUT_RMA = "{host} is not back in service: it is on the RMA list ({key} came back after a passed health gate)"
+MSG_EVERY_GPU = "every GPU"
+
+# --- repeat offenders and the RMA hand-off ---------------------------------------------------
+DIGEST_RMA = "Sent to RMA (a fault back after a passed health gate): {nodes}"
+DIGEST_RMA_NODE = "{host}: {key} again {after} after the gate ({ago} ago)"
+RMA_REPORT_KEPT = "nvidia-bug-report kept at {path} ({size} bytes)"
+RMA_REPORT_MISSING = "no nvidia-bug-report at {path}"
+RMA_FINDING = "{host} is a repeat offender: {title} — back {after} after a health gate passed ({before}); it does not go back to work: RMA"
+RMA_PROPOSE = "Hand {host} to RMA: collect nvidia-bug-report.sh and keep it with this incident's timeline and the health gate's results (the node stays out of service)"
+RMA_BUNDLE_SAID = "RMA evidence for {host} kept with this incident: nvidia-bug-report at {path} ({size} bytes), {events} timeline events, {gates} health gate runs"
