@@ -335,7 +335,8 @@ class ActStep:
         if self.slurm is not None and result.ok and result.kind == "slurm.drain":
             self.slurm.after_drain(incident_id, result, target)
         if self.slurm is not None and result.ok and result.kind == "gpu.reset":
-            self.slurm.after_repair(incident_id, target)
+            self.slurm.after_repair(incident_id, target, since=result.started_at or None)
+            self.publisher.publish(incident_id)  # fixed, or not back in service: as the gate said
         freed = result.ok and result.kind in GPU_FREEING
         host = self.incidents.require(incident_id).host
         jobs = self.hosts.interrupted_job_ids(host) if freed else []

@@ -126,9 +126,11 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
                           can_escalate=can_escalate(settings, where))
     gate = policy_gate_from_settings(settings, stores, clock=clock) if settings.policies else None
     plans = Plans(incidents, approvals, audit, policy, gate=gate, bot_user=BOT_USER, clock=clock)
+    history = stores.health_history(clock=clock)
     diagnose = DiagnoseStep(incidents, hosts, plans, publisher, bot_user=BOT_USER)
     followups = Followups(incidents, plans, publisher, audit, runner, settings,
-                          gate_need_mib=options.gate_need_mib, bot_user=BOT_USER)
+                          gate_need_mib=options.gate_need_mib, bot_user=BOT_USER,
+                          history=history)
     slurm = SlurmStep(incidents, hosts, plans, publisher, followups, audit,
                       probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER)
     reboots = RebootStep(incidents, hosts, runner, plans, publisher, audit, diagnose,

@@ -14,18 +14,23 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bot.config import inventory
+from bot.config.gate import policy_for
 from bot.config.settings import Settings
 from bot.core import strings
 from bot.domain.action_result import ActionResult, Outcome
 from bot.domain.findings import ProposedAction
 from bot.domain.incident import Incident
-from bot.domain.incident_record import GateRecord
+from bot.domain.incident_record import GateRecord, LastOutcome
+from bot.domain.lifecycle import IncidentState
+from bot.domain.repeat import GatePass, RepeatOffence
 from bot.flow.message import Publisher
 from bot.flow.plans import OVERRIDE, Plans
 from bot.remediation import followup
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.health_gate import GateResult, run_gate
+from playbooks.parsers.smoke import SmokeGpu
 from storage.audit import AuditLog
+from storage.health_history import HealthHistory
 from storage.incidents import IncidentStore
 
 RESUME_KINDS = frozenset({"extraction.resume", OVERRIDE})
@@ -40,7 +45,8 @@ class Followups:
 
     def __init__(self, incidents: IncidentStore, plans: Plans, publisher: Publisher,
                  audit: AuditLog, runner: SSHRunner, settings: Settings, *,
-                 gate_need_mib: int = 0, bot_user: str = "incident-bot") -> None:
+                 gate_need_mib: int = 0, bot_user: str = "incident-bot",
+                 history: HealthHistory | None = None) -> None:
         self.incidents = incidents
         self.plans = plans
         self.publisher = publisher
@@ -49,6 +55,7 @@ class Followups:
         self.settings = settings  # the inventory: each host's probe options for the gate
         self.gate_need_mib = gate_need_mib
         self.bot_user = bot_user
+        self.history = history  # passed gates, the smoke baseline, the RMA list (issue 36)
 
     def offer_followups(self, incident_id: str, result: ActionResult, target: SSHTarget,
                         jobs: list[str]) -> list[str]:
@@ -94,20 +101,74 @@ class Followups:
         self.plans.offer(incident_id, action, None)
 
     def gate(self, incident_id: str, target: SSHTarget, job: str, *,
-             say_failed: bool = True) -> GateResult:
-        """Run the health gate for ``job`` on ``target``; post, store and audit what it said.
-        ``say_failed=False``: a failure is left to the caller to word (a drained Slurm node
-        stays drained; no override is offered for it)."""
+             say_failed: bool = True, since: float | None = None,
+             need_mib: int | None = None) -> GateResult:
+        """Run the host group's graded health gate (``extra.gate``) for ``job`` on
+        ``target``, its smoke compared with the node's last good run; post, store and audit
+        what each level said. A passed gate is kept in the node's history (a repeat fault
+        within the window is judged against it) and its smoke figures become the baseline.
+        ``since``: the repair's start (Xids before it are not new). ``say_failed=False``: a
+        failure is left to the caller to word (a drained Slurm node stays drained)."""
         options = inventory.options_for(self.settings, target)
-        result = run_gate(self.runner, target, need_mib=self.gate_need_mib, options=options)
+        baseline = self._baseline(target.name)
+        result = run_gate(self.runner, target, options=options, since=since, baseline=baseline,
+                          need_mib=self.gate_need_mib if need_mib is None else need_mib,
+                          policy=policy_for(self.settings, target.name))
+        offence = self.offence(target.name)
+        if offence is not None:  # the same fault came back after a passed gate: RMA, not work
+            result = replace(result, kept_out=strings.REPAIR_KEPT_OUT_RMA.format(
+                host=target.name, key=offence.key))
         record = GateRecord(job, target.name, result.passed, tuple(result.reasons),
-                            dict(result.checks))
+                            dict(result.checks), result.reached,
+                            tuple(r.to_json() for r in result.levels))
         self.audit.append(incident_id, self.bot_user, "gate.passed" if result.passed
                           else "gate.failed", record.to_json())
         incident = self.incidents.update(incident_id, lambda i: replace(i, gate=record))
+        if result.passed and self.history is not None:
+            self.history.record_pass(target.name, GatePass(self.incidents.clock(), incident_id,
+                                                           result.reached))
+            self.history.set_smoke_baseline(target.name, {g.key: g.to_json()
+                                                          for g in result.smoke})
         if result.passed or say_failed:
             self.publisher.reply(incident, result.message)
         return result
+
+    def _baseline(self, host: str) -> dict[str, SmokeGpu]:
+        if self.history is None:
+            return {}
+        return {k: SmokeGpu.from_json(v) for k, v in self.history.smoke_baseline(host).items()}
+
+    def offence(self, host: str) -> RepeatOffence | None:
+        """The repeat offence that put ``host`` on the RMA list, if it is on it."""
+        if self.history is None:
+            return None
+        return next((o for o in self.history.rma() if o.host == host), None)
+
+    def after_repair(self, incident_id: str, target: SSHTarget, *, since: float | None,
+                     node: str | None = None) -> GateResult:
+        """The gate before a repaired host goes back to work (a verified reset or reboot):
+        the configured levels, no override; a node on the RMA list stays out whatever the
+        gate says. Kept out: the incident is not fixed (``verified`` → ``action_failed``,
+        the reason as its outcome); a drained Slurm node's caller words its own note."""
+        job = f"slurm:{node}" if node else "repair"
+        gate = self.gate(incident_id, target, job, say_failed=node is None, since=since,
+                         need_mib=0)
+        if gate.passed:
+            return gate
+        why = gate.kept_out or strings.REPAIR_KEPT_OUT_GATE.format(
+            host=target.name, reached=gate.reached,
+            reasons="; ".join(gate.reasons[:4]) or "unknown")
+        self.audit.append(incident_id, self.bot_user, "repair.kept_out",
+                          {"reasons": gate.reasons[:10], "reached": gate.reached,
+                           "rma": bool(gate.kept_out)})
+        incident = self.incidents.update(incident_id, lambda i: replace(
+            i, last_outcome=LastOutcome(why)))
+        if incident.state is IncidentState.VERIFIED:
+            self.incidents.transition(incident_id, IncidentState.ACTION_FAILED, self.bot_user,
+                                      why)
+        if node is None:
+            self.publisher.reply(incident, why)
+        return gate
 
     def offer_override(self, incident_id: str, job: str, result: GateResult) -> None:
         """The failed gate's way out: resume anyway, behind two distinct approvers."""

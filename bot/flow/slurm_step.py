@@ -144,13 +144,15 @@ class SlurmStep:
             self._mark_seen(incident_id, result.params["node"])
             self._offer_repair(incident_id, result, target)
 
-    def after_repair(self, incident_id: str, target: SSHTarget) -> GateResult | None:
-        """The gate on a node this incident drained; "Return to Slurm" only if it passed."""
+    def after_repair(self, incident_id: str, target: SSHTarget,
+                     since: float | None = None) -> GateResult:
+        """The health gate on a repaired host (``Followups.after_repair``: kept out when it
+        fails); on a node this incident drained, "Return to Slurm" only if it passed."""
         drain = self.drain_of(incident_id)
+        node = drain.params["node"] if drain is not None else None
+        gate = self.followups.after_repair(incident_id, target, since=since, node=node)
         if drain is None:
-            return None
-        node = drain.params["node"]
-        gate = self.followups.gate(incident_id, target, gate_job(node), say_failed=False)
+            return gate
         incident = self.incidents.require(incident_id)
         self.publisher.reply(incident, followup.gate_note(drain, gate))
         action = followup.return_to_slurm(drain, gate)
