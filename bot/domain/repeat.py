@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from bot.domain.findings import Diagnosis, Finding, Severity
+from bot.domain.headline import broken_text
 
 WEEK_S = 7 * 86400.0
 # hardware findings whose return after a repair means the part is bad
@@ -97,12 +98,16 @@ def fault_key(f: Finding) -> str | None:
 
 
 def faults_of(d: Diagnosis) -> dict[str, str]:
-    """Each hardware fault's key and its title, in finding order."""
+    """Each hardware fault's key and how a person names it (a broken GPU as its headline
+    says it: "GPU 3 (5D:00.0) fell off the bus (Xid 79)"), in finding order."""
     out: dict[str, str] = {}
     for f in d.findings:
         key = fault_key(f)
-        if key is not None and key not in out:
-            out[key] = f.title
+        if key is None or key in out:
+            continue
+        gpu = f.evidence.get("gpu")
+        named = broken_text(gpu) if f.code == "gpu.broken" and isinstance(gpu, Mapping) else None
+        out[key] = named or f.title.splitlines()[0]
     return out
 
 

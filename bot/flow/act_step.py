@@ -334,6 +334,8 @@ class ActStep:
             self._offer_other_parts(incident_id, result, target)
         if self.slurm is not None and result.ok and result.kind == "slurm.drain":
             self.slurm.after_drain(incident_id, result, target)
+        if result.ok and result.kind == "rma.handoff":
+            self.followups.rma_bundle(incident_id, result)
         if self.slurm is not None and result.ok and result.kind == "gpu.reset":
             self.slurm.after_repair(incident_id, target, since=result.started_at or None)
             self.publisher.publish(incident_id)  # fixed, or not back in service: as the gate said

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from bot.chat.base import ChatBackend
 from bot.chat.interactions import ApprovalCallbacks
 from bot.chat.outbox import ChatOutbox, remember_card
+from bot.config.gate import repeat_window_s
 from bot.config.policy import policy_from_settings, policy_gate_from_settings
 from bot.config.settings import Settings
 from bot.core import fmt, strings
@@ -40,6 +41,7 @@ from bot.flow.policy_step import PolicedDiagnosis, PolicyStep
 from bot.flow.progress_step import ProgressStep
 from bot.flow.reboot_step import RebootStep
 from bot.flow.reconcile import reconcile_settings
+from bot.flow.repeat_watch import RepeatWatch
 from bot.flow.slurm_step import SlurmStep
 from bot.jobs.book import JobBook
 from bot.remediation.options import options_from_extra
@@ -127,7 +129,10 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     gate = policy_gate_from_settings(settings, stores, clock=clock) if settings.policies else None
     plans = Plans(incidents, approvals, audit, policy, gate=gate, bot_user=BOT_USER, clock=clock)
     history = stores.health_history(clock=clock)
-    diagnose = DiagnoseStep(incidents, hosts, plans, publisher, bot_user=BOT_USER)
+    repeats = RepeatWatch(history, audit, window_s=repeat_window_s(settings), clock=clock,
+                          bot_user=BOT_USER)
+    diagnose = DiagnoseStep(incidents, hosts, plans, publisher, bot_user=BOT_USER,
+                            repeats=repeats)
     followups = Followups(incidents, plans, publisher, audit, runner, settings,
                           gate_need_mib=options.gate_need_mib, bot_user=BOT_USER,
                           history=history)

@@ -27,6 +27,7 @@ from bot.domain.lifecycle import IllegalTransition, IncidentState, can_transitio
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
+from bot.flow.repeat_watch import RepeatWatch
 from storage.incidents import IncidentStore
 
 
@@ -52,7 +53,7 @@ class DiagnoseStep:
 
     def __init__(self, incidents: IncidentStore, hosts: Hosts, plans: Plans,
                  publisher: Publisher, *, bot_user: str = "incident-bot",
-                 alert_card: bool = True) -> None:
+                 alert_card: bool = True, repeats: RepeatWatch | None = None) -> None:
         self.incidents = incidents
         self.hosts = hosts
         self.plans = plans
@@ -61,6 +62,7 @@ class DiagnoseStep:
         # False: no message until the diagnosis ends (the behaviour before issue 29; the
         # benchmark ``bench/first_message.py`` measures both)
         self.alert_card = alert_card
+        self.repeats = repeats  # a fault back after a passed gate: RMA (issue 36)
 
     def on_opened(self, incident_id: str,
                   only_from: frozenset[IncidentState] | None = None) -> Incident:
@@ -95,6 +97,8 @@ class DiagnoseStep:
         incident_id = incident.id
         target = self.hosts.target_for(incident.host)
         diagnosis = self.hosts.diagnose(incident, target)
+        if self.repeats is not None and diagnosis.status is not DiagnosisStatus.UNREACHABLE:
+            diagnosis = self.repeats.check(incident, diagnosis)
         plans = (self.plans.make_plans(incident, diagnosis, target)
                  if target is not None and diagnosis.status is not DiagnosisStatus.UNREACHABLE
                  else [])

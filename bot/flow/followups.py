@@ -12,6 +12,7 @@ needs its own (two-person) approval.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from bot.config import inventory
 from bot.config.gate import policy_for
@@ -25,7 +26,8 @@ from bot.domain.lifecycle import IncidentState
 from bot.domain.repeat import GatePass, RepeatOffence
 from bot.flow.message import Publisher
 from bot.flow.plans import OVERRIDE, Plans
-from bot.remediation import followup
+from bot.flow.repeat_watch import rma_action
+from bot.remediation import followup, rma
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.health_gate import GateResult, run_gate
 from playbooks.parsers.smoke import SmokeGpu
@@ -168,7 +170,36 @@ class Followups:
                                       why)
         if node is None:
             self.publisher.reply(incident, why)
+        if gate.kept_out:
+            self.offer_rma(incident_id, target)
         return gate
+
+    def offer_rma(self, incident_id: str, target: SSHTarget) -> None:
+        """The RMA hand-off again for a node on the RMA list (an approved drain or reboot
+        withdrew the diagnosis's offer with the other alternatives)."""
+        if self.offence(target.name) is None:
+            return
+        action = rma_action(target.name, incident_id)
+        if not self.plans.pending(incident_id, action):
+            self.plans.offer(incident_id, action, target)
+
+    def rma_bundle(self, incident_id: str, result: ActionResult) -> dict[str, Any]:
+        """After ``rma.handoff`` verified: the evidence bundle (the bug report's path and
+        size, the incident's timeline, the health gate's runs, the repeat offence) audited
+        as ``rma.bundle`` and said in the thread."""
+        entries = self.audit.timeline(incident_id)
+        timeline: list[dict[str, Any]] = [
+            {"ts": e.ts, "actor": e.actor, "action": e.action,
+             "detail": {k: v for k, v in e.detail.items() if k != "captured"}} for e in entries]
+        gates = [e.detail for e in entries if e.action.startswith("gate.")]
+        offence = self.offence(result.host)
+        kept = rma.bundle(result, timeline, gates, offence.to_json() if offence else None)
+        self.audit.append(incident_id, self.bot_user, "rma.bundle", kept)
+        report = kept["bug_report"]
+        self.publisher.reply(self.incidents.require(incident_id), strings.RMA_BUNDLE_SAID.format(
+            host=result.host, path=report["path"], size=report["bytes"], events=len(timeline),
+            gates=len(gates)))
+        return kept
 
     def offer_override(self, incident_id: str, job: str, result: GateResult) -> None:
         """The failed gate's way out: resume anyway, behind two distinct approvers."""

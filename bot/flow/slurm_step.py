@@ -217,6 +217,7 @@ class SlurmStep:
     def _offer_repair(self, incident_id: str, drain: ActionResult, target: SSHTarget) -> None:
         """The next rung once nothing runs on the node: reboot the host (each its own
         approval; the node returns to Slurm only through ``after_repair``)."""
+        self.followups.offer_rma(incident_id, target)  # a repeat offender: RMA beside it
         node = drain.params["node"]
         action = ProposedAction(id=action_id(target.name, "host.reboot", {}), kind="host.reboot",
                                 params={}, reason=strings.SLURM_PROPOSE_REBOOT.format(

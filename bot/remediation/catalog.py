@@ -83,6 +83,22 @@ def _reboot(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
     return (RemoteStep("reboot", ("systemctl", "reboot"), 10.0),)
 
 
+RMA_DIR = "/var/log/incident-bot"
+
+
+def rma_report_path(incident: str) -> str:
+    """Where ``nvidia-bug-report.sh --output-file`` writes for ``rma.handoff`` (+ ``.gz``)."""
+    return f"{RMA_DIR}/rma-{incident}.log"
+
+
+def _rma_handoff(p: Mapping[str, str]) -> tuple[RemoteStep, ...]:
+    """``--safe-mode``: the parts that can hang on a failing GPU are skipped (a full report
+    froze on one in NVIDIA/open-gpu-kernel-modules#1150)."""
+    return (RemoteStep("mkdir", ("mkdir", "-p", RMA_DIR), 10.0),
+            RemoteStep("bug_report", ("nvidia-bug-report.sh", "--safe-mode", "--output-file",
+                                      rma_report_path(p["incident"])), 900.0))
+
+
 DROPIN_NAME = "50-incident-bot.conf"
 RESERVATION_MARKER = "/run/incident-bot/gpu-reservation"
 
@@ -307,6 +323,11 @@ CATALOG: dict[str, ActionSpec] = {spec.kind: spec for spec in (
                     "holds its device files (persistenced, DCGM, dcgm-exporter as a unit or a "
                     "container, Fabric Manager where needed) is stopped around the reset and "
                     "started again, also when the reset fails", frees_gpus=True),
+    ActionSpec("rma.handoff", "handed to RMA", (
+        ParamSpec("incident", validate.incident_ref, "the incident the report is for"),
+    ), _rma_handoff,
+               risk="runs nvidia-bug-report.sh on the host (a few minutes of driver queries); "
+                    "the node stays out of service for the RMA"),
     ActionSpec("host.reboot", "rebooted", (), _reboot,
                risk="reboots the host: every process on it stops; units enabled at boot start"),
     ActionSpec("systemd.dropin", "installed the incident-bot drop-in for", (

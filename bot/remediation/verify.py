@@ -17,6 +17,7 @@ from typing import Any
 from bot.core import fmt, strings
 from bot.domain.action_result import Verification
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, UnitState
+from bot.remediation import rma
 from bot.remediation.capture import subject_pids
 from bot.remediation.catalog import PATH_SEP, dropin_path
 from bot.remediation.polling import ActionRun, Look, poll
@@ -360,6 +361,8 @@ def verify(ctx: ActionRun, captured: CapturedState, patient: bool = True) -> Ver
         return verify_gpu_reset(ctx, captured, patient)
     if kind == "host.reboot":
         return verify_reboot(ctx)
+    if kind == "rma.handoff":
+        return rma.verify(ctx)
     if kind == "disk.cleanup":
         return verify_cleanup(ctx, captured)
     return verify_journal(ctx, captured)

@@ -21,7 +21,7 @@ TOOLS = {
     "df": "disk", "du": "disk", "lsof": "files", "fuser": "files", "journalctl": "journal",
     "uptime": "misc", "who": "misc", "crontab": "misc", "free": "misc", "dmesg": "misc",
     "hostname": "misc", "docker": "docker", "sudo": "sudo", "ibstat": "infiniband",
-    "dcgmi": "dcgmi", "python3": "smoke",
+    "dcgmi": "dcgmi", "python3": "smoke", "nvidia-bug-report.sh": "bugreport",
 }
 SESSION = "__session__"
 SANDBOX_MARKER = "sandbox.root"  # the overlay root's path, written by bot.sim.sandbox

@@ -35,6 +35,7 @@ CASES: list[tuple[str, dict[str, str]]] = [
                                             "unit:nvidia-persistenced.service"}),
     ("gpu.reset", {"gpu": "3", "release": "container:dcgm_exporter.1"}),
     ("host.reboot", {}),
+    ("rma.handoff", {"incident": "INC-7"}),
     ("slurm.drain", {"node": "gpu-01", "reason": "GPU 2 fell off the bus (Xid 79)",
                      "incident": "INC-7"}),
     ("slurm.drain", {"node": "node-0.a_b", "reason": "ECC: 3 uncorrectable; GPU 0/1, +2",

@@ -13,7 +13,8 @@ KEY = "gpu.broken:0000:5d:00"
 
 def gpu_finding(code: str, bus: str = "0000:5d:00",
                 severity: Severity = Severity.CRITICAL) -> Finding:
-    return Finding(code, severity, f"GPU 3 {code}", evidence={"gpu": {"index": 3, "bus": bus}})
+    return Finding(code, severity, f"GPU 3 {code}", evidence={"gpu": {
+        "index": 3, "bus": bus, "reasons": ["Xid 79 since boot: GPU has fallen off the bus"]}})
 
 
 def test_only_hardware_faults_have_keys() -> None:
@@ -26,7 +27,8 @@ def test_only_hardware_faults_have_keys() -> None:
     assert fault_key(Finding("gpu.missing", Severity.CRITICAL, "1 of 8")) == "gpu.missing:host"
     d = Diagnosis("gpu-04", "gpu_health", DiagnosisStatus.OK, 0.1,
                   (gpu_finding("gpu.broken"), gpu_finding("gpu.broken"), port))
-    assert faults_of(d) == {KEY: "GPU 3 gpu.broken", "ib.port_down:mlx5_1/1": "down"}
+    assert faults_of(d) == {KEY: "GPU 3 (5D:00.0) fell off the bus (Xid 79)",
+                            "ib.port_down:mlx5_1/1": "down"}
 
 
 def test_the_same_fault_after_a_passed_gate_within_the_window() -> None:
