@@ -43,7 +43,7 @@ from bot.domain.incident import (
 from bot.domain.lifecycle import IncidentState, can_transition
 from bot.domain.maintenance import MaintenanceWindow, in_window
 from bot.domain.xid import DEFAULT_POLICY, XidPolicy
-from bot.domain.xid_storm import app_only, capped, gpu_of, tally, xid_of
+from bot.domain.xid_storm import XID_ALERT_ENDED, app_only, capped, cleared, gpu_of, tally, xid_of
 
 
 class PlanOutcome(StrEnum):
@@ -259,6 +259,11 @@ class Planner:
             if by_fp:
                 self._set_fp(alert.fp, None)
             return PlanOutcome.UNMATCHED, None
+        xid = xid_of(alert.labels, alert.details, alert.summary)
+        if xid is not None and incident.xids:  # said on the message: the GPU recovered
+            incident = replace(incident, xids=cleared(incident.xids, XID_ALERT_ENDED, self.now,
+                                                      xid))
+            self._put(incident)
         remaining = tuple(f for f in incident.fingerprints if f != alert.fp) if by_fp else ()
         if by_fp:
             self._set_fp(alert.fp, None)

@@ -25,6 +25,7 @@ from bot.domain.xid import Fault, XidPolicy
 
 _XID = re.compile(r"\bXid\s*:?\s*(\d{1,4})\b", re.I)
 MAX_GPUS = 16
+XID_ALERT_ENDED = "its alert ending (the GPU recovered)"
 
 
 def xid_of(labels: Mapping[str, str], details: Mapping[str, Any], summary: str) -> int | None:
@@ -86,10 +87,12 @@ def tally(tallies: Sequence[XidTally], xid: int, gpu: str, now: float,
     return tuple(out)
 
 
-def cleared(tallies: Sequence[XidTally], by: str, at: float) -> tuple[XidTally, ...]:
-    """Every live tally marked cleared ``by`` a later event (a verified reset or reboot)."""
-    return tuple(t if t.cleared_at is not None or t.last > at else
-                 replace(t, cleared_at=at, cleared_by=by[:200]) for t in tallies)
+def cleared(tallies: Sequence[XidTally], by: str, at: float,
+            xid: int | None = None) -> tuple[XidTally, ...]:
+    """Every live tally (or only ``xid``'s) marked cleared ``by`` a later event: a verified
+    reset or reboot, the alert ending because the GPU recovered."""
+    return tuple(t if t.cleared_at is not None or t.last > at or (xid is not None and t.xid != xid)
+                 else replace(t, cleared_at=at, cleared_by=by[:200]) for t in tallies)
 
 
 def app_only(tallies: Sequence[XidTally]) -> bool:

@@ -337,7 +337,10 @@ class ActStep:
         if result.ok and result.kind == "rma.handoff":
             self.followups.rma_bundle(incident_id, result)
         if self.slurm is not None and result.ok and result.kind == "gpu.reset":
-            self.slurm.after_repair(incident_id, target, since=result.started_at or None)
+            self.slurm.after_repair(incident_id, target, since=result.started_at or None,
+                                    by=strings.XID_CLEARED_BY_RESET.format(
+                                        gpu=strings.MSG_EVERY_GPU if result.params["gpu"] == "all"
+                                        else f"GPU {result.params['gpu']}"))
             self.publisher.publish(incident_id)  # fixed, or not back in service: as the gate said
         freed = result.ok and result.kind in GPU_FREEING
         host = self.incidents.require(incident_id).host

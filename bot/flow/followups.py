@@ -24,6 +24,7 @@ from bot.domain.incident import Incident
 from bot.domain.incident_record import GateRecord, LastOutcome
 from bot.domain.lifecycle import IncidentState
 from bot.domain.repeat import GatePass, RepeatOffence
+from bot.domain.xid_storm import cleared
 from bot.flow.message import Publisher
 from bot.flow.plans import OVERRIDE, Plans
 from bot.flow.repeat_watch import rma_action
@@ -147,12 +148,16 @@ class Followups:
         return next((o for o in self.history.rma() if o.host == host), None)
 
     def after_repair(self, incident_id: str, target: SSHTarget, *, since: float | None,
-                     node: str | None = None) -> GateResult:
+                     node: str | None = None, by: str = "") -> GateResult:
         """The gate before a repaired host goes back to work (a verified reset or reboot):
         the configured levels, no override; a node on the RMA list stays out whatever the
         gate says. Kept out: the incident is not fixed (``verified`` → ``action_failed``,
         the reason as its outcome); a drained Slurm node's caller words its own note."""
         job = f"slurm:{node}" if node else "repair"
+        if by:  # the incident's Xids were cleared by the repair, whatever the gate says
+            now = self.incidents.clock()
+            self.incidents.update(incident_id, lambda i: replace(
+                i, xids=cleared(i.xids, by, now)) if i.xids else i)
         gate = self.gate(incident_id, target, job, say_failed=node is None, since=since,
                          need_mib=0)
         if gate.passed:

@@ -137,7 +137,8 @@ class RebootStep:
             text = strings.FLOW_REBOOT_BACK_OK.format(host=incident.host, boot=now_id)
         self._settle(incident, pending, now_id, not still, text)
         if not still and self.slurm is not None:  # back with proof: the gate, from the boot
-            self.slurm.after_repair(incident.id, target, since=None)
+            self.slurm.after_repair(incident.id, target, since=None,
+                                    by=strings.XID_CLEARED_BY_REBOOT)
             self.publisher.publish(incident.id)
         self.follow_others(incident, target, now_id)
 

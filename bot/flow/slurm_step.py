@@ -145,12 +145,12 @@ class SlurmStep:
             self._offer_repair(incident_id, result, target)
 
     def after_repair(self, incident_id: str, target: SSHTarget,
-                     since: float | None = None) -> GateResult:
+                     since: float | None = None, by: str = "") -> GateResult:
         """The health gate on a repaired host (``Followups.after_repair``: kept out when it
         fails); on a node this incident drained, "Return to Slurm" only if it passed."""
         drain = self.drain_of(incident_id)
         node = drain.params["node"] if drain is not None else None
-        gate = self.followups.after_repair(incident_id, target, since=since, node=node)
+        gate = self.followups.after_repair(incident_id, target, since=since, node=node, by=by)
         if drain is None:
             return gate
         incident = self.incidents.require(incident_id)

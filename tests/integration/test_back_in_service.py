@@ -112,10 +112,14 @@ def test_a_node_returns_to_slurm_only_after_every_configured_level_passed(
         slurm: SlurmCluster) -> None:
     sim, settings = node(loop, redis_url, sim_factory, slurm, DCGM_BAD)
     bot = loop.start(settings)
-    incident_id = loop.open(kind="gpu_xid")
+    incident_id = loop.open(kind="gpu_xid", labels={"xid": "79", "gpu": "3"})
     drain_and_reboot(loop, bot, incident_id, sim, slurm)
 
     f = loop.flow
+    (xid,) = f.incidents.require(incident_id).xids
+    assert (xid.xid, xid.cleared_by) == (79, "the reboot")  # said: the reboot cleared it
+    f.publisher.publish(incident_id)
+    loop.wait_text(incident_id, "cleared by the reboot at")
     assert levels(loop, incident_id) == [("readings", "passed"), ("dcgm", "failed"),
                                          ("smoke", "not_reached")]
     assert f.incidents.require(incident_id).state is S.ACTION_FAILED  # not fixed

@@ -4,13 +4,14 @@ and Xid with a count, an application's Xid never critical alone, its line as peo
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
 from bot.core.errors import ConfigError
 from bot.domain.findings import Severity
-from bot.domain.incident import Alert
+from bot.domain.incident import Alert, AlertStatus
 from bot.domain.planner import Planner, PlanOutcome, View
 from bot.domain.xid import DEFAULT_POLICY, XidPolicy, xid_policy_from_extra
 from bot.domain.xid_storm import XidTally, cleared, storm_line, tally, xid_of
@@ -71,6 +72,19 @@ def test_a_configured_rate_lets_an_application_xid_page() -> None:
     planner, _ = storm([xid_alert("gpu-01", 45)], custom)
     (incident,) = planner.plan.incidents.values()
     assert incident.severity is Severity.CRITICAL  # the operator says 45 is the GPU's here
+
+
+def test_an_xid_alert_ending_says_the_gpu_recovered() -> None:
+    fired = xid_alert("gpu-01", 79, gpu="3")
+    planner, _ = storm([fired])
+    view = View(open_ids=dict(planner.plan.open_keys), fp_ids=dict(planner.plan.fp_index),
+                incidents=dict(planner.plan.incidents))
+    ended = replace(fired, status=AlertStatus.RESOLVED, identity="end")
+    later = Planner(view, T0 + 300, 30.0, iter(()), xid_policy=DEFAULT_POLICY)
+    later.run([ended])
+    (incident,) = later.plan.incidents.values()
+    (t,) = incident.xids
+    assert (t.cleared_at, t.cleared_by) == (T0 + 300, "its alert ending (the GPU recovered)")
 
 
 def test_the_line_people_read_and_a_cleared_xid() -> None:
