@@ -188,6 +188,7 @@ FOLLOWUP_PHRASES = {
     "process.sigkill": strings.MSG_ACTION_SIGKILL,
     "gpu.reset": strings.MSG_ACTION_GPU_RESET,
     "host.reboot": strings.MSG_ACTION_REBOOT,
+    "rma.handoff": strings.MSG_ACTION_RMA,
     "extraction.resume_override": strings.MSG_ACTION_RESUME_OVERRIDE,
 }
 # kinds that undo an earlier fix: never a primary button, always a confirm dialog

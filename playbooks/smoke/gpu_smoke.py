@@ -52,6 +52,11 @@ def sync(torch: Any, device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
+def figure(value: float) -> float:
+    """Four significant figures: a slow CPU's 0.0004 TFLOPS is not printed as 0."""
+    return float(f"{value:.4g}")
+
+
 def matmul(torch: Any, device: Any, n: int, iters: int, dtype: Any) -> tuple[float, list[str]]:
     """TFLOPS of ``n``×``n`` matmuls, and what was wrong with the result (if anything)."""
     gen = torch.Generator(device="cpu").manual_seed(36)
@@ -133,8 +138,8 @@ def one(torch: Any, device: Any, index: int, opts: argparse.Namespace) -> dict[s
     chunk = max(min(opts.chunk_mib * MIB, budget), MIB)
     gib, gbps, mem_errors = sweep(torch, device, budget, chunk)
     copy = h2d(torch, device, opts.h2d_mib * MIB)
-    record.update(matmul_tflops=round(tflops, 3), mem_checked_gib=round(gib, 2),
-                  mem_gbps=round(gbps, 2), h2d_gbps=round(copy, 2),
+    record.update(matmul_tflops=figure(tflops), mem_checked_gib=round(gib, 2),
+                  mem_gbps=figure(gbps), h2d_gbps=figure(copy),
                   errors=errors + mem_errors, seconds=round(time.perf_counter() - started, 2))
     return record
 

@@ -214,6 +214,8 @@ MSG_ACTION_DROPIN_REVERT = "remove the incident-bot drop-in (start guard) from {
 MSG_ACTION_SIGTERM = "ask PID {pid} to exit (SIGTERM)"
 MSG_ACTION_SIGKILL = "kill PID {pid} (SIGKILL)"
 MSG_ACTION_GPU_RESET = "reset {gpu_label}"
+MSG_ACTION_RMA = ("collect the RMA bug report (nvidia-bug-report.sh) for {incident} "
+                  "and keep the node out of service")
 MSG_ACTION_RESUME_OVERRIDE = "resume extraction {job} despite the failed health gate"
 MSG_ACTION_CLEANUP_FILES = "delete {n} listed file{s}"
 MSG_PLAN_APPROVED = "{mark}: {sentence}"
