@@ -16,7 +16,7 @@ from typing import Any
 from bot.core import strings as S
 from bot.domain.findings import ProbeResult, Severity
 from bot.domain.headline import gpu_label
-from playbooks import probes
+from playbooks import device_clients, platform, probes
 from playbooks.base import PlaybookOptions, Probe, Report, Session
 from playbooks.commands import FABRIC_MANAGER_COMMAND, KERNEL_LOG_COMMAND
 from playbooks.gpu import summarize
@@ -44,7 +44,9 @@ def health_probes() -> dict[str, Probe[Any]]:
             "apps": probes.compute_apps(), "devs": probes.gpu_device_users(),
             "procs": Probe("process_states", f"ps -eo pid=,stat=,comm= && echo {ps.SECTION} && "
                            "ps -eo pid=,cgroup=", _states_and_units),
-            "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip)}
+            "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip),
+            "containers": device_clients.docker_names(),
+            **platform.platform_probes()}
 
 
 @dataclass(frozen=True)
@@ -90,12 +92,13 @@ def collect(pending: Pending) -> tuple[HealthFacts, dict[str, Any]]:
     return facts, got
 
 
-def view(pending: Pending, host: str) -> Report:
-    """The GPU view every diagnosis carries: the verdicts and their findings."""
-    report = Report(host)
-    facts, got = collect(pending)
-    assess(facts, decide(facts), got, report)
-    return report
+def judge(facts: HealthFacts, got: Mapping[str, Any], options: PlaybookOptions
+          ) -> tuple[list[GpuView], list[platform.GpuIssue]]:
+    """Every GPU's verdict with its platform faults (PCIe, NVLink, heat) marked in (pure)."""
+    views = decide(facts)
+    issues = platform.gpu_issues(views, platform.reading(got), facts.xml, options)
+    platform.mark(views, issues)
+    return views, issues
 
 
 def _states_and_units(text: str) -> tuple[dict[int, tuple[str, str]], dict[int, str | None]]:
@@ -124,7 +127,8 @@ def run(session: Session, context: Mapping[str, Any]) -> Report:
 
 def assess(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
            report: Report) -> None:
-    """All gpu_health findings (pure over gathered data)."""
+    """All gpu_health findings (pure over gathered data); the reset it proposes is
+    ``playbooks/gpu_view.py``'s."""
     _tool_errors(facts, report)
     _summary(views, report)
     for v in views:

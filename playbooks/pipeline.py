@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bot.domain.findings import Finding
-from playbooks import gpu_health
+from playbooks import gpu_health, gpu_view
 from playbooks.base import Report, Session
 
 # the kind's findings the GPU view says better (its tool errors name why there are no rows)
@@ -27,12 +27,13 @@ def run_with_view(run: Callable[[Session, Mapping[str, Any]], Report], session: 
     """``run`` (a playbook) with the GPU view started before it and merged after it."""
     pending = gpu_health.start(session)
     own = run(session, context)
-    return merge(gpu_health.view(pending, session.target.name), own)
+    return merge(gpu_view.view(pending, session.target.name), own)
 
 
 def merge(view: Report, own: Report) -> Report:
     """The kind's report with the GPU view's findings in (pure). Order: how ``auto``
-    chose, the GPU view, then the kind's own findings; the kind's actions unchanged."""
+    chose, the GPU view, then the kind's own findings; the kind's actions first, then the
+    view's (a GPU reset with what it must stop around it)."""
     codes = {f.code for f in view.findings}
     own_codes = {f.code for f in own.findings}
     wedged = "gpu.wedged" in codes
@@ -41,7 +42,9 @@ def merge(view: Report, own: Report) -> Report:
                  if not (f.code == "gpu.held_idle" and own_codes & set(TRACED))]
     auto = [f for f in kept_own if f.code == "playbook.auto"]
     rest = [f for f in kept_own if f.code != "playbook.auto"]
-    out = Report(own.host, playbook=own.playbook, actions=list(own.actions))
+    ids = {a.id for a in own.actions}
+    out = Report(own.host, playbook=own.playbook, actions=[
+        *own.actions, *(a for a in view.actions if a.id not in ids)])
     for f in auto + kept_view + rest:
         if all((g.code, g.title) != (f.code, f.title) for g in out.findings):
             out.findings.append(f)

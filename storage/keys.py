@@ -317,3 +317,24 @@ def outbox_due_top() -> str:
     """Sorted set: the part of ``outbox_due`` whose head is a top-level post (an incident's
     first message): sent before thread replies when Slack's pace is the limit (issue 29)."""
     return _k("outbox", "due", "top")
+
+
+# health history per node (issue 36: repeat offenders, the smoke baseline)
+def health_faults(host: str) -> str:
+    """Sorted set of ``FaultSeen`` JSON by time: the hardware faults each diagnosis saw."""
+    return _k("health", host, "faults")
+
+
+def health_gates(host: str) -> str:
+    """Sorted set of ``GatePass`` JSON by time: the gates that passed on this node."""
+    return _k("health", host, "gates")
+
+
+def health_smoke(host: str) -> str:
+    """Hash: GPU key (UUID) -> its last good smoke figures (JSON)."""
+    return _k("health", host, "smoke")
+
+
+def health_rma() -> str:
+    """Hash: host -> the ``RepeatOffence`` that sent it to RMA (JSON)."""
+    return _k("health", "rma")

@@ -17,6 +17,7 @@ from bot.digest.model import (
 )
 from bot.digest.response_stats import ResponseRow
 from bot.digest.waste import waste
+from bot.domain.repeat import RepeatOffence
 from bot.domain.slurm import DrainedNode
 
 
@@ -24,7 +25,8 @@ def build_digest(start: float, end: float, series_by_host: SeriesByHost,
                  incidents: Iterable[IncidentRecord] = (), actions: Iterable[ActionRecord] = (),
                  jobs: Iterable[JobRecord] = (), cfg: DigestSettings | None = None,
                  drained: Iterable[DrainedNode] = (),
-                 response: Iterable[ResponseRow] = ()) -> Digest:
+                 response: Iterable[ResponseRow] = (),
+                 rma: Iterable[RepeatOffence] = ()) -> Digest:
     """The whole digest for ``[start, end)``; hosts wasting the most GPU time first."""
     if end <= start:
         raise ValueError("digest period must have end > start")
@@ -35,4 +37,4 @@ def build_digest(start: float, end: float, series_by_host: SeriesByHost,
     return Digest(start, end, tuple(hosts), incident_stats(records, start, end),
                   action_counts(actions, start, end), tuple(jobs),
                   waste(series_by_host, records, cfg, start, end), tuple(drained),
-                  tuple(response))
+                  tuple(response), tuple(rma))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from bot.digest.response_stats import ResponseRow
 from bot.digest.settings import DigestSchedule, DigestSettings  # noqa: F401 - re-exported
 from bot.domain.incident import IncidentSummary
+from bot.domain.repeat import RepeatOffence
 from bot.domain.slurm import DrainedNode
 
 Point = tuple[float, float]
@@ -145,6 +146,7 @@ class Digest:
     waste: Waste = field(default_factory=Waste)
     drained: tuple[DrainedNode, ...] = ()  # Slurm nodes out of the scheduler at its end
     response: tuple[ResponseRow, ...] = ()  # MTTA / MTTR per kind of the period's incidents
+    rma: tuple[RepeatOffence, ...] = ()  # nodes sent to RMA: a fault back after a passed gate
 
     @property
     def idle_gpu_minutes(self) -> float:

@@ -20,7 +20,8 @@ TOOLS = {
     "nvidia-smi": "nvidia_smi", "systemctl": "systemctl", "ps": "ps", "kill": "kill",
     "df": "disk", "du": "disk", "lsof": "files", "fuser": "files", "journalctl": "journal",
     "uptime": "misc", "who": "misc", "crontab": "misc", "free": "misc", "dmesg": "misc",
-    "hostname": "misc", "docker": "docker", "sudo": "sudo",
+    "hostname": "misc", "docker": "docker", "sudo": "sudo", "ibstat": "infiniband",
+    "dcgmi": "dcgmi", "python3": "smoke", "nvidia-bug-report.sh": "bugreport",
 }
 SESSION = "__session__"
 SANDBOX_MARKER = "sandbox.root"  # the overlay root's path, written by bot.sim.sandbox
