@@ -141,7 +141,7 @@ def test_the_ladder_sigterm_then_sigkill_then_gpu_reset_each_behind_its_own_clic
     assert tool_calls(sim, "kill") == [["-TERM", "777"], ["-KILL", "777"]]
 
     reset = offered(loop, incident_id, "gpu.reset")
-    assert reset.action.params == {"gpu": "0"}
+    assert reset.action.params == {"gpu": "0", "release": ""}  # the daemons by unit name
     loop.drain()
     assert tool_calls(sim, "nvidia-smi", "--gpu-reset") == []
     approve(loop, incident_id, reset.id)

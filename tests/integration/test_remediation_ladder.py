@@ -52,7 +52,8 @@ def test_sigterm_ignored_goes_to_sigkill_then_a_wedged_gpu_goes_to_reset(
 
     third_step = next_step(second)
     assert third_step is not None
-    assert (third_step["kind"], third_step["params"]) == ("gpu.reset", {"gpu": "0"})
+    assert third_step["kind"] == "gpu.reset"
+    assert third_step["params"] == {"gpu": "0", "release": ""}  # the daemons by unit name
     third = act(rem_pool, host, third_step, "U3", audit_log)
     assert third.outcome is Outcome.SUCCEEDED, third.summary
     assert gpu_used(host)[0] == 0 and gpu_used(host)[1] == 40000
