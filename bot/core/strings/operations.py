@@ -176,9 +176,6 @@ FLOW_REBOOT_BACK_OK = "{host} is back (new boot {boot}); re-diagnosed: the probl
 FLOW_REBOOT_BACK_STILL = "{host} is back (new boot {boot}), but the problem is still there: {still}"
 FLOW_REBOOT_NOT_BACK = ("{host} did not answer with a new boot id within {mins} min of the "
                         "reboot request: check its console.")
-REM_GPU_NVSWITCH = ("{host} is an NVSwitch host (fabric state {state}): a reset there takes "
-                    "every GPU and NVSwitch of the baseboard together, with nvidia-fabricmanager "
-                    "stopped first and started after, so GPU {gpu} alone is not reset")
 REM_PROPOSE_REBOOT_NVSWITCH = ("reboot {host}: on an NVSwitch host that resets every GPU and the "
                                "fabric together (by hand instead: stop nvidia-fabricmanager, "
                                "`nvidia-smi -r` with every GPU idle, start it again)")
