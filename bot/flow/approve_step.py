@@ -14,6 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import replace
 
+from bot.chat.text import escape, mention
 from bot.core import strings
 from bot.domain.approval import Approval
 from bot.domain.incident import Incident
@@ -84,8 +85,8 @@ class ApproveStep:
         if incident.state is IncidentState.AWAITING_APPROVAL:
             self.incidents.transition(incident.id, IncidentState.DENIED, user, reason or "denied")
             self.plans.withdraw_pending(incident, user, reason=f"denied {approval.kind}")
-        self.publisher.reply(incident, strings.FLOW_DENIED.format(
-            user=user, kind=approval.action["kind"], reason=reason or "-"))
+        self.publisher.reply(incident, strings.FLOW_DENIED.format(  # a mention: <@U…>
+            user=mention(user), kind=approval.action["kind"], reason=escape(reason or "-")))
         self.publisher.publish(incident.id)
 
     def on_expired(self, approval: Approval) -> None:
