@@ -20,7 +20,7 @@ from playbooks import probes
 from playbooks.base import PlaybookOptions, Probe, Report, Session
 from playbooks.commands import FABRIC_MANAGER_COMMAND, KERNEL_LOG_COMMAND
 from playbooks.gpu import summarize
-from playbooks.parsers import kernel, nvidia, ps, smi_errors
+from playbooks.parsers import kernel, nvidia, ps, smi_errors, systemd
 from playbooks.parsers.smi_errors import SmiError, SmiErrorKind
 from playbooks.text import plural
 from playbooks.verdict import (
@@ -45,7 +45,8 @@ def health_probes() -> dict[str, Probe[Any]]:
             "apps": probes.compute_apps(), "devs": probes.gpu_device_users(),
             "procs": Probe("process_states", f"ps -eo pid=,stat=,comm= && echo {ps.SECTION} && "
                            "ps -eo pid=,cgroup=", _states_and_units),
-            "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip)}
+            "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip),
+            "services": probes.units()}
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ def gather(session: Session) -> tuple[HealthFacts, dict[str, Any]]:
 def collect(pending: Pending) -> tuple[HealthFacts, dict[str, Any]]:
     """Wait for the health probes and reduce them to ``HealthFacts``."""
     got = Session.parsed(pending.others)
+    servers = active_servers(got.pop("services"))
     got["stat"], got["units"] = got.pop("procs")
     result, parsed = pending.samples.result()
     opts = pending.options
@@ -87,8 +89,16 @@ def collect(pending: Pending) -> tuple[HealthFacts, dict[str, Any]]:
                 stuck.setdefault(app.gpu_uuid, []).append(app.pid)
     facts = HealthFacts(stats, got["xml"].gpus, got["kernel"], got["smi"], holders, stuck,
                         _users(got["devs"], states), opts.expected_gpus,
-                        opts.held_mib, opts.idle_util_pct, opts.pcie_replay_warn, opts.xid_policy)
+                        opts.held_mib, opts.idle_util_pct, opts.pcie_replay_warn, opts.xid_policy,
+                        servers=servers)
     return facts, got
+
+
+def active_servers(rows: list[systemd.UnitRow]) -> tuple[str, ...]:
+    """Active units whose name or description is a GPU server (vllm-*, "vLLM Kimi ..."):
+    where no process is visible at all, one of them holds the memory, unseen."""
+    return tuple(sorted(r.unit for r in rows if r.active == "active" and (
+        ps.server_kind(r.unit.replace("-", " ")) or ps.server_kind(r.description))))
 
 
 def view(pending: Pending, host: str, named: frozenset[str] = frozenset()) -> Report:

@@ -89,6 +89,7 @@ class HealthFacts:
     replay_warn: int = 100
     policy: XidPolicy = DEFAULT_POLICY
     named: frozenset[str] = frozenset()  # gpu uuids a playbook traced to a holder ps cannot see
+    servers: tuple[str, ...] = ()  # active GPU-server units (a holder when no process shows)
 
 
 def decide(f: HealthFacts) -> list[GpuView]:
@@ -198,7 +199,7 @@ def _use(v: GpuView, f: HealthFacts) -> None:
     if v.uuid in f.stuck:
         pids = ", ".join(map(str, f.stuck[v.uuid][:4]))
         v.mark(GpuVerdict.WEDGED, f"process {pids} in D state (uninterruptible)", XidStep.REBOOT)
-    elif held and not f.holders.get(v.uuid) and not f.device_users and v.uuid not in f.named:
+    elif held and not f.holders.get(v.uuid) and not f.device_users and not _unseen(v, f):
         v.mark(GpuVerdict.WEDGED, "memory held and no live process uses this GPU",
                XidStep.RESET_GPU)
     if v.util_pct is not None and v.util_pct > f.idle_util_pct:
@@ -206,6 +207,13 @@ def _use(v: GpuView, f: HealthFacts) -> None:
     elif held and v.util_pct is not None:
         v.mark(GpuVerdict.HELD_IDLE, "")
     v.reasons = [r for r in v.reasons if r]
+
+
+def _unseen(v: GpuView, f: HealthFacts) -> bool:
+    """A holder this login cannot see: the playbook traced this GPU to a unit or container,
+    or no process uses any GPU while an active unit runs a GPU server (its PIDs live in a
+    namespace this login cannot see): held, not wedged."""
+    return v.uuid in f.named or (bool(f.servers) and not any(f.holders.values()))
 
 
 def _missing(f: HealthFacts, seen: int) -> list[GpuView]:

@@ -97,7 +97,7 @@ class Drained:
 
 @dataclass(frozen=True)
 class Stats:
-    """``stats [7d]``: time to acknowledge and to resolve, per kind and host, and the share
+    """``stats [7d]``: time to acknowledge and to recover, per kind and host, and the share
     of incidents fixed with one click, over the incidents opened in the window."""
 
     window_s: int = 7 * 86400

@@ -305,7 +305,10 @@ def evidence_table(diagnosis: Diagnosis) -> Section | None:
 
 
 def _gpu_row(g: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
-    used, total = _number(g.get("memory_used_mib")), _number(g.get("memory_total_mib"))
+    """One GPU: what it has in use from every holder (``gpu_used_mib``, where a finding
+    keeps its holder's own share apart), of its total."""
+    used = _number(g.get("gpu_used_mib", g.get("memory_used_mib")))
+    total = _number(g.get("memory_total_mib"))
     mem = f"{fmt.gib(used).removesuffix(' GiB')} / {fmt.gib(total)}"
     util = _number(g.get("utilization_pct", g.get("max_util_pct")))
     holders = g.get("holder")

@@ -40,6 +40,17 @@ def test_use_verdicts_busy_free_held_idle_and_wedged() -> None:
     assert views[3].step is XidStep.RESET_GPU and "no live process" in views[3].reasons[0]
 
 
+def test_an_unseen_holder_is_held_not_wedged() -> None:
+    """No process uses any GPU, an active unit runs a GPU server: its PIDs are in a
+    namespace this login cannot see (held). A visible holder elsewhere: no such excuse."""
+    unseen = decide(facts([stat(0), stat(1)], servers=("vllm-kimi.service",)))
+    assert [v.verdict for v in unseen] == [V.HELD_IDLE, V.HELD_IDLE]
+    seen = decide(facts([stat(0), stat(1)], holders={"GPU-0": [7]}, servers=("vllm.service",)))
+    assert [v.verdict for v in seen] == [V.HELD_IDLE, V.WEDGED]
+    traced = decide(facts([stat(0)], named=frozenset({"GPU-0"})))
+    assert [v.verdict for v in traced] == [V.HELD_IDLE]
+
+
 def test_process_in_d_state_wedges_its_gpu_and_asks_for_a_reboot() -> None:
     (v,) = decide(facts([stat(0, util=50)], holders={"GPU-0": [9]}, stuck={"GPU-0": [9]}))
     assert (v.verdict, v.step) == (V.WEDGED, XidStep.REBOOT) and "D state" in v.reasons[0]

@@ -80,7 +80,8 @@ SLASH_HELP = (
     "*{cmd} ack ID* · *{cmd} resolve ID* · *{cmd} snooze ID [30m|2h|1d]* decide on an incident\n"
     "*{cmd} evidence ID* post the raw probe output in the incident's thread\n"
     "*{cmd} drained* Slurm nodes drained or draining: reason, who, how long\n"
-    "*{cmd} stats [7d]* time to acknowledge and to resolve, per kind and host, over a period"
+    "*{cmd} stats [7d]* time to acknowledge and to recover (a verified fix that held), per kind "
+    "and host, and the share fixed with one click, over a period"
 )
 STATUS_GPUS = "{which}: {used} of {total} used, {util} busy"
 STATUS_GPU_ONE = "GPU {indexes}"
