@@ -101,7 +101,7 @@ def failure_evidence(result: ActionResult | None) -> str:
         if err:
             lines.append(f"  {err[:300]}")
     if result.verification is not None and result.verification.detail:
-        lines.append(f"verify: {result.verification.detail}")
+        lines.append(f"verify: {in_gib(result.verification.detail)}")  # the message's units
     return "\n".join(lines)
 
 
