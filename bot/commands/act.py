@@ -25,7 +25,7 @@ from bot.core.errors import UserError
 from bot.domain.action_result import ActionResult, Outcome, Verification
 from bot.remediation import catalog
 from bot.remediation.cleanup import unfinished_output_dirs
-from bot.remediation.execute import AuditSink, audit_refusal, cli_incident_id, execute
+from bot.remediation.executor import AuditSink, audit_refusal, cli_incident_id, execute
 from bot.remediation.followup import chain_resumes, offers
 from bot.remediation.options import RemediationOptions, options_from_extra
 from bot.remediation.reboot import read_boot_id, requested, wait_back
@@ -66,10 +66,13 @@ def _print_plan(kind: str, target: SSHTarget, commands: list[str]) -> None:
         click.echo(f"  {i}. {command}")
 
 
-def _print_dropin(kind: str, params: dict[str, str]) -> None:
-    """The drop-in as a diff: what changes on the host, before anyone says yes."""
-    if kind == "systemd.dropin":
-        click.echo(catalog.dropin_diff(params), nl=False)
+def _print_preview(kind: str, params: dict[str, str]) -> None:
+    """What changes on the host beyond the commands (a drop-in's diff), before anyone says
+    yes."""
+    action = catalog.get(kind)
+    preview = action.preview(action.validate(params))
+    if preview:
+        click.echo(preview, nl=False)
 
 
 def _interrupted(jobs: JobStore | None, host: str) -> list[str]:
@@ -96,17 +99,9 @@ def _print_result(result: ActionResult, interrupted: list[str]) -> None:
     click.echo(f"{result.outcome.value}: {result.summary}")
     for offer in offers(result, interrupted):
         pairs = " ".join(f"{k}={v}" for k, v in offer.params.items())
-        click.echo(strings.REM_OFFER.format(label=_label(offer.kind, offer.reason),
-                                            host=result.host, kind=offer.kind, params=pairs))
-
-
-def _label(kind: str, reason: str) -> str:
-    """Revert, Resume, or the reason of a proposal (a refusal's alternative, the ladder)."""
-    if kind in ("systemd.revert", "systemd.dropin_revert"):
-        return strings.REM_OFFER_REVERT
-    if kind == "extraction.resume":
-        return strings.REM_OFFER_RESUME
-    return reason
+        label = catalog.get(offer.kind).offer_label(offer.reason)
+        click.echo(strings.REM_OFFER.format(label=label, host=result.host, kind=offer.kind,
+                                            params=pairs))
 
 
 def _host_options(settings: Settings, target: SSHTarget, options: RemediationOptions,
@@ -176,7 +171,7 @@ def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes
         raise
     if not as_json:
         _print_plan(kind, target, commands)
-        _print_dropin(kind, params)
+        _print_preview(kind, params)
     audit, jobs = _audit_log(settings, required=not dry_run)
     if not dry_run and not yes and not _confirm(len(commands), target, actor):
         raise UserError(strings.REM_ABORTED, 130)
@@ -186,7 +181,7 @@ def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes
                             options_from_extra(settings.extra, jobs=jobs), jobs)
     pool = ParamikoPool(settings.ssh_defaults)
     try:
-        reboot = kind == "host.reboot" and not dry_run
+        reboot = catalog.get(kind).reboots and not dry_run
         before = read_boot_id(pool, target, options.probe_timeout_s) if reboot else None
         result = execute(pool, target, kind, params, approver=actor, evidence_hash=None,
                          audit=audit, dry_run=dry_run, incident_id=incident_id, options=options)

@@ -67,10 +67,11 @@ def unreachable_line(d: Diagnosis, *, has_key: bool) -> str:
 def render(d: Diagnosis, console: Console) -> None:
     """The readable form: a header line, findings, proposed actions, probes."""
     from bot.domain.headline import choose
+    from bot.remediation.actions import fixes_of
 
     console.print(f"[bold]{_plain(d.host)}[/] · {d.playbook} · {d.status.value} · "
                   f"{d.duration_s:.2f} s")
-    headline = choose(d)  # the same rule and words as the Slack message
+    headline = choose(d, fixes_of)  # the same rule and words as the Slack message
     console.print(f"[bold]{_plain(headline.text)}[/]")
     if headline.context:
         console.print(_plain(headline.context))

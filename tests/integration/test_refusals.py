@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from bot.domain.findings import Diagnosis, Finding
 from bot.domain.headline import choose
+from bot.remediation.actions import fixes_of
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
 from playbooks import PlaybookOptions, run_playbook
@@ -45,7 +46,8 @@ def test_a_hung_nvidia_smi_without_an_inventory_count_invents_none(
         "GPU count unknown: could not read the GPUs (nvidia-smi timed out after ")
     assert verdicts.evidence["gpus"] == [] and verdicts.evidence["counts"] == {}
     assert not codes(d, "gpu.wedged") and not codes(d, "gpu.broken")
-    assert choose(d).text.startswith("could not read the GPUs: nvidia-smi timed out after ")
+    assert choose(d, fixes_of).text.startswith(
+        "could not read the GPUs: nvidia-smi timed out after ")
 
 
 def test_nvml_refused_to_the_login_is_not_a_gpu_fault(
