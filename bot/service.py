@@ -165,7 +165,8 @@ def _slack_app(settings: Settings, stores: Stores, flow: Flow, desk: ApprovalDes
     slash = FlowSlashHandlers(flow.incidents, tuple(settings.hosts), flow.diagnosis(),
                               flow.publisher, flow.jobs, flow.silences,
                               digest_now=partial(_digest_now, settings, stores, flow),
-                              decide=desk.incident, slurm=flow.slurm, stats=flow.stats)
+                              decide=desk.incident, slurm=flow.slurm, stats=flow.stats,
+                              glance=flow.hosts.glance)
     return create_slack_app(settings, stores, desk.callbacks, slash=slash, backend=backend,
                             desk=desk, home=_fleet(settings, stores, flow))
 

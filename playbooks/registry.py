@@ -21,8 +21,9 @@ from playbooks import probes
 from playbooks.base import Probe, Report, Session
 from playbooks.gpu import QUERY_GPU_COMMAND
 from playbooks.parsers import host
-from playbooks.parsers.nvidia import GpuSample, parse_query_gpu
-from playbooks.parsers.smi_errors import parse_smi_errors
+from playbooks.parsers.nvidia import GpuSample, parse_query_gpu, rows_of
+from playbooks.parsers.refusal import refused
+from playbooks.parsers.smi_errors import REFUSALS, parse_smi_errors
 
 AUTO = "auto"
 
@@ -59,7 +60,8 @@ def get(name: str) -> Playbook:
 
 
 def run_auto(session: Session, context: Mapping[str, Any]) -> Report:
-    gpus: Probe[list[GpuSample]] = Probe("gpu_glance", QUERY_GPU_COMMAND, parse_query_gpu)
+    gpus: Probe[list[GpuSample]] = Probe("gpu_glance", QUERY_GPU_COMMAND,
+                                         lambda text: rows_of(parse_query_gpu(text)))
     futures = session.submit_many({"df": probes.df(), "gpus": gpus, "clock": probes.clock()})
     got = session.parsed(futures)
     clock = host.parse_clock("\n".join(got["clock"]))
@@ -73,13 +75,17 @@ def run_auto(session: Session, context: Mapping[str, Any]) -> Report:
 
 
 def gpu_trouble(glance: ProbeResult) -> str:
-    """Why nvidia-smi's own answer says the GPUs need gpu_health ("" when it answered)."""
+    """Why nvidia-smi's own answer says the GPUs need gpu_health ("" when it answered, or
+    when it was refused or is missing: that says nothing of the GPUs, so the host's other
+    troubles still choose; the GPU view reports the refusal either way)."""
     if glance.timed_out:
         return S.GPU_SMI_HUNG.format(secs=round(glance.duration_s, 1))
-    errors = parse_smi_errors(glance.stdout + "\n" + glance.stderr)
+    errors = [e for e in parse_smi_errors(glance.stdout + "\n" + glance.stderr)
+              if e.kind not in REFUSALS]
     if errors:
         return f"nvidia-smi: {errors[0].quote}"[:200]
-    if glance.exit_status not in (0, None, 127) and not glance.error:  # 127: no GPU stack
+    failed = glance.exit_status not in (0, None, 127) and not glance.error  # 127: no GPU stack
+    if failed and not refused(glance.stdout, glance.stderr, glance.exit_status):
         return f"nvidia-smi exited with status {glance.exit_status}"
     return ""
 

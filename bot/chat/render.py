@@ -75,7 +75,7 @@ def render_incident(
                 Section(summary.state_line(incident, now))]
     sections += [Section(line) for line in status_lines(marks)]
     sections += state_sections(state, getattr(incident, "last_outcome", None),
-                               [f.title for f in diagnosis.findings])
+                               _state_findings(state, diagnosis))
     sections += _also_found(state, diagnosis)
     settled = state in summary.OUTCOME_STATES
     sections += _plan_sections(incident.host, plans, diagnosis, approvals, clickable, settled)
@@ -155,6 +155,14 @@ def shown_plans(state: str, plans: Sequence[ActionPlan],
             continue
         out.append(p)
     return out
+
+
+def _state_findings(state: str, diagnosis: Diagnosis) -> list[str]:
+    """What the state's note lists: every finding when the diagnosis failed; beside the
+    headline, the rest folded (one line for GPUs 0–7 that share a reason)."""
+    if state == "diagnosis_failed":
+        return [summary.plain_title(f) for f in diagnosis.findings]
+    return summary.also_found(diagnosis, notes=True)
 
 
 def _also_found(state: str, diagnosis: Diagnosis) -> list[Section]:

@@ -56,6 +56,7 @@ class NvidiaSpec(StrictModel):
     utilization_samples: list[int] = Field(default_factory=list)  # for -l loops
     library_version: str | None = None  # differs from driver_version: NVML mismatch
     hang_s: float = Field(default=0.0, ge=0, le=86400)  # nvidia-smi answers this late
+    denied: bool = False  # the login may not open the devices: NVML "Insufficient Permissions"
     fabric: bool = False  # an NVSwitch host (fabric state in -q -x)
 
 
@@ -80,6 +81,8 @@ class ProcessSpec(StrictModel):
     owner: Owner = Field(default_factory=Owner)
     ignores: list[str] = Field(default_factory=list)  # signals it survives (e.g. TERM)
     leaks_gpu_memory: bool = False  # when killed its GPU memory stays held (a wedged GPU)
+    hidden: bool = False  # in a PID namespace the login cannot see (a sandboxed container):
+    #                       not in ps, lsof, fuser or `systemctl status PID`; holds its memory
 
 
 class UnitSpec(StrictModel):
@@ -104,6 +107,7 @@ class UnitSpec(StrictModel):
     rss_kib: int = 1_048_576
     timeout_stop_sec: float = Field(default=90.0, ge=0)
     fail_verbs: list[str] = Field(default_factory=list)  # systemctl verbs refused for it
+    processes_hidden: bool = False  # the processes it starts are hidden (ProcessSpec.hidden)
 
 
 class FilesystemSpec(StrictModel):
@@ -145,6 +149,7 @@ class ContainerSpec(StrictModel):
     created_s_before_boot: float = 86400.0
     ports: str = ""
     pid: int = 0
+    gpus: bool = False  # `docker run --gpus all`: inspect shows the device request
 
 
 class PreviousBoot(StrictModel):
@@ -189,6 +194,7 @@ class Scenario(StrictModel):
     deleted_files: list[DeletedFileSpec] = Field(default_factory=list)
     files: list[FileSpec] = Field(default_factory=list)
     sudo_denied: list[str] = Field(default_factory=list)  # command prefixes sudo -l refuses
+    sudo_refuses: bool = False  # no sudoers rule for the login: every `sudo -n` is refused
     containers: list[ContainerSpec] = Field(default_factory=list)
     boot: BootSpec = Field(default_factory=BootSpec)
     journal: JournalSpec = Field(default_factory=JournalSpec)
