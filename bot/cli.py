@@ -10,12 +10,14 @@ import importlib
 import logging
 import os
 import sys
-from typing import cast
+from typing import Annotated, cast
 
 import typer
 from typer import _click as click  # typer >= 0.20 builds its commands on this copy
 from typer.core import TyperCommand, TyperGroup
 
+from bot import __version__
+from bot.commands.common import CONTEXT_SETTINGS, EXIT_STATUS_HELP
 from bot.core.errors import UserError, log_internal
 
 # Every subcommand: name -> (module in bot/commands/ that registers it, its one-line help).
@@ -32,14 +34,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("incidents", "Print one incident's timeline: who did what, when, with the "
               "evidence hash."),
     "worker": ("worker", "Run an RQ extraction worker for one host's queue."),
-    "agent": ("agent", "Host agent: NVML, boot id and disk checks posting alerts (--help for "
-              "options)."),
+    "agent": ("agent", "Host agent: NVML, boot id and disk checks, posted to the bot's /alerts."),
     "silence": ("incidents", "Silence alerts per host and kind ('*' for any)."),
     "sim": ("sim", "Simulated GPU hosts over a real OpenSSH sshd."),
     "extract": ("extract", "Resumable hidden-state extraction jobs."),
     "digest": ("digest", "Health digests: GPU memory and utilisation, disks, incidents."),
     "postmortem": ("postmortem", "Print an incident's postmortem timeline as Markdown (or JSON)."),
     "policy": ("policy", "What the fleet policies would do: check, replay, breaker."),
+    "config": ("config", "Check a config file: everything serve validates, one line per "
+               "problem."),
 }
 COMMAND_MODULES = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 _LISTING = "incident_bot.listing"
@@ -48,7 +51,8 @@ _LISTING = "incident_bot.listing"
 def load_command(name: str) -> click.Command:
     """Import the module that registers ``name`` and build its click command."""
     module = importlib.import_module(f"bot.commands.{COMMANDS[name][0]}")
-    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+                         rich_markup_mode=None, context_settings=CONTEXT_SETTINGS)
     module.register(holder)
     command = typer.main.get_group(holder).commands[name]
     return cast(click.Command, command)
@@ -80,15 +84,25 @@ app = typer.Typer(
     name="incident-bot",
     cls=LazyGroup,
     help="Incident response for GPU hosts: alerts in, diagnosis over SSH, approvals in chat.",
+    epilog=EXIT_STATUS_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # plain help: rich's Markdown import alone costs 0.25 s
+    rich_markup_mode=None,  # plain help everywhere (rich's Markdown import alone costs 0.25 s)
+    context_settings=CONTEXT_SETTINGS,
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"incident-bot {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_show_version,
+        help="Print the version and exit.")] = False) -> None:
     """Incident response for GPU hosts: alerts in, diagnosis over SSH, approvals in chat."""
 
 
@@ -101,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = command.main(args=argv, prog_name="incident-bot", standalone_mode=False)
     except UserError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        if not getattr(exc, "shown", False):  # a config's problems: one line each
+            for line in exc.message.splitlines() or [""]:
+                print(f"error: {line}", file=sys.stderr)
         return exc.exit_code
     except Exception as exc:
         return _failed(exc)

@@ -34,6 +34,7 @@ from bot.chat.base import (
     Section,
 )
 from bot.core import metrics
+from bot.domain.backoff import Backoff
 from bot.domain.incident_record import ChatRefs
 from storage.approvals import ApprovalStore
 from storage.chat_outbox import AuditNote, ChatOutboxStore, NewItem, Op, OutboxItem, Posted
@@ -100,7 +101,7 @@ class ChatOutbox:
     ) -> None:
         self.store, self.clock, self.on_delivered = store, clock, on_delivered
         self.direct: DirectChat = backend if isinstance(backend, DirectChat) else _Plain(backend)
-        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.backoff = Backoff(backoff_s, max_backoff_s)  # the one rule: bot/domain/backoff.py
         self.late_after_s = late_after_s  # a shorter wait (budget spacing) is not audited
         # False: due items in due order only (before issue 29; ``bench/first_message.py``)
         self.parents_first = parents_first
@@ -323,7 +324,7 @@ class ChatOutbox:
         self.store.release(item, now + wait, error or item.last_error, exc.uncertain, note, now)
 
     def _backoff(self, item: OutboxItem) -> float:
-        return min(self.max_backoff_s, self.backoff_s * 2 ** max(0, item.attempts - 1))
+        return self.backoff.after(item.attempts)
 
 
 def is_top_level(item: NewItem) -> bool:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import getpass
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
 
+from bot.commands.common import ConfigOpt, action_kinds, choices
 from bot.config.inventory import resolve
 from bot.config.settings import Settings, env_redis_url, load_settings
 from bot.core import strings
@@ -156,7 +158,7 @@ def _rebooted(pool: Any, target: SSHTarget, result: ActionResult, before: str | 
 
 
 def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes: bool,
-            as_json: bool, config: str | None, ssh_key: str | None, known_hosts: str | None,
+            as_json: bool, config: str | Path | None, ssh_key: str | None, known_hosts: str | None,
             incident: str | None, wait_s: float = 600.0) -> int:
     settings = load_settings(config)
     target = resolve_target(settings, target_spec, ssh_key, known_hosts)
@@ -199,25 +201,32 @@ def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes
     return 0 if result.ok and all(r.ok for r in chained) else 1
 
 
-_KINDS = ", ".join(sorted(catalog.CATALOG))
-_Target = Annotated[str, typer.Argument(help="inventory host name or user@host:port")]
-_Kind = Annotated[str, typer.Argument(help=f"one of: {_KINDS}")]
-_Params = Annotated[list[str] | None, typer.Argument(help="key=value, e.g. unit=vllm.service")]
+if TYPE_CHECKING:
+    ActionKind = str
+else:
+    ActionKind = choices(action_kinds())
+_Target = Annotated[str, typer.Argument(metavar="TARGET",
+                                        help="inventory host name or user@host:port")]
+_Kind = Annotated[ActionKind, typer.Argument(metavar="KIND", help="the action")]
+_Params = Annotated[list[str] | None, typer.Argument(
+    metavar="KEY=VALUE", help="the action's parameters, e.g. unit=vllm.service")]
 _DryRun = Annotated[bool, typer.Option("--dry-run", help="show the commands, run nothing")]
 _Yes = Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")]
 _Json = Annotated[bool, typer.Option("--json", help="print the result as one JSON object")]
-_Config = Annotated[str | None, typer.Option("--config", "-c", help="config file (YAML)")]
-_Key = Annotated[str | None, typer.Option("--ssh-key", help="private key (overrides config)")]
-_Known = Annotated[str | None, typer.Option("--known-hosts", help="known_hosts file")]
-_Incident = Annotated[str | None, typer.Option("--incident", help="audit under this incident")]
-_WaitS = Annotated[float, typer.Option("--wait-s", min=0, max=3600,
+_Key = Annotated[str | None, typer.Option("--ssh-key", metavar="FILE",
+                                          help="private key (overrides config)")]
+_Known = Annotated[str | None, typer.Option("--known-hosts", metavar="FILE",
+                                            help="known_hosts file")]
+_Incident = Annotated[str | None, typer.Option("--incident", metavar="INC-N",
+                                               help="audit under this incident")]
+_WaitS = Annotated[float, typer.Option("--wait-s", min=0, max=3600, metavar="SECONDS",
                                        help="a reboot: wait this long for a new boot id")]
 
 
 def register(app: typer.Typer) -> None:
     @app.command(name="act")
     def _cmd(target: _Target, kind: _Kind, params: _Params = None, dry_run: _DryRun = False,
-             yes: _Yes = False, as_json: _Json = False, config: _Config = None,
+             yes: _Yes = False, as_json: _Json = False, config: ConfigOpt = None,
              ssh_key: _Key = None, known_hosts: _Known = None,
              incident: _Incident = None, wait_s: _WaitS = 600.0) -> None:
         """Run one catalog action on TARGET with capture, verify and audit."""
