@@ -29,6 +29,7 @@ from bot.chat.slack import SlackBackend
 from bot.chat.slack_app import SlackApp, create_slack_app, socket_mode_wanted, start_socket_mode
 from bot.config.policy import maintenance_from_settings, policies_from_settings
 from bot.config.settings import Settings
+from bot.extensions import load_and_install
 from bot.flow import reconcile, timers
 from bot.flow.assembly import Flow, build_flow
 from bot.flow.slash_handlers import FlowSlashHandlers
@@ -132,6 +133,7 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
                   chat: ChatBackend | None = None, with_scheduler: bool = True) -> Service:
     """Assemble the bot; ``chat`` overrides ``settings.chat_backend`` (tests, demo)."""
     check_sections(settings)
+    load_and_install(settings.extensions)  # the operators' ext.* probes, findings, actions
     stores = open_stores(settings.redis_url)
     audit = audit_sink(stores.audit())
     chat = chat or make_backend(settings, stores=stores, audit=audit)

@@ -160,12 +160,45 @@ def reachable_hosts(c: ConfigUnderCheck) -> list[str]:
     return out
 
 
-CHECKERS: list[Checker] = [extra_sections, alert_mapping, secrets, host_files]
+def extension_dirs(c: ConfigUnderCheck) -> list[str]:
+    """The directories under ``extensions:``: every file read and checked as ``serve``
+    loads it (``FILE: key 'KEY': reason``)."""
+    from bot.extensions import load
+
+    return [p.line() for p in load(c.settings.extensions, c.where)[1]]
+
+
+def policy_actions(c: ConfigUnderCheck) -> list[str]:
+    """Each policy's ``match.action`` glob matches a registered action: a built-in, a
+    package's, or one of the config's extensions (``ext.*``)."""
+    from bot.config.fleet_policy import unmatched_action
+
+    if not c.settings.policies:
+        return []
+    from bot.extensions import load
+    from bot.remediation.actions.operator import action_classes
+    from bot.remediation.actions.registry import entry_kinds
+
+    extensions, _ = load(c.settings.extensions, c.where)  # its problems: extension_dirs
+    kinds = {*entry_kinds(), *(cls.kind for d in extensions.actions.values()
+                               for cls in action_classes(d))}
+    out = []
+    for i, policy in enumerate(c.settings.policies):
+        why = unmatched_action(policy.match.action, kinds)
+        if why is not None:
+            out.append(c.line(f"policies.{i}.match.action", why))
+    return out
+
+
+CHECKERS: list[Checker] = [extra_sections, alert_mapping, secrets, host_files, policy_actions]
 
 
 def add_checker(checker: Checker) -> None:
     """Where another kind of config (operator extensions) plugs its validation in."""
     CHECKERS.append(checker)
+
+
+add_checker(extension_dirs)  # operator extensions (issue 34), through the hook
 
 
 def check_config(path: str | Path | None, *, alerts_only: bool = False,
