@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.core import strings as S
-from bot.domain.extension import NO_EXTENSIONS, Extensions, FindingDef
+from bot.domain.extension import NO_EXTENSIONS, PREFIX, Extensions, FindingDef
 from bot.domain.findings import ProbeResult, Severity
 from playbooks import probe_registry
 from playbooks.base import Probe, Report, Session
@@ -38,13 +38,15 @@ def installed() -> Extensions:
 
 
 def probe_for(extensions: Extensions, name: str) -> Probe[str]:
-    """The probe a finding names: an extension's own, else a registered one (its command;
-    the finding reads the raw stdout)."""
+    """The probe a finding names: an extension's own (listed in the diagnosis as
+    ``ext.NAME``, apart from the playbooks' probes), else a registered one under its own
+    name and command (run once when the playbook runs it too). The finding reads the raw
+    stdout."""
     own = extensions.probes.get(name)
     if own is not None:
-        return Probe(name, own.command, _raw, timeout_s=own.timeout_s)
+        return Probe(PREFIX + name, own.command, _raw, timeout_s=own.timeout_s)
     registered = probe_registry.get(name)
-    return Probe(name, registered.command, _raw, timeout_s=registered.timeout_s)
+    return Probe(registered.name, registered.command, _raw, timeout_s=registered.timeout_s)
 
 
 def _raw(stdout: str) -> str:
@@ -91,7 +93,7 @@ def _found(rule: FindingDef, result: ProbeResult, report: Report) -> None:
     title = rule.title_for(result.stdout)
     report.find(rule.code, Severity(rule.severity), title, probe=rule.probe,
                 command=result.command, exit_status=result.exit_status,
-                stdout=printable(result.stdout, 500), extension=rule.source)
+                stdout=printable(result.stdout.strip(), 500), extension=rule.source)
     proposal = rule.proposal_for(result.stdout)
     if proposal is not None:
         kind, params = proposal

@@ -382,8 +382,7 @@ class Problem:
 
 # --- templates --------------------------------------------------------------------------
 
-SHELL_WORDS = frozenset({"|", "||", "&", "&&", ";", ";;", "<", ">", ">>", "<<", "2>", "2>&1",
-                         "&>", "(", ")"})
+SHELL_PUNCTUATION = "();<>|&"
 
 
 def template(text: str, params: Iterable[str]) -> Template:
@@ -397,8 +396,12 @@ def template(text: str, params: Iterable[str]) -> Template:
     if not words:
         raise ValueError(S.EXT_EMPTY_COMMAND)
     known = set(params)
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=SHELL_PUNCTUATION)
+    operator = next((t for t in lexer if t and set(t) <= set(SHELL_PUNCTUATION)), None)
+    if operator is not None:
+        raise ValueError(S.EXT_SHELL_WORD.format(word=operator))
     for word in words:
-        if word in SHELL_WORDS or "`" in word or "$(" in word:
+        if "`" in word or "$(" in word:
             raise ValueError(S.EXT_SHELL_WORD.format(word=word))
         for literal, name, spec, conv in string.Formatter().parse(word):
             del literal
