@@ -12,7 +12,7 @@ import pytest
 
 from bot.commands.extensions import run_test
 from bot.domain.findings import Severity
-from bot.remediation import ActionRefused, Outcome, RemediationOptions, execute
+from bot.remediation import ActionRefused, ActionResult, Outcome, RemediationOptions, execute
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
 from playbooks import run_playbook
@@ -38,7 +38,7 @@ def example() -> Iterator[None]:
 
 
 def _run(pool: ParamikoPool, host: SimHost, kind: str, params: dict[str, str],
-         options: RemediationOptions, audit: AuditLog | None = None):  # noqa: ANN202
+         options: RemediationOptions, audit: AuditLog | None = None) -> ActionResult:
     return execute(pool, host.ssh_target(), kind, params, approver="UALICE",
                    evidence_hash=EVIDENCE, audit=audit, options=options, incident_id="INC-9")
 
@@ -118,8 +118,8 @@ def test_a_verify_command_that_cannot_run_is_never_verified(
     assert tool_calls(fabric_down, "systemctl", "restart") == [["restart", UNIT]]  # it ran
     assert not result.outcome.ok and result.verification is not None
     assert not result.verification.ok
-    assert result.verification.detail.startswith("could not verify: ext.verify: `fmstatus "
-                                                  f"{UNIT}` could not run")
+    detail = result.verification.detail
+    assert detail.startswith(f"could not verify: ext.verify: `fmstatus {UNIT}` could not run")
 
 
 def test_a_revert_is_verified_by_the_effect_going_away(
@@ -152,12 +152,14 @@ def test_a_revert_is_verified_by_the_effect_going_away(
 def test_extensions_test_shows_what_a_host_would_raise(fabric_down: SimHost,
                                                        tmp_path: Path) -> None:
     config = tmp_path / "bot.yaml"
-    config.write_text(f"hosts:\n  gpu-01: {{ssh: '{fabric_down.target}', key: "
-                      f"'{fabric_down.key_path}', known_hosts: '{fabric_down.known_hosts_path}'}}\n")
+    sim = fabric_down
+    config.write_text(f"hosts:\n  gpu-01: {{ssh: '{sim.target}', key: '{sim.key_path}', "
+                      f"known_hosts: '{sim.known_hosts_path}'}}\n")
     lines = run_test(EXAMPLES, "gpu-01", playbook=None, config=config, ssh_key=None,
                      known_hosts=None)
     assert lines[0] == "gpu-01: 1 extension probes run, 1 findings (every playbook)"
-    assert lines[1].startswith("probe ext.fabric_manager: exit 3,") and lines[1].endswith("'failed'")
+    assert lines[1].startswith("probe ext.fabric_manager: exit 3,")
+    assert lines[1].endswith("'failed'")
     assert lines[2:] == ["critical ext.fabricmanager_down: nvidia-fabricmanager is failed",
                          f"  proposes {RESTART} unit={UNIT}"]
     assert session_commands(fabric_down) == [

@@ -150,7 +150,7 @@ def test_an_extension_finding_is_posted_approved_run_verified_and_audited(rig: R
 
     rig.click_approve(incident.id)
     done = rig.incident("gpu-01", {S.VERIFIED, S.ACTION_FAILED})
-    assert done.state is S.VERIFIED, (done.results[-1].text if done.results else "", 
+    assert done.state is S.VERIFIED, (done.results[-1].text if done.results else "",
                                       rig.serve.log()[-3000:])
     assert tool_calls(rig.fabric, "systemctl", "restart") == [["restart", UNIT]]
     assert rig.fabric.state()["units"][UNIT]["active_state"] == "active"
