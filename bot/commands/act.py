@@ -220,7 +220,7 @@ _Known = Annotated[str | None, typer.Option("--known-hosts", metavar="FILE",
 _Incident = Annotated[str | None, typer.Option("--incident", metavar="INC-N",
                                                help="audit under this incident")]
 _WaitS = Annotated[float, typer.Option("--wait-s", min=0, max=3600, metavar="SECONDS",
-                                       help="a reboot: wait this long for a new boot id")]
+                                       help="host.reboot: wait this long for a new boot id")]
 
 
 def register(app: typer.Typer) -> None:

@@ -46,11 +46,11 @@ def choices(values: Iterable[str]) -> Any:
 
 
 def action_kinds() -> tuple[str, ...]:
-    """The action kinds a person may name (``act KIND``, ``policy check``). The one place
-    that reads them: it becomes the action registry's names when that lands (issue 34)."""
-    from bot.remediation.catalog import CATALOG
+    """The action kinds a person may name (``act KIND``, ``policy check``): the action
+    registry's names (``incident_bot.actions``)."""
+    from bot.remediation.actions.registry import kinds
 
-    return tuple(sorted(CATALOG))
+    return kinds()
 
 
 def playbook_names() -> tuple[str, ...]:

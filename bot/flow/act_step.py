@@ -19,8 +19,17 @@ from bot.core.errors import log_internal
 from bot.domain.action_result import ActionResult
 from bot.domain.approval import Approval, ApprovalAction
 from bot.domain.findings import Diagnosis
+from bot.domain.flow import (
+    ActionFailed,
+    ActionFinished,
+    ActionNotNeeded,
+    ActionObserved,
+    ActionStarted,
+    ResumeQueued,
+    RevertObserved,
+)
 from bot.domain.incident import Incident
-from bot.domain.incident_record import LastOutcome, Running, StepResult
+from bot.domain.incident_record import Running
 from bot.domain.lifecycle import ACTING, IllegalTransition, IncidentState
 from bot.flow.cleanup_offer import rest
 from bot.flow.followups import Followups, is_resume
@@ -29,6 +38,7 @@ from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from bot.flow.readback import READ_BACK_ACTOR, Asked, Interrupted, read_back
 from bot.flow.reboot_step import RebootStep, requested
+from bot.flow.runner import FlowRunner
 from bot.flow.slurm_step import SlurmStep
 from bot.jobs.book import JobBook
 from bot.remediation.actions import Action, find
@@ -50,22 +60,15 @@ def still_proposed(fresh: Diagnosis, action: ApprovalAction) -> bool:
     return any(a.kind == action.kind and a.params == action.params for a in fresh.actions)
 
 
-def commands_text(result: ActionResult) -> str:
-    lines = [f"$ {c.command}  → exit {c.exit_status}{' (timed out)' if c.timed_out else ''}"
-             f" in {c.duration_s:.2f}s" for c in result.commands]
-    if result.verification is not None:
-        lines.append(f"verify: {result.verification.detail}")
-    return "\n".join(lines) or "(no commands)"
-
-
 class ActStep:
     """One claimed approval's action: re-probe, act, verify, record, offer what follows."""
 
-    def __init__(self, incidents: IncidentStore, hosts: Hosts, plans: Plans,
-                 publisher: Publisher, followups: Followups, reboots: RebootStep,
+    def __init__(self, flow_runner: FlowRunner, incidents: IncidentStore, hosts: Hosts,
+                 plans: Plans, publisher: Publisher, followups: Followups, reboots: RebootStep,
                  runner: SSHRunner, audit: AuditLog, jobs: JobBook, options: RemediationOptions,
                  *, bot_user: str = "incident-bot",
                  clock: Callable[[], float] = time.time, slurm: SlurmStep | None = None) -> None:
+        self.flow_runner = flow_runner  # every change to the incident: an event decided there
         self.incidents = incidents
         self.hosts = hosts
         self.plans = plans
@@ -89,8 +92,7 @@ class ActStep:
             error_id = log_internal(exc, f"action {approval.kind} for incident {incident_id}")
             self.fail(incident_id, f"{approval.kind}: internal error {error_id}")
         finally:
-            self.incidents.update(incident_id, lambda i: replace(i, running=None))
-            self.publisher.publish(incident_id)
+            self.flow_runner.handle(incident_id, ActionFinished(self.clock(), self.bot_user))
 
     def recover_stalled(self, max_age_s: float = STALLED_S) -> list[str]:
         """A ``running`` marker left outside an action step, long past every deadline: the
@@ -207,11 +209,7 @@ class ActStep:
 
     def fail(self, incident_id: str, text: str) -> None:
         """Record a failure that happened before (or instead of) an action result."""
-        incident = self.incidents.update(incident_id, lambda i: replace(
-            i.with_result(StepResult(False, text)), last_outcome=LastOutcome(text)))
-        if incident.state in (IncidentState.APPROVED, IncidentState.REMEDIATING):
-            self.incidents.transition(incident_id, IncidentState.ACTION_FAILED, self.bot_user,
-                                      text[:200])
+        self.flow_runner.handle(incident_id, ActionFailed(self.clock(), self.bot_user, text))
 
     def _run(self, approval: Approval, user: str) -> None:
         incident = self.incidents.require(approval.incident_id)
@@ -225,7 +223,7 @@ class ActStep:
             if not still_proposed(fresh, action):
                 self._not_needed(incident, approval, user, fresh)
                 return
-        self._to_remediating(incident.id, user, action.kind)
+        self.flow_runner.handle(incident.id, ActionStarted(self.clock(), user, action.kind))
         before = self.reboots.boot_id(target) if known is not None and known.reboots else None
         result = self._act(incident, target, approval, user)
         first = True
@@ -286,37 +284,19 @@ class ActStep:
         self.followups.offer_override(incident_id, job, gate)
         return None
 
-    def _to_remediating(self, incident_id: str, user: str, kind: str) -> None:
-        """First action: approved → remediating; a follow-up (Revert, Resume) goes there
-        from verified, action_failed or resumed."""
-        current = self.incidents.require(incident_id).state
-        if current in (IncidentState.APPROVED, IncidentState.VERIFIED,
-                       IncidentState.ACTION_FAILED, IncidentState.RESUMED):
-            reason = "acting" if current is IncidentState.APPROVED else f"follow-up {kind} approved"
-            self.incidents.transition(incident_id, IncidentState.REMEDIATING, user, reason)
-
     def _not_needed(self, incident: Incident, approval: Approval, user: str,
                     fresh: Diagnosis) -> None:
         """The finding no longer holds: do not act; say what the host looks like now."""
         now = "; ".join(f.title for f in fresh.findings) or strings.FLOW_NO_FINDINGS
-        text = strings.FLOW_NOT_ACTING.format(kind=approval.kind, now=now)
-        self.audit.append(incident.id, user, "action.skipped",
-                          {"reason": "finding no longer holds", "now": now[:500]})
-        self.incidents.update(incident.id, lambda i: replace(i, results=(StepResult(True, text),)))
-        if self.incidents.require(incident.id).state is IncidentState.APPROVED:
-            self.incidents.transition(incident.id, IncidentState.RESOLVED, user,
-                                      "finding no longer holds")
-        self.publisher.reply(incident, text)
+        self.flow_runner.handle(incident.id, ActionNotNeeded(self.clock(), user, approval.kind,
+                                                             now))
 
     def _record(self, incident_id: str, result: ActionResult) -> None:
-        """Store one result, move remediating → verified | action_failed, tell the thread."""
-        incident = self.incidents.update(incident_id, lambda i: replace(
-            i.with_result(StepResult.of(result)),
-            last_outcome=LastOutcome.of(result)))
-        if incident.state is IncidentState.REMEDIATING:
-            goal = IncidentState.VERIFIED if result.ok else IncidentState.ACTION_FAILED
-            self.incidents.transition(incident_id, goal, self.bot_user, result.summary)
-        self.publisher.reply(incident, result.summary, commands_text(result))
+        """Store one result as what verify observed (remediating → verified | failed, the
+        thread told): a revert's as a revert."""
+        known = find(result.kind)
+        observed = RevertObserved if known is not None and known.undoes else ActionObserved
+        self.flow_runner.handle(incident_id, observed(self.clock(), self.bot_user, result))
 
     def _follow_up(self, incident_id: str, result: ActionResult, target: SSHTarget,
                    user: str) -> ActionResult | None:
@@ -357,7 +337,4 @@ class ActStep:
 
     def _mark_resumed(self, incident_id: str, job_id: str) -> None:
         self.jobs.link(job_id, incident_id)
-        self.incidents.update(incident_id, lambda i: replace(i, job_id=job_id))
-        if self.incidents.require(incident_id).state is IncidentState.VERIFIED:
-            self.incidents.transition(incident_id, IncidentState.RESUMED, self.bot_user,
-                                      f"extraction {job_id} resumed")
+        self.flow_runner.handle(incident_id, ResumeQueued(self.clock(), self.bot_user, job_id))
