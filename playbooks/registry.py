@@ -59,7 +59,7 @@ def playbooks() -> dict[str, str]:
         if name == AUTO or (name in found and found[name] != value):
             raise plugins.BadEntry(f"{GROUP}: playbook {name!r} registered twice")
         found[name] = value
-    return found
+    return dict(sorted(found.items()))
 
 
 def names() -> list[str]:

@@ -22,7 +22,7 @@ from typing import Annotated
 import typer
 
 from bot.commands.common import sub_app
-from bot.config.settings import Settings, problem_line, secret, settings_problems
+from bot.config.settings import Settings, problem_line, settings_problems
 from bot.core import strings
 from bot.core.errors import ConfigError, ConfigProblems
 
@@ -101,22 +101,16 @@ def secrets(c: ConfigUnderCheck) -> list[str]:
 
 
 def _chat_secrets(c: ConfigUnderCheck) -> list[str]:
-    from bot.chat.backends import BACKENDS
-    from bot.chat.slack_app import socket_mode_wanted
+    """The chat backend is a registered one, and the secrets it needs are set (the
+    backend says which: ``ChatPlugin.missing_secrets``)."""
+    from bot.chat.backends import names, plugin_class
 
     s = c.settings
-    if s.chat_backend not in BACKENDS:
+    if s.chat_backend not in names():
         return [c.line("chat_backend", strings.CHECK_UNKNOWN_BACKEND.format(
-            name=s.chat_backend, names=", ".join(BACKENDS)))]
-    if s.chat_backend != "slack":
-        return []
-    missing = [name for name, value in (("SLACK_BOT_TOKEN", s.slack_bot_token),
-                                        ("SLACK_SIGNING_SECRET", s.slack_signing_secret))
-               if not secret(value)]
-    if socket_mode_wanted(s) and not secret(s.slack_app_token):
-        missing.append("SLACK_APP_TOKEN")
-    return [f"{ENVIRONMENT}: {name}: " + strings.CHECK_NO_SECRET.format(why=strings.CHECK_WHY[name])
-            for name in missing]
+            name=s.chat_backend, names=", ".join(names())))]
+    return [f"{ENVIRONMENT}: {name}: " + strings.CHECK_NO_SECRET.format(why=why)
+            for name, why in plugin_class(s.chat_backend).missing_secrets(s)]
 
 
 def host_files(c: ConfigUnderCheck) -> list[str]:
