@@ -119,7 +119,7 @@ def check_sections(settings: Settings) -> None:
     diagnostics_settings(settings)
     options_from_extra(settings.extra)
     load_sections(settings.extra)
-    extract_settings(settings)
+    extract_settings(settings.extra)
     xid_policy_from_extra(settings.extra)
     reconcile.reconcile_settings(settings.extra)
 

@@ -69,7 +69,7 @@ def extra_sections(c: ConfigUnderCheck) -> list[str]:
     s = c.settings
     checks: list[Callable[[], object]] = [
         lambda: diagnostics_settings(s), lambda: options_from_extra(s.extra),
-        lambda: load_sections(s.extra), lambda: extract_settings(s),
+        lambda: load_sections(s.extra), lambda: extract_settings(s.extra),
         lambda: xid_policy_from_extra(s.extra), lambda: reconcile_settings(s.extra)]
     return [line for check in checks for line in _raised(c.where, check)]
 
