@@ -59,7 +59,9 @@ def playbooks() -> dict[str, str]:
         if name == AUTO or (name in found and found[name] != value):
             raise plugins.BadEntry(f"{GROUP}: playbook {name!r} registered twice")
         found[name] = value
-    return dict(sorted(found.items()))
+    order = list(BUILTIN)  # the built-in ones in their order (help, README), then the rest
+    return dict(sorted(found.items(), key=lambda item: (
+        order.index(item[0]) if item[0] in order else len(order), item[0])))
 
 
 def names() -> list[str]:

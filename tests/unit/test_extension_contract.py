@@ -120,6 +120,25 @@ def test_names_are_defined_once_across_files_and_directories(tmp_path: Path) -> 
                      f"{one / 'a.yaml'}"]
 
 
+def test_config_check_reads_the_extension_directories(tmp_path: Path) -> None:
+    """``config check`` (and so ``serve`` at start) reads them through ``add_checker``."""
+    from bot.commands.config import CHECKERS, check_config, extension_dirs, problems_in
+
+    assert extension_dirs in CHECKERS
+    bad = write_dir(tmp_path / "ext", {"fm.yaml": "findings: [{code: fm}]\n"})
+    config = tmp_path / "bot.yaml"
+    config.write_text(f"extensions: [{bad}, {tmp_path / 'gone'}]\n")
+    settings, lines = check_config(config, alerts_only=True)
+    problems = problems_in(lines)
+    assert settings is None
+    assert any(p.startswith(f"{bad / 'fm.yaml'}: key 'findings.0.code': code 'fm' must start")
+               for p in problems), problems
+    assert f"{config}: key 'extensions.1': {tmp_path / 'gone'}: no such directory, or not " \
+           "readable by this user" in problems
+    config.write_text(f"extensions: [{EXAMPLES}]\n")
+    assert check_config(config, alerts_only=True)[0] is not None
+
+
 def test_a_missing_directory_is_named_by_its_config_key(tmp_path: Path) -> None:
     _, problems = load([str(tmp_path / "nowhere")], where="bot.yaml")
     assert [p.line() for p in problems] == [
