@@ -4,17 +4,21 @@
 playbook in the same session, so its evidence includes why it chose. An nvidia-smi that
 errs or hangs picks ``gpu_health`` first: no other playbook can read those GPUs.
 
-Each playbook's module is imported when it is first asked for: a person's
-``incident-bot diagnose`` pays for the playbook it runs, not for all of them.
+Playbooks are registered through the ``incident_bot.playbooks`` entry points, the
+built-in ones in ``pyproject.toml`` like a third party's: each entry names a module (or
+an object) with ``NAME``, ``DESCRIPTION`` and ``run(session, context) -> Report``. Each
+is imported when it is first asked for: a person's ``incident-bot diagnose`` pays for
+the playbook it runs, not for all of them.
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.core import plugins
 from bot.core import strings as S
 from bot.domain.findings import ProbeResult, Severity
 from playbooks import probes
@@ -41,22 +45,40 @@ class UnknownPlaybook(ValueError):
         self.name = name
 
 
-# name -> the module that defines it (its NAME, DESCRIPTION and run)
-PLAYBOOKS: dict[str, str] = {name: f"playbooks.{name}" for name in
-                             ("vram_idle", "vm_restart", "disk_full", "triage", "gpu_health")}
+GROUP = "incident_bot.playbooks"
+# name -> the module that defines it (its NAME, DESCRIPTION and run); pyproject.toml
+# declares the same entries (a test keeps the two equal)
+BUILTIN: dict[str, str] = {name: f"playbooks.{name}" for name in
+                           ("vram_idle", "vm_restart", "disk_full", "triage", "gpu_health")}
+
+
+@functools.cache
+def playbooks() -> dict[str, str]:
+    """Every registered playbook: name -> "module[:object]" (read once)."""
+    found: dict[str, str] = {}
+    for name, value in plugins.declared(GROUP, BUILTIN):
+        if name == AUTO or (name in found and found[name] != value):
+            raise plugins.BadEntry(f"{GROUP}: playbook {name!r} registered twice")
+        found[name] = value
+    order = list(BUILTIN)  # the built-in ones in their order (help, README), then the rest
+    return dict(sorted(found.items(), key=lambda item: (
+        order.index(item[0]) if item[0] in order else len(order), item[0])))
 
 
 def names() -> list[str]:
-    return [*PLAYBOOKS, AUTO]
+    return [*playbooks(), AUTO]
 
 
 def get(name: str) -> Playbook:
     if name == AUTO:
         return Playbook(AUTO, "pick a playbook from the host's state", run_auto)
-    if name not in PLAYBOOKS:
+    if name not in playbooks():
         raise UnknownPlaybook(name)
-    module = importlib.import_module(PLAYBOOKS[name])
-    return Playbook(module.NAME, module.DESCRIPTION, module.run)
+    found = plugins.load(GROUP, name, playbooks()[name])
+    run = getattr(found, "run", None)
+    if not callable(run) or getattr(found, "NAME", None) != name:
+        raise plugins.BadEntry(f"{GROUP} entry {name!r} must have NAME = {name!r} and run()")
+    return Playbook(name, str(getattr(found, "DESCRIPTION", "")), run)
 
 
 def run_auto(session: Session, context: Mapping[str, Any]) -> Report:

@@ -9,7 +9,6 @@ All text from hosts, alerts and people is escaped (``bot.chat.text``).
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -313,20 +312,6 @@ def _context(plans: Sequence[ActionPlan], approvals: Mapping[str, Approval]) -> 
     if not pending:
         return ()
     return (strings.MSG_APPROVAL_EXPIRES.format(when=_utc(min(a.expires_at for a in pending))),)
-
-
-def evidence_hash(diagnosis: Diagnosis) -> str:
-    """sha256 of what the approver sees: the headline's facts, each proposed action's
-    sentence and the thread's evidence table (no clock in it, so it is stable)."""
-    parts = [diagnosis.host, summary.headline_of(diagnosis).stable_text]  # no clock in it
-    parts += [summary.action_sentence(a, diagnosis) for a in diagnosis.actions]
-    for section in thread_evidence(diagnosis):
-        parts += [section.text, section.code or ""]
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part.encode())
-        h.update(b"\0")
-    return "sha256:" + h.hexdigest()
 
 
 def _val(value: Any) -> str:

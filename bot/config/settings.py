@@ -187,6 +187,8 @@ class Settings(BaseSettings):
     policies: list[PolicySettings] = Field(default_factory=list)  # first match wins (issue 28)
     policy_limits: PolicyLimitSettings = Field(default_factory=lambda: PolicyLimitSettings())
     maintenance: list[MaintenanceSettings] = Field(default_factory=list)  # recurring silences
+    # directories of operator extensions (YAML probes, findings, actions: docs/extending.md)
+    extensions: list[str] = Field(default_factory=list, max_length=16)
 
     # secrets: environment only
     slack_bot_token: SecretStr | None = None

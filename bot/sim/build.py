@@ -112,6 +112,7 @@ def build_state(sc: Scenario, now: float | None = None) -> dict[str, Any]:
                     "lines": sc.journal.lines},
         "dmesg": sc.dmesg,
         "memory": {"total": parse_size(sc.memory_total), "used": parse_size(sc.memory_used)},
+        "commands": {line: c.model_dump() for line, c in sc.commands.items()},
         "pending": [],
         "next_pid": max([p["pid"] for p in procs] + [1000]) + 1,
     }

@@ -178,6 +178,29 @@ class SshdSpec(StrictModel):
     fast_kex: bool = True  # drop sntrup761 (post-quantum) key exchange: ~100 ms a connection
 
 
+# programs a stub must not answer: the tools with a model of their own, and the shell
+# machinery every session runs through
+NOT_STUBBED = frozenset({"sh", "bash", "dash", "env", "timeout", "sudo", "printf", "cat", "echo",
+                         "test", "true", "false", "sim-session"})
+STUB_PROGRAM_RE = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
+
+
+class CommandAnswer(StrictModel):
+    """What a stubbed command prints and exits with."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit_status: int = Field(default=0, ge=0, le=255)
+
+
+class CommandSpec(CommandAnswer):
+    """A command the host answers through a stub (an extension's own program): keyed by
+    its exact words; ``then`` replaces other commands' answers once it has run (a restart
+    that makes the status command say "running")."""
+
+    then: dict[str, CommandAnswer] = Field(default_factory=dict)
+
+
 class Scenario(StrictModel):
     host: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$")
     description: str = ""
@@ -202,6 +225,22 @@ class Scenario(StrictModel):
     memory_total: str | int = "1T"
     memory_used: str | int = "48G"
     sshd: SshdSpec = Field(default_factory=SshdSpec)
+    commands: dict[str, CommandSpec] = Field(default_factory=dict)  # stubbed programs
+
+    @field_validator("commands")
+    @classmethod
+    def _stubbed(cls, v: dict[str, CommandSpec]) -> dict[str, CommandSpec]:
+        import re
+
+        from bot.sim.run import TOOLS
+
+        for line in [*v, *(k for c in v.values() for k in c.then)]:
+            program = line.split(" ", 1)[0]
+            if not re.match(STUB_PROGRAM_RE, program) or line != " ".join(line.split()):
+                raise ValueError(f"{line!r}: a program name and its words, one space apart")
+            if program in TOOLS or program in NOT_STUBBED:
+                raise ValueError(f"{program!r} is answered by the host's own model, not a stub")
+        return v
 
     @field_validator("units")
     @classmethod

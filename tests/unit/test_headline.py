@@ -231,7 +231,7 @@ def test_held_for_is_the_holders_run_time(holder: dict[str, Any], text: str) -> 
 
 def test_the_evidence_hash_ignores_how_long_memory_has_been_held() -> None:
     """An approval's evidence hash must not change because a minute passed."""
-    from bot.chat.render import evidence_hash
+    from bot.domain.evidence import evidence_hash
 
     early = pick(diag(held(elapsed=600, after=7200.0), actions=(STOP,)))
     assert early.since == "for 10 min" and early.stable_text == \
