@@ -10,6 +10,7 @@ GPUs with ``gpu_health``; keeping the proposal above both leaves no import going
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from bot.core import strings as S
@@ -22,10 +23,13 @@ from playbooks.base import Report
 from playbooks.verdict import GpuVerdict, GpuView, HealthFacts
 
 
-def view(pending: gpu_health.Pending, host: str) -> Report:
-    """The verdicts and their findings, the reset they call for, the fabric and platform's."""
+def view(pending: gpu_health.Pending, host: str, named: frozenset[str] = frozenset()) -> Report:
+    """The verdicts and their findings, the reset they call for, the fabric and platform's.
+    ``named``: GPUs the playbook traced to a holder whose process this login cannot see
+    (its unit or container): held, not wedged, so the headline never contradicts the body."""
     report = Report(host)
     facts, got = gpu_health.collect(pending)
+    facts = replace(facts, named=named)
     views, issues = gpu_health.judge(facts, got, pending.options)
     gpu_health.assess(facts, views, got, report)
     reset_proposals(facts, views, got, report)

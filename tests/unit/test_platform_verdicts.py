@@ -87,7 +87,8 @@ def test_headline_order_fabric_down_before_actions_platform_after() -> None:
     assert headline([verdicts, pcie, ib]).text == "InfiniBand mlx5_1 port 1 is Down"
     wedged = Finding("gpu.wedged", Severity.CRITICAL, "GPU 0 is wedged", evidence={
         "gpu": {"reasons": ["memory held and no live process uses this GPU"]}})
-    assert headline([ib, wedged]).text == "1 GPU wedged: memory held, no process"
+    assert headline([ib, wedged]).text == ("1 GPU wedged: memory held with no process, unit or "
+                                           "container using it")
     two = [f("nvlink.errors", Severity.WARNING, "GPU 2: NVLink errors on link 3"),
            f("nvlink.errors", Severity.WARNING, "GPU 5: NVLink errors on link 1")]
     head = headline([verdicts, *two])
