@@ -6,10 +6,11 @@ verified DRAINING and, once no job runs there any more, says so in the thread
 (``describe``), offers the repair (a reboot, now that nothing runs there) and re-renders.
 
 After a verified repair (a GPU reset success, or a reboot whose host came back
-healthy) on a node this incident drained, ``after_repair`` runs the health gate, posts
-``followup.gate_note`` and offers "Return gpu-01 to Slurm" only when the gate passed; an
-approved return to Slurm runs behind the gate again (``gate_resume``), so a node never
-goes back to the scheduler on a gate that failed since.
+healthy) ``after_repair`` runs the health gate (``Followups.after_repair``: a repair the
+gate keeps out is not fixed, whether or not a node was drained); on a node this incident
+drained it posts ``followup.gate_note`` and offers "Return gpu-01 to Slurm" only when the
+gate passed; an approved return to Slurm runs behind the gate again (``gate_resume``), so
+a node never goes back to the scheduler on a gate that failed since.
 
 Which drain belongs to the incident is read from its audit trail (``execute`` records
 every result there), so nothing new is stored on the incident.
