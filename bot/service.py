@@ -86,17 +86,25 @@ class Service:
             self._socket = start_socket_mode(self.slack, self.settings)
 
     def start_outbox(self) -> None:
-        """The chat outbox's retry loop: what Slack refused (or spaced out) goes later."""
+        """The chat outbox's retry loop: what Slack refused (or spaced out) goes later;
+        and the storms' table renders (issue 37), which the outbox then sends."""
         t = threading.Thread(target=self.flow.outbox.run, args=(self.stop_event, 1.0),
                              name="chat-outbox", daemon=True)
         t.start()
         self.threads.append(t)
+        if self.flow.storms is not None:
+            s = threading.Thread(target=self.flow.storms.run, args=(self.stop_event,),
+                                 name="storm-tables", daemon=True)
+            s.start()
+            self.threads.append(s)
 
     def close(self) -> None:
         """Stop the consumer, hand the scheduler lease back, finish Slack work. Idempotent."""
         if self.stop_event.is_set():
             return
         self.stop_event.set()
+        if self.flow.storms is not None:
+            self.flow.storms.wake()
         if self._socket is not None:
             self._socket.close()
         if self.scheduler is not None:

@@ -43,6 +43,9 @@ from storage.incidents import IncidentStore
 log = logging.getLogger(__name__)
 
 Delivered = Callable[[str, str, MessageRef], None]  # incident id, purpose, where it is now
+# incident id → (outbox id, purpose) of the message whose thread its card goes in (a
+# storm's table, issue 37), or None: its own message (or its group parent's thread)
+Placement = Callable[[str], tuple[str, str] | None]
 UNKNOWN_TRIES = 5  # an unexpected error (not Slack's refusal) is tried this often, then dropped
 CARD = "incident-card"  # the purpose of the incident's own message (posted once, then edited)
 
@@ -97,8 +100,10 @@ class ChatOutbox:
         max_backoff_s: float = 5.0,
         late_after_s: float = 2.0,
         parents_first: bool = True,
+        placement: Placement | None = None,
     ) -> None:
         self.store, self.clock, self.on_delivered = store, clock, on_delivered
+        self.placement = placement  # decided when the card is sent, not when it is queued
         self.direct: DirectChat = backend if isinstance(backend, DirectChat) else _Plain(backend)
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.late_after_s = late_after_s  # a shorter wait (budget spacing) is not audited
@@ -112,7 +117,8 @@ class ChatOutbox:
 
     def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
              channel: str, thread: MessageRef | None = None, ref: MessageRef | None = None,
-             *, thread_of: str = "", deliver: bool = True) -> MessageRef | None:
+             *, thread_of: str = "", deliver: bool = True,
+             urgent: bool = False) -> MessageRef | None:
         """Queue one post or edit and try it now: the ref when delivered now, None when
         it waits (Slack refused, or an earlier item of the incident is still waiting).
         ``message.seq`` (a render's number) orders renders of one purpose: an older one
@@ -124,12 +130,15 @@ class ChatOutbox:
         waiting top-level posts before it (``ChatOutboxStore.due_incidents``); edits
         have their own budget and go at once.
         ``deliver`` False: only queued, for the retry loop to send (a caller that must
-        not wait on Slack, like the flow's event loop)."""
+        not wait on Slack, like the flow's event loop).
+        ``urgent``: listed with the first messages though it is an edit (a storm's table:
+        the one message that shows a whole burst goes before anyone's own edits)."""
         now = self.clock()
         item = NewItem(op=Op(op), purpose=purpose, message=message_to_json(message),
                        channel=ref.channel if ref is not None else channel,
                        thread_ts=thread.ts if thread is not None else "", thread_of=thread_of,
-                       ref_ts=ref.ts if ref is not None else "", version=message.seq)
+                       ref_ts=ref.ts if ref is not None else "", version=message.seq,
+                       urgent=urgent)
         seq = self.store.append(incident_id, item, now)
         if not deliver:
             self._queued.set()
@@ -264,7 +273,7 @@ class ChatOutbox:
         message = message_from_json(item.message)
         known = posted.get(item.purpose)
         if item.op is Op.POST and known is None:
-            thread = self._thread(item, posted)
+            thread = self._placed(item) or self._thread(item, posted)
             channel = thread.channel if thread is not None else item.channel
             found = self._find(item, channel, thread) if item.uncertain else None
             ref = found or self.direct.post_once(channel, message, thread, item.key)
@@ -289,6 +298,21 @@ class ChatOutbox:
             log.warning("chat outbox: cannot look for %s before posting again: %s",
                         item.key, exc.error)
             return None
+
+    def _placed(self, item: OutboxItem) -> MessageRef | None:
+        """The thread a card placed in a storm goes in: the storm's table. Asked when the
+        card is sent, so a card queued before its storm began goes there too; until the
+        table itself is out the card waits its turn (our spacing, not a refusal)."""
+        where = self.placement(item.incident_id) if (
+            self.placement is not None and item.purpose == CARD) else None
+        if where is None:
+            return None
+        owner, purpose = where
+        table = self.store.posted(owner).get(purpose)
+        if table is None:
+            raise ChatSendError(f"{owner} not posted yet", transient=True, retry_after_s=0.5,
+                                throttled=True)
+        return MessageRef(table.channel, table.ts)
 
     @staticmethod
     def _thread(item: OutboxItem, posted: dict[str, Posted]) -> MessageRef | None:
@@ -375,12 +399,14 @@ def message_from_json(raw: str) -> ChatMessage:
 
 
 def _section(data: dict[str, Any]) -> Section:
+    accessory = data.get("accessory")
     return Section(text=str(data["text"]), fields=tuple(str(f) for f in data.get("fields") or ()),
                    code=data.get("code"),
-                   buttons=tuple(_button(b) for b in data.get("buttons") or ()))
+                   buttons=tuple(_button(b) for b in data.get("buttons") or ()),
+                   accessory=_button(accessory) if isinstance(accessory, dict) else None)
 
 
 def _button(data: dict[str, Any]) -> Button:
     return Button(label=str(data["label"]), action_id=str(data["action_id"]),
                   value=str(data["value"]), style=ButtonStyle(data.get("style") or "default"),
-                  confirm=data.get("confirm"))
+                  confirm=data.get("confirm"), url=data.get("url"))

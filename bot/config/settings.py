@@ -53,6 +53,15 @@ class HttpSettings(StrictModel):
     max_header_bytes: int = Field(16_384, ge=1024, le=1_048_576)
 
 
+class StormSettings(StrictModel):
+    """A burst as one message per kind (issue 37, ``bot/flow/storm.py``): more than
+    ``per_minute`` new incidents in a minute in the channel start a storm; it collects its
+    kind until ``quiet_s`` pass without a new one. ``per_minute: 0`` turns storms off."""
+
+    per_minute: int = Field(10, ge=0, le=10_000)
+    quiet_s: float = Field(300.0, gt=0, le=86_400)
+
+
 class SlackSettings(StrictModel):
     channel: str = ""
     escalation_channel: str = ""
@@ -61,6 +70,7 @@ class SlackSettings(StrictModel):
     slash_command: str = "/ir"
     socket_mode: bool | None = None  # None: on when SLACK_APP_TOKEN is set
     oncall: str = ""  # user group (S…) @mentioned on critical incidents
+    storm: StormSettings = Field(default_factory=StormSettings)
 
 
 class HostSettings(StrictModel):
