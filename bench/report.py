@@ -274,10 +274,31 @@ def _first(r: R) -> list[Row]:
     ]
 
 
+def _fleet_digest(r: R) -> list[Row]:
+    sizes = {int(x["hosts"]): x for x in r["sizes"]}
+    base = sizes[min(sizes)]
+    rows: list[Row] = []
+    for n, x in sorted(sizes.items()):
+        if n == min(sizes):
+            continue
+        per_host = (x["build_s"] + x["chart_s"]) / n
+        base_per_host = (base["build_s"] + base["chart_s"]) / int(base["hosts"])
+        rows.append((f"digest of a fleet day, {n} hosts ({r['step_s']:.0f} s samples; "
+                     "ranked by need, heatmaps past 8 hosts)",
+                     f"build {_s(x['build_s'])}, chart {_s(x['chart_s'])}; message "
+                     f"{x['blocks']} blocks, {x['needs']} hosts need a person, "
+                     f"{x['named']} named" + (", the rest counted" if x["cut_said"] else ""),
+                     f"{int(base['hosts'])} hosts: build {_s(base['build_s'])}, chart "
+                     f"{_s(base['chart_s'])}",
+                     f"{per_host / base_per_host:.2f}x per host", "no host left out unsaid",
+                     _ok(bool(x["cut_said"]))))
+    return rows
+
+
 SECTIONS: dict[str, Callable[[R], list[Row]]] = {
     "digest": _digest, "sim": _sim,
     "startup": _startup, "diagnose": _diagnose, "ingest": _ingest, "slack": _slack,
-    "extract": _extract, "first": _first,
+    "extract": _extract, "first": _first, "fleetdigest": _fleet_digest,
 }
 
 
@@ -309,7 +330,8 @@ def render(results: dict[str, R], facts: dict[str, str]) -> str:
                 missed.setdefault(name, []).append(row[0])
     lines += ["", "How each is measured: see the docstring at the top of each script in "
               "`bench/` (`startup.py`, `diagnose.py`, `ingest.py`, `bench_slack.py`, "
-              "`extract.py`, `digest_bench.py`, `bench_sim.py`, `first_message.py`). Ratios "
+              "`extract.py`, `digest_bench.py`, `bench_sim.py`, `first_message.py`, "
+              "`digest_fleet.py`). Ratios "
               "are the alternative's "
               "time over ours (higher is better for us), except the extraction row (job time / "
               "bare time, lower is better). Wall times on a shared machine include waiting for a "
