@@ -68,7 +68,6 @@ def test_alert_approve_verified_over_socket_mode(socket_bot: dict[str, Any]) -> 
     wait_until(lambda: store.require(incident_id).state is IncidentState.AWAITING_APPROVAL, 60,
                "the diagnosis")
     chat = wait_until(lambda: store.require(incident_id).chat, 30, "the post")
-    message = dict(standin.messages[(chat.channel, chat.ts)])
     approvals = service.flow.approvals
 
     def stop_disable(el: dict[str, Any]) -> bool:
@@ -76,6 +75,10 @@ def test_alert_approve_verified_over_socket_mode(socket_bot: dict[str, Any]) -> 
         return el["action_id"].startswith("approve") and a is not None \
             and a.kind == "systemd.stop_disable"
 
+    # the alert card posted at diagnosing is edited into the full card a moment after the
+    # incident is stored as awaiting approval: click once the card shows the button
+    message = wait_until(lambda: _with_button(dict(standin.messages[(chat.channel, chat.ts)]),
+                                              stop_disable), 30, "the Approve button")
     block_id, button = find_button(message, stop_disable)
     click = socket.send("interactive", block_actions(message, CHANNEL, ONCALL, block_id, button,
                                                      standin.base))
@@ -97,3 +100,13 @@ def test_alert_approve_verified_over_socket_mode(socket_bot: dict[str, Any]) -> 
                "the slash resolve")
     reply = wait_until(lambda: standin.calls_of("response_url"), 15, "the slash reply")
     assert f"Resolved incident {incident_id}" in str(reply[-1].params)
+
+
+def _with_button(message: dict[str, Any],
+                 match: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+    """``message`` once it carries a button ``match`` accepts; None before."""
+    try:
+        find_button(message, match)
+    except AssertionError:
+        return None
+    return message
