@@ -73,7 +73,24 @@ def _startup(r: R) -> list[Row]:
          f"{r['fresh_ssh'] / r['diagnose']:.2f}x / "
          f"{r['controlmaster_parallel'] / r['diagnose']:.2f}x",
          "≤ 1.0 s; dominated by SSH", _ok(r["diagnose"] <= 1.0)),
+        *_via_serve(r, cpu),
     ]
+
+
+def _via_serve(r: R, cpu: R) -> list[Row]:
+    """A person's diagnosis asked of a running serve (issue 37), beside the same run's
+    standalone diagnosis, fresh ssh and ControlMaster."""
+    if "diagnose_via_serve" not in r:
+        return []
+    ours = r["diagnose_via_serve"]
+    return [(f"`incident-bot diagnose` through a running serve (warm pool), whole process "
+             f"({int(r['commands'])} commands)",
+             f"{_s(ours)} (CPU {_s(cpu['diagnose_via_serve'])}; the diagnosis inside serve "
+             f"{_s(r['serve_playbook_s'])}, process + HTTP {_s(ours - r['serve_playbook_s'])})",
+             f"standalone {_s(r['diagnose'])}; fresh ssh each {_s(r['fresh_ssh'])}; "
+             f"ControlMaster setup + parallel {_s(r['controlmaster_parallel'])}",
+             f"{r['diagnose'] / ours:.2f}x / {r['fresh_ssh'] / ours:.2f}x / "
+             f"{r['controlmaster_parallel'] / ours:.2f}x", "≤ 0.5 s", _ok(ours <= 0.5))]
 
 
 def _diagnose(r: R) -> list[Row]:

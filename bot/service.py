@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Route
 
 from bot.chat.backends import make_backend
 from bot.chat.base import ChatBackend
@@ -32,6 +33,8 @@ from bot.config.settings import Settings
 from bot.flow import reconcile, timers
 from bot.flow.assembly import Flow, build_flow
 from bot.flow.slash_handlers import FlowSlashHandlers
+from bot.ingest.diagnose import ROUTE as DIAGNOSE_ROUTE
+from bot.ingest.diagnose import DiagnoseEndpoint
 from bot.ingest.http import create_app
 from bot.paging.runner import build_paging
 from bot.paging.runner import run_forever as run_paging
@@ -155,7 +158,10 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
                               fleet={p.name: p for p in policies_from_settings(settings)})
     slack = _slack_app(settings, stores, flow, desk, slack_chat)
     closers: list[Service] = []  # uvicorn's graceful shutdown runs this before it exits
-    routes = slack.routes() if slack is not None and not socket_mode_wanted(settings) else []
+    routes: list[BaseRoute] = (list(slack.routes()) if slack is not None
+                               and not socket_mode_wanted(settings) else [])
+    routes.append(Route(DIAGNOSE_ROUTE, DiagnoseEndpoint(settings, flow.runner).handle,
+                        methods=["POST"]))
     app = create_app(settings, stores, extra_routes=routes, store=flow.incidents,
                      on_shutdown=[partial(_close_all, closers)])
     scheduler = _scheduler(settings, stores, flow, desk) if with_scheduler else None

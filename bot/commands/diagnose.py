@@ -1,5 +1,9 @@
 """`incident-bot diagnose TARGET --playbook NAME|auto [--json]`: one diagnosis over SSH.
 
+With ``INCIDENT_BOT_URL`` and ``INCIDENT_BOT_DIAGNOSE_TOKEN`` set, an inventory name is
+asked of the running ``serve`` (its warm pool; ``diagnose_client``), else diagnosed over
+this machine's own connection (issue 37).
+
 Exit status: 0 when diagnosed (findings or not, ``partial`` included), 1 when the host
 is unreachable (connect, host key, auth), 2 for bad arguments or config.
 """
@@ -8,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,15 +24,42 @@ if TYPE_CHECKING:  # imported where used: a person's diagnose should not wait on
     from rich.table import Table
 
     from bot.domain.findings import Diagnosis
+    from bot.ssh.base import SSHTarget
+    from bot.ssh.settings import SSHSettings
+    from playbooks.base import PlaybookOptions
 
 _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def run_diagnose(target_spec: str, playbook: str, *, as_json: bool, config: str | None,
                  ssh_key: str | None, known_hosts: str | None) -> int:
-    from bot.config.inventory import options_for, resolve
-    from bot.config.settings import load_settings
-    from bot.domain.findings import DiagnosisStatus
+    """A running ``serve`` first, when one is configured (``diagnose_client``: its warm
+    pool, nothing heavy imported here); else this machine's own connection."""
+    from bot.commands import diagnose_client
+
+    answer = (diagnose_client.ask(target_spec, playbook)
+              if not (ssh_key or known_hosts) else None)
+    if answer is None:
+        answer = _diagnose_here(target_spec, playbook, config, ssh_key, known_hosts)
+    if as_json:
+        print(json.dumps(answer), flush=True)
+    else:
+        from rich.console import Console
+
+        from bot.domain.findings import Diagnosis
+
+        render(Diagnosis.from_dict(answer), Console())
+    if answer.get("status") == "unreachable":
+        findings = answer.get("findings") or [{}]
+        raise UserError(str(findings[0].get("title") or "unreachable"), 1)
+    return 0
+
+
+def _diagnose_here(target_spec: str, playbook: str, config: str | None, ssh_key: str | None,
+                   known_hosts: str | None) -> dict[str, Any]:
+    """Over this machine's own SSH connection. Without ``--config`` (an address, a key and
+    a known_hosts file given) the settings are not loaded at all: their import alone is
+    most of a second on a busy machine, and nothing in them applies."""
     from bot.ssh.pool import ParamikoPool
     from playbooks import names, run_playbook
 
@@ -37,19 +68,34 @@ def run_diagnose(target_spec: str, playbook: str, *, as_json: bool, config: str 
     for flag, path in (("--ssh-key", ssh_key), ("--known-hosts", known_hosts)):
         if path and not os.path.isfile(os.path.expanduser(path)):
             raise UserError(f"{flag}: no such file: {path}", 2)
-    settings = load_settings(config)
-    target = resolve(settings, target_spec, key=ssh_key, known_hosts=known_hosts)
-    with ParamikoPool(settings.ssh_defaults) as pool:
-        diagnosis = run_playbook(pool, target, playbook, options=options_for(settings, target))
-    if as_json:
-        print(json.dumps(diagnosis.to_dict()), flush=True)
+    if config is None and "@" in target_spec:
+        target, options, ssh = _ad_hoc(target_spec, ssh_key, known_hosts)
     else:
-        from rich.console import Console
+        from bot.config.inventory import options_for, resolve
+        from bot.config.settings import load_settings
 
-        render(diagnosis, Console())
-    if diagnosis.status is DiagnosisStatus.UNREACHABLE:
-        raise UserError(diagnosis.findings[0].title, 1)
-    return 0
+        settings = load_settings(config)
+        target = resolve(settings, target_spec, key=ssh_key, known_hosts=known_hosts)
+        options, ssh = options_for(settings, target), settings.ssh_defaults
+    with ParamikoPool(ssh) as pool:
+        return run_playbook(pool, target, playbook, options=options).to_dict()
+
+
+def _ad_hoc(spec: str, ssh_key: str | None,
+            known_hosts: str | None) -> tuple[SSHTarget, PlaybookOptions, SSHSettings]:
+    """``user@host:port`` with the defaults a config without this host would give it."""
+    from bot.ssh.base import SSHTarget
+    from bot.ssh.settings import SSHSettings
+    from playbooks.base import PlaybookOptions
+
+    def path(p: str | None) -> str | None:
+        return os.path.expanduser(p) if p else None
+
+    try:
+        target = SSHTarget.parse(spec, key_path=path(ssh_key), known_hosts=path(known_hosts))
+    except ValueError:
+        raise UserError(S.DIAG_BAD_TARGET.format(target=spec), 2) from None
+    return target, PlaybookOptions(), SSHSettings()
 
 
 def render(d: Diagnosis, console: Console) -> None:

@@ -31,7 +31,7 @@ from bot.domain.validate import HOST_CHARS, SLURM_NODE_RE
 from bot.ssh.settings import SSHSettings
 
 SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
-              "INCIDENT_BOT_ALERT_TOKEN")
+              "INCIDENT_BOT_ALERT_TOKEN", "INCIDENT_BOT_DIAGNOSE_TOKEN")
 EXTRA_SECTIONS = frozenset(
     {"diagnostics", "remediation", "scheduler", "digest", "escalation", "extract",
      "reconcile"})  # reconcile: issue 24 (bot/flow/reconcile.py)
@@ -200,6 +200,9 @@ class Settings(BaseSettings):
     slack_signing_secret: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     incident_bot_alert_token: SecretStr | None = None
+    # people's terminals asking serve for a diagnosis (``POST /diagnose``, issue 37): not
+    # the alert token, which every GPU host's agent holds
+    incident_bot_diagnose_token: SecretStr | None = None
 
     @field_validator("extra")
     @classmethod

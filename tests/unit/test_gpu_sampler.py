@@ -18,7 +18,9 @@ from playbooks.parsers.nvidia import parse_gpu_samples
 # with nvidia-smi's error line first). FAIL: print an error and exit at once.
 STAND_IN = """#!/bin/sh
 echo start >> "$LOG"
-if [ -n "$FAIL" ]; then echo "Failed to initialize NVML: Driver/library version mismatch"; exit "$FAIL"; fi
+if [ -n "$FAIL" ]; then
+  echo "Failed to initialize NVML: Driver/library version mismatch"; exit "$FAIL"
+fi
 ms=250; while [ $# -gt 0 ]; do [ "$1" = -lms ] && ms=$2; shift; done
 sleep "${DELAY:-0.1}"
 k=0

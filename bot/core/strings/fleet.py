@@ -50,3 +50,11 @@ HOME_SUMMARY = ("*{hosts} hosts* · {gpus} GPUs: {busy} busy · {idle} held idle
                 "{broken} broken · *{needs} need a person* · {open} incidents open · "
                 "{drained} nodes drained")
 HOME_HOSTS = "Hosts"
+
+# --- a diagnosis asked of a running serve (POST /diagnose) ---------------------------------
+DIAG_SERVE_NO_TOKEN = "diagnose through serve is off: INCIDENT_BOT_DIAGNOSE_TOKEN is not set on the server"
+DIAG_SERVE_UNAUTHORIZED = "missing or wrong token (Authorization: Bearer <INCIDENT_BOT_DIAGNOSE_TOKEN>)"
+DIAG_SERVE_BAD_BODY = 'expected {"host": NAME, "playbook": NAME} (a host of the inventory)'
+DIAG_SERVE_BUSY = "serve is running as many terminal diagnoses as it allows; try again"
+DIAG_SERVE_REFUSED = "serve at {url} refused the diagnosis ({status}): {reason}"
+DIAG_SERVE_FALLBACK = "serve at {url} did not answer ({reason}): diagnosing over this machine's own connection"
