@@ -312,10 +312,61 @@ def _fleet_digest(r: R) -> list[Row]:
     return rows
 
 
+BURST_STAGES = {  # stage -> (what it is, NVSentinel's figure it is beside, our goal)
+    "visible": ("alert → visible in Slack (own message or a storm's)", None, ("p99", 3.0)),
+    "diagnosed": ("alert → diagnosed", None, ("p99", 10.0)),
+    "dispatched": ("alert → auto fix dispatched", "dispatched", None),
+    "verified": ("alert → auto-fixed and verified", "back", ("p50", 20.0)),
+    "drained": ("alert → drained in Slurm (auto)", "quarantined", None),
+}
+NV_NAMES = {"quarantined": "detect → quarantined", "dispatched": "→ remediation dispatched",
+            "back": "→ back in service"}
+
+
+def _burst(r: R) -> list[Row]:
+    """One row per stage beside NVSentinel's published figure (their time / ours), then
+    the costs per incident."""
+    head = (f"burst: {r['hosts']} hosts through {r['replicas']} serve replicas, alerts within "
+            f"{r['spread_s']:.0f} s")
+    rows: list[Row] = []
+    for stage, (what, theirs, goal) in BURST_STAGES.items():
+        st = r["stages"].get(stage, {})
+        if not st or not st.get("n"):
+            continue
+        ours = f"p50 {_s(st['p50'])}, p99 {_s(st['p99'])}, max {_s(st['max'])} (n {st['n']})"
+        alt, ratio = "-", "-"
+        if theirs:
+            p50, p99 = r["nvsentinel"][theirs]
+            alt = f"NVSentinel {NV_NAMES[theirs]}: p50 {p50:g} s" + (f", p99 {p99:g} s"
+                                                                     if p99 else "")
+            ratio = f"{p50 / st['p50']:.2f}x p50" + (f", {p99 / st['p99']:.2f}x p99"
+                                                     if p99 else "")
+        verdict = "-"
+        if goal:
+            q, limit = goal
+            extra = " past the unit's restart window" if stage == "verified" else ""
+            verdict = _ok(st[q] <= limit)
+            goal_text = f"{q} ≤ {limit:g} s{extra}"
+        else:
+            goal_text = "-"
+        rows.append((f"{head}: {what}", ours, alt, ratio, goal_text, verdict))
+    sl = r["slack"]
+    rows.append((f"{head}: cost per incident",
+                 f"bots {r['bot_cpu_per_incident_s']:.3f} CPU-s, Redis "
+                 f"{r['redis_commands_per_incident']:.0f} commands, Slack "
+                 f"{sl['posts_per_incident']:.2f} posts + {sl['updates_per_incident']:.2f} edits "
+                 f"({sl['top_level']} top-level messages, {sl['storms']} storms)",
+                 f"the simulated hosts (sshd, sessions, tools) "
+                 f"{r['sim_cpu_per_incident_s']:.3f} CPU-s per incident on the same "
+                 f"{r['cores']} cores", f"{r['sim_cpu_s'] / max(r['bot_cpu_s'], 1e-9):.1f}x "
+                 "hosts/bots CPU", "-", "-"))
+    return rows
+
+
 SECTIONS: dict[str, Callable[[R], list[Row]]] = {
     "digest": _digest, "sim": _sim,
     "startup": _startup, "diagnose": _diagnose, "ingest": _ingest, "slack": _slack,
-    "extract": _extract, "first": _first, "fleetdigest": _fleet_digest,
+    "extract": _extract, "first": _first, "fleetdigest": _fleet_digest, "burst": _burst,
 }
 
 
@@ -348,7 +399,7 @@ def render(results: dict[str, R], facts: dict[str, str]) -> str:
     lines += ["", "How each is measured: see the docstring at the top of each script in "
               "`bench/` (`startup.py`, `diagnose.py`, `ingest.py`, `bench_slack.py`, "
               "`extract.py`, `digest_bench.py`, `bench_sim.py`, `first_message.py`, "
-              "`digest_fleet.py`). Ratios "
+              "`digest_fleet.py`, `burst.py`). Ratios "
               "are the alternative's "
               "time over ours (higher is better for us), except the extraction row (job time / "
               "bare time, lower is better). Wall times on a shared machine include waiting for a "
