@@ -355,16 +355,20 @@ def pct(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def stage_times(hosts: list[Host], audit: AuditLog, offset: float) -> dict[str, list[float]]:
+def stage_times(hosts: list[Host], audit: AuditLog, offset: float,
+                placed: dict[str, float]) -> dict[str, list[float]]:
     """Seconds from each alert to each stage (wall-clock audit times brought onto this
-    process's monotonic clock by ``offset``)."""
-    out: dict[str, list[float]] = {"visible": [], "diagnosed": [], "dispatched": [],
-                                   "verified": [], "drained": []}
+    process's monotonic clock by ``offset``). ``placed``: when each storm member joined
+    its storm (wall clock); visible minus placed is the chat's own part."""
+    out: dict[str, list[float]] = {"visible": [], "placed": [], "diagnosed": [],
+                                   "dispatched": [], "verified": [], "drained": []}
     for h in hosts:
         if "visible" in h.seen:
             out["visible"].append(h.seen["visible"] - h.sent)
         if "drained" in h.seen:
             out["drained"].append(h.seen["drained"] - h.sent)
+        if h.incident in placed:
+            out["placed"].append(placed[h.incident] - offset - h.sent)
         for entry in audit.timeline(h.incident) if h.incident else ():
             if entry.action != "transition":
                 continue
@@ -379,6 +383,17 @@ def stage_times(hosts: list[Host], audit: AuditLog, offset: float) -> dict[str, 
             if h.scenario == "seed" and to == "verified" and "verified_at" not in h.seen:
                 h.seen["verified_at"] = at
                 out["verified"].append(at)
+    return out
+
+
+def storm_joins(url: str) -> dict[str, float]:
+    """Incident id → when it joined a storm (after the run: not counted)."""
+    redis = connect(url)
+    out: dict[str, float] = {}
+    for n in range(1, int(str(redis.get(keys.storm_seq()) or 0)) + 1):
+        for member, at in redis.zrange(keys.storm_members(f"storm-{n}"), 0, -1,
+                                       withscores=True):
+            out[str(member)] = float(at)
     return out
 
 
@@ -426,7 +441,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         redis1 = commandstats(redis.url)
         bot_cpu = sum(tree_cpu(p) for p in bot_pids) - bot0
         sim_cpu = sum(tree_cpu(p) for p in sim_pids) - sims0
-        stages = stage_times(hosts, AuditLog(connect(redis.url)), offset)
+        stages = stage_times(hosts, AuditLog(connect(redis.url)), offset,
+                             storm_joins(redis.url))
         top = len(standin.top_level(CHANNEL))
         posts, updates = (len(standin.calls_of(m)) for m in ("chat.postMessage", "chat.update"))
         storms = int(str(connect(redis.url).get(keys.storm_seq()) or 0))  # after the run

@@ -106,6 +106,7 @@ class OutboxItem:
     uncertain: bool  # the last try may have reached Slack (timeout, reset): look before posting
     last_error: str
     token: str  # this claim's token; ack/release need it
+    urgent: bool = False  # queued urgent (a storm's table): first in line, first to Slack
 
     @property
     def key(self) -> str:
@@ -453,7 +454,7 @@ def _item(incident_id: str, seq: int, data: dict[str, Any]) -> OutboxItem:
         ref_ts=str(data.get("ref_ts") or ""), attempts=int(data["attempts"]),
         due=float(data["due"]), created=float(data["created"]),
         uncertain=bool(data.get("uncertain")), last_error=str(data.get("last_error") or ""),
-        token=str(data["claim"]))
+        token=str(data["claim"]), urgent=data.get("lane") == "top")
 
 
 def _audit_args(item: OutboxItem, note: AuditNote | None, now: float) -> list[str]:

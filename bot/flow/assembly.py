@@ -167,7 +167,7 @@ def _storms(settings: Settings, stores: Stores, incidents: IncidentStore, outbox
     if cfg.per_minute <= 0:
         return None
     storms = Storms(stores.storms(threshold=cfg.per_minute, quiet_s=cfg.quiet_s), incidents,
-                    outbox, renders, publisher.render_stored, clock=clock)
+                    outbox, renders, clock=clock)
     publisher.storms = storms
     outbox.placement = storms.placement
     return storms

@@ -105,18 +105,24 @@ class Publisher:
             self._evidence(incident, ref.channel)
         return sent
 
-    def announce(self, incident_id: str) -> bool:
+    def announce(self, incident_id: str, *, card: bool = True) -> bool:
         """Queue the alert card of an incident still waiting for a diagnosis slot, without
         waiting on Slack (the event loop calls it): with more alerts than diagnosis
         workers, the ones queued get their message at Slack's pace, not after a hung
         probe elsewhere frees a worker. The diagnosis edits it. Only a top-level incident
-        that has no message yet (a grouped child goes in its parent's thread, later)."""
-        incident = self.incidents.get(incident_id) if self.early_cards else None
-        if (incident is None or incident.state is not IncidentState.OPEN or incident.parent_id
+        that has no message yet (a grouped child goes in its parent's thread, later).
+        With storms on, every new incident (a grouped one too) is first placed: in a storm
+        it gets no card of its own (``card`` False: placement only)."""
+        if not (card and self.early_cards) and self.storms is None:
+            return False
+        incident = self.incidents.get(incident_id)
+        if (incident is None or incident.state is not IncidentState.OPEN
                 or incident.chat is not None or incident.diagnosis is not None):
             return False
         if self.storms is not None and self.storms.place(incident, self.channel) is not None:
-            return True  # seen as a row of the storm's table
+            return True  # seen as a row of the storm's table (a grouped host too)
+        if incident.parent_id or not (card and self.early_cards):
+            return False
         message = render_alert_card(incident, seq=self.renders.next_seq(incident_id),
                                     now=incident.updated or self.clock(), oncall=self.oncall,
                                     can_escalate=self.can_escalate)

@@ -11,9 +11,11 @@ message per host, at Slack's pace, while the table shows the whole burst at once
 
 The table is rendered from stored incidents, never from an event: each change of a member
 marks the storm dirty; one thread per process renders a dirty storm at most once per
-``interval_s`` (the spacing Slack allows edits of one message) and hands the edit to the
-outbox as urgent (before anyone's own edits). Two replicas may both render: the outbox
-sends the newest render and drops the older one.
+``interval_s`` and hands the edit to the
+outbox as urgent (before anyone's own edits, and allowed the workspace's last ``chat.update``
+of a burst). Slack spaces edits of one message (2 s in our budget): rendering every second
+keeps what goes out at most a second old. Two replicas may both render: the outbox sends
+the newest render and drops the older one.
 """
 
 from __future__ import annotations
@@ -24,10 +26,15 @@ import time
 from collections.abc import Callable
 
 from bot.chat.base import Button, ButtonStyle, ChatMessage
+from bot.chat.incident_view import incident_buttons
 from bot.chat.outbox import CARD, ChatOutbox
+from bot.chat.render import offer_buttons
 from bot.chat.storm_view import MAX_ROWS, StormRow, StormView, rank, render_storm
+from bot.chat.text import clip, escape
 from bot.core.errors import log_internal
+from bot.domain.headline import choose
 from bot.domain.incident import Incident
+from bot.domain.lifecycle import IncidentState
 from storage.chat_outbox import Op
 from storage.connection import StorageError
 from storage.incidents import IncidentStore
@@ -37,15 +44,14 @@ from storage.storms import Storm, StormStore
 log = logging.getLogger(__name__)
 
 TABLE = "storm-table"  # the outbox purpose of a storm's message
-Card = Callable[[Incident], ChatMessage | None]  # the incident's card as stored (Publisher)
 
 
 class Storms:
     def __init__(self, store: StormStore, incidents: IncidentStore, outbox: ChatOutbox,
-                 renders: RenderLedger, card: Card, *,
-                 clock: Callable[[], float] = time.time, interval_s: float = 2.0) -> None:
+                 renders: RenderLedger, *, clock: Callable[[], float] = time.time,
+                 interval_s: float = 1.0) -> None:
         self.store, self.incidents, self.outbox = store, incidents, outbox
-        self.renders, self.card, self.clock = renders, card, clock
+        self.renders, self.clock = renders, clock
         self.interval_s = interval_s
         self._known: dict[str, str] = {}  # incident id → its storm (a placement never moves)
         self._dirty: set[str] = set()
@@ -94,11 +100,11 @@ class Storms:
     # --- the table ----------------------------------------------------------------------
     def view(self, storm: Storm) -> StormView:
         """Every member as a row; the rows that can be shown get their headline and the
-        button that matters from the member's own card (the same words and buttons)."""
+        button that matters, with the card's own words and buttons (``row_of``)."""
         members = self.incidents.get_many(self.store.members(storm.id))
         rows = rank(StormRow(i.id, i.host, i.state.value) for i in members)
         by_id = {i.id: i for i in members}
-        rows[:MAX_ROWS] = [_with_card(r, self.card(by_id[r.incident_id])) for r in rows[:MAX_ROWS]]
+        rows[:MAX_ROWS] = [row_of(by_id[r.incident_id]) for r in rows[:MAX_ROWS]]
         return StormView(storm.id, storm.kind, storm.started, tuple(rows))
 
     def render(self, storm: Storm) -> ChatMessage:
@@ -155,18 +161,24 @@ class Storms:
         return max(0.02, min(waits, default=1.0))
 
 
-def _with_card(row: StormRow, card: ChatMessage | None) -> StormRow:
-    """The card's first line as the row's headline, and its first primary button (Approve
-    on an offer, Retry on a failed diagnosis) as the one that matters."""
-    if card is None:
-        return row
-    first = card.sections[0].text.split("\n", 1)[0] if card.sections else ""
-    return StormRow(row.incident_id, row.host, row.state, first, _primary(card))
-
-
-def _primary(card: ChatMessage) -> Button | None:
-    for section in card.sections:
-        for button in (*section.buttons, *((section.accessory,) if section.accessory else ())):
-            if button.style is ButtonStyle.PRIMARY:
-                return button
-    return next((b for b in card.buttons if b.style is ButtonStyle.PRIMARY), None)
+def row_of(incident: Incident) -> StormRow:
+    """A shown row, from the stored incident alone (a table renders up to 46 of them
+    every two seconds, so not the whole card): the latest result line, else the
+    diagnosis's headline (``bot.domain.headline``, the card's rule), else the alert; and
+    the button that matters: the first offer's Approve (its confirm naming the commands,
+    as on the card) while it awaits approval, Retry when the diagnosis failed."""
+    state = incident.state.value
+    if incident.results:
+        headline = incident.results[-1].text
+    elif incident.diagnosis is not None:
+        headline = choose(incident.diagnosis).text
+    else:
+        headline = incident.summary
+    button: Button | None = None
+    if incident.state is IncidentState.AWAITING_APPROVAL and incident.plans:
+        button = offer_buttons(incident.host, incident.plans[0])[0]
+    else:
+        button = next((b for b in incident_buttons(state, incident.id,
+                                                   bool(incident.acked_by))
+                       if b.style is ButtonStyle.PRIMARY), None)
+    return StormRow(incident.id, incident.host, state, escape(clip(headline, 200)), button)
