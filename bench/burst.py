@@ -341,9 +341,26 @@ def send_alerts(hosts: list[Host], urls: list[str], spread_s: float) -> None:
         list(pool.map(one, range(len(hosts))))
 
 
-def commandstats(url: str) -> int:
+IDLE_S = 5.0
+
+
+def idle_rates(bot_pids: list[int], url: str, seconds: float) -> dict[str, float]:
+    """The replicas' CPU and Redis commands per second with nothing to do (their loops:
+    the outbox, the events consumer, the reconciler, the storms), measured before the
+    burst so a run's per-incident figures can be told apart from time passing."""
+    time.sleep(1.0)
+    cpu0, cmds0 = sum(tree_cpu(p) for p in bot_pids), sum(commandstats(url).values())
+    time.sleep(seconds)
+    cpu1, cmds1 = sum(tree_cpu(p) for p in bot_pids), sum(commandstats(url).values())
+    return {"bot_cpu_per_s": (cpu1 - cpu0) / seconds,
+            "redis_per_s": (cmds1 - cmds0 - 2) / seconds}
+
+
+def commandstats(url: str) -> dict[str, int]:
+    """Calls per command so far (``INFO commandstats``)."""
     info: dict[str, Any] = connect(url).info("commandstats")  # type: ignore[assignment]
-    return sum(int(v["calls"]) for v in info.values() if isinstance(v, dict))
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in info.items()
+            if isinstance(v, dict)}
 
 
 # --- the figures -----------------------------------------------------------------------
@@ -423,6 +440,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         watch = Watch(hosts, standin, redis.url, cluster, sender, args.approve_after)
         bot_pids = [p.pid for p, _ in replicas]
         sim_pids = [h.sim.pid for h in hosts if h.sim is not None]
+        idle = idle_rates(bot_pids, redis.url, IDLE_S)  # what the replicas cost doing nothing
         bot0, sims0 = sum(tree_cpu(p) for p in bot_pids), sum(tree_cpu(p) for p in sim_pids)
         redis0 = commandstats(redis.url)
         offset = time.time() - time.monotonic()
@@ -456,7 +474,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "bot_cpu_s": bot_cpu, "bot_cpu_per_incident_s": bot_cpu / n,
         "sim_cpu_s": sim_cpu, "sim_cpu_per_incident_s": sim_cpu / n,
         "cores": os.cpu_count() or 1,
-        "redis_commands_per_incident": (redis1 - redis0 - bench_cmds) / n,
+        "redis_commands_per_incident": (sum(redis1.values()) - sum(redis0.values())
+                                        - bench_cmds) / n,
+        "redis_top": sorted(((k, (v - redis0.get(k, 0)) / n) for k, v in redis1.items()),
+                            key=lambda kv: -kv[1])[:8],
+        "redis_per_s": (sum(redis1.values()) - sum(redis0.values()) - bench_cmds) / took,
+        "idle": idle,
+        # what incidents added over what the replicas cost idle for as long
+        "redis_marginal_per_incident": (sum(redis1.values()) - sum(redis0.values())
+                                        - bench_cmds - idle["redis_per_s"] * took) / n,
+        "bot_cpu_marginal_per_incident_s": (bot_cpu - idle["bot_cpu_per_s"] * took) / n,
         "slack": {"top_level": top, "posts": posts, "updates": updates, "storms": storms,
                   "posts_per_incident": posts / n, "updates_per_incident": updates / n},
         "slurm": {"nodes": len(nodes), "with_slurmd": 1 if nodes else 0},
@@ -499,6 +526,12 @@ def report(r: dict[str, Any]) -> None:
           f"commands/incident; Slack {r['slack']['posts_per_incident']:.2f} posts and "
           f"{r['slack']['updates_per_incident']:.2f} edits/incident, "
           f"{r['slack']['top_level']} top-level messages, {r['slack']['storms']} storms")
+    print(f"idle, both replicas: {r['idle']['bot_cpu_per_s'] * 1000:.0f} ms CPU/s, "
+          f"{r['idle']['redis_per_s']:.0f} Redis commands/s; per incident over idle: bots "
+          f"{r['bot_cpu_marginal_per_incident_s']:.3f} CPU-s, Redis "
+          f"{r['redis_marginal_per_incident']:.0f} commands")
+    print("Redis per incident, most called: " + ", ".join(
+        f"{k} {v:.0f}" for k, v in r["redis_top"]) + f" ({r['redis_per_s']:.0f}/s in all)")
     if r["not_settled"]:
         print(f"not settled: {', '.join(r['not_settled'])}")
 

@@ -352,9 +352,14 @@ def _burst(r: R) -> list[Row]:
             goal_text = "-"
         rows.append((f"{head}: {what}", ours, alt, ratio, goal_text, verdict))
     sl = r["slack"]
+    idle = r.get("idle", {})
+    over = (f" ({r['bot_cpu_marginal_per_incident_s']:.3f} over the replicas' idle "
+            f"{1000 * idle['bot_cpu_per_s']:.0f} ms CPU/s)" if idle else "")
+    redis_over = (f" ({r['redis_marginal_per_incident']:.0f} over their idle "
+                  f"{idle['redis_per_s']:.0f}/s)" if idle else "")
     rows.append((f"{head}: cost per incident",
-                 f"bots {r['bot_cpu_per_incident_s']:.3f} CPU-s, Redis "
-                 f"{r['redis_commands_per_incident']:.0f} commands, Slack "
+                 f"bots {r['bot_cpu_per_incident_s']:.3f} CPU-s{over}, Redis "
+                 f"{r['redis_commands_per_incident']:.0f} commands{redis_over}, Slack "
                  f"{sl['posts_per_incident']:.2f} posts + {sl['updates_per_incident']:.2f} edits "
                  f"({sl['top_level']} top-level messages, {sl['storms']} storms)",
                  f"the simulated hosts (sshd, sessions, tools) "

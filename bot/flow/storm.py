@@ -44,6 +44,7 @@ from storage.storms import Storm, StormStore
 log = logging.getLogger(__name__)
 
 TABLE = "storm-table"  # the outbox purpose of a storm's message
+ROW_CACHE = 10_000  # shown rows kept per process between renders
 
 
 class Storms:
@@ -54,6 +55,8 @@ class Storms:
         self.renders, self.clock = renders, clock
         self.interval_s = interval_s
         self._known: dict[str, str] = {}  # incident id → its storm (a placement never moves)
+        # incident id → (its ``updated`` when read, its row): read in full again on change
+        self._rows: dict[str, tuple[str, StormRow | None]] = {}
         self._dirty: set[str] = set()
         self._last: dict[str, float] = {}  # storm id → when it was last rendered here
         self._cv = threading.Condition()
@@ -101,10 +104,17 @@ class Storms:
     def view(self, storm: Storm) -> StormView:
         """Every member as a row; the rows that can be shown get their headline and the
         button that matters, with the card's own words and buttons (``row_of``)."""
-        members = self.incidents.get_many(self.store.members(storm.id))
-        rows = rank(StormRow(i.id, i.host, i.state.value) for i in members)
-        by_id = {i.id: i for i in members}
-        rows[:MAX_ROWS] = [row_of(by_id[r.incident_id]) for r in rows[:MAX_ROWS]]
+        members = self.incidents.glance(self.store.members(storm.id))
+        changed = {i: updated for i, _, _, updated in members}
+        rows = rank(StormRow(i, host, state) for i, host, state, _ in members)
+        stale = [r.incident_id for r in rows[:MAX_ROWS]
+                 if self._rows.get(r.incident_id, ("", None))[0] != changed[r.incident_id]]
+        if len(self._rows) > ROW_CACHE:  # storms long over: read again if ever shown
+            self._rows.clear()
+        for incident in self.incidents.get_many(stale):
+            self._rows[incident.id] = (changed[incident.id], row_of(incident))
+        rows[:MAX_ROWS] = [self._rows.get(r.incident_id, ("", r))[1] or r
+                           for r in rows[:MAX_ROWS]]
         return StormView(storm.id, storm.kind, storm.started, tuple(rows))
 
     def render(self, storm: Storm) -> ChatMessage:
