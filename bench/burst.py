@@ -306,11 +306,7 @@ class Watch:
         for h in self.hosts:
             if "visible" not in h.seen or not h.incident:
                 return False
-            states = {k.removeprefix("state:") for k in h.seen if k.startswith("state:")}
-            if h.scenario == "gpu_xid79" and self.cluster is not None:
-                if "drained" not in h.seen:
-                    return False
-            elif not states & SETTLED:
+            if not _done(h, self.cluster is not None):
                 return False
         return True
 
@@ -354,6 +350,18 @@ def idle_rates(bot_pids: list[int], url: str, seconds: float) -> dict[str, float
     cpu1, cmds1 = sum(tree_cpu(p) for p in bot_pids), sum(commandstats(url).values())
     return {"bot_cpu_per_s": (cpu1 - cpu0) / seconds,
             "redis_per_s": (cmds1 - cmds0 - 2) / seconds}
+
+
+def used_memory(url: str) -> int:
+    return int(connect(url).info("memory")["used_memory"])  # type: ignore[index]
+
+
+def rss_mib(pid: int) -> float:
+    """A process's resident memory (its own, not its children's)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def commandstats(url: str) -> dict[str, int]:
@@ -443,6 +451,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         idle = idle_rates(bot_pids, redis.url, IDLE_S)  # what the replicas cost doing nothing
         bot0, sims0 = sum(tree_cpu(p) for p in bot_pids), sum(tree_cpu(p) for p in sim_pids)
         redis0 = commandstats(redis.url)
+        mem0 = used_memory(redis.url)
         offset = time.time() - time.monotonic()
         begin = time.monotonic()
         sender_thread = threading.Thread(target=send_alerts, args=(
@@ -457,6 +466,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         took = time.monotonic() - begin
         sender_thread.join(timeout=60)
         redis1 = commandstats(redis.url)
+        mem1 = used_memory(redis.url)
+        rss = [rss_mib(p) for p in bot_pids]
         bot_cpu = sum(tree_cpu(p) for p in bot_pids) - bot0
         sim_cpu = sum(tree_cpu(p) for p in sim_pids) - sims0
         stages = stage_times(hosts, AuditLog(connect(redis.url)), offset,
@@ -480,6 +491,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             key=lambda kv: -kv[1])[:8],
         "redis_per_s": (sum(redis1.values()) - sum(redis0.values()) - bench_cmds) / took,
         "idle": idle,
+        "redis_bytes_per_incident": (mem1 - mem0) / n, "serve_rss_mib": rss,
         # what incidents added over what the replicas cost idle for as long
         "redis_marginal_per_incident": (sum(redis1.values()) - sum(redis0.values())
                                         - bench_cmds - idle["redis_per_s"] * took) / n,
@@ -488,9 +500,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   "posts_per_incident": posts / n, "updates_per_incident": updates / n},
         "slurm": {"nodes": len(nodes), "with_slurmd": 1 if nodes else 0},
         "load": os.getloadavg(),
-        "not_settled": [h.name for h in hosts if not _done(h, cluster is not None)][:20],
+        "not_settled": [f"{h.name} ({h.scenario}: {_last_state(h)})" for h in hosts
+                        if not _done(h, cluster is not None)][:20],
         "nvsentinel": NVSENTINEL,
     }
+
+
+def _last_state(h: Host) -> str:
+    seen = sorted((at, k) for k, at in h.seen.items() if k.startswith("state:"))
+    return seen[-1][1].removeprefix("state:") if seen else "no incident state seen"
 
 
 def mix(hosts: list[Host]) -> str:
@@ -498,9 +516,11 @@ def mix(hosts: list[Host]) -> str:
 
 
 def _done(h: Host, slurm_on: bool) -> bool:
+    """Drained where the fault calls for it (or its diagnosis ended without a drain to
+    offer: failed, nothing found), else settled in its final state."""
     states = {k.removeprefix("state:") for k in h.seen if k.startswith("state:")}
     if h.scenario == "gpu_xid79" and slurm_on:
-        return "drained" in h.seen
+        return "drained" in h.seen or bool(states & (SETTLED - {"verified", "resumed"}))
     return bool(states & SETTLED)
 
 
@@ -526,6 +546,8 @@ def report(r: dict[str, Any]) -> None:
           f"commands/incident; Slack {r['slack']['posts_per_incident']:.2f} posts and "
           f"{r['slack']['updates_per_incident']:.2f} edits/incident, "
           f"{r['slack']['top_level']} top-level messages, {r['slack']['storms']} storms")
+    print(f"Redis memory {r['redis_bytes_per_incident'] / 1024:.0f} KiB/incident; serve RSS "
+          + ", ".join(f"{m:.0f} MiB" for m in r["serve_rss_mib"]))
     print(f"idle, both replicas: {r['idle']['bot_cpu_per_s'] * 1000:.0f} ms CPU/s, "
           f"{r['idle']['redis_per_s']:.0f} Redis commands/s; per incident over idle: bots "
           f"{r['bot_cpu_marginal_per_incident_s']:.3f} CPU-s, Redis "
