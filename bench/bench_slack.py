@@ -31,7 +31,7 @@ from redis.exceptions import WatchError
 
 from bot.chat.base import ChatMessage
 from bot.chat.slack import SlackBackend, make_client
-from bot.domain.approval import ApprovalPolicy, ClaimOutcome
+from bot.domain.approval import ApprovalAction, ApprovalPolicy, ClaimOutcome
 from bot.rig.localredis import start_local_redis
 from bot.rig.slack_standin import SlackStandIn
 from storage import keys
@@ -41,7 +41,7 @@ from tests.fixtures.slack import SlackRig, slack_test_settings
 
 RESULTS: dict[str, Any] = {}
 POLICY = ApprovalPolicy(approvers=frozenset(f"U{i:03d}" for i in range(20)), expiry_s=600)
-ACTION = {"kind": "systemd.stop_disable", "params": {"unit": "x"}}
+ACTION = ApprovalAction("systemd.stop_disable", {"unit": "x"})
 
 
 def pct(values: list[float], p: float) -> float:

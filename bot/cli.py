@@ -13,6 +13,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
+from bot import __version__
+from bot.core.cli_style import CONTEXT_SETTINGS, EXIT_STATUS_HELP
 from bot.core.errors import UserError, log_internal
 
 if TYPE_CHECKING:  # typer is imported when a command is built: ``diagnose`` asked of a
@@ -33,14 +35,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("incidents", "Print one incident's timeline: who did what, when, with the "
               "evidence hash."),
     "worker": ("worker", "Run an RQ extraction worker for one host's queue."),
-    "agent": ("agent", "Host agent: NVML, boot id and disk checks posting alerts (--help for "
-              "options)."),
+    "agent": ("agent", "Host agent: NVML, boot id and disk checks, posted to the bot's /alerts."),
     "silence": ("incidents", "Silence alerts per host and kind ('*' for any)."),
     "sim": ("sim", "Simulated GPU hosts over a real OpenSSH sshd."),
     "extract": ("extract", "Resumable hidden-state extraction jobs."),
     "digest": ("digest", "Health digests: GPU memory and utilisation, disks, incidents."),
     "postmortem": ("postmortem", "Print an incident's postmortem timeline as Markdown (or JSON)."),
     "policy": ("policy", "What the fleet policies would do: check, replay, breaker."),
+    "config": ("config", "Check a config file: everything serve validates, one line per "
+               "problem."),
 }
 COMMAND_MODULES = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 _LISTING = "incident_bot.listing"
@@ -51,7 +54,8 @@ def load_command(name: str) -> click.Command:
     import typer
 
     module = importlib.import_module(f"bot.commands.{COMMANDS[name][0]}")
-    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+                         rich_markup_mode=None, context_settings=CONTEXT_SETTINGS)
     module.register(holder)
     command = typer.main.get_group(holder).commands[name]
     return cast("click.Command", command)
@@ -88,14 +92,25 @@ def build_app() -> typer.Typer:
         name="incident-bot",
         cls=LazyGroup,
         help="Incident response for GPU hosts: alerts in, diagnosis over SSH, approvals in chat.",
+        epilog=EXIT_STATUS_HELP,
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
-        rich_markup_mode=None,  # plain help: rich's Markdown import alone costs 0.25 s
+        rich_markup_mode=None,  # plain help everywhere (rich's Markdown import: 0.25 s)
+        context_settings=CONTEXT_SETTINGS,
     )
 
+    def show_version(value: bool) -> None:
+        if value:
+            typer.echo(f"incident-bot {__version__}")
+            raise typer.Exit(0)
+
+    # the option as a default, not in ``Annotated``: annotations are strings here, read
+    # against this module's globals, where typer is not (it is imported on first use)
     @app.callback()
-    def _root() -> None:
+    def _root(version: bool = typer.Option(
+            False, "--version", is_eager=True, callback=show_version,
+            help="Print the version and exit.")) -> None:
         """Incident response for GPU hosts: alerts in, diagnosis over SSH, approvals in chat."""
 
     return app
@@ -126,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         rv = typer.main.get_command(build_app()).main(args=args, prog_name="incident-bot",
                                                       standalone_mode=False)
     except UserError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        if not getattr(exc, "shown", False):  # a config's problems: one line each
+            for line in exc.message.splitlines() or [""]:
+                print(f"error: {line}", file=sys.stderr)
         return exc.exit_code
     except Exception as exc:
         return _failed(exc)

@@ -15,6 +15,7 @@ from bot.core import fmt
 from bot.core import strings as S
 from bot.domain import validate
 from bot.domain.findings import Severity
+from bot.remediation.actions.journal import JournalVacuum
 from playbooks import probes
 from playbooks.base import PlaybookOptions, Report, Session
 from playbooks.parsers.disk import DuEntry, Filesystem, OpenFile
@@ -173,7 +174,7 @@ def _journal(size: int | None, space: list[Filesystem], opts: PlaybookOptions,
                 bytes=size, mount=home)
     limit = _size_bytes(keep)
     if size > limit and fixes:
-        report.propose("disk.journal_vacuum", {"size": keep}, S.DIAG_JOURNAL_REASON.format(
+        report.propose(JournalVacuum.kind, {"size": keep}, S.DIAG_JOURNAL_REASON.format(
             size=keep, frees=fmt.size(size - limit)), S.DIAG_JOURNAL_RISK)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from bot.core import strings as S
 from bot.domain import validate
 from bot.domain.findings import Finding, Severity
+from bot.remediation.actions.slurm import SlurmCancel, SlurmDrain, SlurmRequeue
 from playbooks.base import Report
 
 # gpu_health's hardware findings (critical Xid, uncorrectable ECC, fallen off the bus,
@@ -62,9 +63,9 @@ def drain_first(report: Report, node: str | None, context: Mapping[str, Any]) ->
     incident = str(context.get("incident_id") or "")
     params = {"node": node, "reason": reason_text(short_title(fault)),
               "incident": incident if validate.is_valid(validate.incident_ref, incident) else ""}
-    report.propose("slurm.drain", params, S.SLURM_PROPOSE_DRAIN.format(
+    report.propose(SlurmDrain.kind, params, S.SLURM_PROPOSE_DRAIN.format(
         node=node, finding=fault.title), S.SLURM_DRAIN_RISK)
-    drain = next(a for a in report.actions if a.kind == "slurm.drain")
+    drain = next(a for a in report.actions if SlurmDrain.owns(a.kind))
     report.actions.remove(drain)
     report.actions.insert(0, drain)
 
@@ -80,7 +81,7 @@ def job_steps(report: Report, node: str | None) -> None:
             continue
         who = {"job": job, "user": f.evidence.get("user") or "unknown", "node": node,
                "pid": f.evidence.get("pid")}
-        report.propose("slurm.requeue", {"node": node, "job": job},
+        report.propose(SlurmRequeue.kind, {"node": node, "job": job},
                        S.SLURM_PROPOSE_REQUEUE.format(**who), S.SLURM_REQUEUE_RISK)
-        report.propose("slurm.cancel", {"node": node, "job": job},
+        report.propose(SlurmCancel.kind, {"node": node, "job": job},
                        S.SLURM_PROPOSE_CANCEL.format(**who), S.SLURM_CANCEL_RISK)

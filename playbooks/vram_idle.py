@@ -14,6 +14,8 @@ from typing import Any
 from bot.core import strings as S
 from bot.domain import holding, validate
 from bot.domain.findings import Severity
+from bot.remediation.actions.process import Terminate
+from bot.remediation.actions.systemd import Mask, StopDisable
 from playbooks import holders as h
 from playbooks.base import PlaybookOptions, Report, Session
 from playbooks.gpu import GpuStat, gb
@@ -116,11 +118,11 @@ def _propose(r: h.Restarter, members: list[h.Holder], mem: str, p: GpuPicture,
             _refuse(report, "unit", r.name)
             return
         _watchdogs(unit, p, report)
-        report.propose("systemd.stop_disable", {"unit": unit},
+        report.propose(StopDisable.kind, {"unit": unit},
                        S.DIAG_STOP_DISABLE_REASON.format(unit=unit, mem=mem),
                        S.DIAG_STOP_DISABLE_RISK)
         if maskable(r.detail):
-            report.propose("systemd.mask", {"unit": unit}, S.DIAG_MASK_REASON.format(unit=unit),
+            report.propose(Mask.kind, {"unit": unit}, S.DIAG_MASK_REASON.format(unit=unit),
                            S.DIAG_MASK_RISK.format(unit=unit))
         return
     if r.kind == "docker" and r.restart in RESTARTING_POLICIES:
@@ -145,7 +147,7 @@ def _watchdogs(unit: str, p: GpuPicture, report: Report) -> None:
             _refuse(report, "unit", dog)
         elif props.get("ActiveState", "active") == "active" or \
                 props.get("UnitFileState") == "enabled":
-            report.propose("systemd.stop_disable", {"unit": safe},
+            report.propose(StopDisable.kind, {"unit": safe},
                            S.DIAG_WATCHDOG_REASON.format(dog=safe, unit=unit),
                            S.DIAG_STOP_DISABLE_RISK)
 
@@ -156,7 +158,7 @@ def _terminate(x: h.Holder, report: Report) -> None:
     except validate.InvalidIdentifier as exc:
         _refuse(report, "pid", x.pid, exc.reason)
         return
-    report.propose("process.terminate", {"pid": pid}, S.DIAG_TERMINATE_REASON.format(
+    report.propose(Terminate.kind, {"pid": pid}, S.DIAG_TERMINATE_REASON.format(
         pid=pid, label=server_label(x), mem=gb(x.used_mib)), S.DIAG_TERMINATE_RISK)
 
 

@@ -8,12 +8,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(redis-server openssh-server openssh-client prometheus-alertmanager prometheus lsof psmisc procps sudo
-              slurmctld slurmd slurm-client munge)
+              slurmctld slurmd slurm-client munge haproxy)
 
 need_apt=()
 for bin in redis-server:redis-server sshd:openssh-server ssh:openssh-client \
            prometheus-alertmanager:prometheus-alertmanager promtool:prometheus lsof:lsof sudo:sudo \
-           slurmctld:slurmctld slurmd:slurmd scontrol:slurm-client munged:munge; do
+           slurmctld:slurmctld slurmd:slurmd scontrol:slurm-client munged:munge haproxy:haproxy; do
     cmd=${bin%%:*}; pkg=${bin##*:}
     if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ] && [ ! -x "/usr/bin/$cmd" ]; then
         need_apt+=("$pkg")
@@ -25,6 +25,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${APT_PACKAGES[@]}"
 fi
+# haproxy: only `haproxy -c` on deploy/compose/haproxy.cfg (tests/integration/test_compose.py).
 # Debian's redis-server, sshd, munge and slurm packages start system services; the bot and its
 # tests never use them (tests/fixtures/slurm.py starts a private one-node cluster on loopback).
 

@@ -23,6 +23,7 @@ from redis.exceptions import WatchError
 from bot.domain.approval import (
     WITHDRAWN_RESOLVED,
     Approval,
+    ApprovalAction,
     ApprovalPolicy,
     ApprovalStatus,
     ClaimOutcome,
@@ -120,7 +121,7 @@ class ApprovalStore:
     def create(
         self,
         incident_id: str,
-        action: Mapping[str, Any],
+        action: ApprovalAction,
         *,
         evidence_hash: str,
         requested_by: str,
@@ -129,11 +130,11 @@ class ApprovalStore:
     ) -> Approval:
         """Store a pending approval with a fresh unguessable id (the button's value); one
         for an incident that already resolved is stored withdrawn (``status`` says so)."""
-        kind = str(action.get("kind", ""))
+        kind = action.kind
         approval = Approval(
             id=secrets.token_urlsafe(12),
             incident_id=incident_id,
-            action=dict(action),
+            action=action,
             evidence_hash=evidence_hash,
             requested_by=requested_by,
             created_at=now,
@@ -287,6 +288,15 @@ def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    """A stored JSON object; {} for anything else (a damaged field loads as no action)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _decode_map(data: Mapping[Any, Any]) -> dict[str, str]:
     return {_s(k): _s(v) for k, v in data.items()}
 
@@ -295,7 +305,7 @@ def _to_hash(a: Approval) -> dict[str, str]:
     return {
         "id": a.id,
         "incident_id": a.incident_id,
-        "action": json.dumps(a.action, sort_keys=True),
+        "action": json.dumps(a.action.to_json(), sort_keys=True),
         "evidence_hash": a.evidence_hash,
         "requested_by": a.requested_by,
         "created_at": repr(a.created_at),
@@ -316,7 +326,7 @@ def _from_hash(d: Mapping[str, str]) -> Approval:
     return Approval(
         id=d["id"],
         incident_id=d.get("incident_id", ""),
-        action=json.loads(d.get("action", "{}")),
+        action=ApprovalAction.from_json(_json_object(d.get("action", "{}"))),
         evidence_hash=d.get("evidence_hash", ""),
         requested_by=d.get("requested_by", ""),
         created_at=float(d.get("created_at", 0)),

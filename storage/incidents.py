@@ -22,13 +22,14 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import WatchError
 
 from bot.domain.approval import Resolver
+from bot.domain.flow import Transitioned
 from bot.domain.incident import (
     Alert,
     AlertStatus,
@@ -50,6 +51,8 @@ from storage.audit import AuditLog
 from storage.events import IncidentEvents
 from storage.inflight import Inflight, InflightRegistry, step_owner
 from storage.ingest import IdBlocks, read_view, write_plan
+
+E = TypeVar("E")  # an effect of the decision (``bot.domain.flow.Effect``)
 
 
 class UnknownIncident(LookupError):
@@ -228,9 +231,57 @@ class IncidentStore:
         if goal is current.state and goal in FIRST_DIAGNOSIS:  # a diagnosis re-driven
             return self._reenter(pipe, current, entry, owner, actor, reason, now)
         new = apply_transition(current, goal, now)
-        resolving = goal is IncidentState.RESOLVED
+        self._write_transition(pipe, current, new, entry, Moved(actor, reason, evidence_hash,
+                                                                owner), now)
+        return new
+
+    def commit(self, incident_id: str,
+               decide: Callable[[Incident], tuple[Incident, tuple[E, ...]]], *,
+               owner: str | None = None) -> tuple[Incident, tuple[E, ...]]:
+        """The flow runner's one write per event: WATCH the incident (and its in-flight
+        entry), read it once, ``decide`` (pure: the record in, the new record and the
+        effects out), then one MULTI/EXEC: the fields that changed and, when the state
+        changed (a ``Transitioned`` effect says who and why), everything a ``transition``
+        writes with it (audit line, in-flight owner and deadline, the open set, the
+        resolved event and the withdrawals). The same transient state again is the step's
+        re-entry claim (``StepTaken`` when its owner is alive). Another writer in between
+        makes it read and decide again; an exception from ``decide`` writes nothing."""
+        who = owner or step_owner()
+        return cast(tuple[Incident, tuple[E, ...]], self._retrying(
+            lambda pipe: self._commit_once(pipe, incident_id, decide, who)))
+
+    def _commit_once(self, pipe: Pipeline, incident_id: str,
+                     decide: Callable[[Incident], tuple[Incident, tuple[E, ...]]],
+                     owner: str) -> tuple[Incident, tuple[E, ...]]:
+        current = self._watch_incident(pipe, incident_id)
+        entry = inflight.watch_entry(pipe, incident_id)
+        new, effects = decide(current)
+        now = self.clock()
+        moved = next((e for e in effects if isinstance(e, Transitioned)), None)
+        if moved is not None and new.state is current.state and new.state in FIRST_DIAGNOSIS:
+            return self._reenter(pipe, current, entry, owner, moved.actor, moved.reason,
+                                 now), effects
+        if moved is None or new.state is current.state:
+            fields = _changed(current, new)
+            if fields:
+                pipe.multi()
+                pipe.hset(keys.incident(incident_id), mapping=fields)
+                pipe.execute()
+            return new, effects
+        how = Moved(moved.actor, moved.reason, moved.evidence_hash, owner)
+        self._write_transition(pipe, current, new, entry, how, now)
+        return new, effects
+
+    def _write_transition(self, pipe: Pipeline, current: Incident, new: Incident,
+                          entry: Inflight | None, how: Moved, now: float) -> None:
+        """One state change and all that goes with it, in one MULTI/EXEC (the incident's
+        keys are WATCHed already): the record, the in-flight entry, the open set, the
+        resolved event, the withdrawn approvals, the audit line."""
+        incident_id = current.id
+        resolving = new.state is IncidentState.RESOLVED
         stale = self._watch_indexes(pipe, current) if resolving else []
         pending = watch_pending(pipe, [incident_id]).get(incident_id, []) if resolving else []
+        owner, actor = how.owner, how.actor
         pipe.multi()
         pipe.hset(keys.incident(incident_id), mapping=new.to_hash())
         if is_transient(new.state):
@@ -246,13 +297,13 @@ class IncidentStore:
             fields = {"host": new.host, "kind": new.kind, "previous": current.state.value}
             self.events.add_to(pipe, "incident.resolved", incident_id, dict(fields))
         if resolving:
-            why = _withdrawal(current, actor, now)
+            why = _withdrawal(new, actor, now)
             mark_resolved_in(pipe, incident_id, why)
             withdraw_in(pipe, incident_id, pending, why)
-        detail = {"from": current.state.value, "to": new.state.value, "reason": reason}
-        self.audit.add_to(pipe, incident_id, actor, "transition", detail, evidence_hash, ts=now)
+        detail = {"from": current.state.value, "to": new.state.value, "reason": how.reason}
+        self.audit.add_to(pipe, incident_id, actor, "transition", detail, how.evidence_hash,
+                          ts=now)
         pipe.execute()
-        return new
 
     def _reenter(self, pipe: Pipeline, current: Incident, entry: Inflight | None, owner: str,
                  actor: str, reason: str, now: float) -> Incident:
@@ -380,12 +431,29 @@ class IncidentStore:
         return self._retrying(once)
 
 
-def _withdrawal(current: Incident, actor: str, now: float) -> Withdrawal:
+def _withdrawal(resolved: Incident, actor: str, now: float) -> Withdrawal:
     """A person's resolve (Resolve button, ``/ir resolve``) names them in ``resolved_by``
-    before the transition; any other resolve through here is the flow's (the bot's)."""
-    if current.resolved_by:
-        return Withdrawal(current.resolved_by, Resolver.PERSON, now)
+    (before the transition, or in the same decided record); any other resolve through
+    here is the flow's (the bot's)."""
+    if resolved.resolved_by:
+        return Withdrawal(resolved.resolved_by, Resolver.PERSON, now)
     return Withdrawal(actor, Resolver.BOT, now)
+
+
+@dataclass(frozen=True)
+class Moved:
+    """Who moved the incident and why, for the transition's audit line and its owner."""
+
+    actor: str
+    reason: str
+    evidence_hash: str | None
+    owner: str
+
+
+def _changed(current: Incident, new: Incident) -> dict[str, str]:
+    """The hash fields ``new`` changes (nothing when the decision changed nothing)."""
+    before = current.to_hash()
+    return {k: v for k, v in new.to_hash().items() if before.get(k) != v}
 
 
 def _carried(entry: Inflight | None, state: IncidentState) -> int:

@@ -23,7 +23,7 @@ from tests.helpers.imports import (
     redis_takers,
     violations,
 )
-from tests.helpers.names import clashing_classes, nx_sets
+from tests.helpers.names import action_kinds, clashing_classes, kind_literals, nx_sets
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -164,6 +164,32 @@ def test_no_two_modules_define_a_class_of_the_same_name() -> None:
 
 def test_set_nx_is_taken_only_through_the_claim_helper() -> None:
     assert nx_sets(ROOT) == []
+
+
+def test_no_action_kind_string_outside_its_own_module() -> None:
+    """Each action kind (every entry of ``incident_bot.actions``) is spelled only in the
+    module of its action class; elsewhere code asks the action (``actions.get(kind)``,
+    its attributes and methods) or names its class (``StopDisable.kind``)."""
+    owners = action_kinds(ROOT / "pyproject.toml")
+    assert len(owners) >= 19
+    found = kind_literals(ROOT, owners)
+    assert not found, "action kinds spelled outside their module:\n" + "\n".join(found)
+
+
+def test_a_kind_string_outside_its_module_is_reported(tmp_path: Path) -> None:
+    owners = {"systemd.stop_disable": "bot.remediation.actions.systemd"}
+    root = _tree(tmp_path, {
+        "bot/remediation/actions/systemd.py": "class StopDisable:\n"
+                                              "    kind = 'systemd.stop_disable'\n",
+        "bot/flow/ok.py": "from bot.remediation.actions.systemd import StopDisable\n"
+                          "K = StopDisable.kind\nCODE = 'gpu.idle_vram_held'\n"
+                          "def f(code: str) -> bool:\n    return code.startswith('systemd.')\n",
+        "bot/flow/step.py": "def f(kind: str) -> bool:\n"
+                            "    return kind == 'systemd.stop_disable'\n",
+        "bot/chat/words.py": "def g(a) -> bool:\n    return a.kind.startswith('systemd.')\n",
+    })
+    assert kind_literals(root, owners) == ["bot/chat/words.py:2 systemd.stop_disable",
+                                           "bot/flow/step.py:2 systemd.stop_disable"]
 
 
 def test_the_name_checks_report_planted_clashes(tmp_path: Path) -> None:

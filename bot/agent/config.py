@@ -1,19 +1,32 @@
-"""Agent settings: command line plus environment (the token), no config file needed."""
+"""Agent settings: command line plus environment (the token), no config file needed.
+
+The command line is a typer command (``register``), the same one ``incident-bot agent``
+and the lean ``python -m bot.agent`` run, so both show one help in the CLI's one style.
+"""
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated
+
+import typer
+
+from bot.core.cli_style import PLAIN_HELP
+from bot.core.errors import UserError
 
 TOKEN_ENV = "INCIDENT_BOT_ALERT_TOKEN"
+DEFAULT_STATE_DIR = "/var/lib/incident-bot-agent"
 
 
-class AgentConfigError(ValueError):
+class AgentConfigError(UserError):
     """Bad arguments or environment: one line, exit status 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 2)
 
 
 @dataclass(frozen=True)
@@ -40,57 +53,111 @@ class AgentConfig:
         return self.url.rstrip("/") + "/alerts"
 
 
-class _Formatter(argparse.HelpFormatter):
-    """Capitalised "Usage:" like the rest of the CLI."""
-
-    def add_usage(self, usage: str | None, actions: Any, groups: Any,
-                  prefix: str | None = None) -> None:
-        super().add_usage(usage, actions, groups, prefix or "Usage: ")
+def _short_hostname() -> str:
+    return socket.gethostname().split(".")[0]
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="incident-bot agent", formatter_class=_Formatter,
-        description="Host agent: NVML (VRAM held idle), boot id (VM restarted) and disk "
-                    f"checks, posted to the bot's /alerts. The token comes from ${TOKEN_ENV}.")
-    p.add_argument("--url", required=True, help="the bot's base URL, e.g. http://bot:8080")
-    p.add_argument("--host", default=socket.gethostname().split(".")[0],
-                   help="this host's inventory name (default: short hostname)")
-    p.add_argument("--interval", type=float, default=30.0, help="seconds between checks")
-    p.add_argument("--state-dir", default="/var/lib/incident-bot-agent",
-                   help="boot id, conditions and the outbox of unsent alerts")
-    p.add_argument("--once", action="store_true", help="check and send once, then exit")
-    p.add_argument("--mount", action="append", dest="mounts", help="filesystem to watch "
-                   "(repeatable; default /)")
-    p.add_argument("--disk-used-pct", type=float, default=95.0)
-    p.add_argument("--inodes-used-pct", type=float, default=95.0)
-    p.add_argument("--vram-used-pct", type=float, default=50.0)
-    p.add_argument("--util-max-pct", type=float, default=1.0)
-    p.add_argument("--idle-for", type=float, default=600.0,
-                   help="seconds held idle before vram_idle")
-    p.add_argument("--boot-id-path", default="/proc/sys/kernel/random/boot_id")
-    p.add_argument("--timeout", type=float, default=10.0)
-    p.add_argument("--expected-gpus", type=int, default=None,
-                   help="GPUs this host should have (the inventory's hosts.*.gpus)")
-    return p
-
-
-def parse_args(argv: list[str], environ: dict[str, str] | None = None) -> AgentConfig:
-    """Raise ``AgentConfigError`` (or SystemExit for --help / argparse errors)."""
-    args = _parser().parse_args(argv)
+def make_config(*, url: str, host: str, interval: float, state_dir: str, once: bool,
+                mounts: list[str] | None, disk_used_pct: float, inodes_used_pct: float,
+                vram_used_pct: float, util_max_pct: float, idle_for: float, boot_id_path: str,
+                timeout: float, expected_gpus: int | None,
+                environ: Mapping[str, str] | None = None) -> AgentConfig:
+    """The options plus the token from the environment; ``AgentConfigError`` when unusable."""
     env = os.environ if environ is None else environ
     token = env.get(TOKEN_ENV, "").strip()
     if not token:
         raise AgentConfigError(f"{TOKEN_ENV} is not set: the agent needs it to post alerts")
-    if not args.url.startswith(("http://", "https://")):
-        raise AgentConfigError(f"--url must be an http(s) URL, got {args.url!r}")
-    if args.interval <= 0 or args.timeout <= 0 or args.idle_for < 0:
-        raise AgentConfigError("--interval and --timeout must be > 0, --idle-for >= 0")
+    if not url.startswith(("http://", "https://")):
+        raise AgentConfigError(f"--url must be an http(s) URL, got {url!r}")
     return AgentConfig(
-        url=args.url, token=token, host=args.host, state_dir=Path(args.state_dir),
-        interval_s=args.interval, once=args.once, boot_id_path=Path(args.boot_id_path),
-        mounts=tuple(args.mounts or ["/"]), disk_used_pct=args.disk_used_pct,
-        inodes_used_pct=args.inodes_used_pct, vram_used_pct=args.vram_used_pct,
-        util_max_pct=args.util_max_pct, idle_for_s=args.idle_for, timeout_s=args.timeout,
-        expected_gpus=args.expected_gpus,
+        url=url, token=token, host=host, state_dir=Path(state_dir), interval_s=interval,
+        once=once, boot_id_path=Path(boot_id_path), mounts=tuple(mounts or ["/"]),
+        disk_used_pct=disk_used_pct, inodes_used_pct=inodes_used_pct,
+        vram_used_pct=vram_used_pct, util_max_pct=util_max_pct, idle_for_s=idle_for,
+        timeout_s=timeout, expected_gpus=expected_gpus,
     )
+
+
+def register(app: typer.Typer, run: Callable[[AgentConfig], int],
+             environ: Mapping[str, str] | None = None) -> None:
+    """Add ``agent`` to ``app`` (the ``incident-bot`` CLI, or ``python -m bot.agent``'s own):
+    its options, in the one help style, then ``run(config)`` for the exit status."""
+
+    @app.command(name="agent")
+    def agent(
+        url: Annotated[str, typer.Option("--url", metavar="URL",
+                                         help="the bot's base URL, e.g. http://bot:8080")],
+        host: Annotated[str, typer.Option("--host", metavar="NAME", show_default=False,
+                                          help="this host's inventory name (default: short "
+                                               "hostname)")] = "",
+        interval: Annotated[float, typer.Option("--interval", min=0.001, metavar="SECONDS",
+                                                help="seconds between checks")] = 30.0,
+        state_dir: Annotated[str, typer.Option(
+            "--state-dir", metavar="DIR",
+            help="boot id, conditions and the outbox of unsent alerts")] = DEFAULT_STATE_DIR,
+        once: Annotated[bool, typer.Option("--once",
+                                           help="check and send once, then exit")] = False,
+        mounts: Annotated[list[str] | None, typer.Option(
+            "--mount", metavar="PATH", help="filesystem to watch (repeatable; default /)")]
+        = None,
+        disk_used_pct: Annotated[float, typer.Option(
+            "--disk-used-pct", min=0, max=100, metavar="PERCENT",
+            help="alert at or above this much space used")] = 95.0,
+        inodes_used_pct: Annotated[float, typer.Option(
+            "--inodes-used-pct", min=0, max=100, metavar="PERCENT",
+            help="alert at or above this share of inodes used")] = 95.0,
+        vram_used_pct: Annotated[float, typer.Option(
+            "--vram-used-pct", min=0, max=100, metavar="PERCENT",
+            help="GPU memory counts as held at or above this share")] = 50.0,
+        util_max_pct: Annotated[float, typer.Option(
+            "--util-max-pct", min=0, max=100, metavar="PERCENT",
+            help="utilisation counts as idle at or below this")] = 1.0,
+        idle_for: Annotated[float, typer.Option("--idle-for", min=0, metavar="SECONDS",
+                                                help="seconds held idle before vram_idle")]
+        = 600.0,
+        boot_id_path: Annotated[str, typer.Option("--boot-id-path", metavar="FILE",
+                                                  help="where the kernel's boot id is read")]
+        = "/proc/sys/kernel/random/boot_id",
+        timeout: Annotated[float, typer.Option("--timeout", min=0.001, metavar="SECONDS",
+                                               help="per HTTP request")] = 10.0,
+        expected_gpus: Annotated[int | None, typer.Option(
+            "--expected-gpus", min=0, max=64, metavar="N",
+            help="GPUs this host should have (the inventory's hosts.*.gpus)")] = None,
+    ) -> None:
+        """Host agent: NVML, boot id and disk checks, posted to the bot's /alerts.
+
+        The token comes from $INCIDENT_BOT_ALERT_TOKEN.
+        """
+        config = make_config(
+            url=url, host=host or _short_hostname(), interval=interval, state_dir=state_dir,
+            once=once, mounts=mounts, disk_used_pct=disk_used_pct,
+            inodes_used_pct=inodes_used_pct, vram_used_pct=vram_used_pct,
+            util_max_pct=util_max_pct, idle_for=idle_for, boot_id_path=boot_id_path,
+            timeout=timeout, expected_gpus=expected_gpus, environ=environ)
+        code = run(config)
+        if code:
+            raise typer.Exit(code)
+
+
+def lean_app(run: Callable[[AgentConfig], int],
+             environ: Mapping[str, str] | None = None) -> typer.Typer:
+    """``python -m bot.agent``: a one-command app with the same options and help."""
+    app = typer.Typer(**PLAIN_HELP)
+    register(app, run, environ)
+    return app
+
+
+def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> AgentConfig:
+    """The config the command line and ``environ`` give (the same parser as ``agent``);
+    ``AgentConfigError`` for a bad value, click's usage error for a bad option."""
+    seen: list[AgentConfig] = []
+
+    def keep(config: AgentConfig) -> int:
+        seen.append(config)
+        return 0
+
+    command = typer.main.get_command(lean_app(keep, environ))
+    command.main(args=list(argv), prog_name="incident-bot agent", standalone_mode=False)
+    if not seen:
+        raise AgentConfigError("no config: --help was asked for")
+    return seen[0]

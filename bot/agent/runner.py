@@ -25,10 +25,12 @@ from bot.agent.gpu import IdleTracker, NvmlSampler, vram_condition
 from bot.agent.health import HealthWatch
 from bot.agent.outbox import Outbox
 from bot.core.durable import atomic_write
+from bot.domain.backoff import Backoff
 
 log = logging.getLogger(__name__)
 EX_TEMPFAIL = 75  # --once: alerts are buffered on disk, not yet delivered
 MAX_BACKOFF_S = 300.0
+BACKOFF = Backoff(1.0, MAX_BACKOFF_S)  # 1, 2, 4 … 300 s: the one rule, bot/domain/backoff.py
 Sender = Callable[[str, str, list[dict[str, Any]], float], Reply]
 
 
@@ -45,7 +47,7 @@ class Agent:
         self.clock = clock
         self.send = send
         self.batch = config.batch
-        self.backoff_s = 0.0
+        self.backoff_s, self.failures = 0.0, 0  # failed sends in a row, and the wait they earn
         self.stop = threading.Event()
 
     # --- checks ----------------------------------------------------------------------
@@ -116,7 +118,7 @@ class Agent:
         """Whether to keep sending now."""
         if reply.ok:
             self.outbox.remove(paths)
-            self.backoff_s = 0.0
+            self.backoff_s, self.failures = 0.0, 0
             self.batch = self.config.batch if len(paths) == 1 else self.batch
             return True
         if reply.status in (400, 413) and len(paths) > 1:
@@ -128,7 +130,8 @@ class Agent:
         level = logging.WARNING if reply.retryable else logging.ERROR
         log.log(level, "bot did not take %d alert(s) (HTTP %s: %s); kept on disk, %d buffered",
                 len(paths), reply.status or "no answer", reply.body[:200], len(self.outbox))
-        self.backoff_s = min(MAX_BACKOFF_S, max(1.0, self.backoff_s * 2))
+        self.failures += 1
+        self.backoff_s = BACKOFF.after(self.failures)
         return False
 
     # --- loop ------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``disk.cleanup`` in chat words: the thread's preview table, the sentence for each
+"""A disk cleanup in chat words: the thread's preview table, the sentence for each
 cleanup proposal, and one compact row of per-part buttons (pure).
 
 Everything is read from the stored diagnosis: the info finding
@@ -16,9 +16,9 @@ from bot.chat.base import Button, ButtonStyle, Section
 from bot.chat.text import clip, code_safe, escape
 from bot.core import fmt, strings
 from bot.domain.findings import Diagnosis, ProposedAction
+from bot.remediation.actions.disk_cleanup import DiskCleanup
 
 CANDIDATES_CODE = "disk.cleanup_candidates"
-PART_PREFIX = "cleanup-part-"
 SEP = "|"
 MAX_ROWS = 12
 PATH_COLUMN = 64
@@ -43,7 +43,7 @@ def gib(n_bytes: Any) -> str:
 
 
 def is_part(action: ProposedAction) -> bool:
-    return action.kind == "disk.cleanup" and action.id.startswith(PART_PREFIX)
+    return DiskCleanup.is_part(action)
 
 
 def covered(action: ProposedAction, diagnosis: Diagnosis) -> list[Mapping[str, Any]]:

@@ -23,7 +23,6 @@ from slack_sdk import WebClient
 
 from bot.chat.coalesce import wait_turn
 from bot.chat.home import Fleet, HostGpus, IncidentRow, JobRow, classify_gpus, render_home
-from bot.chat.slack import call_with_retry
 from bot.domain.maintenance import MaintenanceWindow
 from bot.domain.slurm import DrainedNode
 from bot.jobs.states import JobState, JobStatus
@@ -110,8 +109,7 @@ class HomePublisher:
                 wait_turn(lambda: budget.try_call("views.publish"))
             elif budget.try_call("views.publish") > 0:
                 return False  # the next refresh catches up; never spend over the budget
-        call_with_retry("views.publish",
-                        lambda: self.client.views_publish(user_id=user, view=view))
+        self.client.views_publish(user_id=user, view=view)  # slack_sdk's handlers retry
         self.viewers.mark_shown(user, view_digest(view))
         return True
 

@@ -34,6 +34,7 @@ from bot.chat.base import (
     Section,
 )
 from bot.core import metrics
+from bot.domain.backoff import Backoff
 from bot.domain.incident_record import ChatRefs
 from storage.approvals import ApprovalStore
 from storage.chat_outbox import AuditNote, ChatOutboxStore, NewItem, Op, OutboxItem, Posted
@@ -112,7 +113,7 @@ class ChatOutbox:
         self.post_spacing_s = post_spacing_s
         self._queue_ahead: dict[str, int] | None = None  # per channel, during a drain pass
         self.direct: DirectChat = backend if isinstance(backend, DirectChat) else _Plain(backend)
-        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.backoff = Backoff(backoff_s, max_backoff_s)  # the one rule: bot/domain/backoff.py
         self.late_after_s = late_after_s  # a shorter wait (budget spacing) is not audited
         # False: due items in due order only (before issue 29; ``bench/first_message.py``)
         self.parents_first = parents_first
@@ -375,7 +376,7 @@ class ChatOutbox:
         return ahead * self.post_spacing_s
 
     def _backoff(self, item: OutboxItem) -> float:
-        return min(self.max_backoff_s, self.backoff_s * 2 ** max(0, item.attempts - 1))
+        return self.backoff.after(item.attempts)
 
 
 def is_top_level(item: NewItem) -> bool:

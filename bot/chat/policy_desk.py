@@ -48,7 +48,7 @@ class PolicyApprovalDesk(ApprovalDesk):
         if not self.fleet:
             return None, None
         approval = self.store.get(approval_id)
-        name = str(approval.action.get("policy", "")) if approval else ""
+        name = approval.action.policy if approval else ""
         policy = self.fleet.get(name)
         if approval is None or policy is None:
             return None, None
@@ -66,7 +66,7 @@ class PolicyApprovalDesk(ApprovalDesk):
         if refusal_is_self(rules, user, a.requested_by):
             return decision  # the self-approval rule refused it, not the policy
         text = strings.POLICY_REFUSED_CLICK.format(
-            kind=a.kind, host=a.action.get("host", "this host"), policy=policy.name,
+            kind=a.kind, host=a.action.host or "this host", policy=policy.name,
             who=approver_list(rules, a.kind))
         return replace(decision, text=text)
 

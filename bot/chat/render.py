@@ -240,7 +240,7 @@ def offer_buttons(host: str, plan: ActionPlan) -> tuple[Button, ...]:
 def _buttons(host: str, plan: ActionPlan) -> tuple[Button, ...]:
     """Approve carries the exact commands in its confirm dialog; Deny is never red. An
     offer that undoes a fix is a plain Revert that always asks first, never primary."""
-    if plan.action.kind in summary.REVERT_KINDS:
+    if summary.is_revert(plan.action.kind):
         return (_revert_button(host, plan),
                 Button(strings.MSG_DENY, "deny", plan.approval_id, ButtonStyle.DEFAULT))
     confirm = None

@@ -1,9 +1,10 @@
 """The Slack chat backend over ``slack_sdk.WebClient`` (base URL from settings).
 
-Every Web API call goes through ``call_with_retry``: a 429 waits exactly the
-``Retry-After`` Slack sent, server errors and network failures back off and retry, and a
-call that finally fails is logged and audited, never dropped silently. Edits of one
-message are coalesced (``UpdateCoalescer``): at most one ``chat.update`` per interval.
+Retries are slack_sdk's own handlers, on the calls whose caller may wait
+(``bot/chat/slack_retry.py`` says which and why); the durable outbox's sends are one
+attempt each and never sleep. A call that finally fails is logged and audited, never
+dropped silently. Edits of one message are coalesced (``UpdateCoalescer``): at most one
+``chat.update`` per interval.
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ from bot.chat.coalesce import (
     wait_turn,
 )
 from bot.chat.interactions import AuditFn
+from bot.chat.slack_retry import (
+    RETRYABLE_ERRORS,
+    editing_handlers,
+    retries_so_far,
+    start_counting,
+    waiting_handlers,
+    with_handlers,
+)
 from bot.chat.text import clip
 from bot.config.settings import Settings, secret
 from bot.core import metrics, strings
@@ -39,9 +48,6 @@ from storage.stores import Stores
 
 log = logging.getLogger(__name__)
 
-RETRYABLE_ERRORS = frozenset(
-    {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
-)
 OUTBOX_EVENT = "incident_bot_outbox"  # message metadata tagging a post with its outbox key
 BUDGET_WAIT = "slack budget"  # the shared budget's spacing, not a refusal by Slack
 
@@ -57,7 +63,8 @@ class ChatDeliveryError(RuntimeError):
 
 
 def make_client(settings: Settings, timeout_s: int = 10) -> WebClient:
-    """A WebClient on the configured API URL; retries are ours, so the SDK's are off."""
+    """A WebClient on the configured API URL with no retry handler: one attempt per call
+    (the outbox's; ``SlackBackend`` adds slack_sdk's handlers where a caller may wait)."""
     base = settings.slack.api_url.rstrip("/") + "/"
     return WebClient(
         token=secret(settings.slack_bot_token), base_url=base, timeout=timeout_s, retry_handlers=[]
@@ -73,48 +80,6 @@ def retry_after(response: Any, default: float = 1.0) -> float:
         return max(0.0, float(raw)) if raw is not None else default
     except ValueError:
         return default
-
-
-def call_with_retry(
-    method: str,
-    call: Callable[[], SlackResponse],
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    attempts: int = 4,
-    base_delay_s: float = 0.5,
-    max_delay_s: float = 20.0,
-    max_rate_limited: int = 8,
-) -> SlackResponse:
-    """Run one Web API call: honour 429 Retry-After; back off on 5xx/network; raise the rest."""
-    failures = limited = 0
-    while True:
-        try:
-            return call()
-        except SlackApiError as exc:
-            resp = exc.response
-            status = getattr(resp, "status_code", 0)
-            error = str(resp.get("error", "")) if hasattr(resp, "get") else str(exc)
-            if status == 429 and limited < max_rate_limited:
-                limited += 1
-                metrics.SLACK_API_RETRIES.labels(method=method).inc()
-                wait = retry_after(resp)
-                log.info("%s rate limited; waiting %.1fs as Slack asked", method, wait)
-                sleep(wait)
-                continue
-            if status < 500 and error not in RETRYABLE_ERRORS:
-                metrics.SLACK_API_ERRORS.labels(method=method, error=error or str(status)).inc()
-                raise ChatDeliveryError(
-                    method, failures + limited + 1, error or f"HTTP {status}"
-                ) from None
-            reason = error or f"HTTP {status}"
-        except (SlackClientError, OSError) as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-        failures += 1
-        if failures >= attempts:
-            metrics.SLACK_API_ERRORS.labels(method=method, error=clip(reason, 40)).inc()
-            raise ChatDeliveryError(method, failures + limited, clip(reason, 300))
-        metrics.SLACK_API_RETRIES.labels(method=method).inc()
-        sleep(min(max_delay_s, base_delay_s * 2 ** (failures - 1)))
 
 
 def shared_backend(client: WebClient, stores: Stores, *, audit: AuditFn | None = None,
@@ -136,14 +101,17 @@ class SlackBackend:
         *,
         audit: AuditFn | None = None,
         update_interval_s: float = 2.0,
-        sleep: Callable[[float], None] = time.sleep,
         attempts: int = 4,
         budget: SlackBudget | None = None,
         ledger: RenderLedger | None = None,
     ) -> None:
         """``budget`` and ``ledger`` are shared by every replica (``shared_backend``);
-        without them the spacing and the render order hold in this process only."""
-        self.client, self._audit, self._sleep, self._attempts = client, audit, sleep, attempts
+        without them the spacing and the render order hold in this process only.
+        ``client`` makes one attempt per call (the outbox's); ``waiting`` and ``editing``
+        are the same client with slack_sdk's retry handlers (``bot/chat/slack_retry.py``)."""
+        self.client, self._audit = client, audit
+        self.waiting = with_handlers(client, waiting_handlers(attempts))
+        self.editing = with_handlers(client, editing_handlers(attempts))
         self.budget = budget
         self.on_change: Callable[[], None] | None = None  # the App Home's refresher pokes here
         self.ledger = ledger
@@ -167,7 +135,7 @@ class SlackBackend:
                 self._call(
                     "chat.postMessage",
                     message.incident_id,
-                    lambda: self.client.chat_postMessage(**args),
+                    lambda: self.waiting.chat_postMessage(**args),
                 )
             )
 
@@ -194,7 +162,7 @@ class SlackBackend:
         self._call(
             "chat.postEphemeral",
             note.extra.get("incident_id", ""),
-            lambda: self.client.chat_postEphemeral(
+            lambda: self.waiting.chat_postEphemeral(
                 channel=note.channel, user=note.user, text=note.text
             ),
         )
@@ -203,7 +171,7 @@ class SlackBackend:
         self._call(
             "files.uploadV2",
             "",
-            lambda: self.client.files_upload_v2(
+            lambda: self.waiting.files_upload_v2(
                 channel=ref.channel,
                 thread_ts=ref.ts,
                 file=str(path),
@@ -214,7 +182,7 @@ class SlackBackend:
 
     def open_modal(self, trigger_id: str, view: dict[str, Any]) -> None:
         self._call(
-            "views.open", "", lambda: self.client.views_open(trigger_id=trigger_id, view=view)
+            "views.open", "", lambda: self.waiting.views_open(trigger_id=trigger_id, view=view)
         )
 
     def fetch_message(self, ref: MessageRef) -> dict[str, Any] | None:
@@ -222,7 +190,7 @@ class SlackBackend:
         resp = self._call(
             "conversations.replies",
             "",
-            lambda: self.client.conversations_replies(
+            lambda: self.waiting.conversations_replies(
                 channel=ref.channel, ts=ref.ts, limit=1, inclusive=True
             ),
         )
@@ -244,7 +212,7 @@ class SlackBackend:
                 "chat.update",
                 incident_id,
                 raise_on_429(
-                    lambda: self.client.chat_update(channel=ref.channel, ts=ref.ts, **payload)
+                    lambda: self.editing.chat_update(channel=ref.channel, ts=ref.ts, **payload)
                 ),
             )
 
@@ -333,17 +301,25 @@ class SlackBackend:
     def _call(
         self, method: str, incident_id: str, call: Callable[[], SlackResponse]
     ) -> SlackResponse:
+        """One call through a client with slack_sdk's retry handlers; a failure left once
+        they gave up is logged and audited with the attempts made, then raised."""
+        start_counting()
         try:
-            return call_with_retry(method, call, sleep=self._sleep, attempts=self._attempts)
-        except ChatDeliveryError as exc:
-            log.error("slack delivery failed: %s", exc)
-            if self._audit is not None:
-                try:
-                    detail = {"method": exc.method, "attempts": exc.attempts, "error": exc.error}
-                    self._audit(incident_id, "bot", "chat.delivery_failed", detail)
-                except Exception:  # both Slack and the audit failed: the log has it
-                    log.exception("could not audit a failed Slack call")
-            raise
+            return call()
+        except Exception as exc:  # classified: a Slack or network failure, else not ours
+            failure = classify(exc)
+            if failure is None:
+                raise
+            error = ChatDeliveryError(method, retries_so_far() + 1, clip(failure.error, 300))
+        metrics.SLACK_API_ERRORS.labels(method=method, error=clip(error.error, 40)).inc()
+        log.error("slack delivery failed: %s", error)
+        if self._audit is not None:
+            try:
+                detail = {"method": error.method, "attempts": error.attempts, "error": error.error}
+                self._audit(incident_id, "bot", "chat.delivery_failed", detail)
+            except Exception:  # both Slack and the audit failed: the log has it
+                log.exception("could not audit a failed Slack call")
+        raise error
 
 
 def classify(exc: BaseException) -> ChatSendError | None:
@@ -374,7 +350,7 @@ class SlackGroups:
     """Usergroup membership from ``usergroups.users.list``, cached for ``ttl_s``."""
 
     def __init__(self, client: WebClient, ttl_s: float = 300.0) -> None:
-        self.client, self.ttl_s = client, ttl_s
+        self.client, self.ttl_s = with_handlers(client, waiting_handlers()), ttl_s
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}
         self._lock = threading.Lock()
 
@@ -387,9 +363,7 @@ class SlackGroups:
             hit = self._cache.get(group)
         if hit is not None and now - hit[0] < self.ttl_s:
             return hit[1]
-        resp = call_with_retry(
-            "usergroups.users.list", lambda: self.client.usergroups_users_list(usergroup=group)
-        )
+        resp = self.client.usergroups_users_list(usergroup=group)
         members = frozenset(str(u) for u in resp.get("users") or [])
         with self._lock:
             self._cache[group] = (now, members)

@@ -130,7 +130,7 @@ def create_slack_app(
     publisher = refresher = None
     if home is not None:  # the App Home tab: app_home_opened → views.publish
         viewers = stores.home_viewers(workspace_of(client.token))
-        publisher = HomePublisher(client, home, viewers, backend.budget, clock)
+        publisher = HomePublisher(backend.waiting, home, viewers, backend.budget, clock)
         refresher = HomeRefresher(publisher, min_interval_s=update_interval_s)
         register_home(bolt, publisher, executor, refresher)
         backend.on_change = refresher.poke

@@ -15,14 +15,14 @@ from typing import Any, Protocol
 
 from bot.core import strings
 from bot.core.errors import UserError
+from bot.domain.durations import DurationError
+from bot.domain.durations import parse_duration as duration_s
 from bot.domain.lifecycle import MAX_SNOOZE_S
 from bot.domain.validate import HOST_RE, INCIDENT_ID_RE, JOB_ID_RE
 from storage.silences import MAX_DURATION_S as MAX_SILENCE_S
 
 PLAYBOOK_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 KIND_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
-DURATION_RE = re.compile(r"^(\d{1,6})([smhd])$")
-UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_STATS_S = 90 * 86400  # the audit keeps about this much history per incident
 Guard = Callable[[str, str, str, Mapping[str, Any]], str | None]  # verb, user, incident, detail
 
@@ -220,11 +220,13 @@ def _stats(args: list[str]) -> SlashCommand:
 def parse_duration(text: str, most_s: int = MAX_SILENCE_S,
                    too_long: str = strings.SLASH_SILENCE_TOO_LONG) -> int:
     """``30m`` → 1800; 1 s to ``most_s``, the store's own limit (never accept what it refuses)."""
-    m = DURATION_RE.match(text.strip().lower())
-    if not m:
-        raise ValueError(f"duration `{_clip(text)}` must look like 30m, 2h or 1d.")
-    seconds = int(m.group(1)) * UNIT_S[m.group(2)]
-    if seconds <= 0:
+    try:
+        seconds = round(duration_s(text))
+    except DurationError as exc:
+        if exc.not_positive:
+            raise ValueError("duration must be at least 1s.") from None
+        raise ValueError(f"duration `{_clip(text)}` must look like 30m, 2h or 1d.") from None
+    if seconds <= 0:  # under half a second, rounded down
         raise ValueError("duration must be at least 1s.")
     if seconds > most_s:
         raise ValueError(too_long.format(days=most_s // 86400))
@@ -259,6 +261,11 @@ _PARSERS: dict[str, Callable[[list[str]], SlashCommand]] = {
     "drained": _no_args(Drained),
     "stats": _stats,
 }
+
+
+def known_verbs() -> tuple[str, ...]:
+    """Every subcommand ``parse`` accepts (the docs and the manifest are checked against it)."""
+    return tuple(_PARSERS)
 
 
 # commands that change something (or run something on a host), under the desk's rule

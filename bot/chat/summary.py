@@ -22,7 +22,10 @@ from bot.domain import holding
 from bot.domain.action_result import ActionResult
 from bot.domain.findings import Diagnosis, Finding, ProposedAction
 from bot.domain.incident_record import LastOutcome, StepResult
+from bot.domain.outcome_word import OUTCOME_STATES as OUTCOME_STATES
+from bot.domain.outcome_word import Observed, OutcomeWord, fixes_headline, outcome_word
 from bot.domain.validate import USERGROUP_RE
+from bot.remediation.actions import find, fixes_of
 
 GB_RE = re.compile(r"(\d) GB\b")  # playbook text says GB for binary gigabytes
 STATE_ICON = {
@@ -63,7 +66,7 @@ def primary_finding(diagnosis: Diagnosis) -> Finding | None:
 
 
 def headline_of(diagnosis: Diagnosis) -> hl.Headline:
-    return hl.choose(diagnosis)
+    return hl.choose(diagnosis, fixes_of)
 
 
 def _gpus(finding: Finding | None) -> list[Mapping[str, Any]]:
@@ -152,46 +155,24 @@ def state_line(incident: IncidentLike, now: float) -> str:
 
 
 def action_phrase(action: ProposedAction, diagnosis: Diagnosis | None = None) -> str:
-    """The catalog action as a plain verb phrase (never ``kind key=value``)."""
-    if action.kind == "disk.cleanup" and diagnosis is not None and cleanup_view.items(diagnosis):
+    """The action as a plain verb phrase (never ``kind key=value``): its own words
+    (``Action.phrase``), or for a cleanup with a stored preview, the items it deletes."""
+    known = find(action.kind)
+    if known is not None and known.previewed and diagnosis is not None \
+            and cleanup_view.items(diagnosis):
         return cleanup_view.phrase(action, diagnosis)
-    if action.kind == "disk.cleanup":  # no stored preview to name the items: count the files
-        n = len([p for p in action.params.get("paths", "").split("|") if p])
-        return strings.MSG_ACTION_CLEANUP_FILES.format(n=n, s="" if n == 1 else "s")
     p = {k: escape(v) for k, v in action.params.items()}
-    templates = {
-        "systemd.stop_disable": strings.MSG_ACTION_STOP_DISABLE,
-        "systemd.mask": strings.MSG_ACTION_MASK,
-        "process.terminate": strings.MSG_ACTION_TERMINATE,
-        "extraction.resume": strings.MSG_ACTION_RESUME,
-        "journal.vacuum": strings.MSG_ACTION_JOURNAL,
-        "disk.journal_vacuum": strings.MSG_ACTION_JOURNAL,  # the catalog's name for it
-        "slurm.drain": strings.MSG_ACTION_SLURM_DRAIN,
-        "slurm.resume": strings.MSG_ACTION_SLURM_RESUME,
-        "slurm.requeue": strings.MSG_ACTION_SLURM_REQUEUE,
-        "slurm.cancel": strings.MSG_ACTION_SLURM_CANCEL,
-        **FOLLOWUP_PHRASES,
-    }
-    template = templates.get(action.kind)
     try:
-        return template.format(**p) if template else _generic(action, p)
+        said = known.phrase(p) if known is not None else ""
     except KeyError:
-        return _generic(action, p)
+        said = ""
+    return said or _generic(action, p)
 
 
-FOLLOWUP_PHRASES = {
-    "systemd.mask_force": strings.MSG_ACTION_MASK_FORCE,
-    "systemd.revert": strings.MSG_ACTION_REVERT,
-    "systemd.dropin": strings.MSG_ACTION_DROPIN,
-    "systemd.dropin_revert": strings.MSG_ACTION_DROPIN_REVERT,
-    "process.sigterm": strings.MSG_ACTION_SIGTERM,
-    "process.sigkill": strings.MSG_ACTION_SIGKILL,
-    "gpu.reset": strings.MSG_ACTION_GPU_RESET,
-    "host.reboot": strings.MSG_ACTION_REBOOT,
-    "extraction.resume_override": strings.MSG_ACTION_RESUME_OVERRIDE,
-}
-# kinds that undo an earlier fix: never a primary button, always a confirm dialog
-REVERT_KINDS = frozenset({"systemd.revert", "systemd.dropin_revert"})
+def is_revert(kind: str) -> bool:
+    """An offer that undoes an earlier fix: never a primary button, always a confirm."""
+    known = find(kind)
+    return known is not None and known.undoes
 
 
 def _generic(action: ProposedAction, p: Mapping[str, str]) -> str:
@@ -222,13 +203,14 @@ def action_done_sentence(action: ProposedAction, diagnosis: Diagnosis) -> str:
 def action_gain(action: ProposedAction, diagnosis: Diagnosis) -> str:
     """GPU memory ``action`` frees: the PID's own for a kill, the unit's GPUs for a stop
     ("" when the evidence cannot say: better no figure than a wrong one)."""
-    if action.kind not in ("systemd.stop_disable", "systemd.mask", "process.terminate"):
+    fixes = fixes_of(action.kind)
+    if fixes not in (hl.Fixes.UNIT_HOLDING, hl.Fixes.PID_HOLDING):
         return ""
-    hit = hl.fixed_by(action, list(enumerate(diagnosis.findings)))
+    hit = hl.fixed_by(action, list(enumerate(diagnosis.findings)), fixes)
     if hit is None:
         return ""
     finding = hit[1]
-    if action.kind == "process.terminate":
+    if fixes is hl.Fixes.PID_HOLDING:
         holders = finding.evidence.get("holders") or []
         mine = [h for h in holders if isinstance(h, Mapping)
                 and str(h.get("pid")) == action.params.get("pid")]
@@ -301,38 +283,22 @@ def _gpu_row(g: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
 
 
 # --- issue 29 (deliverable 5): a message that leads with the outcome ---------------------
-OUTCOME_STATES = frozenset({"verified", "resumed", "resolved"})
-DONE = {
-    "systemd.stop_disable": strings.MSG_DONE_STOP_DISABLE,
-    "systemd.mask": strings.MSG_DONE_MASK,
-    "systemd.mask_force": strings.MSG_DONE_MASK_FORCE,
-    "systemd.revert": strings.MSG_DONE_REVERT,
-    "systemd.dropin": strings.MSG_DONE_DROPIN,
-    "systemd.dropin_revert": strings.MSG_DONE_DROPIN_REVERT,
-    "process.sigterm": strings.MSG_DONE_SIGTERM,
-    "process.sigkill": strings.MSG_DONE_SIGKILL,
-    "process.terminate": strings.MSG_DONE_TERMINATE,
-    "gpu.reset": strings.MSG_DONE_GPU_RESET,
-    "host.reboot": strings.MSG_DONE_REBOOT,
-    "disk.journal_vacuum": strings.MSG_DONE_JOURNAL,
-    "slurm.drain": strings.MSG_DONE_SLURM_DRAIN,
-    "slurm.resume": strings.MSG_DONE_SLURM_RESUME,
-    "slurm.requeue": strings.MSG_DONE_SLURM_REQUEUE,
-    "slurm.cancel": strings.MSG_DONE_SLURM_CANCEL,
-    "extraction.resume": strings.MSG_DONE_RESUME,
-    "extraction.resume_override": strings.MSG_DONE_RESUME_OVERRIDE,
-}
-# kinds whose words depend on the rungs that ran: their summary says them
-RUNG_KINDS = frozenset({"process.terminate", "disk.cleanup"})
-# kinds whose verification is about a file, not what the alert was about: no "now" clause
-QUIET_NOW = frozenset({"systemd.dropin", "systemd.dropin_revert"})
 _MIB_ASIDE = re.compile(r"\s*\((?:max )?[\d.]+ MiB\)")
+# the word the message leads with (``bot.domain.outcome_word``) → its sentence and the
+# template of the line under it (the headline as context)
+LEADS = {
+    OutcomeWord.REVERTED: (strings.MSG_LEAD_REVERTED, strings.MSG_THE_ALERT),
+    OutcomeWord.RESUMED: (strings.MSG_LEAD_RESUMED, strings.MSG_WAS),
+    OutcomeWord.FIXED: (strings.MSG_LEAD_FIXED, strings.MSG_WAS),
+    OutcomeWord.DONE: (strings.MSG_LEAD_DONE, strings.MSG_NOT_FIXED),
+}
 
 
 def done_phrase(result: ActionResult) -> str:
     """What the verified action did, in words (``X stopped and disabled``); a kind whose
     words depend on what ran (SIGTERM, then SIGKILL) says its own summary's first clause."""
-    if result.kind not in RUNG_KINDS:
+    known = find(result.kind)
+    if known is None or not known.words_from_summary:
         said = _done(result.kind, result.params)
         if said:
             return said
@@ -340,9 +306,9 @@ def done_phrase(result: ActionResult) -> str:
 
 
 def _done(kind: str, params: Mapping[str, str]) -> str:
-    template = DONE.get(kind)
+    known = find(kind)
     try:
-        return template.format(**{k: escape(v) for k, v in params.items()}) if template else ""
+        return known.done({k: escape(v) for k, v in params.items()}) if known else ""
     except KeyError:
         return ""
 
@@ -353,26 +319,20 @@ def true_now(result: ActionResult) -> str:
     return escape(_MIB_ASIDE.sub("", detail).strip())
 
 
-_GPUS_FREE = re.compile(r"\b(\d+)/(\d+) GPUs free\b")
+def _quiet_now(kind: str) -> bool:
+    known = find(kind)
+    return known is not None and known.quiet_now
 
 
-def fixes_headline(result: ActionResult, earlier: Sequence[ProposedAction],
-                   diagnosis: Diagnosis | None) -> bool:
-    """Did what ran fix what the headline names? One of the approved actions fixes the
-    headline's finding (``headline.fixed_by``) and no GPU it looked at is still held. A stop
-    that verified while another unit keeps the GPUs, or a GPU freed beside an ECC error,
-    is done but not a fix."""
-    if diagnosis is None:
-        return True
-    covers = set(headline_of(diagnosis).covers)
-    found = list(enumerate(diagnosis.findings))
-    own = ProposedAction("last", result.kind, dict(result.params), "", "")
-    hits = [hl.fixed_by(a, found) for a in (*earlier, own)]
-    if not any(hit is not None and hit[0] in covers for hit in hits):
-        return False
-    detail = result.verification.detail if result.verification is not None else ""
-    free = _GPUS_FREE.search(detail)
-    return free is None or free[1] == free[2]
+def observed(state: str, result: ActionResult, earlier: Sequence[ProposedAction],
+             diagnosis: Diagnosis | None) -> Observed:
+    """What the outcome word is decided from: the action's facts and what verify saw."""
+    known = find(result.kind)
+    undoes = known is not None and known.undoes
+    resumes = known is not None and known.resumes
+    fixed = (not undoes and not resumes and result.ok
+             and fixes_headline(result, earlier, diagnosis, fixes_of))
+    return Observed(state, result.ok, undoes, resumes, fixed)
 
 
 @dataclass(frozen=True)
@@ -395,21 +355,15 @@ def outcome(state: str, last: LastOutcome | None, earlier: Sequence[ProposedActi
     verification is about a file) what is true now is the newest earlier action's, from
     ``results``."""
     result = last.result if last is not None else None
-    if state not in OUTCOME_STATES or result is None or not result.ok:
+    word = outcome_word(observed(state, result, earlier, diagnosis)) if result else None
+    if result is None or word is None or word not in LEADS:
         return None
     parts = [done_phrase(result)]
-    if result.kind in REVERT_KINDS:
-        label, below = strings.MSG_LEAD_REVERTED, strings.MSG_THE_ALERT
-    elif result.kind.startswith("extraction.resume"):
-        label, below = strings.MSG_LEAD_RESUMED, strings.MSG_WAS
-    elif fixes_headline(result, earlier, diagnosis):
-        label, below = strings.MSG_LEAD_FIXED, strings.MSG_WAS
-    else:
-        label, below = strings.MSG_LEAD_DONE, strings.MSG_NOT_FIXED
-    if result.kind not in REVERT_KINDS:
+    label, below = LEADS[word]
+    if word is not OutcomeWord.REVERTED:
         before = [_done(a.kind, a.params) for a in earlier
                   if (a.kind, a.params) != (result.kind, result.params)
-                  and a.kind not in REVERT_KINDS]
+                  and not is_revert(a.kind)]
         parts = [p for p in before if p] + parts
     lead = label.format(done="; ".join(dict.fromkeys(parts)))
     now, done_at = _now_and_when(result, results)
@@ -422,11 +376,11 @@ def outcome(state: str, last: LastOutcome | None, earlier: Sequence[ProposedActi
 def _now_and_when(result: ActionResult, results: Sequence[StepResult]) -> tuple[str, float]:
     """What is true now and since when: the action's own verification, or for a drop-in
     the newest earlier verified action's (a drop-in's detail is its file, not the GPUs)."""
-    if result.kind not in QUIET_NOW:
+    if not _quiet_now(result.kind):
         at = result.started_at + result.duration_s if result.started_at else 0.0
         return true_now(result), at
     for r in reversed(results):
-        if r.ok and r.kind and r.kind not in QUIET_NOW and r.now:
+        if r.ok and r.kind and not _quiet_now(r.kind) and r.now:
             return escape(_MIB_ASIDE.sub("", r.now).strip()), r.at
     return "", 0.0
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import getpass
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
 
+from bot.commands.common import ConfigOpt, action_kinds, choices
 from bot.config.inventory import resolve
 from bot.config.settings import Settings, env_redis_url, load_settings
 from bot.core import strings
@@ -23,7 +25,7 @@ from bot.core.errors import UserError
 from bot.domain.action_result import ActionResult, Outcome, Verification
 from bot.remediation import catalog
 from bot.remediation.cleanup import unfinished_output_dirs
-from bot.remediation.execute import AuditSink, audit_refusal, cli_incident_id, execute
+from bot.remediation.executor import AuditSink, audit_refusal, cli_incident_id, execute
 from bot.remediation.followup import chain_resumes, offers
 from bot.remediation.options import RemediationOptions, options_from_extra
 from bot.remediation.reboot import read_boot_id, requested, wait_back
@@ -64,10 +66,13 @@ def _print_plan(kind: str, target: SSHTarget, commands: list[str]) -> None:
         click.echo(f"  {i}. {command}")
 
 
-def _print_dropin(kind: str, params: dict[str, str]) -> None:
-    """The drop-in as a diff: what changes on the host, before anyone says yes."""
-    if kind == "systemd.dropin":
-        click.echo(catalog.dropin_diff(params), nl=False)
+def _print_preview(kind: str, params: dict[str, str]) -> None:
+    """What changes on the host beyond the commands (a drop-in's diff), before anyone says
+    yes."""
+    action = catalog.get(kind)
+    preview = action.preview(action.validate(params))
+    if preview:
+        click.echo(preview, nl=False)
 
 
 def _interrupted(jobs: JobStore | None, host: str) -> list[str]:
@@ -94,17 +99,9 @@ def _print_result(result: ActionResult, interrupted: list[str]) -> None:
     click.echo(f"{result.outcome.value}: {result.summary}")
     for offer in offers(result, interrupted):
         pairs = " ".join(f"{k}={v}" for k, v in offer.params.items())
-        click.echo(strings.REM_OFFER.format(label=_label(offer.kind, offer.reason),
-                                            host=result.host, kind=offer.kind, params=pairs))
-
-
-def _label(kind: str, reason: str) -> str:
-    """Revert, Resume, or the reason of a proposal (a refusal's alternative, the ladder)."""
-    if kind in ("systemd.revert", "systemd.dropin_revert"):
-        return strings.REM_OFFER_REVERT
-    if kind == "extraction.resume":
-        return strings.REM_OFFER_RESUME
-    return reason
+        label = catalog.get(offer.kind).offer_label(offer.reason)
+        click.echo(strings.REM_OFFER.format(label=label, host=result.host, kind=offer.kind,
+                                            params=pairs))
 
 
 def _host_options(settings: Settings, target: SSHTarget, options: RemediationOptions,
@@ -161,7 +158,7 @@ def _rebooted(pool: Any, target: SSHTarget, result: ActionResult, before: str | 
 
 
 def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes: bool,
-            as_json: bool, config: str | None, ssh_key: str | None, known_hosts: str | None,
+            as_json: bool, config: str | Path | None, ssh_key: str | None, known_hosts: str | None,
             incident: str | None, wait_s: float = 600.0) -> int:
     settings = load_settings(config)
     target = resolve_target(settings, target_spec, ssh_key, known_hosts)
@@ -174,7 +171,7 @@ def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes
         raise
     if not as_json:
         _print_plan(kind, target, commands)
-        _print_dropin(kind, params)
+        _print_preview(kind, params)
     audit, jobs = _audit_log(settings, required=not dry_run)
     if not dry_run and not yes and not _confirm(len(commands), target, actor):
         raise UserError(strings.REM_ABORTED, 130)
@@ -184,7 +181,7 @@ def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes
                             options_from_extra(settings.extra, jobs=jobs), jobs)
     pool = ParamikoPool(settings.ssh_defaults)
     try:
-        reboot = kind == "host.reboot" and not dry_run
+        reboot = catalog.get(kind).reboots and not dry_run
         before = read_boot_id(pool, target, options.probe_timeout_s) if reboot else None
         result = execute(pool, target, kind, params, approver=actor, evidence_hash=None,
                          audit=audit, dry_run=dry_run, incident_id=incident_id, options=options)
@@ -204,25 +201,32 @@ def run_act(target_spec: str, kind: str, pairs: list[str], *, dry_run: bool, yes
     return 0 if result.ok and all(r.ok for r in chained) else 1
 
 
-_KINDS = ", ".join(sorted(catalog.CATALOG))
-_Target = Annotated[str, typer.Argument(help="inventory host name or user@host:port")]
-_Kind = Annotated[str, typer.Argument(help=f"one of: {_KINDS}")]
-_Params = Annotated[list[str] | None, typer.Argument(help="key=value, e.g. unit=vllm.service")]
+if TYPE_CHECKING:
+    ActionKind = str
+else:
+    ActionKind = choices(action_kinds())
+_Target = Annotated[str, typer.Argument(metavar="TARGET",
+                                        help="inventory host name or user@host:port")]
+_Kind = Annotated[ActionKind, typer.Argument(metavar="KIND", help="the action")]
+_Params = Annotated[list[str] | None, typer.Argument(
+    metavar="KEY=VALUE", help="the action's parameters, e.g. unit=vllm.service")]
 _DryRun = Annotated[bool, typer.Option("--dry-run", help="show the commands, run nothing")]
 _Yes = Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")]
 _Json = Annotated[bool, typer.Option("--json", help="print the result as one JSON object")]
-_Config = Annotated[str | None, typer.Option("--config", "-c", help="config file (YAML)")]
-_Key = Annotated[str | None, typer.Option("--ssh-key", help="private key (overrides config)")]
-_Known = Annotated[str | None, typer.Option("--known-hosts", help="known_hosts file")]
-_Incident = Annotated[str | None, typer.Option("--incident", help="audit under this incident")]
-_WaitS = Annotated[float, typer.Option("--wait-s", min=0, max=3600,
+_Key = Annotated[str | None, typer.Option("--ssh-key", metavar="FILE",
+                                          help="private key (overrides config)")]
+_Known = Annotated[str | None, typer.Option("--known-hosts", metavar="FILE",
+                                            help="known_hosts file")]
+_Incident = Annotated[str | None, typer.Option("--incident", metavar="INC-N",
+                                               help="audit under this incident")]
+_WaitS = Annotated[float, typer.Option("--wait-s", min=0, max=3600, metavar="SECONDS",
                                        help="host.reboot: wait this long for a new boot id")]
 
 
 def register(app: typer.Typer) -> None:
     @app.command(name="act")
     def _cmd(target: _Target, kind: _Kind, params: _Params = None, dry_run: _DryRun = False,
-             yes: _Yes = False, as_json: _Json = False, config: _Config = None,
+             yes: _Yes = False, as_json: _Json = False, config: ConfigOpt = None,
              ssh_key: _Key = None, known_hosts: _Known = None,
              incident: _Incident = None, wait_s: _WaitS = 600.0) -> None:
         """Run one catalog action on TARGET with capture, verify and audit."""

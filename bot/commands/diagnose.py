@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from bot.commands.common import ConfigOpt, choices, playbook_names
 from bot.core import strings as S
 from bot.core.errors import UserError
 
@@ -31,7 +33,8 @@ if TYPE_CHECKING:  # imported where used: a person's diagnose should not wait on
 _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def run_diagnose(target_spec: str, playbook: str, *, as_json: bool, config: str | None,
+def run_diagnose(target_spec: str, playbook: str, *, as_json: bool,
+                 config: str | Path | None,
                  ssh_key: str | None, known_hosts: str | None) -> int:
     """A running ``serve`` first, when one is configured (``diagnose_client``: its warm
     pool, nothing heavy imported here); else this machine's own connection."""
@@ -39,27 +42,27 @@ def run_diagnose(target_spec: str, playbook: str, *, as_json: bool, config: str 
 
     answer = (diagnose_client.ask(target_spec, playbook)
               if not (ssh_key or known_hosts) else None)
+    has_key = bool(ssh_key)
     if answer is None:
-        answer = _diagnose_here(target_spec, playbook, config, ssh_key, known_hosts)
+        answer, has_key = _diagnose_here(target_spec, playbook, config, ssh_key, known_hosts)
     if as_json:
         print(json.dumps(answer), flush=True)
-    else:
-        from rich.console import Console
-
+    if answer.get("status") == "unreachable":  # one line, said once: no tables
+        raise UserError(diagnose_client.unreachable_line(answer, has_key=has_key), 1)
+    if not as_json:
+        from bot.commands.common import console
         from bot.domain.findings import Diagnosis
 
-        render(Diagnosis.from_dict(answer), Console())
-    if answer.get("status") == "unreachable":
-        findings = answer.get("findings") or [{}]
-        raise UserError(str(findings[0].get("title") or "unreachable"), 1)
+        render(Diagnosis.from_dict(answer), console())
     return 0
 
 
-def _diagnose_here(target_spec: str, playbook: str, config: str | None, ssh_key: str | None,
-                   known_hosts: str | None) -> dict[str, Any]:
-    """Over this machine's own SSH connection. Without ``--config`` (an address, a key and
-    a known_hosts file given) the settings are not loaded at all: their import alone is
-    most of a second on a busy machine, and nothing in them applies."""
+def _diagnose_here(target_spec: str, playbook: str, config: str | Path | None,
+                   ssh_key: str | None, known_hosts: str | None) -> tuple[dict[str, Any], bool]:
+    """Over this machine's own SSH connection: the diagnosis, and whether a key was
+    given. Without ``--config`` (an address, a key and a known_hosts file given) the
+    settings are not loaded at all: nothing in them applies, and their import alone is a
+    good part of a person's wait."""
     from bot.ssh.pool import ParamikoPool
     from playbooks import names, run_playbook
 
@@ -78,7 +81,8 @@ def _diagnose_here(target_spec: str, playbook: str, config: str | None, ssh_key:
         target = resolve(settings, target_spec, key=ssh_key, known_hosts=known_hosts)
         options, ssh = options_for(settings, target), settings.ssh_defaults
     with ParamikoPool(ssh) as pool:
-        return run_playbook(pool, target, playbook, options=options).to_dict()
+        diagnosis = run_playbook(pool, target, playbook, options=options)
+    return diagnosis.to_dict(), target.key_path is not None
 
 
 def _ad_hoc(spec: str, ssh_key: str | None,
@@ -101,28 +105,30 @@ def _ad_hoc(spec: str, ssh_key: str | None,
 def render(d: Diagnosis, console: Console) -> None:
     """The readable form: a header line, findings, proposed actions, probes."""
     from bot.domain.headline import choose
+    from bot.remediation.actions import fixes_of
 
-    console.print(f"[bold]{d.host}[/] · {d.playbook} · {d.status.value} · {d.duration_s:.2f} s")
-    headline = choose(d)  # the same rule and words as the Slack message
+    console.print(f"[bold]{_plain(d.host)}[/] · {d.playbook} · {d.status.value} · "
+                  f"{d.duration_s:.2f} s")
+    headline = choose(d, fixes_of)  # the same rule and words as the Slack message
     console.print(f"[bold]{_plain(headline.text)}[/]")
     if headline.context:
         console.print(_plain(headline.context))
     findings = _table("Findings", "severity", "code", "finding")
     for f in d.findings:
         style = _SEVERITY_STYLE.get(f.severity.value, "")
-        findings.add_row(f"[{style}]{f.severity.value}[/]", f.code, _plain(f.title))
+        findings.add_row(f"[{style}]{f.severity.value}[/]", _plain(f.code), _plain(f.title))
     console.print(findings)
     _per_gpu(d, console)
     if d.actions:
         actions = _table("Proposed actions", "id", "action", "params", "why")
         for a in d.actions:
             params = " ".join(f"{k}={v}" for k, v in a.params.items())
-            actions.add_row(a.id, a.kind, _plain(params), _plain(a.reason))
+            actions.add_row(_plain(a.id), _plain(a.kind), _plain(params), _plain(a.reason))
         console.print(actions)
     probes = _table("Probes", "probe", "exit", "seconds", "note")
     for p in d.probes:
         note = "timed out" if p.timed_out else (p.error or ("truncated" if p.truncated else ""))
-        probes.add_row(p.name, str(p.exit_status), f"{p.duration_s:.2f}", _plain(note))
+        probes.add_row(_plain(p.name), str(p.exit_status), f"{p.duration_s:.2f}", _plain(note))
     console.print(probes)
 
 
@@ -151,26 +157,32 @@ def _table(title: str, *columns: str) -> Table:
 
 
 def _plain(text: str) -> str:
-    """Host text must not be read as rich markup."""
-    from rich.markup import escape
+    """Host text must not be read as rich markup (nor ``:ab:`` as an emoji: the console
+    is built with ``emoji=False``)."""
+    from bot.commands.common import plain
 
-    return escape(text)
+    return plain(text)
 
 
-_Target = Annotated[str, typer.Argument(help="inventory host name or user@host:port")]
-_Playbook = Annotated[str, typer.Option("--playbook", "-p",
-                                        help="vram_idle, vm_restart, disk_full, triage, gpu_health "
-                                             "or auto")]
+if TYPE_CHECKING:
+    PlaybookName = str
+else:
+    PlaybookName = choices(playbook_names())
+_Target = Annotated[str, typer.Argument(metavar="TARGET",
+                                        help="inventory host name or user@host:port")]
+_Playbook = Annotated[PlaybookName, typer.Option(
+    "--playbook", "-p", help="the playbook (auto: chosen from the host's state)")]
 _Json = Annotated[bool, typer.Option("--json", help="print one JSON object (DESIGN's contract)")]
-_Config = Annotated[str | None, typer.Option("--config", "-c", help="config file (YAML)")]
-_Key = Annotated[str | None, typer.Option("--ssh-key", help="private key (overrides config)")]
-_Known = Annotated[str | None, typer.Option("--known-hosts", help="known_hosts file")]
+_Key = Annotated[str | None, typer.Option("--ssh-key", metavar="FILE",
+                                          help="private key (overrides config)")]
+_Known = Annotated[str | None, typer.Option("--known-hosts", metavar="FILE",
+                                            help="known_hosts file (overrides config)")]
 
 
 def register(app: typer.Typer) -> None:
     @app.command(name="diagnose")
     def _cmd(target: _Target, playbook: _Playbook = "auto", as_json: _Json = False,
-             config: _Config = None, ssh_key: _Key = None, known_hosts: _Known = None) -> None:
+             config: ConfigOpt = None, ssh_key: _Key = None, known_hosts: _Known = None) -> None:
         """Run a diagnostic playbook on TARGET over SSH."""
         code = run_diagnose(target, playbook, as_json=as_json, config=config, ssh_key=ssh_key,
                             known_hosts=known_hosts)

@@ -47,17 +47,27 @@ def fast_main(args: list[str]) -> int | None:
         return None
     if as_json:
         print(json.dumps(answer), flush=True)
-    else:
-        from rich.console import Console
-
+    if answer.get("status") == "unreachable":  # serve has the key: no hint about one
+        raise UserError(unreachable_line(answer, has_key=True), 1)
+    if not as_json:
+        from bot.commands.common import console
         from bot.commands.diagnose import render
         from bot.domain.findings import Diagnosis
 
-        render(Diagnosis.from_dict(answer), Console())
-    if answer.get("status") == "unreachable":
-        findings = answer.get("findings") or [{}]
-        raise UserError(str(findings[0].get("title") or "unreachable"), 1)
+        render(Diagnosis.from_dict(answer), console())
     return 0
+
+
+def unreachable_line(answer: dict[str, Any], *, has_key: bool) -> str:
+    """Why the host could not be read (a diagnosis as ``--json`` prints it), and what to
+    pass when no key was given."""
+    finding = (answer.get("findings") or [{}])[0]
+    evidence = finding.get("evidence") or {}
+    line = (f"{finding.get('title', 'unreachable')} "
+            f"({evidence.get('address', answer.get('host', ''))}): {finding.get('detail', '')}")
+    if finding.get("code") == "ssh.auth_failed" and not has_key:
+        line += S.DIAG_NO_KEY_HINT
+    return line
 
 
 def _parse(args: list[str]) -> tuple[str, str, bool] | None:

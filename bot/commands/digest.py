@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from bot.chat.terminal import TerminalBackend
+from bot.commands.common import ConfigOpt, sub_app
 from bot.config.settings import load_settings
 from bot.core import strings
 from bot.core.errors import UserError
@@ -20,7 +21,6 @@ from bot.schedule.jobs import load_sections
 from storage.connection import StorageError as RedisError
 from storage.stores import open_stores
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML config file")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for the chart PNG")]
 HoursOpt = Annotated[float, typer.Option("--hours", help="Period ending now, in hours")]
 MAX_HOURS = 744.0  # a month: samples are kept eight days by default anyway
@@ -55,8 +55,7 @@ def digest_now(config: Path | None, out: Path, hours: float) -> DigestResult:
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(help="Health digests: GPU memory and utilisation, disks, incidents.",
-                        no_args_is_help=True)
+    group = sub_app("Health digests: GPU memory and utilisation, disks, incidents.")
 
     @group.command(name="now")
     def now(config: ConfigOpt = None, out: OutOpt = Path("digests"),

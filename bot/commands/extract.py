@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
+from bot.commands.common import ConfigOpt, JsonOpt, sub_app
 from bot.config.settings import load_settings
 from bot.core import strings
 from bot.core.errors import UserError
@@ -32,9 +33,7 @@ from storage.jobs import JobStore
 from storage.stores import open_stores
 
 T = TypeVar("T")
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML config file")]
 UrlOpt = Annotated[str | None, typer.Option("--url", help="Redis URL (overrides config)")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
 JobArg = Annotated[str, typer.Argument(help="Job id, e.g. ex-0123456789ab")]
 
 
@@ -114,7 +113,7 @@ def _echo_status(s: JobStatus, as_json: bool) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    extract = typer.Typer(help="Resumable hidden-state extraction jobs.", no_args_is_help=True)
+    extract = sub_app("Resumable hidden-state extraction jobs.")
 
     @extract.command("submit")
     def submit(

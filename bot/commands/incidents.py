@@ -18,19 +18,18 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from bot.commands.common import ConfigOpt, JsonOpt, sub_app
 from bot.config.settings import load_settings
 from bot.core import strings as S
 from bot.core.errors import UserError
+from bot.domain.durations import DurationError
+from bot.domain.durations import parse_duration as duration_s
 from bot.domain.incident import Incident
 from storage.audit import AuditEntry
 from storage.connection import StorageError as RedisError
 from storage.stores import Stores, open_stores
 
 T = TypeVar("T")
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML config file")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _ID = re.compile(r"^(?:INC-)?(\d{1,12})$", re.IGNORECASE)
 
 
@@ -41,10 +40,11 @@ def fmt_time(ts: float | None) -> str:
 
 
 def parse_duration(text: str) -> float:
-    match = _DURATION.match(text.strip().lower())
-    if not match:
-        raise UserError(f"invalid duration {text!r}: use e.g. 90s, 15m, 2h, 1d", 2)
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    """``--for 30m``: the one duration grammar (``bot/domain/durations.py``)."""
+    try:
+        return duration_s(text)
+    except DurationError as exc:
+        raise UserError(f"invalid duration: {exc}", 2) from None
 
 
 def incident_id(text: str) -> str:
@@ -133,8 +133,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _silence_app() -> typer.Typer:
-    silence = typer.Typer(help="Silence alerts per host and kind ('*' for any).",
-                          no_args_is_help=True)
+    silence = sub_app("Silence alerts per host and kind ('*' for any).")
 
     @silence.command(name="add")
     def add(host: str, kind: str, config: ConfigOpt = None,

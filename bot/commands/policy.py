@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import getpass
 import time
-from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bot.commands.common import ConfigOpt, alert_kinds, choices, sub_app
+from bot.commands.config import load_checked
 from bot.config.policy import fleet_limits_from_settings, policies_from_settings
-from bot.config.settings import Settings, load_settings
+from bot.config.settings import Settings
 from bot.core import strings
 from bot.core.errors import UserError
 from bot.domain.policy import (
@@ -31,7 +32,10 @@ from bot.domain.policy import (
 from bot.domain.policy_replay import CheckRow, PastAction, check_rows, replay
 from bot.domain.windows import WindowError, parse_period
 
-ConfigOpt = Annotated[Path, typer.Option("--config", help="YAML config file")]
+if TYPE_CHECKING:
+    AlertKind = str
+else:
+    AlertKind = choices(alert_kinds())
 STARTED = "action.started"
 POLICY_ACTOR = "policy"
 
@@ -139,19 +143,19 @@ def replay_summary(results: list[tuple[PastAction, PolicyDecision]]) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    policy = typer.Typer(help="What the fleet policies would do: check, replay, breaker.",
-                         no_args_is_help=True)
+    policy = sub_app("What the fleet policies would do: check, replay, breaker.")
 
     @policy.command("check")
     def check(config: ConfigOpt,
               param: Annotated[list[str] | None, typer.Option(
-                  "--param", help="an action parameter, key=value (repeatable)")] = None,
-              kind: Annotated[str | None, typer.Option(
+                  "--param", metavar="KEY=VALUE",
+                  help="an action parameter (repeatable)")] = None,
+              kind: Annotated[AlertKind | None, typer.Option(
                   "--kind", help="the incident kind (default: any)")] = None) -> None:
         """Which policy each catalog action on each inventory host would hit, and its mode."""
         from bot.remediation.catalog import CATALOG
 
-        settings = load_settings(config)
+        settings = load_checked(config, alerts_only=True)
         rows = check_rows(policies_from_settings(settings), sorted(settings.hosts),
                           sorted(CATALOG), _pairs(param or []), kind)
         typer.echo("\n".join(check_lines(rows)))
@@ -165,7 +169,7 @@ def register(app: typer.Typer) -> None:
             since_s = parse_period(since)
         except WindowError as exc:
             raise UserError(f"invalid --since: {exc}", 2) from None
-        settings = load_settings(config)
+        settings = load_checked(config, alerts_only=True)
         past = past_actions(settings, since_s, time.time())
         results = replay(policies_from_settings(settings), past,
                          fleet_limits_from_settings(settings), len(settings.hosts))
@@ -178,6 +182,6 @@ def register(app: typer.Typer) -> None:
                  reset: Annotated[bool, typer.Option(
                      "--reset", help="close an open breaker (audited)")] = False) -> None:
         """The fleet circuit breaker: open or closed, and the hosts it counted."""
-        typer.echo(breaker(load_settings(config), reset))
+        typer.echo(breaker(load_checked(config, alerts_only=True), reset))
 
     app.add_typer(policy, name="policy")

@@ -6,11 +6,12 @@ replica's actions are in it; the building and rendering are pure (``bot/digest``
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
-from bot.commands.incidents import ConfigOpt, incident_id, with_stores
+from bot.commands.common import ConfigOpt
+from bot.commands.incidents import incident_id, with_stores
 from bot.core import strings as S
 from bot.core.errors import UserError
 from bot.digest.postmortem import Postmortem
@@ -31,13 +32,13 @@ def _required(stores: Stores, ident: str) -> Postmortem:
 
 def register(app: typer.Typer) -> None:
     @app.command(name="postmortem")
-    def postmortem(incident: Annotated[str, typer.Argument(help="Incident id, e.g. INC-42")],
+    def postmortem(incident: Annotated[str, typer.Argument(metavar="INCIDENT",
+                                                           help="Incident id, e.g. INC-42")],
                    config: ConfigOpt = None,
-                   fmt: Annotated[str, typer.Option("--format", help="md or json")] = "md",
+                   fmt: Annotated[Literal["md", "json"], typer.Option(
+                       "--format", help="Markdown or JSON")] = "md",
                    ) -> None:
         """Print an incident's postmortem timeline as Markdown (or JSON)."""
-        render = FORMATS.get(fmt)
-        if render is None:
-            raise UserError(S.PM_BAD_FORMAT.format(fmt=fmt), 2)
+        render = FORMATS[fmt]  # the choice is typer's: anything else is a usage error
         ident = incident_id(incident)
         typer.echo(render(with_stores(config, lambda s: _required(s, ident))), nl=False)

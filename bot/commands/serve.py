@@ -11,13 +11,13 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.config.settings import Settings, load_settings
-from bot.core.errors import ConfigError, UserError
+from bot.commands.common import ConfigOpt
+from bot.config.settings import Settings
+from bot.core.errors import UserError
 from storage.stores import open_stores
 
 if TYPE_CHECKING:
@@ -55,10 +55,7 @@ def build(settings: Settings, alerts_only: bool) -> tuple[Starlette, Callable[[]
         return create_app(settings, open_stores(settings.redis_url)), _nothing, _nothing
     from bot.service import build_service
 
-    try:
-        service = build_service(settings)
-    except ConfigError as exc:
-        raise ConfigError(f"{exc.message} (or run with --alerts-only: webhooks, no chat)") from None
+    service = build_service(settings)  # the config passed `config check`'s list already
     return service.app, service.start_background, service.close
 
 
@@ -100,10 +97,12 @@ ALERTS_ONLY_HELP = ("Only the alert webhooks, health and metrics (no chat, no fl
 def register(app: typer.Typer) -> None:
     @app.command(name="serve")
     def serve(
-        config: Annotated[Path | None, typer.Option("--config", help="YAML config file")] = None,
+        config: ConfigOpt = None,
         host: Annotated[str | None, typer.Option(help="Listen address")] = None,
         port: Annotated[int | None, typer.Option(help="Listen port (default: http.port)")] = None,
         alerts_only: Annotated[bool, typer.Option("--alerts-only", help=ALERTS_ONLY_HELP)] = False,
     ) -> None:
         """The bot: Slack events, alert webhooks, the incident flow, scheduler, metrics."""
-        run(load_settings(config), host, port, alerts_only)
+        from bot.commands.config import load_checked
+
+        run(load_checked(config, alerts_only=alerts_only), host, port, alerts_only)

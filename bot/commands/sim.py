@@ -12,16 +12,21 @@ from typing import Annotated
 
 import typer
 
+from bot.commands.common import sub_app
 from bot.core import strings
 from bot.core.errors import UserError
 
 DEFAULT_ROOT = Path("/tmp/incident-bot-sim")
 
-_Scenario = Annotated[str, typer.Argument(help="shipped name (seed, ...) or a YAML path")]
-_Port = Annotated[int | None, typer.Option("--port", "-p", min=1, max=65535,
+_Scenario = Annotated[str, typer.Argument(metavar="SCENARIO",
+                                          help="shipped name (seed, ...) or a YAML path")]
+_Port = Annotated[int | None, typer.Option("--port", "-p", min=1, max=65535, metavar="PORT",
                                            help="port on 127.0.0.1 (default: a free one)")]
-_Dir = Annotated[Path | None, typer.Option("--dir", help="default /tmp/incident-bot-sim/PORT")]
-_Root = Annotated[Path, typer.Option("--root", help="where `sim up` puts hosts by default")]
+_Dir = Annotated[Path | None, typer.Option("--dir", metavar="DIR",
+                                           help="the host's directory (default: "
+                                                "/tmp/incident-bot-sim/PORT)")]
+_Root = Annotated[Path, typer.Option("--root", metavar="DIR",
+                                     help="where `sim up` puts hosts by default")]
 
 
 def _up(scenario: str, port: int | None, workdir: Path | None) -> None:
@@ -39,19 +44,43 @@ def _up(scenario: str, port: int | None, workdir: Path | None) -> None:
     typer.echo(strings.SIM_UP.format(
         name=host.name, scenario=scenario, target=host.target, key=host.key_path,
         known_hosts=host.known_hosts_path, known_line=host.known_hosts_line, workdir=wd,
+        diagnose=diagnose_line(host.target, host.key_path, host.known_hosts_path),
         ssh=" ".join(shlex.quote(a) for a in host.ssh_argv("nvidia-smi"))))
 
 
-def _down(workdir: Path | None, port: int | None) -> None:
+def diagnose_line(target: str, key: Path, known_hosts: Path) -> str:
+    """The ``incident-bot diagnose`` command that reaches the host just started."""
+    return " ".join(shlex.quote(a) for a in (
+        "incident-bot", "diagnose", target, "--ssh-key", str(key),
+        "--known-hosts", str(known_hosts)))
+
+
+def _down(workdir: Path | None, port: int | None, root: Path = DEFAULT_ROOT) -> None:
     from bot.sim.sshd import load_sim
 
     if workdir is None and port is None:
-        raise UserError(strings.SIM_NEED_TARGET, 2)
-    host = load_sim(workdir or DEFAULT_ROOT / str(port))
+        workdir = _the_one_up(root)
+    host = load_sim(workdir or root / str(port))
     pid, alive = host.pid, host.alive()
     host.stop()
     template = strings.SIM_DOWN if alive else strings.SIM_NOT_RUNNING
     typer.echo(template.format(name=host.name, port=host.port, pid=pid))
+
+
+def _the_one_up(root: Path) -> Path:
+    """The directory of the one host up under ``root``; when none or several are, say so
+    (and list them, each with the command that stops it)."""
+    from bot.sim.sshd import load_sim
+
+    hosts = [load_sim(p.parent) for p in sorted(root.glob("*/sim.json"))] if root.is_dir() else []
+    up = [h for h in hosts if h.alive()]
+    if len(up) == 1:
+        return up[0].workdir
+    if not up:
+        raise UserError(strings.SIM_NEED_TARGET.format(root=root), 2)
+    listed = "\n".join(f"  {h.name} on port {h.port}: incident-bot sim down --dir {h.workdir}"
+                        for h in up)
+    raise UserError(strings.SIM_WHICH.format(n=len(up), hosts=listed), 2)
 
 
 def _list(root: Path) -> None:
@@ -67,7 +96,7 @@ def _list(root: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    sim = typer.Typer(help="Simulated GPU hosts over a real OpenSSH sshd.", no_args_is_help=True)
+    sim = sub_app("Simulated GPU hosts over a real OpenSSH sshd.")
 
     @sim.command("up")
     def up(scenario: _Scenario, port: _Port = None, workdir: _Dir = None) -> None:
@@ -75,9 +104,9 @@ def register(app: typer.Typer) -> None:
         _up(scenario, port, workdir)
 
     @sim.command("down")
-    def down(workdir: _Dir = None, port: _Port = None) -> None:
-        """Stop a simulated host (by the PID recorded in its directory)."""
-        _down(workdir, port)
+    def down(workdir: _Dir = None, port: _Port = None, root: _Root = DEFAULT_ROOT) -> None:
+        """Stop a simulated host (the one up, or the one named), by its recorded PID."""
+        _down(workdir, port, root)
 
     @sim.command("list")
     def list_(root: _Root = DEFAULT_ROOT) -> None:

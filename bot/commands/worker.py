@@ -6,11 +6,11 @@ Tuned so a killed worker's job runs again on another worker within about a minut
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from bot.commands.common import ConfigOpt
 from bot.config.settings import load_settings
 from bot.core import strings
 from bot.core.errors import UserError
@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
         host: Annotated[
             str, typer.Option("--host", help="Whose queue to work (inventory host name)")
         ],
-        config: Annotated[Path | None, typer.Option("--config", help="YAML config file")] = None,
+        config: ConfigOpt = None,
         url: Annotated[
             str | None, typer.Option("--url", help="Redis URL (overrides config)")
         ] = None,

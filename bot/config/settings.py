@@ -93,8 +93,11 @@ class HostSettings(StrictModel):
     @field_validator("ssh")
     @classmethod
     def _target(cls, v: str) -> str:
-        if not TARGET_RE.match(v):
+        match = TARGET_RE.match(v)
+        if not match:
             raise ValueError("must look like user@host:port")
+        if match["port"] is not None and not 1 <= int(match["port"]) <= 65535:
+            raise ValueError(f"port {int(match['port'])} out of range 1..65535")
         return v
 
 
@@ -261,19 +264,58 @@ def _reject_secrets_in_file(path: Path, data: dict[str, Any]) -> None:
 
 
 def load_settings(path: str | Path | None = None) -> Settings:
-    """Load YAML (if given) plus the environment; raise ConfigError with one line on error."""
+    """Load YAML (if given) plus the environment; raise ConfigError with one line on error
+    (the first problem; ``settings_problems`` lists them all, for ``config check``)."""
+    settings, problems = settings_problems(path)
+    if problems or settings is None:
+        raise ConfigError(problems[0])
+    return settings
+
+
+def settings_problems(path: str | Path | None = None) -> tuple[Settings | None, list[str]]:
+    """The settings and every schema problem, one line each naming the file and the key.
+
+    When some top-level keys are wrong, the settings are still built from the others (a
+    ``Settings`` with the defaults in their place), so later checks can look at the rest;
+    ``None`` only when the file cannot be read at all.
+    """
     data: dict[str, Any] = {}
     source = Path(path) if path else None
-    if source is not None:
-        data = _read_yaml(source)
-        _reject_secrets_in_file(source, data)
+    where = str(source) if source else "environment"
     try:
-        return Settings(**data)
+        if source is not None:
+            data = _read_yaml(source)
+            _reject_secrets_in_file(source, data)
+        return Settings(**data), []
+    except ConfigError as exc:
+        return None, [exc.message]
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        where = str(source) if source else "environment"
-        raise ConfigError(f"{where}: key '{key}': {err['msg']}") from None
+        errors = exc.errors()
+    problems = [problem_line(where, err["loc"], err["msg"]) for err in errors]
+    try:
+        return Settings(**_without(data, [tuple(err["loc"]) for err in errors])), problems
+    except ValidationError:  # an environment variable is wrong: nothing to build on
+        return None, problems
+
+
+def _without(data: dict[str, Any], locs: list[tuple[int | str, ...]]) -> dict[str, Any]:
+    """``data`` less what failed: a bad entry of a mapping (one host), else the whole key."""
+    kept = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for loc in locs:
+        if not loc or loc[0] not in kept:
+            continue
+        top = kept[str(loc[0])]
+        if len(loc) > 1 and isinstance(top, dict) and loc[0] != "extra" and loc[1] in top:
+            top.pop(str(loc[1]))
+        else:
+            kept.pop(str(loc[0]))
+    return kept
+
+
+def problem_line(where: str, loc: tuple[int | str, ...] | list[int | str], msg: str) -> str:
+    """``config.yaml: key 'hosts.gpu-01.ssh': must look like user@host:port``."""
+    key = ".".join(str(p) for p in loc) or "(top level)"
+    return f"{where}: key '{key}': {msg.removeprefix('Value error, ')}"
 
 
 def secret(value: SecretStr | None) -> str | None:

@@ -27,6 +27,15 @@ class ConfigError(UserError):
         super().__init__(message, exit_code=2)
 
 
+class ConfigProblems(ConfigError):
+    """Every problem found in a config, one line each naming the file and the key (exit
+    status 2). ``shown``: the lines were printed already (``config check``)."""
+
+    def __init__(self, lines: list[str], *, shown: bool = False) -> None:
+        super().__init__("\n".join(lines))
+        self.lines, self.shown = list(lines), shown
+
+
 class NotBuiltError(UserError):
     """A contracted command that does not exist yet: say so, never pretend."""
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.domain.findings import Diagnosis
+from bot.remediation.actions.registry import find
 
 ACTION_DONE = frozenset({"action.succeeded", "action.noop", "action.failed", "action.respawned",
                           "action.still_held", "action.timed_out", "action.timed_out_but_done",
@@ -102,9 +103,10 @@ def host_changes(host: str, entries: Iterable[AuditRow],
 
 def _revert(host: str, d: dict[str, Any], facts: PostmortemFacts) -> tuple[str, tuple[str, ...]]:
     params = d.get("revert_params") or {}
-    if not d.get("revertable") or not params:
+    action = find(str(d.get("kind") or ""))
+    kind = action.revert_kind if action is not None else None
+    if not d.get("revertable") or not params or kind is None:
         return "", ()
-    kind = "systemd.dropin_revert" if d.get("kind") == "systemd.dropin" else "systemd.revert"
     line = f"incident-bot act {host} {kind} " + " ".join(
         f"{k}={v}" for k, v in sorted(params.items()))
     return line, facts.revert_commands if facts.revert_kind == kind else ()

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from bot.domain.findings import ProposedAction
+
 ANYONE = "*"
 
 
@@ -50,12 +52,75 @@ WITHDRAWN_RESOLVED = "incident resolved"  # the reason on approvals withdrawn by
 
 
 @dataclass(frozen=True)
+class ApprovalAction:
+    """The action an approval is for: its kind and parameters (validated by the action
+    when the plan rendered its commands, and again before it runs), why and at what risk,
+    the exact commands the approver saw, and the fleet policy's say on it. Stored as one
+    JSON object with the keys it always had (old records load; the store's scripts read
+    ``kind`` from it)."""
+
+    kind: str
+    params: dict[str, str] = field(default_factory=dict)
+    id: str = ""
+    reason: str = ""
+    risk: str = ""
+    commands: tuple[str, ...] = ()
+    offered: bool = False  # a follow-up (Revert, Resume): not re-diagnosed before it runs
+    policy: str = ""  # the fleet policy that matched, if any
+    policy_mode: str = ""  # auto | shadow | approve
+    policy_note: str = ""  # what the thread says about the policy's decision
+    host: str = ""
+
+    @classmethod
+    def of(cls, action: ProposedAction, commands: Iterable[str], *, offered: bool = False,
+           policy: Mapping[str, str] | None = None) -> ApprovalAction:
+        """A proposed action with the commands it renders and the policy's fields
+        (``policy``, ``policy_mode``, ``policy_note``, ``host``; none without a policy)."""
+        extra = dict(policy or {})
+        return cls(action.kind, dict(action.params), action.id, action.reason, action.risk,
+                   tuple(commands), offered, extra.get("policy", ""),
+                   extra.get("policy_mode", ""), extra.get("policy_note", ""),
+                   extra.get("host", ""))
+
+    def proposed(self) -> ProposedAction:
+        return ProposedAction(self.id, self.kind, dict(self.params), self.reason, self.risk)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form: every field, the optional ones only when set (as before)."""
+        out: dict[str, Any] = {"id": self.id, "kind": self.kind, "params": dict(self.params),
+                               "reason": self.reason, "risk": self.risk,
+                               "commands": list(self.commands)}
+        if self.offered:
+            out["offered"] = True
+        for key in ("policy", "policy_mode", "policy_note", "host"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ApprovalAction:
+        """A stored action, tolerant of records written before a field existed (and of
+        keys this bot does not know, which are dropped)."""
+        params = raw.get("params")
+        return cls(kind=str(raw.get("kind", "")),
+                   params={str(k): str(v) for k, v in params.items()}
+                   if isinstance(params, Mapping) else {},
+                   id=str(raw.get("id", "")), reason=str(raw.get("reason", "")),
+                   risk=str(raw.get("risk", "")),
+                   commands=tuple(str(c) for c in raw.get("commands") or ()),
+                   offered=bool(raw.get("offered")), policy=str(raw.get("policy") or ""),
+                   policy_mode=str(raw.get("policy_mode") or ""),
+                   policy_note=str(raw.get("policy_note") or ""),
+                   host=str(raw.get("host") or ""))
+
+
+@dataclass(frozen=True)
 class Approval:
     """One pending decision on one proposed action; its id is the button's value."""
 
     id: str
     incident_id: str
-    action: dict[str, Any]  # id, kind, params, reason, risk, commands
+    action: ApprovalAction
     evidence_hash: str  # sha256 of the rendered findings the approver saw
     requested_by: str  # user id, or "alertmanager"/"agent" for alerts
     created_at: float
@@ -72,7 +137,7 @@ class Approval:
 
     @property
     def kind(self) -> str:
-        return str(self.action.get("kind", ""))
+        return self.action.kind
 
     @property
     def is_open(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from bot.core import strings as S
@@ -24,8 +25,22 @@ SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 HOST_WIDE_TOOL = ("hung", "nvml_mismatch", "nvml_init", "no_driver", "no_devices", "failed")
 XID_RE = re.compile(r"\bXid (\d+)\b")
 KILLED_RE = re.compile(r"killed after ([^)]*)\)")
-UNIT_ACTIONS = ("systemd.stop_disable", "systemd.mask")
 JOURNAL_MOUNTS = ("/", "/var", "/var/log")
+
+
+class Fixes(StrEnum):
+    """Which finding an action can be shown to fix, read from its parameters. Each action
+    class names its own (``Action.fixes``); the headline and the outcome word match on it
+    and never on an action kind, which this layer does not know."""
+
+    UNIT_HOLDING = "unit_holding"  # held GPU memory whose holder or restarter is ``unit``
+    PID_HOLDING = "pid_holding"  # held GPU memory that process ``pid`` holds
+    JOURNAL = "journal"  # a full filesystem the journal lives on
+    PATHS = "paths"  # a full filesystem the ``paths`` are under
+
+
+# an action kind → what it fixes (the action registry's ``fixes_of``; None: nothing named)
+FixesOf = Callable[[str], Fixes | None]
 
 
 @dataclass(frozen=True)
@@ -47,11 +62,12 @@ class Headline:
         return self.covers[0] if self.covers else None
 
 
-def choose(d: Diagnosis) -> Headline:
-    """The headline by the module's rule (see its docstring)."""
+def choose(d: Diagnosis, fixes_of: FixesOf) -> Headline:
+    """The headline by the module's rule (see its docstring); ``fixes_of`` says which
+    finding each proposed action's kind fixes."""
     found = list(enumerate(d.findings))
     pick = (_tool(found) or _broken(found) or _full(found) or _wedged(found)
-            or _action(d, found) or _most_severe(found))
+            or _action(d, found, fixes_of) or _most_severe(found))
     if pick is None:
         return Headline(S.HEADLINE_NOTHING, (), _context(found, ()))
     return Headline(pick.text, pick.covers, _context(found, pick.covers), pick.since)
@@ -177,10 +193,12 @@ def _reasons(f: Finding) -> list[str]:
     return [str(r) for r in (gpu.get("reasons") or [])] if isinstance(gpu, Mapping) else []
 
 
-def _action(d: Diagnosis, found: Sequence[tuple[int, Finding]]) -> Headline | None:
+def _action(d: Diagnosis, found: Sequence[tuple[int, Finding]],
+            fixes_of: FixesOf) -> Headline | None:
     """The first action that names a finding it fixes (a watchdog's stop names none: the
     unit it restarts is the next action's, and the held memory is the headline)."""
-    hit = next((h for a in d.actions if (h := fixed_by(a, found)) is not None), None)
+    hit = next((h for a in d.actions if (h := fixed_by(a, found, fixes_of(a.kind))) is not None),
+               None)
     return None if hit is None else _said(*hit)
 
 
@@ -195,23 +213,20 @@ def _first_line(f: Finding) -> str:
     return f.title.splitlines()[0] if f.title else f.code
 
 
-def fixed_by(action: ProposedAction, found: Sequence[tuple[int, Finding]]
-             ) -> tuple[int, Finding] | None:
-    """The finding ``action`` would fix, if one can be named from the evidence."""
-    matches: dict[str, Callable[[Finding], bool]] = {
-        "systemd.stop_disable": lambda f: action.params.get("unit") in _units(f),
-        "systemd.mask": lambda f: action.params.get("unit") in _units(f),
-        "process.terminate": lambda f: action.params.get("pid") in _pids(f),
-        "disk.journal_vacuum": lambda f: _mount(f) in JOURNAL_MOUNTS,
-        "journal.vacuum": lambda f: _mount(f) in JOURNAL_MOUNTS,
-        "disk.cleanup": lambda f: _under(action.params.get("paths", ""), _mount(f)),
-    }
-    codes = {"disk.journal_vacuum": "disk.full", "journal.vacuum": "disk.full",
-             "disk.cleanup": "disk.full"}
-    match = matches.get(action.kind)
-    code = codes.get(action.kind, "gpu.idle_vram_held")
-    if match is None:
+def fixed_by(action: ProposedAction, found: Sequence[tuple[int, Finding]],
+             fixes: Fixes | None) -> tuple[int, Finding] | None:
+    """The finding ``action`` would fix (``fixes``: its kind's rule), if one can be named
+    from the evidence."""
+    if fixes is None:
         return None
+    matches: dict[Fixes, tuple[str, Callable[[Finding], bool]]] = {
+        Fixes.UNIT_HOLDING: ("gpu.idle_vram_held",
+                             lambda f: action.params.get("unit") in _units(f)),
+        Fixes.PID_HOLDING: ("gpu.idle_vram_held", lambda f: action.params.get("pid") in _pids(f)),
+        Fixes.JOURNAL: ("disk.full", lambda f: _mount(f) in JOURNAL_MOUNTS),
+        Fixes.PATHS: ("disk.full", lambda f: _under(action.params.get("paths", ""), _mount(f))),
+    }
+    code, match = matches[fixes]
     return next(((i, f) for i, f in found if f.code == code and match(f)), None)
 
 

@@ -12,11 +12,14 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from bot.domain.backoff import Backoff
+
 SUMMARY_MAX = 1024  # Events v2: payload.summary is cut at 1024 characters
 SOURCE_MAX = 255
 PD_SEVERITIES = ("critical", "error", "warning", "info")
 BACKOFF_BASE_S = 2.0
 BACKOFF_MAX_S = 300.0
+BACKOFF = Backoff(BACKOFF_BASE_S, BACKOFF_MAX_S)  # the one rule, bot/domain/backoff.py
 
 
 class PageAction(StrEnum):
@@ -85,18 +88,14 @@ def events_v2_body(item: PageItem, routing_key: str) -> dict[str, Any]:
     return body
 
 
-def backoff_s(attempts: int, base_s: float = BACKOFF_BASE_S, cap_s: float = BACKOFF_MAX_S) -> float:
+def backoff_s(attempts: int) -> float:
     """Exponential, capped: 2, 4, 8 … 300 s after the 1st, 2nd, 3rd … failure."""
-    return min(cap_s, base_s * 2 ** max(0, attempts - 1))
+    return BACKOFF.after(attempts)
 
 
 def retry_after_s(header: str | None, attempts: int) -> float:
     """A 429's ``Retry-After`` (seconds) when it gives one, else the backoff."""
-    try:
-        value = float(header) if header else -1.0
-    except ValueError:
-        value = -1.0
-    return min(BACKOFF_MAX_S, value) if value >= 0 else backoff_s(attempts)
+    return BACKOFF.or_retry_after(header, attempts)
 
 
 # Which action may follow the incident's page state ("" never paged, "acked" acked before

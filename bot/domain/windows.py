@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from bot.domain.durations import DurationError, parse_duration
+
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _TIME = re.compile(r"^([01]?\d|2[0-4]):([0-5]\d)$")
-_PERIOD = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 MINUTES_PER_DAY = 24 * 60
 
 
@@ -118,8 +118,11 @@ def _check_zone(zone: str) -> None:
 
 
 def parse_period(text: str) -> float:
-    """``90s``, ``15m``, ``1h``, ``7d`` → seconds (positive)."""
-    match = _PERIOD.match(str(text).strip().lower())
-    if not match or float(match.group(1)) <= 0:
-        raise WindowError(f"{text!r}: expected a period like 30m, 1h or 7d")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    """``90s``, ``15m``, ``1h``, ``7d`` → seconds (positive): the one duration grammar
+    (``bot/domain/durations.py``), its error as a ``WindowError``."""
+    try:
+        return parse_duration(text)
+    except DurationError as exc:
+        if exc.not_positive:
+            raise WindowError(f"{text!r}: a period must be longer than 0 s") from None
+        raise WindowError(f"{text!r} is not a period: use e.g. 30m, 1h or 7d") from None

@@ -13,27 +13,38 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from bot.core import strings
 from bot.core.errors import log_internal
 from bot.domain.action_result import ActionResult
-from bot.domain.approval import Approval
+from bot.domain.approval import Approval, ApprovalAction
 from bot.domain.findings import Diagnosis
+from bot.domain.flow import (
+    ActionFailed,
+    ActionFinished,
+    ActionNotNeeded,
+    ActionObserved,
+    ActionStarted,
+    ResumeQueued,
+    RevertObserved,
+)
 from bot.domain.incident import Incident
-from bot.domain.incident_record import LastOutcome, Running, StepResult
+from bot.domain.incident_record import Running
 from bot.domain.lifecycle import ACTING, IllegalTransition, IncidentState
 from bot.flow.cleanup_offer import rest
-from bot.flow.followups import OVERRIDE, Followups, is_resume
+from bot.flow.followups import Followups, is_resume
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from bot.flow.readback import READ_BACK_ACTOR, Asked, Interrupted, read_back
 from bot.flow.reboot_step import RebootStep, requested
+from bot.flow.runner import FlowRunner
 from bot.flow.slurm_step import SlurmStep
 from bot.jobs.book import JobBook
-from bot.remediation import followup
-from bot.remediation.execute import execute
+from bot.remediation.actions import Action, find
+from bot.remediation.actions.extraction import ResumeExtraction, ResumeOverride
+from bot.remediation.executor import execute
+from bot.remediation.followup import frees_gpus
 from bot.remediation.options import RemediationOptions
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.health_gate import gated
@@ -41,34 +52,23 @@ from storage.audit import AuditLog
 from storage.incidents import IncidentStore
 
 log = logging.getLogger(__name__)
-GPU_FREEING = frozenset(followup.GPU_FREEING)  # a success offers the host's resumes
-# no re-probe before these: a revert or resume is offered after the fact, and a drain's
-# reason quotes the finding's words, which a fresh diagnosis may word differently
-NO_REPROBE = {"systemd.revert", "extraction.resume", OVERRIDE, "slurm.drain"}
 STALLED_S = 900.0  # far past every step, verify and re-probe deadline of one action
 
 
-def still_proposed(fresh: Diagnosis, action: dict[str, Any]) -> bool:
+def still_proposed(fresh: Diagnosis, action: ApprovalAction) -> bool:
     """The approved action is still what the host needs (same kind and parameters)."""
-    return any(a.kind == action["kind"] and a.params == action["params"] for a in fresh.actions)
-
-
-def commands_text(result: ActionResult) -> str:
-    lines = [f"$ {c.command}  → exit {c.exit_status}{' (timed out)' if c.timed_out else ''}"
-             f" in {c.duration_s:.2f}s" for c in result.commands]
-    if result.verification is not None:
-        lines.append(f"verify: {result.verification.detail}")
-    return "\n".join(lines) or "(no commands)"
+    return any(a.kind == action.kind and a.params == action.params for a in fresh.actions)
 
 
 class ActStep:
     """One claimed approval's action: re-probe, act, verify, record, offer what follows."""
 
-    def __init__(self, incidents: IncidentStore, hosts: Hosts, plans: Plans,
-                 publisher: Publisher, followups: Followups, reboots: RebootStep,
+    def __init__(self, flow_runner: FlowRunner, incidents: IncidentStore, hosts: Hosts,
+                 plans: Plans, publisher: Publisher, followups: Followups, reboots: RebootStep,
                  runner: SSHRunner, audit: AuditLog, jobs: JobBook, options: RemediationOptions,
                  *, bot_user: str = "incident-bot",
                  clock: Callable[[], float] = time.time, slurm: SlurmStep | None = None) -> None:
+        self.flow_runner = flow_runner  # every change to the incident: an event decided there
         self.incidents = incidents
         self.hosts = hosts
         self.plans = plans
@@ -92,8 +92,7 @@ class ActStep:
             error_id = log_internal(exc, f"action {approval.kind} for incident {incident_id}")
             self.fail(incident_id, f"{approval.kind}: internal error {error_id}")
         finally:
-            self.incidents.update(incident_id, lambda i: replace(i, running=None))
-            self.publisher.publish(incident_id)
+            self.flow_runner.handle(incident_id, ActionFinished(self.clock(), self.bot_user))
 
     def recover_stalled(self, max_age_s: float = STALLED_S) -> list[str]:
         """A ``running`` marker left outside an action step, long past every deadline: the
@@ -152,7 +151,7 @@ class ActStep:
         target = self.hosts.target_for(incident.host)
         if approval is None or target is None:
             return Interrupted(running.kind, strings.FLOW_INTERRUPTED.format(kind=running.kind))
-        asked = Asked(str(approval.action["kind"]), dict(approval.action["params"]),
+        asked = Asked(approval.kind, dict(approval.action.params),
                       running.by, approval.evidence_hash, incident.id)
         seen = read_back(self.runner, target, asked, self.hosts.act_options(incident.host))
         text = (seen.result.summary if seen.result is not None
@@ -204,18 +203,13 @@ class ActStep:
         target = self.hosts.target_for(self.incidents.require(incident_id).host)
         if target is None:
             return
-        freed = result.kind in GPU_FREEING
-        jobs = self.hosts.interrupted_job_ids(result.host) if freed else []
+        jobs = self.hosts.interrupted_job_ids(result.host) if frees_gpus(result.kind) else []
         for job in self.followups.offer_followups(incident_id, result, target, jobs[:1]):
             self.followups.offer_resume(incident_id, job)
 
     def fail(self, incident_id: str, text: str) -> None:
         """Record a failure that happened before (or instead of) an action result."""
-        incident = self.incidents.update(incident_id, lambda i: replace(
-            i.with_result(StepResult(False, text)), last_outcome=LastOutcome(text)))
-        if incident.state in (IncidentState.APPROVED, IncidentState.REMEDIATING):
-            self.incidents.transition(incident_id, IncidentState.ACTION_FAILED, self.bot_user,
-                                      text[:200])
+        self.flow_runner.handle(incident_id, ActionFailed(self.clock(), self.bot_user, text))
 
     def _run(self, approval: Approval, user: str) -> None:
         incident = self.incidents.require(approval.incident_id)
@@ -223,13 +217,14 @@ class ActStep:
         if target is None:
             self.fail(incident.id, strings.FLOW_UNKNOWN_HOST.format(host=incident.host))
             return
-        if action["kind"] not in NO_REPROBE and not action.get("offered"):
+        known = find(action.kind)
+        if (known is None or known.reprobe_first) and not action.offered:
             fresh = self.hosts.diagnose(incident, target)
             if not still_proposed(fresh, action):
                 self._not_needed(incident, approval, user, fresh)
                 return
-        self._to_remediating(incident.id, user, action["kind"])
-        before = self.reboots.boot_id(target) if action["kind"] == "host.reboot" else None
+        self.flow_runner.handle(incident.id, ActionStarted(self.clock(), user, action.kind))
+        before = self.reboots.boot_id(target) if known is not None and known.reboots else None
         result = self._act(incident, target, approval, user)
         first = True
         while result is not None:
@@ -244,7 +239,7 @@ class ActStep:
 
     def _policy_done(self, incident_id: str, approval: Approval) -> None:
         """The policy's "done without a click" note, once the action verified."""
-        note = str(approval.action.get("policy_note") or "")
+        note = approval.action.policy_note
         if note:
             self.publisher.reply(self.incidents.require(incident_id), note)
 
@@ -252,19 +247,19 @@ class ActStep:
              user: str) -> ActionResult | None:
         """Run the approved action: a resume behind the health gate, anything else as is."""
         action = approval.action
-        if is_resume(action["kind"]):
-            override = ", ".join(approval.approvers or (user,)) \
-                if action["kind"] == OVERRIDE else None
-            return self._gated_resume(incident.id, target, action["params"]["job"], user,
+        known: Action | None = find(action.kind)
+        if known is not None and known.resumes:
+            override = ", ".join(approval.approvers or (user,)) if known.overrides_gate else None
+            return self._gated_resume(incident.id, target, action.params["job"], user,
                                       approval.evidence_hash, override)
-        if action["kind"] == "slurm.resume" and self.slurm is not None:
-            node = str(action["params"]["node"])
+        if known is not None and known.returns_node and self.slurm is not None:
+            node = str(action.params["node"])
             gate = self.slurm.gate_resume(incident.id, target, node)
             if not gate.passed:
                 self.fail(incident.id, self.slurm.blocked_text(node, gate))
                 self.publisher.reply(incident, self.slurm.blocked_text(node, gate))
                 return None
-        return execute(self.runner, target, action["kind"], dict(action["params"]),
+        return execute(self.runner, target, action.kind, dict(action.params),
                        approver=user, evidence_hash=approval.evidence_hash, audit=self.audit,
                        options=self.hosts.act_options(incident.host), incident_id=incident.id)
 
@@ -273,7 +268,7 @@ class ActStep:
         """The health gate, then the resume: None when the gate blocked it (said, and an
         override offered). An override (its own approval) runs it anyway, audited."""
         gate = self.followups.gate(incident_id, target, job)
-        kind = OVERRIDE if override else "extraction.resume"
+        kind = (ResumeOverride if override else ResumeExtraction).kind
 
         def resume() -> ActionResult:
             return execute(self.runner, target, kind, {"job": job}, approver=user,
@@ -289,37 +284,19 @@ class ActStep:
         self.followups.offer_override(incident_id, job, gate)
         return None
 
-    def _to_remediating(self, incident_id: str, user: str, kind: str) -> None:
-        """First action: approved → remediating; a follow-up (Revert, Resume) goes there
-        from verified, action_failed or resumed."""
-        current = self.incidents.require(incident_id).state
-        if current in (IncidentState.APPROVED, IncidentState.VERIFIED,
-                       IncidentState.ACTION_FAILED, IncidentState.RESUMED):
-            reason = "acting" if current is IncidentState.APPROVED else f"follow-up {kind} approved"
-            self.incidents.transition(incident_id, IncidentState.REMEDIATING, user, reason)
-
     def _not_needed(self, incident: Incident, approval: Approval, user: str,
                     fresh: Diagnosis) -> None:
         """The finding no longer holds: do not act; say what the host looks like now."""
         now = "; ".join(f.title for f in fresh.findings) or strings.FLOW_NO_FINDINGS
-        text = strings.FLOW_NOT_ACTING.format(kind=approval.action["kind"], now=now)
-        self.audit.append(incident.id, user, "action.skipped",
-                          {"reason": "finding no longer holds", "now": now[:500]})
-        self.incidents.update(incident.id, lambda i: replace(i, results=(StepResult(True, text),)))
-        if self.incidents.require(incident.id).state is IncidentState.APPROVED:
-            self.incidents.transition(incident.id, IncidentState.RESOLVED, user,
-                                      "finding no longer holds")
-        self.publisher.reply(incident, text)
+        self.flow_runner.handle(incident.id, ActionNotNeeded(self.clock(), user, approval.kind,
+                                                             now))
 
     def _record(self, incident_id: str, result: ActionResult) -> None:
-        """Store one result, move remediating → verified | action_failed, tell the thread."""
-        incident = self.incidents.update(incident_id, lambda i: replace(
-            i.with_result(StepResult.of(result)),
-            last_outcome=LastOutcome.of(result)))
-        if incident.state is IncidentState.REMEDIATING:
-            goal = IncidentState.VERIFIED if result.ok else IncidentState.ACTION_FAILED
-            self.incidents.transition(incident_id, goal, self.bot_user, result.summary)
-        self.publisher.reply(incident, result.summary, commands_text(result))
+        """Store one result as what verify observed (remediating → verified | failed, the
+        thread told): a revert's as a revert."""
+        known = find(result.kind)
+        observed = RevertObserved if known is not None and known.undoes else ActionObserved
+        self.flow_runner.handle(incident_id, observed(self.clock(), self.bot_user, result))
 
     def _follow_up(self, incident_id: str, result: ActionResult, target: SSHTarget,
                    user: str) -> ActionResult | None:
@@ -330,13 +307,14 @@ class ActStep:
             self._mark_resumed(incident_id, result.params["job"])
             return None
         partial = bool(result.verification and result.verification.evidence.get("partial"))
-        if result.kind == "disk.cleanup" and (result.ok or partial):
+        known = find(result.kind)
+        if known is not None and known.previewed and (result.ok or partial):
             self._offer_other_parts(incident_id, result, target)
-        if self.slurm is not None and result.ok and result.kind == "slurm.drain":
+        if self.slurm is not None and result.ok and known is not None and known.drains:
             self.slurm.after_drain(incident_id, result, target)
-        if self.slurm is not None and result.ok and result.kind == "gpu.reset":
+        if self.slurm is not None and result.ok and known is not None and known.repair:
             self.slurm.after_repair(incident_id, target)
-        freed = result.ok and result.kind in GPU_FREEING
+        freed = result.ok and frees_gpus(result.kind)
         host = self.incidents.require(incident_id).host
         jobs = self.hosts.interrupted_job_ids(host) if freed else []
         resumes = self.followups.offer_followups(incident_id, result, target, jobs[:1])
@@ -359,7 +337,4 @@ class ActStep:
 
     def _mark_resumed(self, incident_id: str, job_id: str) -> None:
         self.jobs.link(job_id, incident_id)
-        self.incidents.update(incident_id, lambda i: replace(i, job_id=job_id))
-        if self.incidents.require(incident_id).state is IncidentState.VERIFIED:
-            self.incidents.transition(incident_id, IncidentState.RESUMED, self.bot_user,
-                                      f"extraction {job_id} resumed")
+        self.flow_runner.handle(incident_id, ResumeQueued(self.clock(), self.bot_user, job_id))

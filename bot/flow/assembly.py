@@ -29,7 +29,7 @@ from bot.flow.act_step import ActStep
 from bot.flow.approve_step import ApproveStep
 from bot.flow.consumer import Consumer
 from bot.flow.decide_step import DecideStep
-from bot.flow.diagnose_step import DiagnoseStep
+from bot.flow.diagnose_step import Diagnoser, DiagnoseStep
 from bot.flow.dispatch import FlowCallbacks
 from bot.flow.followups import Followups
 from bot.flow.hosts import Hosts
@@ -39,6 +39,7 @@ from bot.flow.policy_step import PolicedDiagnosis, PolicyStep
 from bot.flow.progress_step import ProgressStep
 from bot.flow.reboot_step import RebootStep
 from bot.flow.reconcile import reconcile_settings
+from bot.flow.runner import FlowRunner
 from bot.flow.slurm_step import SlurmStep
 from bot.flow.storm import Storms
 from bot.jobs.book import JobBook
@@ -83,6 +84,7 @@ class Flow:
     progress: ProgressStep
     actions: Executor | None
     clock: Callable[[], float]
+    flow_runner: FlowRunner
     closing_note: Callable[[str], str | None] | None = None
     policies: PolicyStep | None = None
     stats: Callable[[int], str] | None = None
@@ -92,8 +94,8 @@ class Flow:
     def consumer(self, diagnoses: Executor | None = None, workers: int = 0) -> Consumer:
         """A new consumer loop on the events stream (one per thread); ``diagnoses`` runs
         the diagnoses it starts, ``workers`` at once (None: inline)."""
-        return Consumer(self.events, self.diagnosis(), self.publisher, self.closing_note,
-                        diagnoses, workers)
+        return Consumer(self.events, self.diagnosis(), self.publisher, self.flow_runner,
+                        diagnoses, workers, bot_user=BOT_USER, clock=self.clock)
 
     def diagnosis(self) -> PolicedDiagnosis:
         """What ``/ir diag`` runs: the diagnosis, then what the fleet policies do with it."""
@@ -127,7 +129,12 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     storms = _storms(settings, stores, incidents, outbox, renders, publisher, clock)
     gate = policy_gate_from_settings(settings, stores, clock=clock) if settings.policies else None
     plans = Plans(incidents, approvals, audit, policy, gate=gate, bot_user=BOT_USER, clock=clock)
-    diagnose = DiagnoseStep(incidents, hosts, plans, publisher, bot_user=BOT_USER)
+    events = stores.events()
+    closing_note = _postmortem_note(incidents, audit)
+    flow_runner = FlowRunner(incidents, publisher, plans, audit, events,
+                             Diagnoser(hosts, plans, publisher, bot_user=BOT_USER, clock=clock),
+                             closing_note=closing_note, bot_user=BOT_USER, clock=clock)
+    diagnose = DiagnoseStep(flow_runner, bot_user=BOT_USER, clock=clock)
     followups = Followups(incidents, plans, publisher, audit, runner, settings,
                           gate_need_mib=options.gate_need_mib, bot_user=BOT_USER)
     slurm = SlurmStep(incidents, hosts, plans, publisher, followups, audit,
@@ -135,11 +142,9 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     reboots = RebootStep(incidents, hosts, runner, plans, publisher, audit, diagnose,
                          probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER, clock=clock,
                          slurm=slurm)
-    act = ActStep(incidents, hosts, plans, publisher, followups, reboots, runner, audit, jobs,
-                  options, bot_user=BOT_USER, clock=clock, slurm=slurm)
-    events = stores.events()
-    approve = ApproveStep(incidents, plans, publisher, act, audit, actions, bot_user=BOT_USER,
-                          clock=clock)
+    act = ActStep(flow_runner, incidents, hosts, plans, publisher, followups, reboots, runner,
+                  audit, jobs, options, bot_user=BOT_USER, clock=clock, slurm=slurm)
+    approve = ApproveStep(flow_runner, act, actions, bot_user=BOT_USER, clock=clock)
     policies = (PolicyStep(incidents, approvals, audit, publisher, approve, clock=clock)
                 if gate is not None else None)
     return Flow(
@@ -149,12 +154,11 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
         runner=runner, hosts=hosts, publisher=publisher, plans=plans, diagnose=diagnose,
         followups=followups, reboots=reboots, act=act, slurm=slurm,
         approve=approve,
-        decide=DecideStep(incidents, plans, publisher, audit, events,
-                          PolicedDiagnosis(diagnose, policies), actions,
+        decide=DecideStep(flow_runner, incidents, PolicedDiagnosis(diagnose, policies), actions,
                           bot_user=BOT_USER, clock=clock),
         progress=ProgressStep(incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
-        actions=actions, clock=clock, closing_note=_postmortem_note(incidents, audit),
+        actions=actions, clock=clock, flow_runner=flow_runner, closing_note=closing_note,
         stats=_stats_report(incidents, audit, clock), policies=policies, storms=storms)
 
 

@@ -1,4 +1,4 @@
-"""A ``disk_full`` diagnosis gains its ``disk.cleanup`` proposals: what an ML host keeps on
+"""A ``disk_full`` diagnosis gains its cleanup proposals: what an ML host keeps on
 disk that can go (caches, old checkpoints, core dumps), largest first, never a paused or
 queued job's output, an open file, or a path outside the host's allowed prefixes.
 
@@ -19,15 +19,14 @@ from typing import Any
 
 from bot.core import fmt, strings
 from bot.domain.findings import Diagnosis, Finding, ProposedAction, Severity
-from bot.remediation import catalog
 from bot.remediation import cleanup as cl
+from bot.remediation.actions.disk_cleanup import PART_PREFIX as PART_PREFIX
+from bot.remediation.actions.disk_cleanup import DiskCleanup
 from bot.remediation.readings import read_disk_avail
 from bot.ssh.base import SSHRunner, SSHTarget
-from playbooks.base import action_id
 
 FULL_CODE = "disk.full"
 CANDIDATES_CODE = "disk.cleanup_candidates"
-PART_PREFIX = "cleanup-part-"  # the id of a per-category (or per-item) proposal
 PREVIEW_LINES = 8
 MAX_PARTS = 5  # one button each; the five categories fit one actions row
 PER_ITEM_UP_TO = 3  # one category with this few items: one button per item
@@ -102,15 +101,14 @@ def with_cleanup(diagnosis: Diagnosis, runner: SSHRunner, target: SSHTarget, *,
 
 def proposal(host: str, chosen: Sequence[cl.CleanupCandidate], need: int,
              now: float, where: dict[str, str] | None = None) -> ProposedAction:
-    """One ``disk.cleanup`` for all chosen items: verified only once ``where``'s mount is
+    """One cleanup for all chosen items: verified only once ``where``'s mount is
     under its threshold (``need`` is what that takes; the items may hold less)."""
     total = sum(c.size for c in chosen)
     params = {"paths": cl.paths_param(chosen), "need_bytes": str(need), **(where or {})}
     lines = "\n".join(cl.preview(chosen[:PREVIEW_LINES], now=now))
     reason = strings.FLOW_CLEANUP_REASON.format(n=len(chosen), size=fmt.size(total),
                                                 need=fmt.size(need), preview=lines)
-    return ProposedAction(action_id(host, "disk.cleanup", params), "disk.cleanup", params,
-                          reason, catalog.CATALOG["disk.cleanup"].risk)
+    return DiskCleanup.propose(host, params, reason)
 
 
 def groups(chosen: Sequence[cl.CleanupCandidate]) -> list[list[cl.CleanupCandidate]]:
@@ -127,17 +125,14 @@ def groups(chosen: Sequence[cl.CleanupCandidate]) -> list[list[cl.CleanupCandida
 
 def parts(host: str, chosen: Sequence[cl.CleanupCandidate], need: int,
           where: dict[str, str] | None = None) -> list[ProposedAction]:
-    """One ``disk.cleanup`` per part; like the whole, verified against the mount."""
+    """One cleanup per part; like the whole, verified against the mount."""
     out = []
     for group in groups(chosen):
         total = sum(c.size for c in group)
         params = {"paths": cl.paths_param(group), "need_bytes": str(need), **(where or {})}
         what = group[0].label if len(group) == 1 else group[0].category
-        out.append(ProposedAction(PART_PREFIX + action_id(host, "disk.cleanup", params)[:10],
-                                  "disk.cleanup", params,
-                                  strings.FLOW_CLEANUP_PART_REASON.format(
-                                      what=what, n=len(group), size=fmt.size(total)),
-                                  catalog.CATALOG["disk.cleanup"].risk))
+        out.append(DiskCleanup.part(host, params, strings.FLOW_CLEANUP_PART_REASON.format(
+            what=what, n=len(group), size=fmt.size(total))))
     return out
 
 
@@ -158,5 +153,4 @@ def rest(diagnosis: Diagnosis, done_paths: str) -> list[ProposedAction]:
     (pure): offered again after one part, so a person can go on part by part."""
     done = set(done_paths.split(cl.SEP))
     return [a for a in diagnosis.actions
-            if a.kind == "disk.cleanup" and a.id.startswith(PART_PREFIX)
-            and not done & set(a.params.get("paths", "").split(cl.SEP))]
+            if DiskCleanup.is_part(a) and not done & set(a.params.get("paths", "").split(cl.SEP))]

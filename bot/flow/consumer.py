@@ -11,13 +11,16 @@ import os
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 
 from bot.core.errors import log_internal
+from bot.domain.flow import AlertCleared
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
 from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
+from bot.flow.runner import FlowRunner
 from storage.events import IncidentEvents
 
 log = logging.getLogger(__name__)
@@ -35,8 +38,10 @@ class Consumer:
     """One consumer of the events stream: an event in, the step it calls for run."""
 
     def __init__(self, events: IncidentEvents, diagnose: Diagnoses, publisher: Publisher,
-                 closing_note: Callable[[str], str | None] | None = None,
-                 diagnoses: Executor | None = None, workers: int = 0) -> None:
+                 flow_runner: FlowRunner | None = None,
+                 diagnoses: Executor | None = None, workers: int = 0, *,
+                 bot_user: str = "incident-bot",
+                 clock: Callable[[], float] = time.time) -> None:
         self.events = events
         # events are handled here, a few at once: one host's hung probe never holds another
         # host's message (None: inline, in the order they came)
@@ -45,7 +50,9 @@ class Consumer:
         self.workers = workers  # the executor's size: an event beyond it waits for a worker
         self.diagnose = diagnose  # the diagnosis, then what the fleet policies run on it
         self.publisher = publisher
-        self.closing_note = closing_note  # the postmortem's summary, posted once on resolve
+        self.flow_runner = flow_runner  # a resolved incident: re-rendered, its closing note
+        self.bot_user = bot_user
+        self.clock = clock
         self.name = consumer_name()
 
     def handle(self, event: dict[str, str]) -> None:
@@ -56,21 +63,13 @@ class Consumer:
             elif kind == "incident.grouped":
                 self.publisher.publish(incident_id)  # the parent's host list grew
                 self._diagnose(event["child"])  # the new host: diagnosed, in the thread
-            elif kind == "incident.resolved":
-                self.publisher.publish(incident_id)
-                self._post_closing_note(incident_id)
+            elif kind == "incident.resolved" and self.flow_runner is not None:
+                self.flow_runner.handle(incident_id, AlertCleared(self.clock(), self.bot_user))
         except StepTaken as taken:  # a duplicate or late delivery: someone else has it
             log.info("flow event skipped: %s", taken)
 
     def _diagnose(self, incident_id: str) -> None:
         self.diagnose.on_opened(incident_id, only_from=FIRST_DIAGNOSIS)
-
-    def _post_closing_note(self, incident_id: str) -> None:
-        """The timeline in the thread when an incident resolves (one replica: the group)."""
-        text = self.closing_note(incident_id) if self.closing_note is not None else None
-        incident = self.publisher.incidents.get(incident_id)
-        if text and incident is not None:
-            self.publisher.reply(incident, text)
 
     def run_once(self, block_ms: int | None = 1000) -> int:
         """Handle what is waiting (own pending first, then stale, then new); returns count.

@@ -5,8 +5,8 @@ action proposed instead (stop/disable rather than terminate), and the ladder's n
 (only after the previous one verified failed). Each offer is its own pending approval.
 
 No extraction is resumed without ``run_gate`` on its host first; its message goes in the
-thread. A failed gate blocks the resume and offers ``extraction.resume_override``, which
-needs its own (two-person) approval.
+thread. A failed gate blocks the resume and offers the override (``ResumeOverride``),
+which needs its own (two-person) approval.
 """
 
 from __future__ import annotations
@@ -21,18 +21,20 @@ from bot.domain.findings import ProposedAction
 from bot.domain.incident import Incident
 from bot.domain.incident_record import GateRecord
 from bot.flow.message import Publisher
-from bot.flow.plans import OVERRIDE, Plans
+from bot.flow.plans import Plans
 from bot.remediation import followup
+from bot.remediation.actions import find, get
+from bot.remediation.actions.extraction import ResumeExtraction, ResumeOverride
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.health_gate import GateResult, run_gate
 from storage.audit import AuditLog
 from storage.incidents import IncidentStore
 
-RESUME_KINDS = frozenset({"extraction.resume", OVERRIDE})
-
 
 def is_resume(kind: str) -> bool:
-    return kind in RESUME_KINDS
+    """An extraction's resume (or its override): the health gate runs before it."""
+    known = find(kind)
+    return known is not None and known.resumes
 
 
 class Followups:
@@ -62,7 +64,7 @@ class Followups:
         for action in followup.offers(result, jobs):
             if revert is not None and action == revert:
                 self._offer_revert(incident_id, action, target)
-            elif action.kind == "extraction.resume":
+            elif is_resume(action.kind):
                 resumes.append(action.params["job"])
             elif not self.plans.pending(incident_id, action):
                 self.plans.offer(incident_id, action, target)
@@ -72,7 +74,7 @@ class Followups:
                       target: SSHTarget) -> None:
         """A Revert approval, shown apart from the other plans (it undoes what just ran).
         An earlier Revert still pending stays offered, among the plans."""
-        risk = strings.FLOW_REVERT_RISK if action.kind == "systemd.revert" else action.risk
+        risk = get(action.kind).risk_as_revert(action.risk)
         revert = ProposedAction(action.id, action.kind, action.params,
                                 strings.FLOW_REVERT_REASON, risk)
         before = self.incidents.require(incident_id).revert_plan
@@ -89,8 +91,8 @@ class Followups:
 
     def offer_resume(self, incident_id: str, job: str) -> None:
         """A Resume button (not chained): the gate runs when it is approved."""
-        action = ProposedAction(f"resume-{job}"[:64], "extraction.resume", {"job": job},
-                                strings.FLOW_RESUME_REASON, "uses the freed GPUs")
+        action = ResumeExtraction.propose("", {"job": job}, strings.FLOW_RESUME_REASON,
+                                          "uses the freed GPUs", id=f"resume-{job}"[:64])
         self.plans.offer(incident_id, action, None)
 
     def gate(self, incident_id: str, target: SSHTarget, job: str, *,
@@ -112,14 +114,14 @@ class Followups:
     def offer_override(self, incident_id: str, job: str, result: GateResult) -> None:
         """The failed gate's way out: resume anyway, behind two distinct approvers."""
         reasons = "; ".join(result.reasons)[:300]
-        action = ProposedAction(f"override-{job}"[:64], OVERRIDE, {"job": job},
-                                strings.FLOW_GATE_OVERRIDE_REASON.format(job=job,
-                                                                         reasons=reasons),
-                                strings.FLOW_GATE_OVERRIDE_RISK)
+        action = ResumeOverride.propose("", {"job": job}, strings.FLOW_GATE_OVERRIDE_REASON
+                                        .format(job=job, reasons=reasons),
+                                        strings.FLOW_GATE_OVERRIDE_RISK,
+                                        id=f"override-{job}"[:64])
         self.plans.offer(incident_id, action, None, policy=self.plans.override_policy())
 
     def audit_override(self, incident_id: str, job: str, who: str, result: GateResult) -> None:
         self.audit.append(incident_id, who, "gate.override",
-                          {"job": job, "reasons": result.reasons, "kind": OVERRIDE})
+                          {"job": job, "reasons": result.reasons, "kind": ResumeOverride.kind})
         self.publisher.reply(self.incidents.require(incident_id),
                              strings.FLOW_GATE_OVERRIDDEN.format(who=who, job=job))

@@ -17,21 +17,20 @@ from bot.chat.policy_notes import note_for
 from bot.chat.render import evidence_hash
 from bot.core import strings
 from bot.domain import validate
-from bot.domain.approval import ApprovalPolicy
+from bot.domain.approval import ApprovalAction, ApprovalPolicy
 from bot.domain.findings import Diagnosis, ProposedAction
 from bot.domain.incident import Incident
 from bot.domain.incident_record import ActionPlan
 from bot.flow.thread import message_ref
 from bot.remediation import catalog
+from bot.remediation.actions import find
+from bot.remediation.actions.extraction import ResumeExtraction, ResumeOverride, job_id
 from bot.remediation.policy_gate import PolicyGate
 from bot.remediation.proposals import refusal
 from bot.ssh.base import SSHTarget
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
 from storage.incidents import IncidentStore
-
-FREES_GPUS = frozenset(k for k, spec in catalog.CATALOG.items() if spec.frees_gpus)
-OVERRIDE = "extraction.resume_override"
 
 
 class Plans:
@@ -55,10 +54,8 @@ class Plans:
                  extra: dict[str, str] | None = None) -> ActionPlan:
         """A pending approval for ``action`` and the exact commands it will run;
         ``extra`` is the fleet policy's say on it (its name, mode and thread note)."""
-        marks: dict[str, object] = {"offered": True} if offered else {}
         approval = self.approvals.create(
-            incident_id, {**action.to_dict(), "commands": list(commands), **marks,
-                          **(extra or {})},
+            incident_id, ApprovalAction.of(action, commands, offered=offered, policy=extra),
             evidence_hash=ev_hash, requested_by=self.bot_user, now=self.clock(),
             policy=policy or self.policy)
         return ActionPlan(action, commands, approval.id)
@@ -89,9 +86,8 @@ class Plans:
         if self.gate is None:
             return self.new_plan(incident.id, action, commands, ev_hash)
         gated = self.gate.gate(action, target.name, incident.kind, incident.id, self.policy)
-        note = note_for(gated.decision, action, target.name,
-                        catalog.CATALOG[action.kind].title if action.kind in catalog.CATALOG
-                        else "")
+        known = find(action.kind)
+        note = note_for(gated.decision, action, target.name, known.title if known else "")
         extra = {**gated.extra, **({"policy_note": note} if note else {})}
         return self.new_plan(incident.id, action, commands, ev_hash, policy=gated.rules,
                              extra=extra)
@@ -112,7 +108,7 @@ class Plans:
 
     def override_policy(self) -> ApprovalPolicy:
         """The gate override always needs two distinct approvers (the two-person rule)."""
-        return replace(self.policy, two_person=self.policy.two_person | {OVERRIDE})
+        return replace(self.policy, two_person=self.policy.two_person | {ResumeOverride.kind})
 
     def withdraw_pending(self, incident: Incident, actor: str, keep: str = "",
                          reason: str = strings.WITHDRAWN_REASON) -> list[str]:
@@ -130,21 +126,19 @@ class Plans:
 
     def pending(self, incident_id: str, action: ProposedAction) -> bool:
         """An approval for the same kind and parameters is still open on the incident."""
-        return any(a.is_open and a.kind == action.kind
-                   and a.action.get("params") == action.params
+        return any(a.is_open and a.kind == action.kind and a.action.params == action.params
                    for a in self.approvals.for_incident(incident_id))
 
 
 def resume_proposals(diagnosis: Diagnosis) -> list[ProposedAction]:
     """Resume each interrupted job the playbook found, unless an action that frees GPUs is
     proposed (then Resume is offered after it verified). The gate runs at act time."""
-    if any(a.kind in FREES_GPUS for a in diagnosis.actions):
+    if any((known := find(a.kind)) is not None and known.frees_gpus for a in diagnosis.actions):
         return []
     jobs = [str(j.get("job_id", "")) if isinstance(j, dict) else str(j)
             for f in diagnosis.findings if f.code == "extract.interrupted"
             for j in (f.evidence.get("jobs") or [])]
-    return [ProposedAction(f"resume-{job}"[:64], "extraction.resume", {"job": job},
-                           strings.FLOW_RESUME_INTERRUPTED_REASON.format(
-                               job=job, host=diagnosis.host),
-                           catalog.CATALOG["extraction.resume"].risk)
-            for job in jobs if validate.is_valid(catalog.job_id, job)]
+    return [ResumeExtraction.propose(diagnosis.host, {"job": job},
+                                     strings.FLOW_RESUME_INTERRUPTED_REASON.format(
+                                         job=job, host=diagnosis.host), id=f"resume-{job}"[:64])
+            for job in jobs if validate.is_valid(job_id, job)]

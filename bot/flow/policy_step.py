@@ -30,7 +30,7 @@ AUTO = "auto"
 
 def policy_actor(approval: Approval) -> str:
     """Who an automatic approval is recorded as: ``policy:<name>``."""
-    return f"policy:{approval.action.get('policy', '')}"
+    return f"policy:{approval.action.policy}"
 
 
 class PolicyStep:
@@ -50,15 +50,15 @@ class PolicyStep:
         open_ = [a for a in self.approvals.for_incident(incident_id) if a.is_open]
         incident = self.incidents.require(incident_id)
         for approval in open_:
-            note = str(approval.action.get("policy_note") or "")
-            if note and approval.action.get("policy_mode") != AUTO:
+            note = approval.action.policy_note
+            if note and approval.action.policy_mode != AUTO:
                 self.publisher.reply(incident, note)
-        auto = next((a for a in open_ if a.action.get("policy_mode") == AUTO), None)
+        auto = next((a for a in open_ if a.action.policy_mode == AUTO), None)
         if auto is not None and self._claim(auto):
             self.approve.on_approved(auto, policy_actor(auto))
 
     def _claim(self, approval: Approval) -> bool:
-        return claim_as_policy(self.approvals, approval, str(approval.action.get("policy", "")),
+        return claim_as_policy(self.approvals, approval, approval.action.policy,
                                "auto", self.clock(), audit_sink(self.audit))
 
 

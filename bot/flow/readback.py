@@ -87,7 +87,7 @@ def read_back(runner: SSHRunner, target: SSHTarget, asked: Asked,
         spec, clean, rendered = catalog.steps(asked.kind, asked.params)
     except ActionRefused as exc:
         return ReadBack(False, exc.message)
-    if not spec.remote or spec.kind == "host.reboot":
+    if not spec.remote or spec.reboots:
         return ReadBack(False, strings.FLOW_READ_BACK_NONE.format(kind=spec.kind))
     started, t0 = time.time(), time.monotonic()
     ctx = ActionRun(runner, target, spec, clean, options)
@@ -100,7 +100,7 @@ def read_back(runner: SSHRunner, target: SSHTarget, asked: Asked,
                                                                            why=exc), False)
     except ProbeFailed as exc:
         return ReadBack(False, strings.FLOW_READ_BACK_UNREADABLE.format(why=exc))
-    held = _held_gpus(captured, options) if spec.frees_gpus and spec.kind != "gpu.reset" else []
+    held = _held_gpus(captured, options) if spec.read_back_gpus() else []
     evidence = {**seen.evidence, "effect_holds": effect, "gpus_held": held}
     if not (effect and seen.ok and not held):
         return ReadBack(False, _not_there(seen, held), evidence=evidence)

@@ -1,14 +1,14 @@
 """The Slurm node around a repair: watched while it drains, gated before it goes back.
 
-A verified ``slurm.drain`` leaves the node DRAINING while jobs still run there. The
+A verified drain leaves the node DRAINING while jobs still run there. The
 expiry tick (``poll_draining``) reads the node for every open incident whose drain
 verified DRAINING and, once no job runs there any more, says so in the thread
 (``describe``), offers the repair (a reboot, now that nothing runs there) and re-renders.
 
-After a verified repair (a ``gpu.reset`` success, or a reboot whose host came back
+After a verified repair (a GPU reset success, or a reboot whose host came back
 healthy) on a node this incident drained, ``after_repair`` runs the health gate, posts
 ``followup.gate_note`` and offers "Return gpu-01 to Slurm" only when the gate passed; an
-approved ``slurm.resume`` runs behind the gate again (``gate_resume``), so a node never
+approved return to Slurm runs behind the gate again (``gate_resume``), so a node never
 goes back to the scheduler on a gate that failed since.
 
 Which drain belongs to the incident is read from its audit trail (``execute`` records
@@ -23,7 +23,6 @@ from bot.chat.text import escape
 from bot.config.inventory import slurm_host
 from bot.core import fmt, strings
 from bot.domain.action_result import ActionResult, Outcome
-from bot.domain.findings import ProposedAction
 from bot.domain.incident import Incident
 from bot.domain.incident_record import StepResult
 from bot.domain.slurm import DrainedNode
@@ -32,17 +31,16 @@ from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from bot.remediation import followup
-from bot.remediation.catalog import CATALOG
+from bot.remediation.actions import find
+from bot.remediation.actions.reboot import HostReboot
 from bot.remediation.probe_runner import ProbeFailed
 from bot.remediation.slurm import DrainedCache, describe, read_status
 from bot.ssh.base import SSHError, SSHTarget
-from playbooks.base import action_id
 from playbooks.health_gate import GateResult
 from storage.audit import AuditEntry, AuditLog
 from storage.incidents import IncidentStore
 
 log = logging.getLogger(__name__)
-REPAIRS = frozenset({"gpu.reset", "host.reboot"})  # a verified one runs the gate
 _DONE = frozenset(f"action.{o.value}" for o in (Outcome.SUCCEEDED, Outcome.TIMED_OUT_BUT_DONE,
                                                 Outcome.NOOP))
 SEEN_DRAINED = "slurm.drained_seen"  # the audit mark: the thread was told DRAINED
@@ -53,14 +51,24 @@ def gate_job(node: str) -> str:
     return f"slurm:{node}"
 
 
+def _drains(kind: object) -> bool:
+    known = find(str(kind or ""))
+    return known is not None and known.drains
+
+
+def _returns_node(kind: object) -> bool:
+    known = find(str(kind or ""))
+    return known is not None and known.returns_node
+
+
 def latest_drain(timeline: list[AuditEntry]) -> ActionResult | None:
-    """The incident's drain still in force: its newest verified ``slurm.drain`` with no
-    verified ``slurm.resume`` after it (pure over the audit trail, oldest first)."""
+    """The incident's drain still in force: its newest verified drain with no verified
+    return to Slurm after it (pure over the audit trail, oldest first)."""
     for entry in reversed(timeline):
         kind = entry.detail.get("kind")
-        if entry.action not in _DONE or kind not in ("slurm.drain", "slurm.resume"):
+        if entry.action not in _DONE or not (_drains(kind) or _returns_node(kind)):
             continue
-        return ActionResult.from_dict(entry.detail) if kind == "slurm.drain" else None
+        return ActionResult.from_dict(entry.detail) if _drains(kind) else None
     return None
 
 
@@ -69,7 +77,7 @@ def drained_seen(timeline: list[AuditEntry]) -> bool:
     for entry in reversed(timeline):
         if entry.action == SEEN_DRAINED:
             return True
-        if entry.action in _DONE and entry.detail.get("kind") == "slurm.drain":
+        if entry.action in _DONE and _drains(entry.detail.get("kind")):
             return False
     return False
 
@@ -140,7 +148,7 @@ class SlurmStep:
 
     def after_drain(self, incident_id: str, result: ActionResult, target: SSHTarget) -> None:
         """A drain that verified DRAINED at once (nothing ran there): offer the repair now."""
-        if result.ok and result.kind == "slurm.drain" and drained_view(result) == "DRAINED":
+        if result.ok and _drains(result.kind) and drained_view(result) == "DRAINED":
             self._mark_seen(incident_id, result.params["node"])
             self._offer_repair(incident_id, result, target)
 
@@ -159,7 +167,7 @@ class SlurmStep:
         return gate
 
     def gate_resume(self, incident_id: str, target: SSHTarget, node: str) -> GateResult:
-        """The gate again right before an approved ``slurm.resume`` (it may have been
+        """The gate again right before an approved return to Slurm (it may have been
         approved long after the gate passed); a failure is said and keeps it drained."""
         gate = self.followups.gate(incident_id, target, gate_job(node), say_failed=False)
         if not gate.passed:
@@ -216,9 +224,7 @@ class SlurmStep:
         """The next rung once nothing runs on the node: reboot the host (each its own
         approval; the node returns to Slurm only through ``after_repair``)."""
         node = drain.params["node"]
-        action = ProposedAction(id=action_id(target.name, "host.reboot", {}), kind="host.reboot",
-                                params={}, reason=strings.SLURM_PROPOSE_REBOOT.format(
-                                    node=node, host=target.name),
-                                risk=CATALOG["host.reboot"].risk)
+        action = HostReboot.propose(target.name, {}, strings.SLURM_PROPOSE_REBOOT.format(
+            node=node, host=target.name))
         if not self.plans.pending(incident_id, action):
             self.plans.offer(incident_id, action, target)

@@ -30,9 +30,9 @@ from bot.chat.incident_view import incident_buttons
 from bot.chat.outbox import CARD, ChatOutbox
 from bot.chat.render import offer_buttons
 from bot.chat.storm_view import MAX_ROWS, StormRow, StormView, rank, render_storm
+from bot.chat.summary import headline_of
 from bot.chat.text import clip, escape
 from bot.core.errors import log_internal
-from bot.domain.headline import choose
 from bot.domain.incident import Incident
 from bot.domain.lifecycle import IncidentState
 from storage.chat_outbox import Op
@@ -181,7 +181,7 @@ def row_of(incident: Incident) -> StormRow:
     if incident.results:
         headline = incident.results[-1].text
     elif incident.diagnosis is not None:
-        headline = choose(incident.diagnosis).text
+        headline = headline_of(incident.diagnosis).text
     else:
         headline = incident.summary
     button: Button | None = None

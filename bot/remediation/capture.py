@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from bot.domain import validate
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, SlurmCapture, UnitState
-from bot.remediation.catalog import GPU_HOLDER_UNITS, ActionSpec
 from bot.remediation.options import RemediationOptions
 from bot.remediation.probe_runner import ProbeFailed
 from bot.remediation.readings import (
@@ -23,34 +23,38 @@ from bot.remediation.readings import (
     read_process,
     read_unit,
 )
+from bot.remediation.slurm import read_status
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.parsers.systemd import docker_id_from_scope
 
+if TYPE_CHECKING:
+    from bot.remediation.actions.base import Action
 
-def capture(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mapping[str, str],
+
+def capture(runner: SSHRunner, target: SSHTarget, spec: Action, params: Mapping[str, str],
             options: RemediationOptions) -> CapturedState:
-    """Read what the action will change. ``ProbeFailed`` if the subject cannot be read."""
+    """Read what the action will change (the parameters name the subject; the action says
+    what else it needs). ``ProbeFailed`` if the subject cannot be read."""
     t = options.probe_timeout_s
     units = (read_unit(runner, target, params["unit"], t),) if "unit" in params else ()
     processes = (read_process(runner, target, params["pid"], t),) if "pid" in params else ()
     errors: list[str] = []
     gpus: list[GpuState] = []
     holders: list[GpuHolder] = []
-    if spec.frees_gpus or spec.kind == "systemd.revert":
+    if spec.wants_gpus():
         try:
             gpus, holders = read_gpus(runner, target, t)
         except ProbeFailed as exc:
             errors.append(str(exc))
     journal = None
-    if spec.kind == "disk.journal_vacuum":
+    if spec.capture_journal():
         journal = read_journal_bytes(runner, target, t)
     named = {p.unit for p in processes if p.alive and p.unit}
     owners = tuple(_owner(runner, target, name, t)  # a hostile name is never sent
                    for name in sorted(named) if validate.is_valid(validate.unit_name, name))
-    if spec.kind == "gpu.reset":  # the daemons that hold the device, stopped around the reset
-        owners += tuple(read_unit(runner, target, name, t) for name in GPU_HOLDER_UNITS)
-    avail = read_disk_avail(runner, target, t) if spec.kind == "disk.cleanup" else {}
-    slurm = _slurm(runner, target, spec, params, t)
+    owners += tuple(read_unit(runner, target, name, t) for name in spec.holder_units())
+    avail = read_disk_avail(runner, target, t) if spec.capture_disks() else {}
+    slurm = _slurm(runner, target, params, t)
     return CapturedState(
         kind=spec.kind, params=dict(params), host=target.name, captured_at=time.time(),
         units=units, gpus=tuple(gpus), holders=tuple(holders), processes=processes,
@@ -58,14 +62,12 @@ def capture(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mapp
         slurm=slurm)
 
 
-def _slurm(runner: SSHRunner, target: SSHTarget, spec: ActionSpec, params: Mapping[str, str],
+def _slurm(runner: SSHRunner, target: SSHTarget, params: Mapping[str, str],
            timeout_s: float) -> SlurmCapture | None:
-    """The node's state, reason and jobs before a ``slurm.*`` action (``ProbeFailed`` if
-    Slurm cannot say: a drain is never sent blind)."""
+    """The node's state, reason and jobs before an action on a Slurm node (``ProbeFailed``
+    if Slurm cannot say: a drain is never sent blind)."""
     if "node" not in params:
         return None
-    from bot.remediation.slurm import read_status
-
     return read_status(runner, target, params["node"], timeout_s)
 
 

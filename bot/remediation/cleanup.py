@@ -16,13 +16,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bot.core import fmt
 from bot.remediation.probe_runner import run_probes
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks import probes
 from playbooks.parsers.disk import FileSeen
-from storage.jobs import JobStore
+
+if TYPE_CHECKING:
+    from storage.jobs import JobStore
 
 SEP = "|"  # not in the path grammar, so it can join paths in one parameter
 

@@ -13,68 +13,61 @@ from collections.abc import Sequence
 from bot.core import strings
 from bot.domain.action_result import ActionResult, Outcome
 from bot.domain.findings import ProposedAction
-from bot.remediation.catalog import CATALOG
-from bot.remediation.execute import AuditSink, execute
+from bot.remediation.actions.base import Action, as_proposed
+from bot.remediation.actions.extraction import ResumeExtraction
+from bot.remediation.actions.registry import find, get
+from bot.remediation.actions.slurm import SlurmResume
+from bot.remediation.executor import AuditSink, execute
+from bot.remediation.ladder import next_step
 from bot.remediation.options import RemediationOptions
-from bot.remediation.rollback import revert_kind
 from bot.ssh.base import SSHRunner, SSHTarget
-from playbooks.base import action_id
 from playbooks.health_gate import GateResult
 
-GPU_FREEING = tuple(k for k, spec in CATALOG.items() if spec.frees_gpus)  # then: resume
-LASTING_AFTER = ("systemd.stop_disable",)  # the unit stays installed: its policy still matters
 _DRAINED = (Outcome.SUCCEEDED, Outcome.TIMED_OUT_BUT_DONE, Outcome.NOOP)
 
 
+def frees_gpus(kind: str) -> bool:
+    """A verified action of ``kind`` leaves GPUs free (then: resume what they held)."""
+    action = find(kind)
+    return action is not None and action.frees_gpus
+
+
+def _of(result: ActionResult) -> Action | None:
+    return find(result.kind)
+
+
 def revert_action(result: ActionResult) -> ProposedAction | None:
-    if not result.revertable or result.revert_params is None:
+    action = _of(result)
+    kind = action.revert_kind if action is not None else None
+    if not result.revertable or result.revert_params is None or kind is None:
         return None
     params = dict(result.revert_params)
-    kind = revert_kind(CATALOG[result.kind])
-    return ProposedAction(id=action_id(result.host, kind, params), kind=kind, params=params,
-                          reason=f"undo {result.kind}: back to the captured state",
-                          risk=CATALOG[kind].risk)
+    return get(kind).propose(result.host, params,
+                             strings.ACT_UNDO_REASON.format(kind=result.kind))
 
 
 def alternatives(result: ActionResult) -> list[ProposedAction]:
     """What a refused action proposed instead, and the ladder's next step after a failure."""
-    from bot.remediation.ladder import next_step
-
     wanted = list(result.proposals)
     step = next_step(result)
     if step is not None:
         wanted.append(step)
-    return [ProposedAction(id=action_id(result.host, p["kind"], p["params"]), kind=p["kind"],
-                           params=dict(p["params"]), reason=p["reason"], risk=p["risk"])
-            for p in wanted]
+    return [as_proposed(result.host, p) for p in wanted]
 
 
 def lasting_fixes(result: ActionResult) -> list[ProposedAction]:
-    """After a verified stop/disable of a unit systemd restarts by itself: the drop-in
-    (Restart=on-failure, a start guard) so its next crash or re-enable does not take the
-    GPUs again. Its own approval; nothing is proposed for a unit with Restart=no."""
-    from bot.remediation.preflight import proposal
-
-    if result.kind not in LASTING_AFTER or not result.ok or result.captured is None:
-        return []
-    unit = result.captured.unit(result.params.get("unit", ""))
-    if unit is None or not unit.restarts:
-        return []
-    p = proposal("systemd.dropin", {"unit": unit.name},
-                 strings.REM_LASTING_DROPIN.format(unit=unit.name, restart=unit.restart))
-    return [] if p is None else [ProposedAction(
-        id=action_id(result.host, p["kind"], p["params"]), kind=p["kind"],
-        params=dict(p["params"]), reason=p["reason"], risk=p["risk"])]
+    """The lasting fix the verified action offers (``Action.lasting``: after a stop of a
+    unit systemd restarts by itself, the drop-in), each its own approval."""
+    action = _of(result)
+    return action.lasting(result) if action is not None else []
 
 
 def resume_actions(result: ActionResult, interrupted_jobs: Sequence[str]) -> list[ProposedAction]:
     """After GPUs were freed on a host with interrupted extractions: resume each."""
-    if result.kind not in GPU_FREEING or not result.ok or result.outcome is Outcome.DRY_RUN:
+    if not frees_gpus(result.kind) or not result.ok or result.outcome is Outcome.DRY_RUN:
         return []
-    return [ProposedAction(id=action_id(result.host, "extraction.resume", {"job": job}),
-                           kind="extraction.resume", params={"job": job},
-                           reason=f"GPUs on {result.host} are free; job {job} was interrupted",
-                           risk="restarts the extraction where it stopped")
+    return [ResumeExtraction.propose(result.host, {"job": job}, strings.ACT_RESUME_FREED_REASON
+                                     .format(host=result.host, job=job))
             for job in interrupted_jobs]
 
 
@@ -82,7 +75,8 @@ def offers(result: ActionResult, interrupted_jobs: Sequence[str] = ()) -> list[P
     """Everything the result message should offer, Revert first. A drained Slurm node is
     not offered back here: it returns only through the health gate (``return_to_slurm``)."""
     revert = revert_action(result)
-    if revert is not None and revert.kind == "slurm.resume":
+    action = _of(result)
+    if revert is not None and action is not None and not action.offers_revert():
         revert = None
     return (([revert] if revert else []) + resume_actions(result, interrupted_jobs)
             + alternatives(result) + lasting_fixes(result))
@@ -101,17 +95,15 @@ def chain_resumes(runner: SSHRunner, target: SSHTarget, result: ActionResult,
 
 
 def return_to_slurm(drain: ActionResult, gate: GateResult) -> ProposedAction | None:
-    """"Return gpu-01 to Slurm" (``slurm.resume``) after the repair, only when the health
+    """"Return gpu-01 to Slurm" (``SlurmResume``) after the repair, only when the health
     gate passed on the node; None otherwise (the node stays drained, ``gate_note`` says
     why) or when ``drain`` did not drain anything."""
-    if drain.kind != "slurm.drain" or drain.outcome not in _DRAINED or not gate.passed:
+    action = _of(drain)
+    if action is None or not action.drains or drain.outcome not in _DRAINED or not gate.passed:
         return None
     node = drain.params["node"]
-    params = {"node": node}
-    return ProposedAction(id=action_id(drain.host, "slurm.resume", params), kind="slurm.resume",
-                          params=params, reason=strings.SLURM_RETURN_REASON.format(
-                              node=node, host=gate.host),
-                          risk=CATALOG["slurm.resume"].risk)
+    return SlurmResume.propose(drain.host, {"node": node}, strings.SLURM_RETURN_REASON.format(
+        node=node, host=gate.host))
 
 
 def gate_note(drain: ActionResult, gate: GateResult) -> str:

@@ -1,26 +1,21 @@
-"""The escalation ladder, as one pure function over a verified result.
+"""The escalation ladder: after a verified failure, the next rung, as one pure function.
 
 SIGTERM (waiting TimeoutStopSec) → SIGKILL → GPU reset (only a GPU with no process on
-it) → host reboot. Each rung is its own catalog action with its own approval and
-verification; ``next_step`` proposes the next one only when the previous one ran and
-its verification says it failed. The flow shows the proposal as a new approval.
+it) → host reboot. Each rung is its own action with its own approval and verification;
+``next_step`` proposes the next one only when the previous one ran and its verification
+says it failed, and the action that failed says which rung follows it
+(``Action.next_rung``). The flow shows the proposal as a new approval.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bot.core import strings
+from bot.domain import validate
 from bot.domain.action_result import ActionResult, Outcome
-from bot.remediation.catalog import CATALOG
+from bot.remediation.actions.registry import find
 
-TERMS = ("process.sigterm", "process.terminate")
-PROCESS_KINDS = (*TERMS, "process.sigkill")
 _NOT_TRIED = frozenset({Outcome.REFUSED, Outcome.DRY_RUN, Outcome.UNREACHABLE, Outcome.NOOP})
-
-
-def _step(kind: str, params: dict[str, str], reason: str) -> dict[str, Any]:
-    return {"kind": kind, "params": params, "reason": reason, "risk": CATALOG[kind].risk}
 
 
 def wedged_gpus(evidence: dict[str, Any]) -> list[int]:
@@ -30,15 +25,13 @@ def wedged_gpus(evidence: dict[str, Any]) -> list[int]:
     return [i for i in held if i not in busy]
 
 
-def _used(evidence: dict[str, Any], index: int) -> float:
+def used_mib(evidence: dict[str, Any], index: int) -> float:
     return next((float(g["used_mib"]) for g in evidence.get("gpus") or []
                  if g["index"] == index), 0.0)
 
 
-def _owner(result: ActionResult) -> str | None:
-    """The unit the process ran under, when its name passes the catalog's grammar."""
-    from bot.domain import validate
-
+def owner_unit(result: ActionResult) -> str | None:
+    """The unit the process ran under, when its name passes the unit grammar."""
     procs = result.captured.processes if result.captured else ()
     unit = procs[0].unit if procs else None
     return unit if unit and validate.is_valid(validate.unit_name, unit) else None
@@ -49,23 +42,5 @@ def next_step(result: ActionResult) -> dict[str, Any] | None:
     v = result.verification
     if result.outcome.ok or result.outcome in _NOT_TRIED or v is None or v.ok:
         return None
-    ev = v.evidence
-    if result.kind in PROCESS_KINDS:
-        pid = result.params["pid"]
-        owner = _owner(result)
-        if result.outcome is Outcome.RESPAWNED and owner:
-            return _step("systemd.stop_disable", {"unit": owner},
-                         strings.REM_PROPOSE_STOP.format(pid=pid, unit=owner))
-        if result.kind in TERMS and (ev.get("process") or {}).get("alive"):
-            params = {"pid": pid, "override": result.params.get("override", "no")}
-            return _step("process.sigkill", params, strings.REM_LADDER_KILL.format(pid=pid))
-        wedged = wedged_gpus(ev)
-        if wedged and not (ev.get("process") or {}).get("alive"):
-            gpu = wedged[0]
-            return _step("gpu.reset", {"gpu": str(gpu)}, strings.REM_LADDER_RESET.format(
-                gpu=gpu, used=f"{_used(ev, gpu):.0f}"))
-        return None
-    if result.kind == "gpu.reset":
-        return _step("host.reboot", {}, strings.REM_LADDER_REBOOT.format(
-            gpu=result.params["gpu"], host=result.host))
-    return None
+    action = find(result.kind)
+    return action.next_rung(result) if action is not None else None

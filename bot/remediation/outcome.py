@@ -7,11 +7,9 @@ happened to the host, not what the bot intended: "stopped and disabled X; 8/8 GP
 
 from __future__ import annotations
 
-import re
-
 from bot.core import fmt, strings
 from bot.domain.action_result import CommandRecord, Outcome, Verification
-from bot.remediation.catalog import ActionSpec
+from bot.remediation.actions.base import Action
 from bot.remediation.steps import hard_failure
 
 
@@ -40,25 +38,14 @@ def _first_line(text: str) -> str:
     return lines[0][:200] if lines else "no output"
 
 
-_EXITED = re.compile(r"exited ([\d.]+) s after SIGTERM")  # steps._wait_gone's skip reason
-
-
-def rungs(spec: ActionSpec, subject: str, records: list[CommandRecord],
+def rungs(spec: Action, subject: str, records: list[CommandRecord],
           grace_s: float | None) -> tuple[str, str]:
-    """(title, subject) naming every rung climbed: ``process.terminate`` says SIGTERM, then
-    SIGKILL after the grace when the kill ran, or how soon SIGTERM alone was enough."""
-    if spec.kind != "process.terminate":
-        return spec.title, subject
-    kill = next((r for r in records if r.name == "kill"), None)
-    if kill is not None and kill.ran and grace_s is not None:
-        return strings.REM_TERM_THEN_KILL.format(subject=subject, grace=grace_s), ""
-    exited = _EXITED.match(kill.skipped or "") if kill is not None else None
-    if exited is not None:
-        return strings.REM_TERM_EXITED.format(subject=subject, secs=exited[1]), ""
-    return spec.title, subject
+    """(title, subject) naming every rung climbed (``Action.rungs``: a terminate says
+    SIGTERM, then SIGKILL after the grace when the kill ran)."""
+    return spec.rungs(subject, records, grace_s)
 
 
-def summarize(spec: ActionSpec, subject: str, host: str, outcome: Outcome,
+def summarize(spec: Action, subject: str, host: str, outcome: Outcome,
               records: list[CommandRecord], verification: Verification,
               grace_s: float | None = None) -> str:
     detail = verification.detail

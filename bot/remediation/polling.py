@@ -9,11 +9,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.remediation.catalog import ActionSpec
 from bot.remediation.options import RemediationOptions
 from bot.ssh.base import SSHRunner, SSHTarget
+
+if TYPE_CHECKING:
+    from bot.remediation.actions.base import Action
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class ActionRun:
 
     runner: SSHRunner
     target: SSHTarget
-    spec: ActionSpec
+    spec: Action  # the action's class instance: its hooks decide per kind
     params: dict[str, str]
     options: RemediationOptions
 

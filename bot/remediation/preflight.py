@@ -1,126 +1,32 @@
 """Preflight: before anything changes, can this action succeed, and should it run at all?
 
-Checked on the captured state plus a few read-only probes: the unit exists; a mask can
-succeed (a unit whose own file is in /etc cannot be masked without losing the file);
-a terminate does not fight systemd (a process under a ``Restart=`` unit comes back, so
-the unit is proposed instead); a GPU reset has no process on that GPU; ``sudo -n -l``
-allows every command. A refusal says why and what to do instead; nothing ran.
+Checked on the captured state plus a few read-only probes, each action for itself
+(``Action.preflight``: the unit exists; a mask can succeed; a terminate does not fight
+systemd; a GPU reset has no process on that GPU; a cleanup's files are ours to delete; a
+drain does not overwrite a person's reason), then for every action that ``sudo -n -l``
+allows each command as written. A refusal says why and what to do instead; nothing ran.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from bot.core import strings
-from bot.domain.host_state import CapturedState, UnitState
-from bot.remediation import catalog
-from bot.remediation.catalog import RemoteStep
+from bot.domain.host_state import CapturedState
+from bot.remediation.actions.base import Refusal
+from bot.remediation.actions.registry import get
 from bot.remediation.polling import ActionRun
 from bot.remediation.probe_runner import run_probes, tool_words
+from bot.remediation.spec import RemoteStep
 from playbooks import probes
 
-GPU_LADDER = ("process.terminate", "process.sigterm", "process.sigkill")
-CRON_UNITS = ("cron.service", "crond.service")  # a job's process: its crontab line restarts it
-
-
-@dataclass(frozen=True)
-class Refusal:
-    reason: str
-    proposals: tuple[dict[str, Any], ...] = ()
+__all__ = ["Refusal", "check", "proposal", "sudo_check"]
 
 
 def proposal(kind: str, params: dict[str, str], reason: str) -> dict[str, Any] | None:
     """An alternative as plain data (the flow turns it into a button); None when its
-    parameters fail the catalog's grammar (a hostile unit name is never proposed)."""
-    spec = catalog.get(kind)
-    try:
-        clean = spec.validate(params)
-    except catalog.ActionRefused:
-        return None
-    return {"kind": kind, "params": clean, "reason": reason, "risk": spec.risk}
-
-
-def _some(*items: dict[str, Any] | None) -> tuple[dict[str, Any], ...]:
-    return tuple(i for i in items if i is not None)
-
-
-def restarting_owner(ctx: ActionRun, captured: CapturedState) -> UnitState | None:
-    """The unit that would start this PID again, for the ladder's process actions."""
-    if ctx.spec.kind not in GPU_LADDER or not captured.processes:
-        return None
-    owner = captured.owner(captured.processes[0].unit)
-    return owner if owner is not None and owner.restarts else None
-
-
-def _unit_checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
-    unit = captured.units[0]
-    if not unit.exists:
-        return Refusal(strings.REM_UNIT_MISSING.format(unit=unit.name, host=ctx.target.name))
-    if ctx.spec.kind == "systemd.mask" and unit.file_in_etc and not unit.masked:
-        p = {"unit": unit.name}
-        return Refusal(strings.REM_MASK_ETC.format(unit=unit.name, path=unit.fragment_path), _some(
-            proposal("systemd.stop_disable", p, strings.REM_PROPOSE_STOP.format(
-                pid=unit.main_pid or "-", unit=unit.name)),
-            proposal("systemd.dropin", p, strings.REM_PROPOSE_DROPIN.format(unit=unit.name)),
-            proposal("systemd.mask_force", p,
-                     strings.REM_PROPOSE_MASK_FORCE.format(unit=unit.name))))
-    return None
-
-
-def _process_checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
-    if ctx.params.get("override") == "yes" or ctx.spec.kind not in GPU_LADDER:
-        return None
-    proc = captured.processes[0]
-    if proc.alive and proc.unit and captured.owner(proc.unit) is None:
-        return Refusal(strings.REM_OWNER_UNREADABLE.format(pid=proc.pid))
-    cron = captured.owner(proc.unit) if proc.unit in CRON_UNITS else None
-    if cron is not None and cron.main_pid != proc.pid:
-        return Refusal(strings.REM_TERM_CRON.format(pid=proc.pid, unit=cron.name))
-    owner = restarting_owner(ctx, captured)
-    if owner is None:
-        return None
-    pid = captured.processes[0].pid
-    if owner.fragment_path.startswith("docker:"):
-        cid = owner.fragment_path.removeprefix("docker:")
-        return Refusal(strings.REM_TERM_CONTAINER.format(pid=pid, cid=cid[:12],
-                                                         policy=owner.restart))
-    why = strings.REM_TERM_RESPAWNS.format(pid=pid, unit=owner.name, restart=owner.restart,
-                                           secs=owner.restart_s)
-    return Refusal(why, _some(proposal("systemd.stop_disable", {"unit": owner.name},
-                                       strings.REM_PROPOSE_STOP.format(pid=pid, unit=owner.name))))
-
-
-def _gpu_checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
-    index = int(ctx.params["gpu"])
-    gpu = next((g for g in captured.gpus if g.index == index), None)
-    if gpu is None:
-        return Refusal(strings.REM_GPU_UNKNOWN.format(gpu=index, host=ctx.target.name))
-    pids = sorted({h.pid for h in captured.holders if h.gpu_uuid == gpu.uuid})
-    if pids:
-        return Refusal(strings.REM_GPU_IN_USE.format(gpu=index,
-                                                     pids=", ".join(map(str, pids))))
-    return _nvswitch_check(ctx, index)
-
-
-def _nvswitch_check(ctx: ActionRun, index: int) -> Refusal | None:
-    """No single-GPU reset on an NVSwitch host. NVIDIA's Fabric Manager user guide
-    (docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide, "GPU reset" under bare
-    metal mode) has the GPUs and NVSwitches of a baseboard reset together, with
-    nvidia-fabricmanager stopped before and started after; NVIDIA's own tooling does it
-    that way (NVIDIA/gpu-driver-container#909 runs ``nvidia-smi -r`` for all GPUs after
-    starting FM; NVIDIA/ai-cloud-validation#603: stop Fabric Manager, then
-    ``nvidia-smi -r``), and a fabric left half-reset needs another reset or a reboot
-    (NVIDIA/nccl#1488). The catalog has no whole-baseboard reset yet: a reboot does it."""
-    from bot.remediation.readings import fabric_states
-
-    states = fabric_states(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
-    if not states:
-        return None
-    host = ctx.target.name
-    return Refusal(strings.REM_GPU_NVSWITCH.format(host=host, gpu=index, state=states[0]),
-                   _some(proposal("host.reboot", {},
-                                  strings.REM_PROPOSE_REBOOT_NVSWITCH.format(host=host))))
+    parameters fail its grammar (a hostile unit name is never proposed)."""
+    return get(kind).proposal(params, reason)
 
 
 def sudo_check(ctx: ActionRun, steps: tuple[RemoteStep, ...]) -> Refusal | None:
@@ -139,51 +45,4 @@ def sudo_check(ctx: ActionRun, steps: tuple[RemoteStep, ...]) -> Refusal | None:
 
 def check(ctx: ActionRun, captured: CapturedState, steps: tuple[RemoteStep, ...]) -> Refusal | None:
     """The first reason not to run, or None: then every step may be sent."""
-    if captured.units:
-        refusal = _unit_checks(ctx, captured)
-        if refusal:
-            return refusal
-    if captured.processes:
-        refusal = _process_checks(ctx, captured)
-        if refusal:
-            return refusal
-    if ctx.spec.kind == "gpu.reset":
-        refusal = _gpu_checks(ctx, captured)
-        if refusal:
-            return refusal
-    if ctx.spec.kind == "disk.cleanup":
-        refusal = _cleanup_checks(ctx)
-        if refusal:
-            return refusal
-    if captured.slurm is not None:
-        from bot.remediation.slurm import checks as slurm_checks
-
-        refusal = slurm_checks(ctx, captured)
-        if refusal:
-            return refusal
-    return sudo_check(ctx, steps)
-
-
-def _cleanup_checks(ctx: ActionRun) -> Refusal | None:
-    """Every path: inside the host's prefixes, outside paused/queued job output, a regular
-    file, open in no process. One bad path refuses the whole action."""
-    from bot.remediation.cleanup import open_files, under
-    from bot.remediation.readings import regular_files
-
-    o, host = ctx.options, ctx.target.name
-    paths = ctx.params["paths"].split(catalog.PATH_SEP)
-    for path in paths:
-        if not under(path, o.allowed_prefixes):
-            return Refusal(strings.REM_CLEAN_OUTSIDE.format(
-                path=path, host=host, prefixes=", ".join(o.allowed_prefixes) or "none"))
-        guarded = next((d for d in o.protected_dirs if under(path, [d])), None)
-        if guarded:
-            return Refusal(strings.REM_CLEAN_PROTECTED.format(path=path, dir=guarded))
-    files = regular_files(ctx.runner, ctx.target, paths, o.probe_timeout_s)
-    missing = next((p for p in paths if p not in files), None)
-    if missing:
-        return Refusal(strings.REM_CLEAN_NOT_FILE.format(path=missing, host=host))
-    busy = open_files(ctx.runner, ctx.target, paths, o.probe_timeout_s)
-    if busy:
-        return Refusal(strings.REM_CLEAN_OPEN.format(path=sorted(busy)[0]))
-    return None
+    return ctx.spec.preflight(ctx, captured) or sudo_check(ctx, steps)

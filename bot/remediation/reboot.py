@@ -3,7 +3,7 @@
 A reboot cannot be verified when it is sent (the SSH session may die with it). What
 proves it is ``/proc/sys/kernel/random/boot_id``: a fresh random id every boot. The
 flow's reboot step polls it on the scheduler's tick; the CLI waits for it here,
-bounded, so ``act host.reboot`` says "back after N s" or "did not come back within N s"
+bounded, so a reboot from ``act`` says "back after N s" or "did not come back within N s"
 rather than "failed" a second after the command went out.
 """
 
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.domain.action_result import ActionResult, Outcome
+from bot.remediation.actions.registry import find
 from bot.ssh.base import Command, SSHError, SSHRunner, SSHTarget
 
 BOOT_ID_CMD = "cat /proc/sys/kernel/random/boot_id"
@@ -34,7 +35,8 @@ def read_boot_id(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> str 
 
 def requested(result: ActionResult) -> bool:
     """The reboot command went out: it exited 0, or the host dropped the session on it."""
-    if result.kind != "host.reboot" or result.outcome in _NOT_SENT:
+    action = find(result.kind)
+    if action is None or not action.reboots or result.outcome in _NOT_SENT:
         return False
     sent = [c for c in result.commands if c.ran]
     return bool(sent) and all(c.exit_status in (0, None, 255) or c.timed_out for c in sent)

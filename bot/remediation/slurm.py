@@ -1,34 +1,24 @@
-"""Slurm drain and resume: read the node, refuse what is not ours, prove the new state.
+"""Reading Slurm: a node and its jobs, the cluster's drained nodes, and who drained them.
 
 The node is read with ``scontrol show node -o NODE`` and its jobs with ``squeue`` on the
 host itself, over the action's SSH connection, without ``sudo`` (both are read-only;
-only ``scontrol update`` needs the sudoers line). A drain is refused when a person
-already drained the node (their reason stays; the refusal shows it) or another incident
-did (said, not overwritten). Verification reads the node back: DRAIN set with this
-incident in the reason (DRAINING while jobs run, DRAINED once they ended), or, for a
-resume, a usable node with no reason. The jobs still on the node are in the result.
+only ``scontrol update`` needs the sudoers line). The Slurm actions
+(``bot/remediation/actions/slurm.py``) read the node here before and after they act;
+``/ir drained``, the digest, escalation and the Home tab read the drained nodes.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict
-from typing import Any
 
 from bot.core import fmt, strings
-from bot.domain.action_result import Verification
-from bot.domain.host_state import CapturedState, SlurmCapture
+from bot.domain.host_state import SlurmCapture
 from bot.domain.slurm import DrainedNode
-from bot.remediation.polling import ActionRun, Look, poll
-from bot.remediation.preflight import Refusal
 from bot.remediation.probe_runner import ProbeFailed, run_probe, run_probes, tool_words
 from bot.ssh.base import SSHError, SSHRunner, SSHTarget
 from playbooks import probes
 from playbooks.parsers.slurm import SlurmJob, SlurmNode, left_seconds, reason_epoch
-
-KINDS = ("slurm.drain", "slurm.resume", "slurm.requeue", "slurm.cancel")
-JOB_KINDS = ("slurm.requeue", "slurm.cancel")
 
 
 def read_status(runner: SSHRunner, target: SSHTarget, node: str,
@@ -64,91 +54,6 @@ def describe(status: SlurmCapture) -> str:
     else:
         parts.append(strings.SLURM_JOBS_NONE)
     return "; ".join(parts)
-
-
-def _ours(node: SlurmNode, incident: str) -> bool:
-    """Drained by the bot for this incident (or, without one, by the bot at all)."""
-    return node.by_bot and node.incident == (incident or None)
-
-
-def checks(ctx: ActionRun, captured: CapturedState) -> Refusal | None:
-    """A person's reason is never overwritten or cleared; another incident's is said."""
-    if captured.slurm is None:
-        return None
-    if ctx.spec.kind in JOB_KINDS:
-        return _job_here(ctx.params["job"], captured.slurm)
-    node = captured.slurm.node
-    who = node.reason_user or "unknown"
-    if ctx.spec.kind == "slurm.drain" and (node.reason or node.drain) and not node.by_bot:
-        return Refusal(strings.SLURM_DRAINED_BY_PERSON.format(  # DOWN and FAIL's reasons too
-            node=node.name, view=node.view, reason=node.reason or "none", who=who))
-    if not node.drain:
-        return None
-    if ctx.spec.kind == "slurm.drain" and not _ours(node, ctx.params.get("incident", "")):
-        return Refusal(strings.SLURM_DRAINED_BY_OTHER.format(
-            node=node.name, view=node.view, other=node.incident or "another incident",
-            reason=node.reason))
-    if ctx.spec.kind == "slurm.resume" and node.reason and not node.by_bot:
-        return Refusal(strings.SLURM_RESUME_PERSON.format(node=node.name, reason=node.reason,
-                                                          who=who))
-    return None
-
-
-def _job_here(job: str, status: SlurmCapture) -> Refusal | None:
-    """A job is requeued or cancelled only where the diagnosis saw it: on this node."""
-    if any(j.job_id == job for j in status.jobs):
-        return None
-    running = ", ".join(j.job_id for j in status.jobs) or "none"
-    return Refusal(strings.SLURM_JOB_NOT_HERE.format(job=job, node=status.node.name,
-                                                     jobs=running))
-
-
-def skip(step: str, captured: CapturedState, params: dict[str, str]) -> str | None:
-    """Why ``drain``/``resume`` need not run: the node is already so."""
-    if captured.slurm is None:
-        return None
-    node = captured.slurm.node
-    if step == "drain" and node.drain and _ours(node, params.get("incident", "")):
-        return strings.SLURM_ALREADY_DRAINED
-    if step == "resume" and not node.drain and node.usable and not node.reason:
-        return strings.SLURM_NOT_DRAINED
-    return None
-
-
-def _goal(kind: str, params: dict[str, str], status: SlurmCapture) -> bool:
-    node = status.node
-    if kind == "slurm.drain":
-        return node.drain and _ours(node, params.get("incident", ""))
-    if kind in JOB_KINDS:
-        return all(j.job_id != params["job"] for j in status.jobs)
-    return node.usable and not node.reason
-
-
-def _evidence(status: SlurmCapture) -> dict[str, Any]:
-    return {"node": {**asdict(status.node), "view": status.node.view},
-            "jobs": [asdict(j) for j in status.jobs]}
-
-
-def verify_slurm(ctx: ActionRun, captured: CapturedState, patient: bool = True) -> Verification:
-    """Read the node back until it is as the action meant (twice, ``settle_s`` apart)."""
-    node = ctx.params["node"]
-    t = ctx.options.probe_timeout_s
-
-    def look() -> Look:
-        status = read_status(ctx.runner, ctx.target, node, t)
-        return Look(_goal(ctx.spec.kind, ctx.params, status), None,
-                    {**_evidence(status), "detail": describe(status)})
-
-    seen, elapsed = poll(ctx, look, patient)
-    ev = dict(seen.evidence)
-    return Verification(seen.done, str(ev.pop("detail", "")), elapsed, evidence=ev)
-
-
-def revert_params(captured: CapturedState | None) -> dict[str, str] | None:
-    """``slurm.resume`` puts back a node the drain took out (captured usable before)."""
-    if captured is None or captured.slurm is None or captured.slurm.node.drain:
-        return None
-    return {"node": captured.slurm.node.name}
 
 
 def drained_nodes(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> list[SlurmNode]:

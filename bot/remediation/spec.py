@@ -1,13 +1,13 @@
-"""The catalog's building blocks: parameters, steps (exact command lines), action specs."""
+"""The actions' building blocks: a refusal, a parameter's description, a remote step (the
+exact command line, quoted, with its deadline)."""
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.core.errors import UserError
-from bot.domain import validate
 
 SUDO = ("sudo", "-n")
 PRINTF_LINES = "%s\\n"  # printf's format: each argument on its own line
@@ -20,23 +20,10 @@ class ActionRefused(UserError):
         super().__init__(message, exit_code=2)
 
 
-def choice(name: str, allowed: tuple[str, ...]) -> Callable[[object], str]:
-    def check(value: object) -> str:
-        if value not in allowed:
-            raise validate.InvalidIdentifier(name, value, f"must be one of {', '.join(allowed)}")
-        return str(value)
-    return check
-
-
-def job_id(value: object) -> str:
-    """An extraction job id, in the one grammar ``new_job_id`` makes."""
-    if not isinstance(value, str) or not validate.valid_job_id(value):
-        raise validate.InvalidIdentifier("job", value, "expected ex- and 12 hex digits")
-    return value
-
-
 @dataclass(frozen=True)
 class ParamSpec:
+    """One parameter of an action, as its ``Params`` model declares it."""
+
     name: str
     check: Callable[[object], str]
     help: str
@@ -70,38 +57,3 @@ class RemoteStep:
             return cmd
         feed = shlex.join(("printf", PRINTF_LINES, *self.stdin_lines))
         return f"{feed} | {cmd} >/dev/null"
-
-
-@dataclass(frozen=True)
-class ActionSpec:
-    kind: str
-    title: str  # past tense for summaries: "stopped and disabled"
-    params: tuple[ParamSpec, ...]
-    render: Callable[[Mapping[str, str]], tuple[RemoteStep, ...]]
-    risk: str
-    frees_gpus: bool = False
-    revertable: bool = False
-    remote: bool = True  # False: acts on the bot's own queue, not over SSH
-
-    def validate(self, params: Mapping[str, object]) -> dict[str, str]:
-        """Canonical parameters, or ``ActionRefused`` naming the first bad one."""
-        names = {p.name for p in self.params}
-        extra = sorted(set(params) - names)
-        if extra:
-            raise ActionRefused(f"refused {self.kind}: unknown parameter {extra[0]!r} "
-                                f"(takes {', '.join(sorted(names))})")
-        out: dict[str, str] = {}
-        for spec in self.params:
-            if spec.name not in params and spec.default is not None:
-                out[spec.name] = spec.default
-                continue
-            if spec.name not in params:
-                raise ActionRefused(
-                    f"refused {self.kind}: missing parameter {spec.name!r} ({spec.help})")
-            try:
-                out[spec.name] = spec.check(params[spec.name])
-            except validate.InvalidIdentifier as exc:
-                raise ActionRefused(f"refused {self.kind}: {exc}") from None
-        return out
-
-

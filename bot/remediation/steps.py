@@ -8,17 +8,18 @@ still have stopped the unit, as in the story). The answer goes into the record.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.domain.action_result import CommandRecord
 from bot.domain.host_state import CapturedState, ProcState, UnitState
-from bot.remediation.catalog import RELEASE, RESTORE, RemoteStep
-from bot.remediation.polling import ActionRun
 from bot.remediation.probe_runner import plain
 from bot.remediation.readings import read_journal_bytes, read_process, read_unit
-from bot.remediation.slurm import skip as slurm_skip
+from bot.remediation.spec import RemoteStep
 from bot.ssh.base import Command
 from playbooks.parsers.common import size_bytes
+
+if TYPE_CHECKING:
+    from bot.remediation.polling import ActionRun
 
 _SYSTEMD = frozenset({"stop", "start", "disable", "enable", "mask", "unmask"})
 
@@ -57,36 +58,23 @@ def _journal_limit(ctx: ActionRun) -> int:
     return size_bytes(ctx.params.get("size", "")) or 0
 
 
-def _escalates(ctx: ActionRun) -> bool:
-    """``process.terminate``: its SIGKILL step waits out the grace after SIGTERM."""
-    return ctx.spec.kind == "process.terminate"
-
-
 def precheck(ctx: ActionRun, step: RemoteStep, captured: CapturedState) -> str | None:
-    """Skip reason against the captured state; for SIGKILL, first wait out the grace."""
-    if step.name == "kill" and _escalates(ctx):
-        return _wait_gone(ctx, captured.processes[0].pid)
-    if captured.slurm is not None:
-        return slurm_skip(step.name, captured, ctx.params)
-    if step.name in (RELEASE, RESTORE):
-        return _holder_skip(step, captured)
+    """Skip reason against the captured state: the action's own (``Action.precheck``)."""
+    return ctx.spec.precheck(ctx, step, captured)
+
+
+def generic_skip(ctx: ActionRun, step: RemoteStep, captured: CapturedState) -> str | None:
+    """What most actions skip: a systemctl verb whose state holds, a signal to a process
+    already gone, a vacuum of a journal already within the limit."""
     unit = captured.units[0] if captured.units else None
     proc = captured.processes[0] if captured.processes else None
     journal = (captured.journal_bytes, _journal_limit(ctx)) if step.name == "vacuum" else None
     return skip_reason(step, unit, proc, journal)
 
 
-def _holder_skip(step: RemoteStep, captured: CapturedState) -> str | None:
-    """Around a GPU reset: stop a holder daemon only if it ran at capture, and start again
-    only what was stopped (a daemon that was off stays off)."""
-    unit = captured.owner(step.argv[-1])
-    if unit is None or not unit.running:
-        state = unit.active_state if unit is not None and unit.exists else "not installed"
-        return f"{step.argv[-1]} was {state or 'inactive'} before the reset"
-    return None
-
-
-def _wait_gone(ctx: ActionRun, pid: int) -> str | None:
+def wait_gone(ctx: ActionRun, pid: int) -> str | None:
+    """Wait out the grace for ``pid`` to exit after SIGTERM: why SIGKILL need not run
+    ("exited 1.2 s after SIGTERM"), or None once the grace has passed."""
     start = time.monotonic()
     while True:
         proc = read_process(ctx.runner, ctx.target, str(pid), ctx.options.probe_timeout_s)
@@ -171,5 +159,5 @@ def run_steps(ctx: ActionRun, steps: tuple[RemoteStep, ...], captured: CapturedS
 
 def all_skipped(ctx: ActionRun, steps: tuple[RemoteStep, ...], captured: CapturedState) -> bool:
     """Idempotence: nothing to run when every step's effect already holds."""
-    chosen = [s for s in steps if not (s.name == "kill" and _escalates(ctx))]
+    chosen = [s for s in steps if ctx.spec.counts_for_noop(s)]
     return bool(chosen) and all(precheck(ctx, s, captured) is not None for s in chosen)

@@ -8,150 +8,17 @@ under a new PID (a respawn) or another unit.
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from bot.core import fmt, strings
+from bot.core import strings
 from bot.domain.action_result import Verification
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, UnitState
 from bot.remediation.capture import subject_pids
-from bot.remediation.catalog import GPU_HOLDER_UNITS, PATH_SEP, dropin_path
 from bot.remediation.polling import ActionRun, Look, poll
 from bot.remediation.probe_runner import ProbeFailed
-from bot.remediation.readings import (
-    read_disk_usage,
-    read_dropins,
-    read_gpu_memory,
-    read_gpus,
-    read_journal_bytes,
-    read_process,
-    read_unit,
-    regular_files,
-)
-from bot.remediation.slurm import verify_slurm
-from playbooks.parsers.common import size_bytes
-from playbooks.parsers.systemd import parse_timespan
-
-# --- the newer kinds: the drop-in, a GPU reset, a cleanup, the journal, a reboot ------
-
-
-def verify_dropin(ctx: ActionRun, captured: CapturedState) -> Verification:
-    """Installed: systemd lists the file and shows its values. Reverted: the file is gone."""
-    unit = captured.units[0]
-    path = dropin_path(unit.name)
-    props = read_dropins(ctx.runner, ctx.target, unit.name, ctx.options.probe_timeout_s)
-    paths = props.get("DropInPaths", "").split()
-    timeout = parse_timespan(props.get("TimeoutStopUSec", ""), -1.0)
-    if ctx.spec.kind == "systemd.dropin":
-        ok = (path in paths and props.get("Restart") == "on-failure"
-              and timeout == float(ctx.params["timeout_stop_s"]))
-    else:
-        ok = path not in paths
-    before: dict[str, Any] = {"restart": unit.restart, "timeout_stop_s": unit.timeout_stop_s}
-    detail = strings.REM_DROPIN_NOW.format(unit=unit.name, restart=props.get("Restart", "?"),
-                                           timeout=props.get("TimeoutStopUSec", "?"),
-                                           paths=", ".join(paths) or "none")
-    return Verification(ok, detail, evidence={"show": props, "before": before, "path": path})
-
-
-def verify_gpu_reset(ctx: ActionRun, captured: CapturedState, patient: bool) -> Verification:
-    index = int(ctx.params["gpu"])
-    free = ctx.options.gpu_free_mib
-
-    def look() -> Look:
-        gpus = read_gpu_memory(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
-        used = next((g.memory_used_mib for g in gpus if g.index == index), None)
-        ev = {"gpu": index, "used_mib": used,
-              "gpus": [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]}
-        return Look(used is not None and used < free, None, ev)
-
-    seen, elapsed = poll(ctx, look, patient)
-    used = seen.evidence.get("used_mib")
-    detail = strings.REM_GPU_RESET.format(gpu=index, used=f"{used:.0f}" if used is not None
-                                          else "?")
-    back, note = _holders_back(ctx, captured)
-    ev = {**seen.evidence, "holders_restored": back}
-    return Verification(seen.done and all(s == "active" for s in back.values()),
-                        f"{detail}; {note}" if note else detail, elapsed, evidence=ev)
-
-
-def _holders_back(ctx: ActionRun, captured: CapturedState) -> tuple[dict[str, str], str]:
-    """The holder daemons stopped for the reset, and their state now (each must be active
-    again: a reset that leaves nvidia-persistenced off is not done)."""
-    stopped = [u.name for u in captured.owners if u.name in GPU_HOLDER_UNITS and u.running]
-    if not stopped:
-        return {}, ""
-    t = ctx.options.probe_timeout_s
-    back = {name: read_unit(ctx.runner, ctx.target, name, t).active_state or "?"
-            for name in stopped}
-    after = ", ".join(f"{n} {s}" for n, s in back.items())
-    return back, strings.REM_GPU_RESET_HOLDERS.format(units=", ".join(stopped), after=after)
-
-
-def verify_cleanup(ctx: ActionRun, captured: CapturedState) -> Verification:
-    """Every file gone, and the mount that alerted under its threshold (``mount`` and
-    ``full_pct``): never verified while that mount stays above it, whatever was freed.
-    Without a mount (a cleanup typed by hand) ``df`` must show ``need_bytes`` more free."""
-    start = time.monotonic()
-    t = ctx.options.probe_timeout_s
-    paths = ctx.params["paths"].split(PATH_SEP)
-    left = sorted(regular_files(ctx.runner, ctx.target, paths, t))
-    usage = read_disk_usage(ctx.runner, ctx.target, t)
-    after = {m: avail for m, (_, avail) in usage.items()}
-    gained = {m: after[m] - b for m, b in captured.disk_avail.items() if m in after}
-    grew = {m: g for m, g in gained.items() if g > 0}
-    freed, need = sum(grew.values()), int(ctx.params["need_bytes"])
-    ev: dict[str, Any] = {"freed_bytes": freed, "need_bytes": need, "per_mount": grew,
-                          "left": left[:20], "avail_before": captured.disk_avail,
-                          "avail_after": after}
-    mount = ctx.params.get("mount", "")
-    if mount and mount in usage:
-        ok, detail = _mount_below(ctx, mount, usage[mount], grew.get(mount, 0), ev)
-        ok = ok and not left
-    else:
-        ok = not left and freed >= need
-        detail = strings.REM_CLEAN_FREED.format(files=fmt.counted(len(paths) - len(left), "file"),
-                                                freed=fmt.size(freed),
-                                                mounts=", ".join(sorted(grew)) or "no mount",
-                                                need=fmt.size(need))
-    if left:
-        detail += "; " + strings.REM_CLEAN_LEFT.format(left=fmt.counted(len(left), "file"))
-    return Verification(ok, detail, time.monotonic() - start, evidence=ev)
-
-
-def _mount_below(ctx: ActionRun, mount: str, usage: tuple[int, int], freed: int,
-                 ev: dict[str, Any]) -> tuple[bool, str]:
-    """Is ``mount`` under ``full_pct`` now; the partial result says how far and what next."""
-    used, avail = usage
-    full = int(ctx.params.get("full_pct") or 0) or 100
-    pct = math.ceil(used * 100 / (used + avail)) if used + avail else 0  # as df rounds
-    still = max(0, used - int((used + avail) * full / 100))
-    ev.update(mount=mount, used_pct_after=round(pct, 2), full_pct=full, still_need_bytes=still,
-              freed_on_mount=freed, partial=still > 0)
-    if still == 0:
-        return True, strings.REM_CLEAN_FREED.format(
-            files=fmt.counted(len(ctx.params["paths"].split(PATH_SEP)), "file"),
-            freed=fmt.size(freed), mounts=mount,
-            need=fmt.size(int(ctx.params["need_bytes"]))) + "; " + strings.REM_CLEAN_BELOW.format(
-            mount=mount, pct=pct, full=full)
-    return False, strings.REM_CLEAN_PARTIAL.format(
-        freed=fmt.size(freed), needed=fmt.size(freed + still), mount=mount, pct=pct, full=full,
-        next=strings.REM_CLEAN_NEXT.format(mount=mount))
-
-
-def verify_journal(ctx: ActionRun, captured: CapturedState) -> Verification:
-    start = time.monotonic()
-    after = read_journal_bytes(ctx.runner, ctx.target, ctx.options.probe_timeout_s)
-    limit = size_bytes(ctx.params["size"]) or 0
-    before = captured.journal_bytes
-    ok = after is not None and (after <= limit or (before is not None and after < before))
-    detail = strings.REM_JOURNAL.format(before=fmt.size(before), after=fmt.size(after),
-                                        limit=ctx.params["size"])
-    ev = {"before_bytes": before, "after_bytes": after, "limit_bytes": limit}
-    return Verification(ok, detail, time.monotonic() - start, evidence=ev)
+from bot.remediation.readings import read_gpu_memory, read_gpus, read_process, read_unit
 
 
 def with_gpu_report(ctx: ActionRun, v: Verification) -> Verification:
@@ -170,12 +37,6 @@ def with_gpu_report(ctx: ActionRun, v: Verification) -> Verification:
     return replace(v, detail=f"{v.detail}; {note}", evidence=ev)
 
 
-def verify_reboot(ctx: ActionRun) -> Verification:
-    """A reboot is proven later (host back, new boot id): this only records the request."""
-    return Verification(False, strings.REM_REBOOT_SENT.format(host=ctx.target.name),
-                        evidence={"pending": "host back with a new boot id"})
-
-
 # --- GPU-freeing kinds: units and processes --------------------------------------------
 
 def gpu_range(indexes: list[int] | tuple[int, ...]) -> str:
@@ -191,16 +52,6 @@ def gpu_detail(gpus: list[GpuState], affected: tuple[int, ...], free_mib: float)
     free = [g for g in chosen if g.memory_used_mib < free_mib]
     top = max((g.memory_used_mib for g in chosen), default=0.0)
     return strings.REM_GPUS_FREE.format(free=len(free), total=len(affected), max=f"{top:.0f}")
-
-
-def unit_goal(kind: str, params: dict[str, str]) -> Callable[[UnitState], bool]:
-    """The unit state each systemd action aims for."""
-    if kind == "systemd.stop_disable":
-        return lambda u: not u.running and not u.enabled
-    if kind in ("systemd.mask", "systemd.mask_force"):
-        return lambda u: not u.running and u.masked
-    want_file, want_active = params["unit_file_state"], params["active_state"] == "active"
-    return lambda u: u.unit_file_state.startswith(want_file) and u.running == want_active
 
 
 def _held(gpus: list[GpuState], affected: tuple[int, ...], free_mib: float) -> list[int]:
@@ -238,9 +89,11 @@ def _describe_holders(holders: list[GpuHolder], uuids: dict[str, int]) -> list[d
     return sorted(by_pid.values(), key=lambda e: e["pid"])
 
 
-def verify_unit(ctx: ActionRun, captured: CapturedState, patient: bool = True) -> Verification:
+def verify_unit(ctx: ActionRun, captured: CapturedState, goal: Callable[[UnitState], bool],
+                patient: bool = True) -> Verification:
+    """Poll the unit until it is as ``goal`` wants (the action's own aim) and the GPUs it
+    held are free, past the unit's restart window; else say who holds them."""
     before = captured.units[0]
-    goal = unit_goal(ctx.spec.kind, ctx.params)
     free = ctx.options.gpu_free_mib
     affected = captured.affected_gpus(subject_pids(captured), free) if ctx.spec.frees_gpus else ()
     show_gpus = ctx.spec.frees_gpus and bool(captured.gpus)  # evidence even when none affected
@@ -272,7 +125,11 @@ def _with_window(seen: Look, elapsed: float, window: float, unit: str | None) ->
     return replace(seen, evidence=ev)
 
 
-def verify_process(ctx: ActionRun, captured: CapturedState, patient: bool = True) -> Verification:
+def verify_process(ctx: ActionRun, captured: CapturedState, patient: bool = True, *,
+                   term_only: bool = False) -> Verification:
+    """Poll until the process is gone and the GPUs it held are free, past its unit's
+    restart window. ``term_only``: SIGTERM alone was sent, so the process gets its unit's
+    TimeoutStopSec (else the grace) to exit first."""
     before = captured.processes[0]
     free = ctx.options.gpu_free_mib
     affected = captured.affected_gpus({before.pid}, free)
@@ -295,16 +152,14 @@ def verify_process(ctx: ActionRun, captured: CapturedState, patient: bool = True
 
     owner = captured.owner(before.unit)
     window = restart_window(ctx, owner)
-    wait = _term_wait(ctx, owner)
+    wait = _term_wait(ctx, owner) if term_only else None
     seen, elapsed = poll(ctx, look, patient, window, wait)
     seen = _with_window(seen, elapsed, window, before.unit)
     return _conclude(ctx, seen, elapsed, affected, f"PID {before.pid}", {before.pid}, before.unit)
 
 
-def _term_wait(ctx: ActionRun, owner: UnitState | None) -> float | None:
+def _term_wait(ctx: ActionRun, owner: UnitState | None) -> float:
     """SIGTERM alone: give the process its unit's TimeoutStopSec (else the grace) to exit."""
-    if ctx.spec.kind != "process.sigterm":
-        return None
     if owner is not None:
         return min(owner.timeout_stop_s, 600.0)
     return ctx.options.term_grace_s
@@ -371,22 +226,5 @@ def _unit_evidence(unit: UnitState) -> dict[str, Any]:
 
 
 def verify(ctx: ActionRun, captured: CapturedState, patient: bool = True) -> Verification:
-    """The verification each kind of action needs, after it ran."""
-    kind = ctx.spec.kind
-    if kind.startswith("slurm."):
-        return verify_slurm(ctx, captured, patient)
-    if kind == "systemd.revert":
-        return with_gpu_report(ctx, verify_unit(ctx, captured, patient))
-    if kind.startswith("systemd.dropin"):
-        return verify_dropin(ctx, captured)
-    if kind.startswith("systemd."):
-        return verify_unit(ctx, captured, patient)
-    if kind.startswith("process."):
-        return verify_process(ctx, captured, patient)
-    if kind == "gpu.reset":
-        return verify_gpu_reset(ctx, captured, patient)
-    if kind == "host.reboot":
-        return verify_reboot(ctx)
-    if kind == "disk.cleanup":
-        return verify_cleanup(ctx, captured)
-    return verify_journal(ctx, captured)
+    """The verification the action needs, after it ran (``Action.verify``)."""
+    return ctx.spec.verify(ctx, captured, patient)

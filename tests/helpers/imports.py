@@ -16,7 +16,8 @@ from pathlib import Path
 PACKAGES = ("bot", "playbooks", "storage")
 # demo and test infrastructure: may use the rig; not part of what the bot runs
 RIG_USERS = ("bot.rig", "bot.demo", "bot.commands.demo")
-PURE_THIRD_PARTY = frozenset({"pydantic"})  # data validation, no I/O: allowed in the domain
+# parsing and validation, no I/O: allowed in the domain
+PURE_THIRD_PARTY = frozenset({"pydantic", "pytimeparse"})
 # paging sits between the flow and storage: it reads events and incidents, never calls up
 PAGING_ABOVE = ("bot.flow", "bot.chat", "bot.schedule", "bot.digest", "bot.ingest",
                 "bot.commands", "bot.service")

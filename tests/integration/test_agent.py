@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import logging
@@ -303,7 +304,9 @@ def test_agent_never_imports_torch(state: Path, bot: LiveServer) -> None:
         str(state),
     ]
     lean = _imports(["bot.agent", *common], state, shim)
-    assert lean == "['pynvml']"  # the fake NVML, and nothing heavy at all
+    # the fake NVML and pydantic (typer >= 0.20 checks option values with it: the agent's
+    # options are the same typer command as `incident-bot agent`), nothing heavy at all
+    assert {m.split(".")[0] for m in ast.literal_eval(lean)} == {"pynvml", "pydantic"}, lean
     via_cli = _imports(["bot.cli", "agent", *common], state, shim)
     assert "torch" not in via_cli, via_cli
 

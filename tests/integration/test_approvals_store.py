@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 import threading
+from dataclasses import replace
 
 from redis import Redis
 from redis.exceptions import ConnectionError
 
 from bot.domain.approval import (
     Approval,
+    ApprovalAction,
     ApprovalPolicy,
     ApprovalStatus,
     ClaimOutcome,
@@ -26,12 +28,8 @@ POLICY = ApprovalPolicy(
     two_person=frozenset({"host.reboot"}),
     expiry_s=600,
 )
-ACTION = {
-    "id": "a1",
-    "kind": "systemd.stop_disable",
-    "params": {"unit": "x.service"},
-    "commands": ["systemctl stop x.service"],
-}
+ACTION = ApprovalAction("systemd.stop_disable", {"unit": "x.service"}, "a1",
+                        commands=("systemctl stop x.service",))
 T0 = 1_700_000_000.0
 
 
@@ -40,7 +38,7 @@ def make(
 ) -> Approval:
     return store.create(
         "42",
-        {**ACTION, "kind": kind},
+        replace(ACTION, kind=kind),
         evidence_hash="e" * 64,
         requested_by=requested_by,
         now=T0,
@@ -213,7 +211,7 @@ def test_the_script_decides_exactly_as_the_domain_rule(redis: Redis) -> None:
     seen = set()
     for policy, kind, user, group, requester in itertools.product(
             policies, kinds, users, groups, requesters):
-        a = store.create("42", {**ACTION, "kind": kind}, evidence_hash="e" * 64,
+        a = store.create("42", replace(ACTION, kind=kind), evidence_hash="e" * 64,
                          requested_by=requester, now=T0, policy=policy)
         got = store.claim(a.id, user, T0 + 1, policy, group).outcome
         allowed = "," not in user and may_decide(policy, kind, user, group, requester)

@@ -19,7 +19,7 @@ from redis import Redis
 from bot.chat.base import ChatMessage, MessageRef
 from bot.chat.outbox import CARD, ChatOutbox, message_to_json, remember_card
 from bot.chat.slack import SlackBackend, make_client, shared_backend
-from bot.domain.approval import ApprovalPolicy
+from bot.domain.approval import ApprovalAction, ApprovalPolicy
 from bot.domain.findings import ProposedAction
 from bot.domain.incident import Alert
 from bot.domain.incident_record import ActionPlan, ChatRefs
@@ -333,7 +333,7 @@ def test_remember_card_keeps_the_refs_and_attaches_the_approvals(
     incidents, approvals, store = IncidentStore(redis), ApprovalStore(redis), ChatOutboxStore(redis)
     incident, _ = incidents.open_or_fold(Alert("alertmanager", "gpu-01", "vram_idle"))
     action = ProposedAction("a1", "systemd.stop_disable", {"unit": "vllm.service"}, "frees")
-    approval = approvals.create(incident.id, action.to_dict(), evidence_hash="e",
+    approval = approvals.create(incident.id, ApprovalAction.of(action, ()), evidence_hash="e",
                                 requested_by="alertmanager", now=time.time(), policy=POLICY)
     plan = ActionPlan(action, ("systemctl stop vllm.service",), approval.id)
     incidents.update(incident.id, lambda i: replace(i, plans=(plan,)))

@@ -1,9 +1,12 @@
 """docker-compose.yml, the Dockerfile and the env example agree with the code.
 
-Docker cannot run here, so the file is checked against what it names: every bot
-service's command parses with the real CLI, every environment variable it sets is
-one the bot reads, the example config loads, and the example Alertmanager config passes
-``amtool``.
+Docker cannot run here (the docker client on this machine has no compose plugin, and
+there is no engine), so the file is checked against what it names: every bot service's
+command parses with the real CLI, every environment variable it sets is one the bot
+reads, the example config loads, the example Alertmanager config passes ``amtool`` and
+the proxy's ``haproxy -c``; a plain ``up`` starts no GPU worker, ``--scale bot=N`` meets
+no fixed host port, and every ``docker compose`` command in docs/production.md names
+real services, profiles and options.
 """
 
 from __future__ import annotations
@@ -57,10 +60,133 @@ def env_of(service: dict[str, Any]) -> dict[str, str]:
     return {k: expand(str(v)) for k, v in env.items()}
 
 
-def test_compose_has_the_four_services_and_bot_images() -> None:
-    assert set(SERVICES) == {"redis", "bot", "worker", "alertmanager"}
+def test_compose_has_the_five_services_and_bot_images() -> None:
+    assert set(SERVICES) == {"redis", "bot", "proxy", "worker", "alertmanager"}
     assert sorted(BOT_SERVICES) == ["bot", "worker"]
     assert SERVICES["alertmanager"].get("profiles") == ["example"]
+
+
+def started_by_plain_up() -> set[str]:
+    """What `docker compose up -d` starts with no --profile: services without profiles."""
+    return {name for name, svc in SERVICES.items() if not svc.get("profiles")}
+
+
+def test_a_plain_up_starts_no_gpu_worker_and_no_example() -> None:
+    assert started_by_plain_up() == {"redis", "bot", "proxy"}
+    assert SERVICES["worker"]["profiles"] == ["gpu"]
+
+
+def test_the_bot_scales_behind_the_proxy() -> None:
+    """No fixed host port on the bot (a second replica would clash); the proxy publishes
+    the one address and reaches the bot's container port by the service's name."""
+    assert "ports" not in SERVICES["bot"]
+    assert [str(p) for p in SERVICES["bot"]["expose"]] == ["8080"]
+    (published,) = [expand(str(p)) for p in SERVICES["proxy"]["ports"]]
+    assert published == "8080:8080"
+    cfg_mount = next(str(v) for v in SERVICES["proxy"]["volumes"] if "haproxy.cfg" in str(v))
+    cfg = (ROOT / cfg_mount.split(":")[0]).read_text()
+    assert re.search(r"^\s*bind :8080$", cfg, re.M)
+    template = re.search(r"^\s*server-template \S+ (\d+) (\w+):(\d+) (.*)$", cfg, re.M)
+    assert template is not None and template[2] == "bot" and template[3] == "8080"
+    assert int(template[1]) >= 2 and "check" in template[4] and "resolvers docker" in template[4]
+    assert re.search(r"option httpchk GET /readyz", cfg)
+    assert "EXPOSE 8080" in (ROOT / "Dockerfile").read_text()
+
+
+def test_the_proxy_config_is_valid_haproxy() -> None:
+    haproxy = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists()
+                                          else None)
+    need(haproxy is not None, "haproxy comes from Debian (scripts/setup.sh)")
+    assert haproxy is not None
+    proc = subprocess.run([haproxy, "-c", "-f", str(ROOT / "deploy/compose/haproxy.cfg")],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Configuration file is valid" in proc.stdout + proc.stderr
+
+
+# what docs/production.md may say to `docker compose`: global options, subcommands and
+# their options (those it uses); anything else in the doc fails the test
+COMPOSE_GLOBAL = {"--profile"}
+COMPOSE_SUBCOMMANDS = {
+    "up": {"-d", "--no-deps", "--scale"}, "build": set(), "ps": set(), "exec": set(),
+    "run": {"--rm", "--no-deps"}, "logs": {"-f"}, "down": set(),
+}
+
+
+def documented_commands() -> list[str]:
+    text = (ROOT / "docs" / "production.md").read_text()
+    found = re.findall(r"^(?:[A-Z_]+=\S+ )*(docker compose .+)$", text, re.M)
+    found += re.findall(r"`(docker compose [^`]+)`", text)
+    return sorted(set(found))
+
+
+def check_compose_command(line: str) -> list[str]:
+    """Problems with one `docker compose …` line (empty: every name in it is real)."""
+    words, problems = line.split()[2:], []
+    profiles = {p for svc in SERVICES.values() for p in svc.get("profiles", [])}
+    active: set[str] = set()
+    while words and words[0] in COMPOSE_GLOBAL:
+        flag, value = words.pop(0), words.pop(0)
+        if value not in profiles:
+            problems.append(f"{flag} {value}: no service has that profile")
+        active.add(value)
+    sub = words.pop(0)
+    if sub not in COMPOSE_SUBCOMMANDS:
+        return [f"unknown subcommand {sub}"]
+    while words and words[0].startswith("-"):
+        flag = words.pop(0)
+        if flag not in COMPOSE_SUBCOMMANDS[sub]:
+            problems.append(f"{sub} {flag}: not an option this doc may use")
+        if flag == "--scale":
+            name, _, n = words.pop(0).partition("=")
+            if name not in SERVICES or not n.isdigit():
+                problems.append(f"--scale {name}={n}")
+            elif "ports" in SERVICES[name]:
+                problems.append(f"--scale {name}: it publishes a fixed host port")
+    named = words[:1] if sub in ("exec", "run") else words
+    for name in named:
+        if name not in SERVICES:
+            problems.append(f"no service {name}")
+        elif set(SERVICES[name].get("profiles", [])) - active and sub == "up" and \
+                "--no-deps" not in line and not active:
+            problems.append(f"{name} is under a profile the command does not name")
+    if sub in ("exec", "run") and len(words) > 1:
+        args = words[2:] if words[1] == "incident-bot" else words[1:]
+        problems += cli_problems(args)
+    return problems
+
+
+def cli_problems(args: list[str]) -> list[str]:
+    group = typer.main.get_command(app)
+    try:
+        ctx = group.make_context("incident-bot", list(args), resilient_parsing=False)
+        name, cmd, rest = group.resolve_command(ctx, list(args))
+        while cmd is not None and hasattr(cmd, "resolve_command") and rest:
+            sub_ctx = cmd.make_context(name, list(rest), parent=ctx)
+            name, cmd, rest = cmd.resolve_command(sub_ctx, list(rest))
+            ctx = sub_ctx
+        assert cmd is not None
+        cmd.make_context(name, list(rest), parent=ctx)
+    except Exception as exc:  # a usage error: the doc names a command that does not parse
+        return [f"incident-bot {' '.join(args)}: {exc}"]
+    return []
+
+
+def test_every_documented_compose_command_names_real_things() -> None:
+    commands = documented_commands()
+    assert "docker compose up -d --scale bot=2" in commands and len(commands) >= 6
+    for line in commands:
+        assert check_compose_command(line) == [], line
+
+
+@pytest.mark.parametrize(("line", "words"), [
+    ("docker compose up -d --scale bott=2", "--scale bott"),
+    ("docker compose --profile gpus up -d worker", "no service has that profile"),
+    ("docker compose exec bot incident-bot digest later", "digest later"),
+    ("docker compose up -d --detach", "not an option"),
+])
+def test_the_doc_check_finds_a_wrong_command(line: str, words: str) -> None:
+    assert any(words in p for p in check_compose_command(line)), check_compose_command(line)
 
 
 @pytest.mark.parametrize("name", BOT_SERVICES)
@@ -127,7 +253,7 @@ def test_example_config_loads_with_the_compose_environment(monkeypatch: pytest.M
     assert sched.lease_ttl_s + sched.renew_s <= 30  # "taken over within about 30 s"
     assert digest.schedules and escalation.after_minutes > 0
     assert settings.http.port == 8080
-    assert any(str(p).endswith(":8080") for p in SERVICES["bot"]["ports"])
+    assert [str(p) for p in SERVICES["bot"]["expose"]] == [str(settings.http.port)]
 
 
 def test_redis_is_durable_on_a_named_volume() -> None:
@@ -174,7 +300,7 @@ def test_example_alertmanager_config_is_valid_and_points_at_the_bot() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     config = yaml.safe_load(path.read_text())
     hook = config["receivers"][0]["webhook_configs"][0]
-    assert hook["url"] == "http://bot:8080/alerts/alertmanager"
+    assert hook["url"] == "http://proxy:8080/alerts/alertmanager"
     secret_file = hook["http_config"]["authorization"]["credentials_file"]
     assert secret_file == "/run/secrets/incident_bot_alert_token"
     assert SERVICES["alertmanager"]["secrets"] == ["incident_bot_alert_token"]

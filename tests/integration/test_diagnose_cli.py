@@ -104,7 +104,6 @@ def test_unreachable_exits_1_with_json(seed: SimHost, capsys: pytest.CaptureFixt
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["root@127.0.0.1:22", "--playbook", "nope"], "unknown playbook 'nope'"),
         (["not a target", "--playbook", "auto"], "is neither a host in the config"),
         (["root@127.0.0.1:22", "--ssh-key", "/nonexistent/key"], "--ssh-key: no such file"),
     ],
@@ -114,6 +113,15 @@ def test_bad_arguments_exit_2(args: list[str], message: str, capsys: pytest.Capt
     code, _, err = main(capsys, monkeypatch, *args)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_playbook_that_is_not_a_choice_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The choices are listed in -h and checked before anything runs (typer's usage error)."""
+    code, _, err = main(capsys, monkeypatch, "root@127.0.0.1:22", "--playbook", "nope")
+    assert code == 2
+    assert "'nope' is not one of 'vram_idle', 'vm_restart', 'disk_full', 'triage', " \
+           "'gpu_health', 'auto'" in err and "Traceback" not in err
 
 
 def test_bad_diagnostics_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],

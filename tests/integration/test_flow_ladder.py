@@ -87,7 +87,7 @@ def test_a_refused_terminate_offers_stop_disable_which_holds_then_the_dropin(
     assert tool_calls(sim, "kill") == [] and min(gpu_used(sim)) >= 77_000
 
     stop = offered(loop, incident_id, "systemd.stop_disable")
-    assert stop.action["params"] == {"unit": UNIT}
+    assert stop.action.params == {"unit": UNIT}
     approve(loop, incident_id, stop.id)
     done = result_of(loop, incident_id, "systemd.stop_disable", timeout_s=90)
     assert done["outcome"] == "succeeded", done["summary"]
@@ -97,8 +97,8 @@ def test_a_refused_terminate_offers_stop_disable_which_holds_then_the_dropin(
     loop.wait_text(incident_id, "8/8 GPUs free")
 
     dropin = offered(loop, incident_id, "systemd.dropin")
-    assert dropin.action["params"]["unit"] == UNIT
-    assert "Restart=always" in dropin.action["reason"]
+    assert dropin.action.params["unit"] == UNIT
+    assert "Restart=always" in dropin.action.reason
     revert_plan = loop.flow.incidents.require(incident_id).revert_plan
     assert revert_plan is not None and revert_plan.action.kind == "systemd.revert"
     assert [k for _, k in started(loop, incident_id)] == ["process.terminate",
@@ -126,7 +126,7 @@ def test_the_ladder_sigterm_then_sigkill_then_gpu_reset_each_behind_its_own_clic
     assert first["outcome"] == "failed" and "PID 777 is still running" in first["summary"]
 
     kill = offered(loop, incident_id, "process.sigkill")
-    assert kill.action["params"]["pid"] == "777"
+    assert kill.action.params["pid"] == "777"
     loop.drain()
     assert tool_calls(sim, "kill") == [["-TERM", "777"]]  # no SIGKILL before its own click
     approve(loop, incident_id, kill.id)
@@ -135,7 +135,7 @@ def test_the_ladder_sigterm_then_sigkill_then_gpu_reset_each_behind_its_own_clic
     assert tool_calls(sim, "kill") == [["-TERM", "777"], ["-KILL", "777"]]
 
     reset = offered(loop, incident_id, "gpu.reset")
-    assert reset.action["params"] == {"gpu": "0"}
+    assert reset.action.params == {"gpu": "0"}
     loop.drain()
     assert tool_calls(sim, "nvidia-smi", "--gpu-reset") == []
     approve(loop, incident_id, reset.id)

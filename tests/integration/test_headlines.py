@@ -13,6 +13,7 @@ import pytest
 from bot.chat.summary import action_gain, action_phrase
 from bot.domain.findings import Diagnosis
 from bot.domain.headline import Headline, choose
+from bot.remediation.actions import fixes_of
 from bot.sim.scenario import load_scenario
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
@@ -74,7 +75,7 @@ def test_fault_host_headline(pool: ParamikoPool, sims: Callable[[str], SimHost],
     host = sims(scenario)
     d = run_playbook(pool, host.ssh_target(), "auto",
                      options=options_for(scenario, command_timeout_s=1.5))
-    row = _row(scenario, host, d, choose(d))
+    row = _row(scenario, host, d, choose(d, fixes_of))
     RESULTS[scenario] = row
     assert (row[2], row[4]) == WANT[scenario], row
     assert "held_idle" not in row[2] and "–" not in row[2].split(" at ")[0][-12:]

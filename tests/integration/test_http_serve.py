@@ -64,5 +64,6 @@ def test_serve_without_slack_secrets_says_how_to_run_alerts_only(tmp_path: Path)
     out = subprocess.run([sys.executable, "-m", "bot.cli", "serve"], capture_output=True,
                          text=True, timeout=60, cwd=ROOT, env=env)
     assert out.returncode == 2, out.stderr
-    assert "SLACK_" in out.stderr and "--alerts-only" in out.stderr
-    assert out.stderr.strip().count("\n") == 0
+    lines = out.stderr.strip().splitlines()  # one line per missing secret, each named
+    assert lines and all(line.startswith("error: environment: SLACK_") for line in lines), lines
+    assert "--alerts-only" in out.stderr

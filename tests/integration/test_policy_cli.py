@@ -110,7 +110,7 @@ def test_replay_refuses_a_bad_period_and_a_dead_redis(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REDIS_URL", raising=False)
     path = config(tmp_path, "redis://127.0.0.1:1/0")
-    rc, _, err = run(capsys, "policy", "replay", "--since", "1 week", "--config", str(path))
+    rc, _, err = run(capsys, "policy", "replay", "--since", "a week", "--config", str(path))
     assert rc == 2 and "invalid --since" in err
     rc, _, err = run(capsys, "policy", "replay", "--config", str(path))
     assert rc == 1 and "cannot read the audit stream at redis://127.0.0.1:1/0" in err

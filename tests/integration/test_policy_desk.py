@@ -11,7 +11,7 @@ from redis import Redis
 
 from bot.chat.interactions import ApprovalCallbacks, StaticGroups
 from bot.chat.policy_desk import PolicyApprovalDesk, claim_for_policy
-from bot.domain.approval import ApprovalPolicy, ClaimOutcome
+from bot.domain.approval import ApprovalAction, ApprovalPolicy, ClaimOutcome
 from bot.domain.policy import (
     Policy,
     PolicyDecision,
@@ -40,9 +40,7 @@ def rig(redis: Redis) -> tuple[ApprovalStore, PolicyApprovalDesk, list[Any]]:
 
 
 def create(store: ApprovalStore, kind: str, policy: Policy | None) -> str:
-    action = {"id": "a1", "kind": kind, "params": {}, "host": "gpu-04"}
-    if policy:
-        action["policy"] = policy.name
+    action = ApprovalAction(kind, {}, "a1", host="gpu-04", policy=policy.name if policy else "")
     rules = approval_policy_for(BASE, policy, kind)
     return store.create("INC-4", action, evidence_hash="e", requested_by="bot",
                         now=time.time(), policy=rules).id

@@ -60,7 +60,7 @@ def test_unknown_incident_and_bad_format_are_refused(seeded: str,
     assert main(["postmortem", "INC-999"]) == 1
     assert "no incident INC-999" in capsys.readouterr().err
     assert main(["postmortem", seeded, "--format", "pdf"]) == 2
-    assert "unknown format 'pdf'" in capsys.readouterr().err
+    assert "'pdf' is not one of 'md', 'json'" in capsys.readouterr().err
     assert main(["postmortem", "nonsense"]) == 2
 
 

@@ -39,7 +39,7 @@ def _killed_while_acting(world: Loop, redis_url: str,
     world.wait_state(incident_id, S.AWAITING_APPROVAL)
     ctx = world.flow
     approval = next(a for a in ctx.approvals.for_incident(incident_id)
-                    if a.action["kind"] == "systemd.stop_disable")
+                    if a.action.kind == "systemd.stop_disable")
     ctx.incidents.transition(incident_id, S.APPROVED, ONCALL, "approved systemd.stop_disable")
     ctx.incidents.transition(incident_id, S.REMEDIATING, ONCALL, "acting", owner=dead_owner())
     running = Running("systemd.stop_disable", ONCALL, time.time(), approval.id)

@@ -13,7 +13,13 @@ from dataclasses import replace
 from redis import Redis
 
 from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk, audit_sink
-from bot.domain.approval import ApprovalPolicy, ApprovalStatus, ClaimOutcome, Resolver
+from bot.domain.approval import (
+    ApprovalAction,
+    ApprovalPolicy,
+    ApprovalStatus,
+    ClaimOutcome,
+    Resolver,
+)
 from bot.domain.findings import Severity
 from bot.domain.incident import Alert, AlertStatus
 from bot.domain.lifecycle import IncidentState
@@ -23,7 +29,7 @@ from storage.audit import AuditLog
 from storage.incidents import IncidentStore
 
 POLICY = ApprovalPolicy(approvers=frozenset({"UALICE"}))
-STOP = {"id": "a1", "kind": "systemd.stop_disable", "params": {"unit": "vllm.service"}}
+STOP = ApprovalAction("systemd.stop_disable", {"unit": "vllm.service"}, "a1")
 
 
 def opened(incidents: IncidentStore, host: str = "gpu-01") -> str:

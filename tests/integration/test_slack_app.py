@@ -20,7 +20,7 @@ from bot.chat.slash import SlashReply
 from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings
 from bot.core.errors import ConfigError
-from bot.domain.approval import Approval, ApprovalStatus
+from bot.domain.approval import Approval, ApprovalAction, ApprovalStatus
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 from bot.domain.incident_record import ActionPlan
 from bot.rig.signed import sign
@@ -50,7 +50,7 @@ def post_incident(
     action = ProposedAction("a1", kind, {"unit": "vllm.service"}, "frees the GPUs")
     approval = store.create(
         "42",
-        {**action.to_dict(), "commands": ["systemctl stop vllm.service"]},
+        ApprovalAction.of(action, ["systemctl stop vllm.service"]),
         evidence_hash="e",
         requested_by=requested_by,
         now=now or time.time(),

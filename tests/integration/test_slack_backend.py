@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -34,7 +35,6 @@ MSG = ChatMessage(
 def backend(standin: SlackStandIn, **kw: object) -> tuple[SlackBackend, list[tuple[object, ...]]]:
     audit: list[tuple[object, ...]] = []
     client = make_client(slack_test_settings(standin))
-    kw.setdefault("sleep", time.sleep)
     return SlackBackend(client, audit=lambda *e: audit.append(e), **kw), audit  # type: ignore[arg-type]
 
 
@@ -93,20 +93,48 @@ def test_429_retry_after_is_honoured(slack_standin: SlackStandIn) -> None:
 
 
 def test_server_errors_are_retried_with_backoff(slack_standin: SlackStandIn) -> None:
-    slept: list[float] = []
-    chat, audit = backend(slack_standin, sleep=slept.append)
+    """slack_sdk's handlers: 0.5 s then 1 s, each with up to as much again of jitter."""
+    chat, audit = backend(slack_standin)
     slack_standin.fail("chat.postMessage", times=2, status=503, error="service_unavailable")
     chat.post(CHANNEL, MSG)
-    assert (
-        len(slack_standin.calls_of("chat.postMessage")) == 3 and slept == [0.5, 1.0] and audit == []
-    )
+    calls = slack_standin.calls_of("chat.postMessage")
+    assert len(calls) == 3 and audit == []
+    gaps = [b.at - a.at for a, b in itertools.pairwise(calls)]
+    assert 0.45 <= gaps[0] <= 2.5 and 0.95 <= gaps[1] <= 3.5
+    chat.close()
+
+
+def test_slacks_own_transient_codes_and_a_502_are_retried(slack_standin: SlackStandIn) -> None:
+    chat, audit = backend(slack_standin)
+    slack_standin.fail("chat.postEphemeral", times=1, status=502, error="bad_gateway")
+    chat.ephemeral(Ephemeral(user="U1", text="only you", channel=CHANNEL))
+    assert len(slack_standin.calls_of("chat.postEphemeral")) == 2 and audit == []
+    chat.close()
+
+
+def test_the_outbox_path_never_retries_nor_sleeps(slack_standin: SlackStandIn) -> None:
+    """post_once: one attempt; a 429 comes back at once with Slack's Retry-After for the
+    outbox to set the item's due time (it must not sleep on the loop's thread)."""
+    from bot.chat.base import ChatSendError
+
+    chat, _ = backend(slack_standin)
+    slack_standin.rate_limit("chat.postMessage", times=1, retry_after=30)
+    t0 = time.monotonic()
+    with pytest.raises(ChatSendError) as err:
+        chat.post_once(CHANNEL, MSG, None, "k1")
+    assert time.monotonic() - t0 < 5 and err.value.retry_after_s == 30
+    assert len(slack_standin.calls_of("chat.postMessage")) == 1
+    slack_standin.fail("chat.postMessage", times=1, status=503, error="service_unavailable")
+    with pytest.raises(ChatSendError) as err:
+        chat.post_once(CHANNEL, MSG, None, "k2")
+    assert err.value.transient and len(slack_standin.calls_of("chat.postMessage")) == 2
     chat.close()
 
 
 def test_final_failure_is_logged_and_audited(
     slack_standin: SlackStandIn, caplog: pytest.LogCaptureFixture
 ) -> None:
-    chat, audit = backend(slack_standin, sleep=lambda s: None)
+    chat, audit = backend(slack_standin)
     slack_standin.fail("chat.postMessage", times=10, status=500)
     with pytest.raises(ChatDeliveryError, match=r"chat\.postMessage failed after 4 attempt"):
         chat.post(CHANNEL, MSG)
@@ -119,7 +147,7 @@ def test_final_failure_is_logged_and_audited(
 def test_background_update_failure_is_audited_not_dropped_silently(
     slack_standin: SlackStandIn,
 ) -> None:
-    chat, audit = backend(slack_standin, sleep=lambda s: None, update_interval_s=0.1)
+    chat, audit = backend(slack_standin, update_interval_s=0.1)
     chat.update(
         MessageRef(CHANNEL, "999.000001"), ChatMessage(text="x", incident_id="7")
     )  # no such message
@@ -130,7 +158,7 @@ def test_background_update_failure_is_audited_not_dropped_silently(
 
 
 def test_client_errors_are_not_retried(slack_standin: SlackStandIn) -> None:
-    chat, audit = backend(slack_standin, sleep=lambda s: None)
+    chat, audit = backend(slack_standin)
     client = make_client(slack_test_settings(slack_standin))
     client.token = "xoxb-wrong"
     wrong = SlackBackend(client, audit=lambda *e: audit.append(e))
@@ -187,7 +215,7 @@ def test_failures_land_in_the_real_audit_log(
 ) -> None:
     log = AuditLog(redis)
     chat = SlackBackend(
-        make_client(slack_test_settings(slack_standin)), audit=audit_sink(log), sleep=lambda s: None
+        make_client(slack_test_settings(slack_standin)), audit=audit_sink(log)
     )
     slack_standin.fail("chat.postMessage", times=4)
     with pytest.raises(ChatDeliveryError):

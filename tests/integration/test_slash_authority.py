@@ -15,7 +15,7 @@ from redis import Redis
 
 from bot.config.policy import policy_from_settings
 from bot.core import strings
-from bot.domain.approval import ApprovalStatus
+from bot.domain.approval import ApprovalAction, ApprovalStatus
 from bot.rig.slack_standin import SlackStandIn
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
@@ -117,8 +117,8 @@ def test_click_without_a_user_is_refused_and_audited_as_unknown_user(rig: SlackR
 def test_approve_without_a_user_is_refused_and_audited_as_unknown_user(rig: SlackRig,
                                                                        redis: Redis) -> None:
     store = ApprovalStore(redis)
-    approval = store.create("42", {"id": "a1", "kind": "systemd.stop_disable",
-                                   "params": {"unit": "vllm.service"}}, evidence_hash="e",
+    approval = store.create("42", ApprovalAction("systemd.stop_disable", {"unit": "vllm.service"},
+                                                 "a1"), evidence_hash="e",
                             requested_by="alertmanager", now=time.time(),
                             policy=policy_from_settings(rig.settings))
     click_without_user(rig, "approve", approval.id)

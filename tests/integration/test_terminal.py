@@ -21,7 +21,13 @@ from bot.chat.terminal import (
     handle_line,
     parse_command,
 )
-from bot.domain.approval import Approval, ApprovalPolicy, ApprovalStatus, ClaimOutcome
+from bot.domain.approval import (
+    Approval,
+    ApprovalAction,
+    ApprovalPolicy,
+    ApprovalStatus,
+    ClaimOutcome,
+)
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 from bot.domain.incident_record import ActionPlan
 from storage.approvals import ApprovalStore
@@ -96,7 +102,7 @@ def make_rig(
     store = ApprovalStore(redis)
     approval = store.create(
         "42",
-        ACTION.to_dict(),
+        ApprovalAction.of(ACTION, ()),
         evidence_hash="e",
         requested_by="alertmanager",
         now=time.time(),

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 SUBCOMMANDS = ["demo", "serve", "diagnose", "act", "incidents", "audit", "silence", "worker",
-               "agent", "sim", "extract", "digest", "postmortem", "policy"]
+               "agent", "sim", "extract", "digest", "postmortem", "policy", "config"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

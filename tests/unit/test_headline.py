@@ -11,8 +11,14 @@ import pytest
 from bot.domain import headline as hl
 from bot.domain import holding
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
+from bot.remediation.actions import fixes_of
 
 C, W, INFO = Severity.CRITICAL, Severity.WARNING, Severity.INFO
+
+
+def pick(d: Diagnosis) -> hl.Headline:
+    """The headline as the bot chooses it: with the actions' own fix rules."""
+    return hl.choose(d, fixes_of)
 BOOT = Finding("boot.previous", C, "booted 18.0 h ago; previous boot ended without a clean "
                "shutdown (crash, power loss or a killed VM)")
 UNIT = "vllm-kimi-k25-int4.service"
@@ -60,7 +66,7 @@ STOP = act("systemd.stop_disable", unit=UNIT)
 def test_a_hanging_tool_heads_and_covers_the_rows_it_wedged() -> None:
     hang = tool("hung", "nvidia-smi does not answer (killed after 10.1 s)")
     rows = [gpu("gpu.wedged", i, "", hang.title) for i in range(8)]
-    h = hl.choose(diag(hang, *rows, BOOT, held(), actions=(STOP,)))
+    h = pick(diag(hang, *rows, BOOT, held(), actions=(STOP,)))
     assert h.text == "nvidia-smi hangs (killed after 10.1 s)"
     assert h.covers == tuple(range(9))
     assert h.context.startswith("Booted 18.0 h ago; previous boot ended without")
@@ -68,15 +74,15 @@ def test_a_hanging_tool_heads_and_covers_the_rows_it_wedged() -> None:
 
 def test_driver_library_mismatch_is_its_own_headline() -> None:
     title = "driver/library mismatch: driver 580.95.05 loaded, library 580.105.08"
-    h = hl.choose(diag(BOOT, tool("nvml_mismatch", title), gpu("gpu.broken", 0, "", "x")))
+    h = pick(diag(BOOT, tool("nvml_mismatch", title), gpu("gpu.broken", 0, "", "x")))
     assert h.text == title and h.finding == 1
 
 
 def test_no_driver_quotes_the_tool_and_unknown_failures_keep_their_title() -> None:
     quote = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
-    assert hl.choose(diag(tool("no_driver", "x", quote))).text == \
+    assert pick(diag(tool("no_driver", "x", quote))).text == \
         f"the NVIDIA driver does not answer: {quote}"
-    assert hl.choose(diag(tool("failed", "nvidia-smi exited with status 9: boom"))).text == \
+    assert pick(diag(tool("failed", "nvidia-smi exited with status 9: boom"))).text == \
         "nvidia-smi exited with status 9: boom"
 
 
@@ -85,7 +91,7 @@ def test_a_per_device_tool_error_is_not_host_wide() -> None:
                   bus="0000:5d:00")
     lost = gpu("gpu.broken", 3, "0000:5d:00", "Unable to determine the device handle …",
                "Xid 79 since boot: GPU has fallen off the bus")
-    h = hl.choose(diag(handle, lost))
+    h = pick(diag(handle, lost))
     assert h.text == "GPU 3 (5D:00.0) fell off the bus (Xid 79)"
     assert set(h.covers) == {0, 1}  # the tool's line is the same fault: not "also found"
 
@@ -102,12 +108,12 @@ def test_a_per_device_tool_error_is_not_host_wide() -> None:
     ([], "GPU 2 (3A:00.0) is broken: ?"),
 ])
 def test_broken_gpu_words(reasons: list[str], text: str) -> None:
-    assert hl.choose(diag(BOOT, held(), gpu("gpu.broken", 2, "0000:3a:00", *reasons),
+    assert pick(diag(BOOT, held(), gpu("gpu.broken", 2, "0000:3a:00", *reasons),
                           actions=(STOP,))).text == text
 
 
 def test_broken_without_gpu_evidence_keeps_its_title() -> None:
-    assert hl.choose(diag(Finding("gpu.broken", C, "GPU 0 is broken"))).text == "GPU 0 is broken"
+    assert pick(diag(Finding("gpu.broken", C, "GPU 0 is broken"))).text == "GPU 0 is broken"
 
 
 @pytest.mark.parametrize(("evidence", "text"), [
@@ -117,32 +123,32 @@ def test_broken_without_gpu_evidence_keeps_its_title() -> None:
     ({"expected": 8, "seen": 6}, "2 GPUs missing: 6 of 8 visible"),
 ])
 def test_missing_gpus(evidence: dict[str, Any], text: str) -> None:
-    assert hl.choose(diag(Finding("gpu.missing", C, "x", evidence=evidence))).text == text
+    assert pick(diag(Finding("gpu.missing", C, "x", evidence=evidence))).text == text
 
 
 def test_a_full_filesystem_comes_before_wedged_gpus_and_actions() -> None:
     d = diag(gpu("gpu.wedged", 0, "", "process 1312 in D state (uninterruptible)"),
              full("/", 99.0), full("/data", 100.0), full("/scratch", 100.0), held(),
              actions=(STOP,))
-    assert hl.choose(d).text == "/data is 100% full" and hl.choose(d).finding == 2
+    assert pick(d).text == "/data is 100% full" and pick(d).finding == 2
 
 
 def test_a_nearly_full_filesystem_is_not_a_blocker() -> None:
     d = diag(full("/data", 91.0, W), held(), actions=(STOP,))
-    assert hl.choose(d).text.startswith(f"{UNIT}, auto-started at boot")
+    assert pick(d).text.startswith(f"{UNIT}, auto-started at boot")
 
 
 def test_wedged_gpus_with_no_process_are_counted() -> None:
     rows = [gpu("gpu.wedged", i, "", "memory held and no live process uses this GPU")
             for i in range(8)]
-    h = hl.choose(diag(*rows, held(unit=None)))
+    h = pick(diag(*rows, held(unit=None)))
     assert h.text == "8 GPUs wedged: memory held, no process" and h.covers == tuple(range(8))
-    one = hl.choose(diag(gpu("gpu.wedged", 4, "", "process 9 in D state (uninterruptible)")))
+    one = pick(diag(gpu("gpu.wedged", 4, "", "process 9 in D state (uninterruptible)")))
     assert one.text == "1 GPU wedged: process 9 in D state (uninterruptible)"
 
 
 def test_the_first_action_names_its_finding_and_the_reboot_is_context() -> None:
-    h = hl.choose(diag(BOOT, held(), actions=(STOP,)))
+    h = pick(diag(BOOT, held(), actions=(STOP,)))
     assert h.text == (f"{UNIT}, auto-started at boot, holds 8 GPUs × 75.8 GiB at 0% "
                       "since boot (18 h)")
     assert h.finding == 1 and h.context.startswith("Booted 18.0 h ago")
@@ -150,20 +156,20 @@ def test_the_first_action_names_its_finding_and_the_reboot_is_context() -> None:
 
 def test_a_watchdog_stop_names_nothing_so_the_next_action_does() -> None:
     watchdog = act("systemd.stop_disable", unit="gpu-watchdog.service")
-    h = hl.choose(diag(held(), actions=(watchdog, STOP)))
+    h = pick(diag(held(), actions=(watchdog, STOP)))
     assert h.text.startswith(UNIT)
 
 
 def test_a_process_started_later_holds_for_its_own_run_time() -> None:
     f = held(pid=3391, unit=None, after=7200.0, elapsed=600, n=1, used=2048)
     terminate = act("process.terminate", pid="3391")
-    assert hl.choose(diag(f, actions=(terminate,))).text == \
+    assert pick(diag(f, actions=(terminate,))).text == \
         "PID 3391 (vLLM) holds 1 GPU × 75.8 GiB at 0% for 10 min"
 
 
 def test_held_with_no_holder_named() -> None:
     f = Finding("gpu.idle_vram_held", C, "x", evidence={"gpus": gpus(2)})
-    assert hl.choose(diag(f)).text == \
+    assert pick(diag(f)).text == \
         "2 GPUs × 75.8 GiB held at 0% by a process that could not be named"
 
 
@@ -177,19 +183,19 @@ def test_held_with_no_holder_named() -> None:
 def test_which_disk_finding_an_action_fixes(action: ProposedAction, mount: str,
                                             fixed: bool) -> None:
     f = full(mount, 93.0, W)
-    assert (hl.fixed_by(action, [(0, f)]) is not None) is fixed
+    assert (hl.fixed_by(action, [(0, f)], fixes_of(action.kind)) is not None) is fixed
 
 
 def test_else_the_most_severe_finding_never_the_auto_note_or_the_boot() -> None:
     auto = Finding("playbook.auto", INFO, "auto chose triage")
     d = diag(auto, BOOT, Finding("host.memory", W, "memory low\nsecond line"),
              Finding("gpu.verdicts", INFO, "8 GPUs: 8 busy"))
-    h = hl.choose(d)
+    h = pick(d)
     assert h.text == "memory low" and h.finding == 2
-    assert hl.choose(diag(auto, Finding("gpu.verdicts", INFO, "8 GPUs: 8 busy"))).text == \
+    assert pick(diag(auto, Finding("gpu.verdicts", INFO, "8 GPUs: 8 busy"))).text == \
         "8 GPUs: 8 busy"
-    assert hl.choose(diag(auto, BOOT)).text == "nothing wrong found"
-    assert hl.choose(diag()).text == "nothing wrong found" and hl.choose(diag()).context == ""
+    assert pick(diag(auto, BOOT)).text == "nothing wrong found"
+    assert pick(diag()).text == "nothing wrong found" and pick(diag()).context == ""
 
 
 @pytest.mark.parametrize(("bus", "label"), [
@@ -223,7 +229,7 @@ def test_the_evidence_hash_ignores_how_long_memory_has_been_held() -> None:
     """An approval's evidence hash must not change because a minute passed."""
     from bot.chat.render import evidence_hash
 
-    early = hl.choose(diag(held(elapsed=600, after=7200.0), actions=(STOP,)))
+    early = pick(diag(held(elapsed=600, after=7200.0), actions=(STOP,)))
     assert early.since == "for 10 min" and early.stable_text == \
         f"{UNIT} holds 8 GPUs × 75.8 GiB at 0%"
     assert evidence_hash(diag(held(elapsed=600), actions=(STOP,))) == \

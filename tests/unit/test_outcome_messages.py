@@ -17,7 +17,7 @@ from bot.chat.render import render_incident, shown_plans
 from bot.chat.summary import action_phrase, outcome_lead
 from bot.chat.text import in_gib
 from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Verification
-from bot.domain.approval import Approval, ApprovalStatus
+from bot.domain.approval import Approval, ApprovalAction, ApprovalStatus
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 from bot.domain.incident_record import ActionPlan, LastOutcome, StepResult
 from bot.remediation.catalog import CATALOG
@@ -68,7 +68,7 @@ def stopped(kind: str = "systemd.stop_disable", params: dict[str, str] | None = 
 
 
 def approval(plan_id: str, status: ApprovalStatus) -> Approval:
-    return Approval(plan_id, "INC-1", {"kind": "x"}, "h", "U", DONE_AT - 60, DONE_AT + 1800,
+    return Approval(plan_id, "INC-1", ApprovalAction("x"), "h", "U", DONE_AT - 60, DONE_AT + 1800,
                     status=status, approvers=("U1",) if status is ApprovalStatus.APPROVED else ())
 
 

@@ -283,6 +283,7 @@ def test_the_first_kill_is_the_biggest_holder_and_each_gain_is_its_own() -> None
     from bot.chat.summary import action_sentence
     from bot.domain.findings import Diagnosis, DiagnosisStatus
     from bot.domain.headline import choose
+    from bot.remediation.actions import fixes_of
 
     none = Restarter("none")
     small = holder(none, pid=3391, gpu_uuids=("GPU-0",), used_mib=2048, cgroup_unit=None)
@@ -294,5 +295,5 @@ def test_the_first_kill_is_the_biggest_holder_and_each_gain_is_its_own() -> None
                   tuple(report.actions))
     assert "(frees 606.2 GiB)" in action_sentence(kills[0], d)
     assert "(frees 2.0 GiB)" in action_sentence(kills[1], d)
-    assert choose(d).text == ("PID 440 (vLLM), started at boot, holds 8 GPUs × 75.8 GiB at 0% "
-                              "since boot (22 min)")
+    assert choose(d, fixes_of).text == (
+        "PID 440 (vLLM), started at boot, holds 8 GPUs × 75.8 GiB at 0% since boot (22 min)")

@@ -18,7 +18,7 @@ from bot.chat.render import (
     thread_evidence,
 )
 from bot.chat.text import code_safe, to_plain
-from bot.domain.approval import Approval, ApprovalStatus
+from bot.domain.approval import Approval, ApprovalAction, ApprovalStatus
 from bot.domain.findings import (
     Diagnosis,
     DiagnosisStatus,
@@ -70,7 +70,7 @@ def approval(status: ApprovalStatus, **kw: object) -> Approval:
     base = Approval(
         "apprid123",
         "42",
-        ACTION.to_dict(),
+        ApprovalAction.of(ACTION, COMMANDS),
         "h",
         "alertmanager",
         1_700_000_000.0,

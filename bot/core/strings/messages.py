@@ -135,7 +135,6 @@ PM_PROBES = "- {n} probes run{failed}"
 PM_PROBES_FAILED = "; not exit 0: {names}"
 PM_VERIFIED = "- Verified: {text}"
 PM_UNKNOWN_INCIDENT = "no incident {incident_id}"
-PM_BAD_FORMAT = "unknown format {fmt!r}: use md or json"
 MSG_RUNBOOK_BUTTON = "Runbook: {code}"
 PM_THREAD = ("*Postmortem {id}*: acknowledged {tta}, mitigated {ttm}, resolved {ttr}; "
              "{gpu_hours} GPU-hours lost ({gpus} GPUs).")

@@ -76,7 +76,8 @@ SLASH_HELP = (
     "*{cmd} digest now* post the health digest\n"
     "*{cmd} ack ID* · *{cmd} resolve ID* · *{cmd} snooze ID [30m|2h|1d]* decide on an incident\n"
     "*{cmd} evidence ID* post the raw probe output in the incident's thread\n"
-    "*{cmd} drained* Slurm nodes drained or draining: reason, who, how long"
+    "*{cmd} drained* Slurm nodes drained or draining: reason, who, how long\n"
+    "*{cmd} stats [7d]* time to acknowledge and to resolve, per kind and host, over a period"
 )
 TERMINAL_USAGE = (
     'Commands: approve N | deny N "reason" | revert N | ack ID | snooze ID [30m|2h|1d]'
@@ -319,3 +320,100 @@ DIGEST_RESPONSE_TITLE = "*Response* (incidents opened in the period, per kind)"
 REM_TERM_THEN_KILL = "sent SIGTERM to {subject}, then SIGKILL after {grace:g} s"
 REM_TERM_EXITED = "sent SIGTERM to {subject}, which exited {secs} s later (no SIGKILL needed)"
 REM_RUNGS_NO_EFFECT = "{rungs}, but the effect did not show: {detail}"
+
+# --- config check (incident-bot config check, serve at start) --------------------------
+CHECK_OK = "{where}: no problems ({hosts} hosts{probed})"
+CHECK_NOT_SET = "not set: the bot cannot log in to this host without it"
+CHECK_UNREADABLE = "{path}: no such file, or not readable by this user"
+CHECK_UNREACHABLE = "could not reach {address}: {why}"
+CHECK_PROBE_FAILED = "reached {address}, but `true` exited {status}"
+CHECK_NO_SECRET = "not set: {why}"
+CHECK_WHY = {
+    "SLACK_BOT_TOKEN": ("the bot cannot post to Slack (chat_backend: slack; `serve --alerts-only` "
+                        "serves the alert webhooks without it)"),
+    "SLACK_SIGNING_SECRET": "Slack's requests cannot be verified (chat_backend: slack)",
+    "SLACK_APP_TOKEN": "Socket Mode needs an app-level xapp- token",
+}
+CHECK_NO_ROUTING_KEY = "environment variable {env} is not set (the Events v2 integration key)"
+CHECK_NO_ALERT_TOKEN = ("environment: INCIDENT_BOT_ALERT_TOKEN is not set: every alert webhook "
+                        "call will be answered 401")
+CHECK_UNKNOWN_BACKEND = "unknown backend {name!r} (choose from {names})"
+
+# --- the demo (incident-bot demo) -------------------------------------------------------
+DEMO_STARTING = ("Starting the demo's world: a private Redis, a simulated GPU host (a real "
+                 "OpenSSH sshd), an extraction left by a crash, an RQ worker, the bot.")
+DEMO_STEP_LOADING = "loading the bot's code (the flow, the chat, the stores) …"
+DEMO_STEP_REDIS = "Redis on 127.0.0.1:{port} (private, append-only file on)"
+DEMO_STEP_REDIS_GIVEN = "Redis at {url} (given)"
+DEMO_STEP_SIM = "simulated host {host}: sshd on 127.0.0.1:{port}, booted {ago} ago (seed scenario)"
+DEMO_STEP_EXTRACT_START = ("the extraction that was running: the real extractor writes the first "
+                           "samples of {total} (loads torch) …")
+DEMO_STEP_EXTRACT = ("{written}/{total} samples written before the VM died: the last one cut "
+                     "short, one more half-written as a temporary file")
+DEMO_STEP_WORKER = "RQ worker for {host}'s queue (pid {pid})"
+DEMO_STEP_HTTP = "the bot's HTTP service on {url}; the flow and the terminal chat"
+DEMO_CRASH = ("VM {host} restarted {ago} ago; extraction {job} was {done}/{total} done ({pct}) "
+              "when it died")
+DEMO_ALERT_SUMMARY = "{host} booted {ago} ago"
+DEMO_PROMPT = "you are {user}; type e.g. 'approve 1' or 'deny 1 \"why\"' > "
+DEMO_TYPES = "{user} types: {line}"
+DEMO_NUMBERS = ("extraction {job}: {done_before}/{total} done when the VM died; on resume "
+                "{resumed}/{total} intact ({repairs}); {written} written → {done}/{total}")
+DEMO_NUMBERS_DISAGREE = "the extraction's numbers do not add up (see the line above)"
+DEMO_TIMINGS_TITLE = "step timings (a person's time to decide is not counted)"
+DEMO_WAITED = "waiting for your decision: {secs:.2f} s (not counted)"
+DEMO_STEP_SETUP = "set-up: Redis, sim host, crashed extraction, worker, HTTP"
+DEMO_STEP_ALERT = "alert received (Alertmanager webhook → incident)"
+DEMO_STEP_DIAGNOSIS = "message posted, diagnosis over SSH, findings edited in"
+DEMO_STEP_APPROVAL = "approval → stop/disable → GPUs verified free → resume queued"
+DEMO_STEP_RESUME = "extraction resumed and finished (RQ worker)"
+DEMO_FINISHED = ("demo finished in {secs:.1f} s: stopped {stopped}; removed {workdir}; "
+                 "nothing left running")
+DEMO_LEFT_BEHIND = "demo finished in {secs:.1f} s, but left behind: {what}"
+DEMO_NO_TERMINAL = "no terminal to approve from: run `incident-bot demo --yes`"
+DEMO_INPUT_ENDED = "input ended before a decision: nothing was run on the host"
+
+# --- each action's title (past tense, for summaries) and risk, moved unchanged from the
+# catalog into their action classes (bot/remediation/actions/) --------------------------------
+ACT_TITLE_STOP_DISABLE = "stopped and disabled"
+ACT_RISK_STOP_DISABLE = "stops the service now and keeps it from starting at boot"
+ACT_TITLE_MASK = "stopped and masked"
+ACT_RISK_MASK = "stops the service; nothing can start it until it is unmasked"
+ACT_TITLE_REVERT = "restored"
+ACT_RISK_REVERT = "starts the service again if it was running: it may take the GPUs back"
+ACT_TITLE_MASK_FORCE = "stopped and force-masked"
+ACT_RISK_MASK_FORCE = ("replaces the unit's own file in /etc/systemd/system with a link to "
+                       "/dev/null: the file is lost (back it up first); unmask leaves no unit")
+ACT_TITLE_TERMINATE = "terminated"
+ACT_RISK_TERMINATE = "SIGTERM, then SIGKILL after a grace period; unsaved work is lost"
+ACT_TITLE_SIGTERM = "sent SIGTERM to"
+ACT_RISK_SIGTERM = "asks the process to exit; waits its unit's TimeoutStopSec"
+ACT_TITLE_SIGKILL = "killed"
+ACT_RISK_SIGKILL = "SIGKILL: no cleanup, unsaved work is lost; GPU memory may stay held"
+ACT_TITLE_GPU_RESET = "reset"
+ACT_RISK_GPU_RESET = ("resets one GPU: refused while any process uses it; the NVIDIA daemons "
+                      "that hold it (persistenced, dcgm-exporter, fabricmanager) are stopped "
+                      "around the reset and started again")
+ACT_TITLE_REBOOT = "rebooted"
+ACT_RISK_REBOOT = "reboots the host: every process on it stops; units enabled at boot start"
+ACT_TITLE_DROPIN = "installed the incident-bot drop-in for"
+ACT_RISK_DROPIN = "changes how systemd restarts the unit (Restart=on-failure, a start guard)"
+ACT_TITLE_DROPIN_REVERT = "removed the incident-bot drop-in for"
+ACT_RISK_DROPIN_REVERT = "the unit restarts as its own file says again"
+ACT_TITLE_JOURNAL = "vacuumed"
+ACT_RISK_JOURNAL = "deletes the oldest archived journal files"
+ACT_TITLE_CLEANUP = "deleted"
+ACT_RISK_CLEANUP = "deletes the listed cache, checkpoint and core files for good"
+ACT_TITLE_SLURM_DRAIN = "drained"
+ACT_TITLE_SLURM_RESUME = "resumed"
+ACT_TITLE_SLURM_REQUEUE = "requeued"
+ACT_TITLE_SLURM_CANCEL = "cancelled"
+ACT_TITLE_RESUME = "resumed"
+ACT_RISK_RESUME = "restarts the extraction where it stopped"
+ACT_TITLE_RESUME_OVERRIDE = "resumed despite the failed health gate"
+ACT_RISK_RESUME_OVERRIDE = ("runs the extraction on a host whose GPU health gate failed: it may "
+                            "crash again or write wrong results")
+ACT_PLAN_RESUME = "(on the bot) resume extraction job {job}{forced}"
+ACT_PLAN_FORCED = " despite the failed health gate"
+ACT_UNDO_REASON = "undo {kind}: back to the captured state"
+ACT_RESUME_FREED_REASON = "GPUs on {host} are free; job {job} was interrupted"

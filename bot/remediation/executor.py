@@ -12,19 +12,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.core import fmt, metrics, strings
+from bot.core import metrics, strings
 from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Verification
 from bot.domain.host_state import CapturedState
 from bot.remediation import catalog
+from bot.remediation.actions.base import Action
 from bot.remediation.capture import capture
-from bot.remediation.catalog import ActionRefused, ActionSpec, RemoteStep
+from bot.remediation.catalog import ActionRefused, RemoteStep
 from bot.remediation.options import RemediationOptions
 from bot.remediation.outcome import decide, summarize
 from bot.remediation.polling import ActionRun
-from bot.remediation.preflight import Refusal, check, restarting_owner
+from bot.remediation.preflight import Refusal, check
 from bot.remediation.probe_runner import ProbeFailed
 from bot.remediation.resume import preflight, resume_extraction
-from bot.remediation.rollback import describe, revert_params, roll_back
+from bot.remediation.rollback import describe, roll_back
 from bot.remediation.steps import all_skipped, hard_failure, precheck, run_steps
 from bot.remediation.verify import verify
 from bot.ssh.base import SSHError, SSHRunner, SSHTarget
@@ -46,7 +47,7 @@ def cli_incident_id(now: float | None = None) -> str:
 class _Run:
     """What every result of one call shares; ``finish`` makes the result."""
 
-    spec: ActionSpec
+    spec: Action
     params: dict[str, str]
     target: SSHTarget
     approver: str
@@ -66,7 +67,7 @@ class _Run:
             planned=self.planned, commands=tuple(records or ()), captured=captured,
             verification=verification, started_at=self.started_at,
             duration_s=time.monotonic() - self.t0, incident_id=self.incident_id,
-            revert_params=revert_params(self.spec, captured), proposals=proposals,
+            revert_params=self.spec.revert_params(captured), proposals=proposals,
             rollback=tuple(rollback or ()))
 
 
@@ -129,19 +130,7 @@ def execute(runner: SSHRunner, target: SSHTarget, kind: str, params: dict[str, s
 
 
 def _subject(ctx: ActionRun) -> str:
-    if "pid" in ctx.params:
-        return f"PID {ctx.params['pid']}"
-    if "paths" in ctx.params:
-        return fmt.counted(ctx.params["paths"].count("|") + 1, "file")
-    if "gpu" in ctx.params:
-        return f"GPU {ctx.params['gpu']}"
-    if ctx.spec.kind == "host.reboot":
-        return ctx.target.name
-    if "job" in ctx.params and "node" in ctx.params:
-        return f"Slurm job {ctx.params['job']} on node {ctx.params['node']}"
-    if "node" in ctx.params:
-        return f"Slurm node {ctx.params['node']}"
-    return ctx.params.get("unit") or "the journal"
+    return ctx.spec.subject(ctx.params, ctx.target.name)
 
 
 def _remote(ctx: ActionRun, rendered: tuple[RemoteStep, ...], run: _Run,
@@ -175,7 +164,7 @@ def _refused(ctx: ActionRun, run: _Run, captured: CapturedState, refusal: Refusa
 def _audit_override(ctx: ActionRun, run: _Run, captured: CapturedState,
                     audit: AuditSink | None) -> None:
     """Acting against a restart policy on purpose is its own audit entry."""
-    owner = restarting_owner(ctx, captured)
+    owner = ctx.spec.restarting_owner(ctx, captured)
     if owner is not None and ctx.params.get("override") == "yes":
         note = strings.REM_OVERRIDE.format(pid=captured.processes[0].pid, unit=owner.name,
                                            restart=owner.restart)
@@ -189,7 +178,7 @@ def _act(ctx: ActionRun, rendered: tuple[RemoteStep, ...], run: _Run, captured: 
     if noop:
         records += [CommandRecord(s.name, s.text(ctx.target.sudo),
                                   skipped=precheck(ctx, s, captured))
-                    for s in rendered if s.name != "kill" or ctx.spec.kind != "process.terminate"]
+                    for s in rendered if ctx.spec.counts_for_noop(s)]
     else:
         run_steps(ctx, rendered, captured, records)
     failed = any(hard_failure(r) for r in records)

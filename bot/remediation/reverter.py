@@ -1,8 +1,8 @@
 """Revert: put a unit back as it was captured before the action (file and active state).
 
 The captured state travels inside the stored ``ActionResult``, so the Revert button
-works after the bot restarts. Reverting is itself a catalog action
-(``systemd.revert``): validated, planned, verified and audited like any other.
+works after the bot restarts. Reverting is itself an action (the one the action names as
+its ``revert_kind``): validated, planned, verified and audited like any other.
 """
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ from __future__ import annotations
 from bot.core.errors import UserError
 from bot.domain.action_result import ActionResult
 from bot.domain.host_state import CapturedState
-from bot.remediation import catalog
-from bot.remediation.execute import AuditSink, execute
+from bot.remediation.actions.registry import get
+from bot.remediation.executor import AuditSink, execute
 from bot.remediation.options import RemediationOptions
-from bot.remediation.rollback import revert_kind, revert_params
 from bot.ssh.base import SSHRunner, SSHTarget
 
 
 def params_for(captured: CapturedState) -> dict[str, str]:
-    """``systemd.revert`` params from a capture; ``UserError`` if that kind cannot be undone."""
-    params = revert_params(catalog.get(captured.kind), captured)
-    if params is None:
+    """The revert's params from a capture; ``UserError`` if that kind cannot be undone."""
+    action = get(captured.kind)
+    params = action.revert_params(captured)
+    if params is None or action.revert_kind is None:
         raise UserError(f"{captured.kind} cannot be reverted (nothing captured to restore)", 2)
     return params
 
@@ -32,8 +32,9 @@ def revert(runner: SSHRunner, target: SSHTarget, captured: CapturedState, *, app
     """Restore the captured unit-file and active state of the unit ``captured`` names."""
     if captured.host != target.name:
         raise UserError(f"this capture is from {captured.host}, not {target.name}", 2)
-    kind = revert_kind(catalog.get(captured.kind))
-    return execute(runner, target, kind, params_for(captured), approver=approver,
+    params = params_for(captured)
+    kind = str(get(captured.kind).revert_kind)
+    return execute(runner, target, kind, params, approver=approver,
                    evidence_hash=evidence_hash, audit=audit, dry_run=dry_run, options=options,
                    incident_id=incident_id)
 

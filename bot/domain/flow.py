@@ -1,0 +1,576 @@
+"""The flow's decisions as one pure function: ``decide(incident, event) -> (incident, effects)``.
+
+An event is something that happened to an incident: its alert opened or cleared, a
+diagnosis finished or failed, an approval was clicked, denied or expired, an action
+started, was observed by its verification (or found not needed, or failed before it
+ran), an extraction's resume was queued, a person acked, resolved, snoozed or retried. An
+effect is what must happen because of it: the transition's audit line (written with the
+record), the message re-rendered, a reply in the thread, a diagnosis or an action run,
+the other pending approvals withdrawn, an audit entry, an announcement on the events
+stream, the closing note. ``decide`` does no I/O: the runner (``bot/flow/runner.py``)
+loads the incident once, calls it, commits the new record once and applies the effects;
+what an effect finds out comes back as the next event.
+
+The state table (``bot/domain/lifecycle.py``) guards every change: ``apply_transition``
+raises ``IllegalTransition`` and nothing is written. An event that no longer applies
+(a duplicate delivery, a click on a resolved incident) either raises ``StepTaken`` (the
+caller skips it, as before) or changes nothing and says why (``Refused``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from bot.core import strings
+from bot.domain.action_result import ActionResult
+from bot.domain.approval import Approval
+from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
+from bot.domain.incident import Incident, apply_transition
+from bot.domain.incident_record import (
+    ActionPlan,
+    LastOutcome,
+    ProbeOutput,
+    Running,
+    Snooze,
+    StepResult,
+)
+from bot.domain.kinds import playbook_for
+from bot.domain.lifecycle import (
+    FIRST_DIAGNOSIS,
+    MAX_SNOOZE_S,
+    SNOOZABLE,
+    IllegalTransition,
+    IncidentState,
+    StepTaken,
+    can_transition,
+)
+
+S = IncidentState
+# a click on a button of a denied, expired, resolved or busy incident runs nothing
+ACTABLE = frozenset({S.AWAITING_APPROVAL, S.VERIFIED, S.ACTION_FAILED, S.RESUMED})
+# where an approved follow-up (Revert, Resume) starts acting from, besides approved
+FOLLOW_UP_FROM = frozenset({S.VERIFIED, S.ACTION_FAILED, S.RESUMED})
+RETRYABLE = frozenset({S.DIAGNOSIS_FAILED, S.ACTION_FAILED, S.DENIED, S.EXPIRED, S.NO_ACTION})
+INTERNAL_ERROR = "bot.internal_error"
+
+
+# --- events -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FlowEvent:
+    """Something that happened to one incident, at ``at`` (the record's clock), seen or
+    done by ``by`` (a user id, or the bot's own name)."""
+
+    at: float
+    by: str
+
+
+@dataclass(frozen=True)
+class AlertOpened(FlowEvent):
+    """``incident.opened`` (or the reconciler's re-drive of it): the first diagnosis.
+    ``alert_card``: post the alert card while it runs."""
+
+    alert_card: bool = True
+
+
+@dataclass(frozen=True)
+class RetryAsked(AlertOpened):
+    """Diagnose again now: a person's Retry (off the click), ``/ir diag``, a host back
+    from a reboot."""
+
+
+@dataclass(frozen=True)
+class RetryClicked(FlowEvent):
+    """A person asked for Retry: the pending approvals go, and the diagnosis runs again
+    off the click (``Rediagnose``)."""
+
+
+@dataclass(frozen=True)
+class DiagnosisFinished(FlowEvent):
+    """The playbook's findings and the plans (pending approvals) made from them."""
+
+    diagnosis: Diagnosis
+    plans: tuple[ActionPlan, ...]
+    evidence_hash: str
+    probe_output: tuple[ProbeOutput, ...] = ()
+    evidence: bool = False  # the evidence goes to the thread with this render
+
+
+@dataclass(frozen=True)
+class DiagnosisFailed(FlowEvent):
+    """An error of ours while diagnosing (target, probes, planning, rendering); the plans
+    it made were withdrawn (by the diagnosis's executor, before this is recorded)."""
+
+    error_id: str
+
+
+@dataclass(frozen=True)
+class ApprovalClicked(FlowEvent):
+    """The click that won the approval's atomic claim (``by`` is the approver, or
+    ``policy:<name>`` for a fleet policy's automatic approval)."""
+
+    approval: Approval
+
+
+@dataclass(frozen=True)
+class ApprovalDenied(FlowEvent):
+    approval: Approval
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ApprovalExpired(FlowEvent):
+    approval: Approval
+
+
+@dataclass(frozen=True)
+class ActionStarted(FlowEvent):
+    """The approved action is about to change the host (after its re-probe)."""
+
+    kind: str
+
+
+@dataclass(frozen=True)
+class ActionObserved(FlowEvent):
+    """An action ran, and its verification observed what is in ``result``."""
+
+    result: ActionResult
+
+
+@dataclass(frozen=True)
+class RevertObserved(ActionObserved):
+    """A revert ran (an action that undoes an earlier fix), as its verification saw it."""
+
+
+@dataclass(frozen=True)
+class ActionNotNeeded(FlowEvent):
+    """The fresh diagnosis no longer proposes the approved action: nothing ran."""
+
+    kind: str
+    now: str  # what the host looks like now, in the findings' words
+
+
+@dataclass(frozen=True)
+class ActionFailed(FlowEvent):
+    """A failure before (or instead of) an action result: said, and the step failed."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ResumeQueued(FlowEvent):
+    """The extraction's next run is queued (and linked to the incident)."""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
+class ActionFinished(FlowEvent):
+    """The approval's action step is over (whatever happened): its mark goes."""
+
+
+@dataclass(frozen=True)
+class AlertCleared(FlowEvent):
+    """The incident resolved (its alert cleared, or a person or the flow resolved it):
+    the flow re-renders it and posts the closing note."""
+
+
+@dataclass(frozen=True)
+class Acked(FlowEvent):
+    pass
+
+
+@dataclass(frozen=True)
+class ResolveAsked(FlowEvent):
+    pass
+
+
+@dataclass(frozen=True)
+class SnoozeAsked(FlowEvent):
+    duration_s: int
+
+
+@dataclass(frozen=True)
+class SnoozeEnded(FlowEvent):
+    pass
+
+
+@dataclass(frozen=True)
+class EscalateAsked(FlowEvent):
+    pass
+
+
+# --- effects ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Effect:
+    """Something to do because of an event."""
+
+
+@dataclass(frozen=True)
+class Transitioned(Effect):
+    """The state change's audit line (and its in-flight owner), written with the record in
+    the same transaction: the one effect storage applies itself."""
+
+    actor: str
+    reason: str
+    evidence_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class PostMessage(Effect):
+    """Render the stored incident and post it, or edit its message."""
+
+    evidence: bool = False  # its evidence goes to the thread now (first full render)
+    required: bool = True  # False: best effort (the early alert card; the outcome posts it)
+
+
+@dataclass(frozen=True)
+class ReplyInThread(Effect):
+    text: str
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class SayResult(Effect):
+    """The action's result line in the thread, with the commands it ran."""
+
+    result: ActionResult
+
+
+@dataclass(frozen=True)
+class RunDiagnosis(Effect):
+    evidence: bool = False  # the alert card went out first: its evidence follows later
+
+
+@dataclass(frozen=True)
+class Rediagnose(Effect):
+    """Diagnose again off the click (``RetryAsked`` in the action executor)."""
+
+
+@dataclass(frozen=True)
+class RunAction(Effect):
+    """Run the approved action off the click (the action executor)."""
+
+    approval: Approval
+    user: str
+
+
+@dataclass(frozen=True)
+class WithdrawPending(Effect):
+    """Cancel the incident's other pending approvals (``keep``: the one clicked)."""
+
+    actor: str
+    reason: str
+    keep: str = ""
+
+
+@dataclass(frozen=True)
+class Audit(Effect):
+    actor: str
+    action: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Announce(Effect):
+    """An incident-level decision on the events stream (escalation listens for
+    ``incident.ack``), audited with its user and time."""
+
+    event: str
+    user: str
+    at: float
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClosingNote(Effect):
+    """The resolved incident's timeline, short, in its thread."""
+
+
+@dataclass(frozen=True)
+class Refused(Effect):
+    """What the person who asked is told: nothing happened, and why."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Told(Effect):
+    """What the person who asked is told: it was done."""
+
+    text: str
+
+
+Decision = tuple[Incident, tuple[Effect, ...]]
+
+
+# --- the decisions ------------------------------------------------------------------------
+
+def decide(incident: Incident, event: FlowEvent) -> Decision:
+    """The new incident and what must happen, for ``event`` on ``incident`` (pure).
+    Raises ``IllegalTransition`` (``StepTaken`` for a step no longer waiting) when the
+    event cannot apply; nothing is written then."""
+    for kind in type(event).__mro__:
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            return handler(incident, event)
+    raise TypeError(f"no decision for {type(event).__name__}")
+
+
+def outcome_state(diagnosis: Diagnosis, n_plans: int) -> IncidentState:
+    """Where a finished diagnosis leaves the incident: no SSH session → diagnosis_failed
+    (Retry); findings but nothing to run → no_action (Resolve); proposed actions →
+    awaiting_approval; a healthy host → resolved."""
+    if diagnosis.status is DiagnosisStatus.UNREACHABLE:
+        return S.DIAGNOSIS_FAILED
+    if n_plans:
+        return S.AWAITING_APPROVAL
+    return S.NO_ACTION if diagnosis.findings else S.RESOLVED
+
+
+def _move(incident: Incident, goal: IncidentState, at: float, actor: str, reason: str,
+          evidence_hash: str | None = None) -> tuple[Incident, Transitioned]:
+    return apply_transition(incident, goal, at), Transitioned(actor, reason, evidence_hash)
+
+
+def _diagnosing(incident: Incident, at: float, by: str, reason: str) -> Decision:
+    """Into diagnosing; the same state again is a claim on the step (storage decides it
+    from the owner and the deadline), written as a re-entry."""
+    if incident.state is S.DIAGNOSING:
+        return replace(incident, updated=at), (Transitioned(by, reason),)
+    new, moved = _move(incident, S.DIAGNOSING, at, by, reason)
+    return new, (moved,)
+
+
+def _alert_opened(incident: Incident, event: AlertOpened) -> Decision:
+    if incident.state not in FIRST_DIAGNOSIS:
+        raise StepTaken(incident.id, incident.state, "no longer waiting for this step")
+    new, moved = _diagnosing(incident, event.at, event.by, "alert received")
+    first = event.alert_card and incident.diagnosis is None
+    card = (PostMessage(required=False),) if first else ()
+    return new, (*moved, *card, RunDiagnosis(evidence=first))
+
+
+def _retry_asked(incident: Incident, event: RetryAsked) -> Decision:
+    """As the first diagnosis, from any state the table lets into diagnosing."""
+    new, moved = _diagnosing(incident, event.at, event.by, "alert received")
+    first = event.alert_card and incident.diagnosis is None
+    card = (PostMessage(required=False),) if first else ()
+    return new, (*moved, *card, RunDiagnosis(evidence=first))
+
+
+def _diagnosis_finished(incident: Incident, event: DiagnosisFinished) -> Decision:
+    if incident.state is not S.DIAGNOSING:
+        raise IllegalTransition(incident.state, outcome_state(event.diagnosis, len(event.plans)))
+    d = event.diagnosis
+    stored = replace(incident, diagnosis=d, plans=event.plans, evidence_hash=event.evidence_hash,
+                     results=(), last_outcome=None, revert_plan=None, running=None,
+                     probe_output=event.probe_output)
+    reason = f"{len(d.findings)} findings, {len(event.plans)} proposed actions"
+    new, moved = _move(stored, outcome_state(d, len(event.plans)), event.at, event.by, reason,
+                       event.evidence_hash)
+    return new, (moved, PostMessage(evidence=event.evidence))
+
+
+def _diagnosis_failed(incident: Incident, event: DiagnosisFailed) -> Decision:
+    """``diagnosis_failed`` naming the error id, with Retry; the message says so."""
+    title = strings.FLOW_DIAGNOSIS_ERROR.format(error_id=event.error_id)
+    failed = Diagnosis(incident.host, playbook_for(incident.kind), DiagnosisStatus.UNREACHABLE,
+                       0.0, (Finding(INTERNAL_ERROR, Severity.WARNING, title),))
+    new = replace(incident, diagnosis=failed, plans=(), results=(), running=None,
+                  updated=event.at)
+    if can_transition(incident.state, S.DIAGNOSIS_FAILED):
+        new, moved = _move(new, S.DIAGNOSIS_FAILED, event.at, event.by, title)
+        return new, (moved, PostMessage())
+    return new, (PostMessage(),)
+
+
+def _approval_clicked(incident: Incident, event: ApprovalClicked) -> Decision:
+    """Accept the claimed approval (the message says running) and run it off the click;
+    a click on an incident that resolved or moved on runs nothing and says why."""
+    approval, user = event.approval, event.by
+    if incident.state not in ACTABLE or incident.running is not None:
+        text = strings.FLOW_NOT_ACTABLE.format(kind=approval.kind, id=incident.id,
+                                               state=incident.state.value)
+        return incident, (Audit(user, "action.skipped", {"reason": text[:500]}),
+                          ReplyInThread(text), Refused(text))
+    new, effects = incident, []
+    if incident.state is S.AWAITING_APPROVAL:
+        new, moved = _move(incident, S.APPROVED, event.at, user, f"approved {approval.kind}",
+                           approval.evidence_hash)
+        effects += [moved, WithdrawPending(user, strings.WITHDRAWN_REASON, keep=approval.id)]
+    new = replace(new, running=Running(approval.kind, user, event.at, approval.id),
+                  updated=event.at)
+    return new, (*effects, PostMessage(), RunAction(approval, user))
+
+
+def _approval_denied(incident: Incident, event: ApprovalDenied) -> Decision:
+    new, effects = incident, []
+    if incident.state is S.AWAITING_APPROVAL:
+        new, moved = _move(incident, S.DENIED, event.at, event.by, event.reason or "denied")
+        effects += [moved, WithdrawPending(event.by, f"denied {event.approval.kind}")]
+    text = strings.FLOW_DENIED.format(user=event.by, kind=event.approval.kind,
+                                      reason=event.reason or "-")
+    return new, (*effects, ReplyInThread(text), PostMessage())
+
+
+def _approval_expired(incident: Incident, event: ApprovalExpired) -> Decision:
+    new, effects = incident, []
+    if incident.state is S.AWAITING_APPROVAL:
+        new, moved = _move(incident, S.EXPIRED, event.at, event.by, "approval expired")
+        effects += [moved, WithdrawPending(event.by, "approval expired")]
+    return new, (*effects, PostMessage())
+
+
+def _action_started(incident: Incident, event: ActionStarted) -> Decision:
+    """First action: approved → remediating; a follow-up (Revert, Resume) goes there from
+    verified, action_failed or resumed."""
+    if incident.state is S.APPROVED:
+        new, moved = _move(incident, S.REMEDIATING, event.at, event.by, "acting")
+        return new, (moved,)
+    if incident.state in FOLLOW_UP_FROM:
+        new, moved = _move(incident, S.REMEDIATING, event.at, event.by,
+                           f"follow-up {event.kind} approved")
+        return new, (moved,)
+    return incident, ()
+
+
+def _action_observed(incident: Incident, event: ActionObserved) -> Decision:
+    """The result stored with what verify saw; remediating → verified when it held, else
+    action_failed; the thread gets the result line and the commands."""
+    result = event.result
+    new = replace(incident.with_result(StepResult.of(result)),
+                  last_outcome=LastOutcome.of(result), updated=event.at)
+    effects: list[Effect] = []
+    if incident.state is S.REMEDIATING:
+        goal = S.VERIFIED if result.ok else S.ACTION_FAILED
+        new, moved = _move(new, goal, event.at, event.by, result.summary)
+        effects.append(moved)
+    return new, (*effects, SayResult(result))
+
+
+def _action_not_needed(incident: Incident, event: ActionNotNeeded) -> Decision:
+    """The finding no longer holds: nothing runs; the thread says what the host shows."""
+    text = strings.FLOW_NOT_ACTING.format(kind=event.kind, now=event.now)
+    new = replace(incident, results=(StepResult(True, text),), updated=event.at)
+    effects: list[Effect] = [Audit(event.by, "action.skipped",
+                                   {"reason": "finding no longer holds", "now": event.now[:500]})]
+    if incident.state is S.APPROVED:
+        new, moved = _move(new, S.RESOLVED, event.at, event.by, "finding no longer holds")
+        effects.insert(0, moved)
+    return new, (*effects, ReplyInThread(text))
+
+
+def _action_failed(incident: Incident, event: ActionFailed) -> Decision:
+    new = replace(incident.with_result(StepResult(False, event.text)),
+                  last_outcome=LastOutcome(event.text), updated=event.at)
+    if incident.state in (S.APPROVED, S.REMEDIATING):
+        new, moved = _move(new, S.ACTION_FAILED, event.at, event.by, event.text[:200])
+        return new, (moved,)
+    return new, ()
+
+
+def _resume_queued(incident: Incident, event: ResumeQueued) -> Decision:
+    new = replace(incident, job_id=event.job_id, updated=event.at)
+    if incident.state is S.VERIFIED:
+        new, moved = _move(new, S.RESUMED, event.at, event.by,
+                           f"extraction {event.job_id} resumed")
+        return new, (moved,)
+    return new, ()
+
+
+def _action_finished(incident: Incident, event: ActionFinished) -> Decision:
+    return replace(incident, running=None, updated=event.at), (PostMessage(),)
+
+
+def _alert_cleared(incident: Incident, event: AlertCleared) -> Decision:
+    return incident, (PostMessage(), ClosingNote())
+
+
+def _acked(incident: Incident, event: Acked) -> Decision:
+    if not incident.is_open:
+        return incident, (_cannot(incident, "acknowledged"),)
+    told = Told(strings.INCIDENT_ACKED.format(id=incident.id))
+    if incident.acked_by:
+        return incident, (told,)
+    new = replace(incident, acked_by=event.by, updated=event.at)
+    return new, (Announce("incident.ack", event.by, event.at), PostMessage(), told)
+
+
+def _resolve_asked(incident: Incident, event: ResolveAsked) -> Decision:
+    """A person's resolve: named in ``resolved_by`` (the transition withdraws the pending
+    approvals in the same write, by this user)."""
+    if not can_transition(incident.state, S.RESOLVED):
+        return incident, (_cannot(incident, "resolved"),)
+    named = replace(incident, resolved_by=event.by, snooze=None)
+    new, moved = _move(named, S.RESOLVED, event.at, event.by, "resolved by a person")
+    return new, (moved, Announce("incident.resolve", event.by, event.at), PostMessage(),
+                 Told(strings.INCIDENT_RESOLVED.format(id=incident.id)))
+
+
+def _snooze_asked(incident: Incident, event: SnoozeAsked) -> Decision:
+    if incident.state not in SNOOZABLE or not 0 < event.duration_s <= MAX_SNOOZE_S:
+        return incident, (_cannot(incident, "snoozed"),)
+    until = event.at + event.duration_s
+    snoozed = replace(incident, snooze=Snooze(event.by, until, incident.state.value))
+    new, moved = _move(snoozed, S.SNOOZED, event.at, event.by, f"snoozed for {event.duration_s}s")
+    detail = {"until": until, "duration_s": event.duration_s}
+    return new, (moved, Announce("incident.snoozed", event.by, event.at, detail), PostMessage(),
+                 Told(strings.INCIDENT_SNOOZED.format(id=incident.id, until=_utc(until))))
+
+
+def _snooze_ended(incident: Incident, event: SnoozeEnded) -> Decision:
+    """Back to the state it was snoozed from (awaiting approval if that was lost)."""
+    if incident.state is not S.SNOOZED or (
+            incident.snooze is not None and incident.snooze.until > event.at):
+        return incident, ()
+    back = S(incident.snooze.from_state if incident.snooze is not None
+             else S.AWAITING_APPROVAL.value)
+    new, moved = _move(replace(incident, snooze=None), back, event.at, event.by, "snooze ended")
+    return new, (moved, PostMessage())
+
+
+def _escalate_asked(incident: Incident, event: EscalateAsked) -> Decision:
+    if not incident.is_open:
+        return incident, (_cannot(incident, "escalated"),)
+    new = replace(incident, escalated_by=event.by, updated=event.at)
+    return new, (Announce("incident.escalate", event.by, event.at),
+                 ReplyInThread(strings.VIEW_ESCALATED.format(who=f"<@{event.by}>")), PostMessage(),
+                 Told(strings.INCIDENT_ESCALATED.format(id=incident.id)))
+
+
+def _retry_clicked(incident: Incident, event: RetryClicked) -> Decision:
+    """The pending approvals withdrawn and the retry announced now; the diagnosis runs
+    off the click (``RetryAsked``). Refused where the incident cannot be retried."""
+    if incident.state not in RETRYABLE:
+        return incident, (_cannot(incident, "retried"),)
+    return incident, (WithdrawPending(event.by, "diagnosing again"),
+                      Announce("incident.retry", event.by, event.at), Rediagnose(),
+                      Told(strings.INCIDENT_RETRYING.format(id=incident.id)))
+
+
+def _cannot(incident: Incident, verb: str) -> Refused:
+    return Refused(strings.INCIDENT_CANNOT.format(id=incident.id, state=incident.state.value,
+                                                  verb=verb))
+
+
+def _utc(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts))
+
+
+_HANDLERS: dict[type, Callable[[Incident, Any], Decision]] = {
+    AlertOpened: _alert_opened, RetryAsked: _retry_asked, RetryClicked: _retry_clicked,
+    DiagnosisFinished: _diagnosis_finished, DiagnosisFailed: _diagnosis_failed,
+    ApprovalClicked: _approval_clicked, ApprovalDenied: _approval_denied,
+    ApprovalExpired: _approval_expired, ActionStarted: _action_started,
+    ActionObserved: _action_observed, ActionNotNeeded: _action_not_needed,
+    ActionFailed: _action_failed, ResumeQueued: _resume_queued,
+    ActionFinished: _action_finished, AlertCleared: _alert_cleared, Acked: _acked,
+    ResolveAsked: _resolve_asked, SnoozeAsked: _snooze_asked, SnoozeEnded: _snooze_ended,
+    EscalateAsked: _escalate_asked,
+}
+EVENTS: tuple[type[FlowEvent], ...] = tuple(_HANDLERS)

@@ -1,0 +1,121 @@
+"""The action registry: every action kind by name, built-in and third-party alike.
+
+Actions register through the ``incident_bot.actions`` entry-point group: each entry is
+``KIND = "module:Class"``, and the class's ``kind`` must be the entry's name. The built-in
+ones are declared in ``pyproject.toml`` like any other (``BUILTIN_MODULES`` names their
+modules, and a test keeps the two equal). The group is read once, on first use, and
+cached: nothing is imported until an action is asked for.
+
+An editable install made before the group existed has no entry points of ours; then the
+built-in modules are loaded from ``BUILTIN_MODULES`` (logged: reinstall to read them from
+the metadata).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+from collections.abc import Iterable
+from importlib.metadata import EntryPoint, entry_points
+
+from bot.remediation.actions.base import Action
+from bot.remediation.spec import ActionRefused
+
+log = logging.getLogger(__name__)
+GROUP = "incident_bot.actions"
+DISTRIBUTION = "incident-bot"
+# the modules of the built-in actions: every ``Action`` subclass defined in one is an action
+# (pyproject.toml lists each as ``KIND = "module:Class"``; a test keeps the two equal)
+BUILTIN_MODULES = (
+    "bot.remediation.actions.systemd", "bot.remediation.actions.dropin",
+    "bot.remediation.actions.process", "bot.remediation.actions.gpu_reset",
+    "bot.remediation.actions.reboot", "bot.remediation.actions.journal",
+    "bot.remediation.actions.disk_cleanup", "bot.remediation.actions.slurm",
+    "bot.remediation.actions.extraction",
+)
+
+
+class BadAction(RuntimeError):
+    """An entry point that does not name an ``Action`` of its own kind."""
+
+
+def _declared() -> list[tuple[str, str]]:
+    """(kind, "module:Class") for every entry of the group; the built-ins when the
+    installed metadata of this package predates the group."""
+    found = list(entry_points(group=GROUP))
+    ours = [ep for ep in found if _dist(ep) == DISTRIBUTION]
+    if not ours:
+        log.info("no %s entry points of %s installed (an editable install older than "
+                    "them): loading the built-in actions; reinstall (pip install -e .) to "
+                    "read them from the package metadata", GROUP, DISTRIBUTION)
+        return [*builtin_entries().items(), *((ep.name, ep.value) for ep in found)]
+    return [(ep.name, ep.value) for ep in found]
+
+
+def builtin_entries() -> dict[str, str]:
+    """kind → "module:Class" for every action class the built-in modules define."""
+    out: dict[str, str] = {}
+    for name in BUILTIN_MODULES:
+        module = importlib.import_module(name)
+        for cls in vars(module).values():
+            if (isinstance(cls, type) and issubclass(cls, Action) and cls.__module__ == name
+                    and "kind" in vars(cls)):
+                out[cls.kind] = f"{name}:{cls.__name__}"
+    return out
+
+
+def _dist(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    name = getattr(dist, "name", "") or ""
+    return name.lower().replace("_", "-")
+
+
+def load_entry(kind: str, value: str) -> Action:
+    module, _, name = value.partition(":")
+    cls = getattr(importlib.import_module(module), name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Action)):
+        raise BadAction(f"{GROUP} entry {kind!r} = {value!r} is not an Action class")
+    if cls.kind != kind:
+        raise BadAction(f"{GROUP} entry {kind!r} names {value}, whose kind is {cls.kind!r}")
+    return cls()
+
+
+@functools.cache
+def _registry() -> dict[str, Action]:
+    out: dict[str, Action] = {}
+    for kind, value in _declared():
+        if kind in out and f"{type(out[kind]).__module__}:{type(out[kind]).__name__}" == value:
+            continue  # the same class twice (built-in fallback and a listing)
+        if kind in out:
+            raise BadAction(f"{GROUP}: kind {kind!r} registered twice")
+        out[kind] = load_entry(kind, value)
+    return out
+
+
+def get(kind: str) -> Action:
+    """The action of ``kind``; ``ActionRefused`` (shown verbatim) for an unknown kind."""
+    action = _registry().get(kind)
+    if action is None:
+        known = ", ".join(sorted(_registry()))
+        raise ActionRefused(f"unknown action kind {kind!r} (known: {known})")
+    return action
+
+
+def find(kind: str) -> Action | None:
+    """The action of ``kind``, or None (a stored record of a kind no longer installed)."""
+    return _registry().get(kind)
+
+
+def all_actions() -> tuple[Action, ...]:
+    return tuple(_registry().values())
+
+
+def kinds() -> tuple[str, ...]:
+    return tuple(sorted(_registry()))
+
+
+def where(kinds_: Iterable[str]) -> dict[str, str]:
+    """kind → the module that defines it (for reports and the architecture test)."""
+    reg = _registry()
+    return {k: type(reg[k]).__module__ for k in kinds_ if k in reg}

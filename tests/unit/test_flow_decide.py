@@ -1,0 +1,261 @@
+"""``bot.domain.flow.decide`` over every (state × event), without I/O: the state table
+guards each change, a change always carries its audit line (``Transitioned``), and each
+event does what the flow did before it was a pure function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from bot.core import strings
+from bot.domain.action_result import ActionResult, Outcome, Verification
+from bot.domain.approval import Approval, ApprovalAction
+from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
+from bot.domain.flow import (
+    ACTABLE,
+    EVENTS,
+    FOLLOW_UP_FROM,
+    RETRYABLE,
+    Acked,
+    ActionFailed,
+    ActionFinished,
+    ActionNotNeeded,
+    ActionObserved,
+    ActionStarted,
+    AlertCleared,
+    AlertOpened,
+    Announce,
+    ApprovalClicked,
+    ApprovalDenied,
+    ApprovalExpired,
+    ClosingNote,
+    DiagnosisFailed,
+    DiagnosisFinished,
+    EscalateAsked,
+    FlowEvent,
+    PostMessage,
+    Rediagnose,
+    Refused,
+    ResolveAsked,
+    ResumeQueued,
+    RetryAsked,
+    RetryClicked,
+    RevertObserved,
+    RunAction,
+    RunDiagnosis,
+    SayResult,
+    SnoozeAsked,
+    SnoozeEnded,
+    Transitioned,
+    WithdrawPending,
+    decide,
+    outcome_state,
+)
+from bot.domain.incident import Incident
+from bot.domain.incident_record import ActionPlan, Running, Snooze
+from bot.domain.lifecycle import (
+    FIRST_DIAGNOSIS,
+    SNOOZABLE,
+    TRANSITIONS,
+    IllegalTransition,
+    IncidentState,
+    StepTaken,
+    can_transition,
+)
+
+S = IncidentState
+AT, BOT, USER = 1_700_000_000.0, "incident-bot", "U0ALICE"
+ACTION = ProposedAction("a1", "systemd.stop_disable", {"unit": "vllm.service"}, "frees GPUs")
+APPROVAL = Approval("ap1", "INC-1", ApprovalAction.of(ACTION, ("systemctl stop vllm.service",)),
+                    "hash", BOT, AT - 60, AT + 1800)
+FOUND = Diagnosis("gpu-01", "vram_idle", DiagnosisStatus.OK, 0.4,
+                  (Finding("gpu.idle_vram_held", Severity.CRITICAL, "8 GPUs held"),), (ACTION,))
+PLAN = ActionPlan(ACTION, ("systemctl stop vllm.service",), "ap1")
+
+
+def result(ok: bool) -> ActionResult:
+    return ActionResult("systemd.stop_disable", {"unit": "vllm.service"}, "gpu-01",
+                        Outcome.SUCCEEDED if ok else Outcome.FAILED, "stopped", USER, "hash",
+                        verification=Verification(ok, "8/8 GPUs free"), started_at=AT - 5,
+                        duration_s=2.0)
+
+
+def incident(state: IncidentState, **parts: object) -> Incident:
+    base = Incident("INC-1", "gpu-01", "vram_idle", state=state, first_seen=AT - 600,
+                    updated=AT - 60, diagnosis=FOUND, plans=(PLAN,))
+    return replace(base, **parts)  # type: ignore[arg-type]
+
+
+EVENT_SAMPLES: dict[type[FlowEvent], FlowEvent] = {
+    AlertOpened: AlertOpened(AT, BOT),
+    RetryAsked: RetryAsked(AT, BOT),
+    RetryClicked: RetryClicked(AT, USER),
+    DiagnosisFinished: DiagnosisFinished(AT, BOT, FOUND, (PLAN,), "hash"),
+    DiagnosisFailed: DiagnosisFailed(AT, BOT, "abc123"),
+    ApprovalClicked: ApprovalClicked(AT, USER, APPROVAL),
+    ApprovalDenied: ApprovalDenied(AT, USER, APPROVAL, "not now"),
+    ApprovalExpired: ApprovalExpired(AT, BOT, APPROVAL),
+    ActionStarted: ActionStarted(AT, USER, "systemd.stop_disable"),
+    ActionObserved: ActionObserved(AT, BOT, result(True)),
+    ActionNotNeeded: ActionNotNeeded(AT, USER, "systemd.stop_disable", "8 GPUs free"),
+    ActionFailed: ActionFailed(AT, BOT, "nothing ran"),
+    ResumeQueued: ResumeQueued(AT, BOT, "ex-0123456789ab"),
+    ActionFinished: ActionFinished(AT, BOT),
+    AlertCleared: AlertCleared(AT, BOT),
+    Acked: Acked(AT, USER),
+    ResolveAsked: ResolveAsked(AT, USER),
+    SnoozeAsked: SnoozeAsked(AT, USER, 3600),
+    SnoozeEnded: SnoozeEnded(AT, BOT),
+    EscalateAsked: EscalateAsked(AT, USER),
+}
+
+
+def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | type[Exception]:
+    """The rule, stated once more, independently of ``decide``."""
+    stays = state
+    rules: dict[type[FlowEvent], Callable[[], IncidentState | type[Exception]]] = {
+        AlertOpened: lambda: S.DIAGNOSING if state in FIRST_DIAGNOSIS else StepTaken,
+        RetryAsked: lambda: S.DIAGNOSING if state is S.DIAGNOSING
+        or can_transition(state, S.DIAGNOSING) else IllegalTransition,
+        RetryClicked: lambda: stays,
+        DiagnosisFinished: lambda: outcome_state(FOUND, 1) if state is S.DIAGNOSING
+        else IllegalTransition,
+        DiagnosisFailed: lambda: S.DIAGNOSIS_FAILED if can_transition(state, S.DIAGNOSIS_FAILED)
+        else stays,
+        ApprovalClicked: lambda: S.APPROVED if state is S.AWAITING_APPROVAL else stays,
+        ApprovalDenied: lambda: S.DENIED if state is S.AWAITING_APPROVAL else stays,
+        ApprovalExpired: lambda: S.EXPIRED if state is S.AWAITING_APPROVAL else stays,
+        ActionStarted: lambda: S.REMEDIATING if state is S.APPROVED or state in FOLLOW_UP_FROM
+        else stays,
+        ActionObserved: lambda: S.VERIFIED if state is S.REMEDIATING else stays,
+        ActionNotNeeded: lambda: S.RESOLVED if state is S.APPROVED else stays,
+        ActionFailed: lambda: S.ACTION_FAILED if state in (S.APPROVED, S.REMEDIATING) else stays,
+        ResumeQueued: lambda: S.RESUMED if state is S.VERIFIED else stays,
+        ActionFinished: lambda: stays,
+        AlertCleared: lambda: stays,
+        Acked: lambda: stays,
+        ResolveAsked: lambda: S.RESOLVED if can_transition(state, S.RESOLVED) else stays,
+        SnoozeAsked: lambda: S.SNOOZED if state in SNOOZABLE else stays,
+        SnoozeEnded: lambda: S.AWAITING_APPROVAL if state is S.SNOOZED else stays,
+        EscalateAsked: lambda: stays,
+    }
+    return rules[type(event)]()
+
+
+def test_every_event_type_has_a_sample_and_a_rule() -> None:
+    assert set(EVENT_SAMPLES) == set(EVENTS)  # RevertObserved is decided as ActionObserved
+
+
+@pytest.mark.parametrize("state", sorted(set(IncidentState), key=lambda s: s.value))
+@pytest.mark.parametrize("kind", list(EVENT_SAMPLES), ids=lambda k: k.__name__)
+def test_every_state_and_event(state: IncidentState, kind: type[FlowEvent]) -> None:
+    event = EVENT_SAMPLES[kind]
+    before = incident(state)
+    want = expected_state(state, event)
+    if isinstance(want, type):
+        with pytest.raises(want):
+            decide(before, event)
+        return
+    new, effects = decide(before, event)
+    assert new.state is want
+    assert new.state is state or new.state in TRANSITIONS[state]  # the table guards it
+    moves = [e for e in effects if isinstance(e, Transitioned)]
+    reentered = new.state is state is S.DIAGNOSING and kind in (AlertOpened, RetryAsked)
+    assert len(moves) == (1 if new.state is not state or reentered else 0)
+    assert before == incident(state)  # nothing changed in place
+    assert decide(before, event) == (new, effects)  # the same input, the same answer
+
+
+def test_the_first_diagnosis_posts_the_alert_card_then_diagnoses() -> None:
+    new, effects = decide(incident(S.OPEN, diagnosis=None, plans=()), AlertOpened(AT, BOT))
+    assert new.state is S.DIAGNOSING and new.updated == AT
+    assert effects == (Transitioned(BOT, "alert received"), PostMessage(required=False),
+                       RunDiagnosis(evidence=True))
+    _, again = decide(incident(S.DIAGNOSING), AlertOpened(AT, BOT))  # a re-drive: no card
+    assert again == (Transitioned(BOT, "alert received"), RunDiagnosis(evidence=False))
+
+
+def test_a_finished_diagnosis_is_stored_with_its_plans_and_posted_in_one_decision() -> None:
+    before = incident(S.DIAGNOSING, diagnosis=None, plans=(), running=Running("x", "y", 1.0))
+    new, effects = decide(before, DiagnosisFinished(AT, BOT, FOUND, (PLAN,), "h1", evidence=True))
+    assert (new.state, new.diagnosis, new.plans, new.evidence_hash, new.running) == (
+        S.AWAITING_APPROVAL, FOUND, (PLAN,), "h1", None)
+    assert effects == (Transitioned(BOT, "1 findings, 1 proposed actions", "h1"),
+                       PostMessage(evidence=True))
+
+
+def test_a_failed_diagnosis_names_its_error_and_keeps_retry() -> None:
+    new, effects = decide(incident(S.DIAGNOSING), DiagnosisFailed(AT, BOT, "e42"))
+    assert new.state is S.DIAGNOSIS_FAILED and new.plans == ()
+    assert new.diagnosis is not None and "e42" in new.diagnosis.findings[0].title
+    assert effects[-1] == PostMessage()
+
+
+def test_an_approve_click_marks_running_withdraws_the_others_and_hands_the_action_over() -> None:
+    new, effects = decide(incident(S.AWAITING_APPROVAL), ApprovalClicked(AT, USER, APPROVAL))
+    assert new.state is S.APPROVED
+    assert new.running == Running("systemd.stop_disable", USER, AT, "ap1")
+    assert [type(e) for e in effects] == [Transitioned, WithdrawPending, PostMessage, RunAction]
+    assert effects[1] == WithdrawPending(USER, strings.WITHDRAWN_REASON, keep="ap1")
+    busy = incident(S.VERIFIED, running=Running("x", USER, AT - 1, "other"))
+    same, said = decide(busy, ApprovalClicked(AT, USER, APPROVAL))
+    assert same == busy and isinstance(said[-1], Refused) and "is verified" in said[-1].text
+
+
+def test_a_follow_up_click_acts_from_where_the_last_action_left_it() -> None:
+    for state in ACTABLE - {S.AWAITING_APPROVAL}:
+        new, effects = decide(incident(state), ApprovalClicked(AT, USER, APPROVAL))
+        assert new.state is state and new.running is not None
+        assert not any(isinstance(e, Transitioned) for e in effects)
+
+
+def test_what_verify_observed_decides_verified_or_failed_and_is_said_in_the_thread() -> None:
+    ok, effects = decide(incident(S.REMEDIATING), ActionObserved(AT, BOT, result(True)))
+    assert ok.state is S.VERIFIED and ok.last_outcome is not None and ok.results[-1].ok
+    assert effects == (Transitioned(BOT, "stopped"), SayResult(result(True)))
+    bad, _ = decide(incident(S.REMEDIATING), ActionObserved(AT, BOT, result(False)))
+    assert bad.state is S.ACTION_FAILED and not bad.results[-1].ok
+    undone, _ = decide(incident(S.REMEDIATING), RevertObserved(AT, BOT, result(True)))
+    assert undone.state is S.VERIFIED  # today's rule; issue 35 words a revert "Reverted"
+
+
+def test_a_resumed_extraction_links_the_job_and_moves_verified_to_resumed() -> None:
+    new, effects = decide(incident(S.VERIFIED), ResumeQueued(AT, BOT, "ex-0123456789ab"))
+    assert (new.state, new.job_id) == (S.RESUMED, "ex-0123456789ab")
+    assert effects == (Transitioned(BOT, "extraction ex-0123456789ab resumed"),)
+
+
+def test_the_action_step_ending_clears_its_mark_and_rerenders() -> None:
+    new, effects = decide(incident(S.VERIFIED, running=Running("k", USER, AT, "ap1")),
+                          ActionFinished(AT, BOT))
+    assert new.running is None and effects == (PostMessage(),)
+
+
+def test_a_cleared_alert_rerenders_and_posts_the_closing_note() -> None:
+    same, effects = decide(incident(S.RESOLVED), AlertCleared(AT, BOT))
+    assert same == incident(S.RESOLVED) and effects == (PostMessage(), ClosingNote())
+
+
+def test_a_persons_decisions_are_announced_and_refused_where_they_do_not_apply() -> None:
+    acked, effects = decide(incident(S.AWAITING_APPROVAL), Acked(AT, USER))
+    assert acked.acked_by == USER and Announce("incident.ack", USER, AT) in effects
+    _, again = decide(acked, Acked(AT, USER))
+    assert not any(isinstance(e, Announce) for e in again)  # acked once
+    resolved, effects = decide(incident(S.NO_ACTION), ResolveAsked(AT, USER))
+    assert (resolved.state, resolved.resolved_by) == (S.RESOLVED, USER)
+    snoozed, _ = decide(incident(S.ACTION_FAILED), SnoozeAsked(AT, USER, 600))
+    assert snoozed.snooze == Snooze(USER, AT + 600, "action_failed")
+    woke, _ = decide(snoozed, SnoozeEnded(AT + 601, BOT))
+    assert woke.state is S.ACTION_FAILED and woke.snooze is None
+    still, _ = decide(snoozed, SnoozeEnded(AT + 10, BOT))
+    assert still == snoozed
+    _, too_long = decide(incident(S.NO_ACTION), SnoozeAsked(AT, USER, 8 * 86400))
+    assert isinstance(too_long[0], Refused)
+    for state in RETRYABLE:
+        same, retry = decide(incident(state), RetryClicked(AT, USER))
+        assert same.state is state and Rediagnose() in retry
+        assert any(isinstance(e, WithdrawPending) for e in retry)
+    _, no = decide(incident(S.VERIFIED), RetryClicked(AT, USER))
+    assert [type(e) for e in no] == [Refused]
