@@ -298,8 +298,17 @@ class Watch:
             raw = self.redis.hget(keys.incident(h.incident), "plans")
             plans = json.loads(raw) if raw else []
             if plans:
-                self.sender.block_action(USER, "approve", str(plans[0]["approval_id"]),
-                                         channel=CHANNEL)
+                try:
+                    r = self.sender.block_action(USER, "approve", str(plans[0]["approval_id"]),
+                                                 channel=CHANNEL)
+                except httpx.HTTPError as exc:  # a busy serve closed the connection: again
+                    print(f"click on {h.incident} not delivered ({exc}); again next poll",
+                          flush=True)
+                    continue
+                if r.status_code != 200:
+                    print(f"click on {h.incident} answered {r.status_code}; again next poll",
+                          flush=True)
+                    continue
             self.clicked[h.incident] = now
 
     def settled(self) -> bool:
@@ -328,10 +337,18 @@ def send_alerts(hosts: list[Host], urls: list[str], spread_s: float) -> None:
         h.sent = time.monotonic()
         body = {"host": h.name, "kind": h.kind, "severity": "critical", "id": f"burst-{n}",
                 "summary": f"{h.kind} on {h.name}"}
-        r = httpx.post(f"{urls[n % len(urls)]}/alerts", json=body, timeout=60,
-                       headers={"Authorization": f"Bearer {ALERT_TOKEN}"})
-        r.raise_for_status()
-        h.incident = str(r.json()["incidents"][0])
+        for attempt in range(10):  # as the agent does: 503 and a dropped connection retried
+            try:
+                r = httpx.post(f"{urls[(n + attempt) % len(urls)]}/alerts", json=body,
+                               timeout=60, headers={"Authorization": f"Bearer {ALERT_TOKEN}"})
+            except httpx.HTTPError:
+                time.sleep(0.5)
+                continue
+            if r.status_code == 200:
+                h.incident = str(r.json()["incidents"][0])
+                return
+            time.sleep(0.5)
+        raise SystemExit(f"the alert of {h.name} was not taken after 10 tries")
 
     with ThreadPoolExecutor(32) as pool:
         list(pool.map(one, range(len(hosts))))

@@ -393,7 +393,8 @@ def render(results: dict[str, R], facts: dict[str, str]) -> str:
              f"- CPU: {facts['cpu']}; cores: {facts['cores']}; load average before "
              f"{facts['load_before']}, after {facts['load_after']}",
              f"- Python {facts['python']}; Redis {facts['redis']}; {facts['openssh']}; "
-             f"torch {facts['torch']}; {facts['os']}", "",
+             f"torch {facts['torch']}; {facts['os']}",
+             *([f"- conditions: {facts['note']}"] if facts.get("note") else []), "",
              "| benchmark | ours | alternative (same run) | ratio | goal | result |",
              "|---|---|---|---|---|---|"]
     missed: dict[str, list[str]] = {}
