@@ -346,6 +346,7 @@ def send_alerts(hosts: list[Host], urls: list[str], spread_s: float) -> None:
                 continue
             if r.status_code == 200:
                 h.incident = str(r.json()["incidents"][0])
+                h.seen["stored"] = time.monotonic()  # on disk (AOF always), answered 200
                 return
             time.sleep(0.5)
         raise SystemExit(f"the alert of {h.name} was not taken after 10 tries")
@@ -402,11 +403,14 @@ def stage_times(hosts: list[Host], audit: AuditLog, offset: float,
     """Seconds from each alert to each stage (wall-clock audit times brought onto this
     process's monotonic clock by ``offset``). ``placed``: when each storm member joined
     its storm (wall clock); visible minus placed is the chat's own part."""
-    out: dict[str, list[float]] = {"visible": [], "placed": [], "diagnosed": [],
-                                   "dispatched": [], "verified": [], "drained": []}
+    out: dict[str, list[float]] = {"stored": [], "placed": [], "visible": [],
+                                   "diagnosed": [], "dispatched": [], "verified": [],
+                                   "drained": []}
     for h in hosts:
         if "visible" in h.seen:
             out["visible"].append(h.seen["visible"] - h.sent)
+        if "stored" in h.seen:
+            out["stored"].append(h.seen["stored"] - h.sent)
         if "drained" in h.seen:
             out["drained"].append(h.seen["drained"] - h.sent)
         if h.incident in placed:

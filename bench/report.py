@@ -313,8 +313,9 @@ def _fleet_digest(r: R) -> list[Row]:
 
 
 BURST_STAGES = {  # stage -> (what it is, NVSentinel's figure it is beside, our goal)
-    "visible": ("alert → visible in Slack (own message or a storm's)", None, ("p99", 3.0)),
+    "stored": ("alert → stored (the webhook answered 200)", None, None),
     "placed": ("alert → placed in a storm (its row due in the next edit)", None, None),
+    "visible": ("alert → visible in Slack (own message or a storm's)", None, ("p99", 3.0)),
     "diagnosed": ("alert → diagnosed", None, ("p99", 10.0)),
     "dispatched": ("alert → auto fix dispatched", "dispatched", None),
     "verified": ("alert → auto-fixed and verified", "back", ("p50", 20.0)),
