@@ -78,6 +78,10 @@ def _diagnose_here(target_spec: str, playbook: str, config: str | Path | None,
         from bot.config.settings import load_settings
 
         settings = load_settings(config)
+        if settings.extensions:  # the config's operator extensions add their findings
+            from bot.extensions import load_and_install
+
+            load_and_install(settings.extensions, str(config))
         target = resolve(settings, target_spec, key=ssh_key, known_hosts=known_hosts)
         options, ssh = options_for(settings, target), settings.ssh_defaults
     with ParamikoPool(ssh) as pool:
