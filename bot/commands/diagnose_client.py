@@ -51,7 +51,7 @@ def fast_main(args: list[str]) -> int | None:
         raise UserError(unreachable_line(answer, has_key=True), 1)
     if not as_json:
         from bot.commands.common import console
-        from bot.commands.diagnose import render
+        from bot.commands.diagnose_view import render
         from bot.domain.findings import Diagnosis
 
         render(Diagnosis.from_dict(answer), console())
