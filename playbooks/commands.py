@@ -11,6 +11,9 @@ QUERY_GPU_FIELDS = "index,uuid,memory.used,memory.total,utilization.gpu,name"
 QUERY_APPS_FIELDS = "pid,gpu_uuid,used_memory,process_name"
 CSV = "--format=csv,noheader,nounits"
 QUERY_GPU_COMMAND = f"nvidia-smi --query-gpu={QUERY_GPU_FIELDS} {CSV}"
+# The sampler's one looping nvidia-smi (``probes.gpu_samples``): ``count`` first, so the
+# host can tell when a sample is complete; the loop strips it again.
+SAMPLE_GPU_COMMAND = f"nvidia-smi --query-gpu=count,{QUERY_GPU_FIELDS} {CSV}"
 QUERY_APPS_COMMAND = f"nvidia-smi --query-compute-apps={QUERY_APPS_FIELDS} {CSV}"
 QUERY_XML_COMMAND = "nvidia-smi -q -x"
 # The kernel ring buffer of this boot: journald's copy first (survives a full ring

@@ -183,6 +183,23 @@ class IncidentStore:
             out[incident.state.value] = out.get(incident.state.value, 0) + 1
         return out
 
+    def glance(self, ids: Sequence[str]) -> builtins.list[tuple[str, str, str, str]]:
+        """``(id, host, state, updated)`` of each existing incident of ``ids``, in one
+        round trip and without the diagnosis (a storm's table lists every member each
+        second, and reads in full only the rows it shows and that changed)."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            for incident_id in ids:
+                pipe.hmget(keys.incident(incident_id), ["host", "state", "updated"])
+            rows = pipe.execute()
+        return [(i, str(host), str(state), str(updated or ""))
+                for i, (host, state, updated) in zip(ids, rows, strict=True)
+                if host is not None and state is not None]
+
+    def get_many(self, ids: Sequence[str]) -> builtins.list[Incident]:
+        """The incidents of ``ids`` that exist, in that order, in one round trip (a storm's
+        table reads every member at each render)."""
+        return self._load(ids)
+
     def _load(self, ids: Sequence[str]) -> builtins.list[Incident]:
         with self.redis.pipeline(transaction=False) as pipe:
             for incident_id in ids:

@@ -34,6 +34,7 @@ from storage.renders import RenderLedger
 from storage.samples import SampleStore
 from storage.silences import SilenceStore
 from storage.slack_budget import BudgetSettings, SlackBudget
+from storage.storms import StormStore
 from storage.usergroups import UsergroupCache
 
 Clock = Callable[[], float]
@@ -80,6 +81,10 @@ class Stores:
 
     def chat_outbox(self) -> ChatOutboxStore:
         return ChatOutboxStore(self._text)
+
+    def storms(self, *, window_s: float = 60.0, threshold: int = 10,
+               quiet_s: float = 300.0) -> StormStore:
+        return StormStore(self._text, window_s=window_s, threshold=threshold, quiet_s=quiet_s)
 
     def samples(self) -> SampleStore:
         return SampleStore(self._text)

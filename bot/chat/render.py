@@ -242,6 +242,12 @@ def _plan_section(host: str, plan: ActionPlan, diagnosis: Diagnosis,
     return Section(text=text, buttons=_buttons(host, plan) if show else ())
 
 
+def offer_buttons(host: str, plan: ActionPlan) -> tuple[Button, ...]:
+    """The buttons a pending offer shows on the card (Approve with the exact commands in
+    its confirm dialog, then Deny): a storm's table row offers the same first one."""
+    return _buttons(host, plan)
+
+
 def _buttons(host: str, plan: ActionPlan) -> tuple[Button, ...]:
     """Approve carries the exact commands in its confirm dialog; Deny is never red. An
     offer that undoes a fix is a plain Revert that always asks first, never primary."""

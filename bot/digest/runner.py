@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from bot.chat.base import ChatBackend, MessageRef
 from bot.core import metrics, strings
 from bot.digest.build import build_digest
-from bot.digest.charts import render_chart
+from bot.digest.fleet_chart import digest_chart
 from bot.digest.model import (
     ActionRecord,
     Digest,
@@ -98,7 +98,7 @@ class DigestRunner:
     def chart(self, digest: Digest, series: dict[str, dict[str, list[Point]]], tag: str) -> Path:
         stamp = datetime.fromtimestamp(digest.end, UTC).strftime("%Y%m%dT%H%M%SZ")
         name = f"digest-{_SAFE_NAME.sub('_', tag)[:40]}-{stamp}.png"
-        return render_chart(digest, series, self.out_dir / name, self.cfg)
+        return digest_chart(digest, series, self.out_dir / name, self.cfg)
 
     def run(self, channel: str, start: float, end: float,
             thread: MessageRef | None = None) -> DigestResult:

@@ -44,6 +44,7 @@ from bot.flow.reconcile import reconcile_settings
 from bot.flow.repeat_watch import RepeatWatch
 from bot.flow.runner import FlowRunner
 from bot.flow.slurm_step import SlurmStep
+from bot.flow.storm import Storms
 from bot.jobs.book import JobBook
 from bot.remediation.options import options_from_extra
 from bot.remediation.policy_gate import gate_from_settings
@@ -92,6 +93,7 @@ class Flow:
     policies: PolicyStep | None = None
     stats: Callable[[int], str] | None = None
     slurm: SlurmStep | None = None
+    storms: Storms | None = None  # issue 37: its render loop is started by ``bot/service.py``
 
     def consumer(self, diagnoses: Executor | None = None, workers: int = 0) -> Consumer:
         """A new consumer loop on the events stream (one per thread); ``diagnoses`` runs
@@ -129,6 +131,7 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     publisher = Publisher(incidents, approvals, renders, outbox, where,
                           oncall=settings.slack.oncall, runbooks=settings.runbooks, clock=clock,
                           can_escalate=can_escalate(settings, where))
+    storms = _storms(settings, stores, incidents, outbox, renders, publisher, clock)
     gate = gate_from_settings(settings, stores, clock=clock) if settings.policies else None
     plans = Plans(incidents, approvals, audit, policy, gate=gate, bot_user=BOT_USER, clock=clock)
     events = stores.events()
@@ -166,7 +169,22 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
         progress=ProgressStep(incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
         actions=actions, clock=clock, flow_runner=flow_runner, closing_note=closing_note,
-        stats=_stats_report(incidents, audit, clock), policies=policies)
+        stats=_stats_report(incidents, audit, clock), policies=policies, storms=storms)
+
+
+def _storms(settings: Settings, stores: Stores, incidents: IncidentStore, outbox: ChatOutbox,
+            renders: RenderLedger, publisher: Publisher,
+            clock: Callable[[], float]) -> Storms | None:
+    """Storms (issue 37) wired into the publisher (placement of first messages) and the
+    outbox (a member's card goes in the storm's thread); None when turned off."""
+    cfg = settings.slack.storm
+    if cfg.per_minute <= 0:
+        return None
+    storms = Storms(stores.storms(threshold=cfg.per_minute, quiet_s=cfg.quiet_s), incidents,
+                    outbox, renders, clock=clock)
+    publisher.storms = storms
+    outbox.placement = storms.placement
+    return storms
 
 
 def _stats_report(incidents: IncidentStore, audit: AuditLog,

@@ -71,7 +71,6 @@ HOME_HOST = "{badge}*{host}* · {n} GPUs: {busy} busy · {idle} held idle · {fr
 HOME_HOST_UNSAMPLED = "*{host}* · {n} GPUs expected: no sample yet"
 HOME_INCIDENT = "{icon} *{id}* {host} · {kind} · {state} · open {age}"
 HOME_JOB = "*{name}* on {host} · {bar} {pct} · {done}/{total} · {rate}"
-HOME_MORE = "… and {n} more"
 HOME_NO_HOSTS = "No host samples yet (is the sampler or agent running?)"
 HOME_NO_INCIDENTS = "Nothing open."
 HOME_NO_JOBS = "No extraction is running."
