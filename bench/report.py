@@ -291,6 +291,19 @@ def _first(r: R) -> list[Row]:
     ]
 
 
+def _gate(r: R) -> list[Row]:
+    return [
+        ("health gate on a sim host, warm pool (readings; `dcgmi diag -r 1` then `-r 2`; the "
+         "CUDA smoke; the sim answers DCGM and the smoke at once)",
+         f"whole gate {_s(r['gate']['median_s'])} (p90 {_s(r['gate']['p90_s'])}): readings "
+         f"{_s(r['readings']['median_s'])}, dcgm {_s(r['dcgm']['median_s'])}, smoke "
+         f"{_s(r['smoke']['median_s'])}",
+         f"the readings level alone (the gate before issue 36) "
+         f"{_s(r['readings_alone']['median_s'])}",
+         f"{r['ratio']:.2f}x the time (gate / readings alone)", "-", "-"),
+    ]
+
+
 def _fleet_digest(r: R) -> list[Row]:
     sizes = {int(x["hosts"]): x for x in r["sizes"]}
     base = sizes[min(sizes)]
@@ -373,7 +386,8 @@ def _burst(r: R) -> list[Row]:
 SECTIONS: dict[str, Callable[[R], list[Row]]] = {
     "digest": _digest, "sim": _sim,
     "startup": _startup, "diagnose": _diagnose, "ingest": _ingest, "slack": _slack,
-    "extract": _extract, "first": _first, "fleetdigest": _fleet_digest, "burst": _burst,
+    "extract": _extract, "first": _first, "gate": _gate, "fleetdigest": _fleet_digest,
+    "burst": _burst,
 }
 
 
@@ -407,7 +421,7 @@ def render(results: dict[str, R], facts: dict[str, str]) -> str:
     lines += ["", "How each is measured: see the docstring at the top of each script in "
               "`bench/` (`startup.py`, `diagnose.py`, `ingest.py`, `bench_slack.py`, "
               "`extract.py`, `digest_bench.py`, `bench_sim.py`, `first_message.py`, "
-              "`digest_fleet.py`, `burst.py`). Ratios "
+              "`gate_levels.py`, `digest_fleet.py`, `burst.py`). Ratios "
               "are the alternative's "
               "time over ours (higher is better for us), except the extraction row (job time / "
               "bare time, lower is better). Wall times on a shared machine include waiting for a "

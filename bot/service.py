@@ -121,6 +121,7 @@ class Service:
 
 def check_sections(settings: Settings) -> None:
     """Validate every ``extra`` section now: a typo fails at start, not at 3 a.m."""
+    from bot.config.gate import gate_settings
     from bot.config.inventory import diagnostics_settings
     from bot.domain.xid import xid_policy_from_extra
     from bot.extract.config import extract_settings
@@ -133,6 +134,7 @@ def check_sections(settings: Settings) -> None:
     extract_settings(settings.extra)
     xid_policy_from_extra(settings.extra)
     reconcile.reconcile_settings(settings.extra)
+    gate_settings(settings)
 
 
 def build_service(settings: Settings, *, runner: SSHRunner | None = None,

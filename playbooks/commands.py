@@ -23,3 +23,29 @@ FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager"
 DCGM_MISSING = "dcgmi: not installed"
 DCGM_DIAG_COMMAND = (f"if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 1; "
                      f"else echo '{DCGM_MISSING}'; fi")
+# The health gate (issue 36): exact times for "no new Xid since the repair" (dmesg's are
+# seconds since boot), and DCGM's diagnostic as JSON at a level the gate names.
+GATE_KERNEL_COMMAND = "journalctl -k -b -o short-unix --no-pager -q 2>/dev/null || dmesg"
+
+
+def dcgm_json_command(level: int) -> str:
+    """``dcgmi diag -r LEVEL -j`` where DCGM is installed (``level`` is 1..4, an int)."""
+    return (f"if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r {int(level)} -j; "
+            f"else echo '{DCGM_MISSING}'; fi")
+# Fabric and platform (issue 36): the PCIe link, temperature and NVLink counters in one
+# nvidia-smi round trip (a hung driver costs one channel, not two); InfiniBand from ibstat
+# where installed and from sysfs always (the counters are only there).
+PLATFORM_FIELDS = ("index,pci.bus_id,pcie.link.gen.current,pcie.link.gen.max,"
+                   "pcie.link.width.current,pcie.link.width.max,temperature.gpu,utilization.gpu")
+PLATFORM_SECTION = "==incident-bot:nvlink=="
+PLATFORM_COMMAND = (f"nvidia-smi --query-gpu={PLATFORM_FIELDS} {CSV}; "
+                    f"echo {PLATFORM_SECTION}; nvidia-smi nvlink -e")
+IB_SECTION = "==incident-bot:ib-sysfs=="
+IB_COMMAND = ("if command -v ibstat >/dev/null 2>&1; then ibstat 2>/dev/null; fi; "
+              f"echo {IB_SECTION}; for p in /sys/class/infiniband/*/ports/*; do "
+              "[ -r \"$p/state\" ] || continue; "
+              "printf '%s|%s|%s|%s|%s|%s\\n' \"$p\" \"$(cat \"$p/state\")\" "
+              "\"$(cat \"$p/phys_state\" 2>/dev/null)\" "
+              "\"$(cat \"$p/counters/link_downed\" 2>/dev/null)\" "
+              "\"$(cat \"$p/counters/symbol_error\" 2>/dev/null)\" "
+              "\"$(cat \"$p/rate\" 2>/dev/null)\"; done")

@@ -45,6 +45,7 @@ from bot.domain.lifecycle import (
     is_transient,
 )
 from bot.domain.planner import Planner, PlanOutcome
+from bot.domain.xid import DEFAULT_POLICY, XidPolicy
 from storage import inflight, keys
 from storage.approvals import Withdrawal, mark_resolved_in, watch_pending, withdraw_in
 from storage.audit import AuditLog
@@ -94,7 +95,8 @@ class IncidentStore:
 
     def __init__(self, redis: Redis, *, group_wait_s: float = 30.0,
                  clock: Callable[[], float] = time.time, max_attempts: int = 50,
-                 id_block: int = 64, deadlines: StepDeadlines | None = None) -> None:
+                 id_block: int = 64, deadlines: StepDeadlines | None = None,
+                 xid_policy: XidPolicy = DEFAULT_POLICY) -> None:
         if not redis.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("IncidentStore needs a Redis client with decode_responses=True")
         self.redis = redis
@@ -106,6 +108,7 @@ class IncidentStore:
         self.ids = IdBlocks(redis, size=id_block)
         self.deadlines = deadlines or StepDeadlines()
         self.inflight = InflightRegistry(redis, clock)
+        self.xid_policy = xid_policy  # which Xids are the application's (storms, issue 36)
 
     # --- ingest ----------------------------------------------------------------------
     def ingest(self, alerts: Sequence[Alert]) -> IngestResult:
@@ -134,7 +137,8 @@ class IncidentStore:
     def _ingest_once(self, pipe: Pipeline, alerts: Sequence[Alert]) -> IngestResult:
         view = read_view(pipe, alerts)
         now = self.clock()
-        plan = Planner(view, now, self.group_wait_s, self.ids).run(list(alerts))
+        plan = Planner(view, now, self.group_wait_s, self.ids,
+                       xid_policy=self.xid_policy).run(list(alerts))
         write_plan(pipe, plan, view, now, open_deadline_s=self.deadlines.open_s)
         return IngestResult(plan.outcomes)
 

@@ -319,6 +319,27 @@ def outbox_due_top() -> str:
     return _k("outbox", "due", "top")
 
 
+# health history per node (issue 36: repeat offenders, the smoke baseline)
+def health_faults(host: str) -> str:
+    """Sorted set of ``FaultSeen`` JSON by time: the hardware faults each diagnosis saw."""
+    return _k("health", host, "faults")
+
+
+def health_gates(host: str) -> str:
+    """Sorted set of ``GatePass`` JSON by time: the gates that passed on this node."""
+    return _k("health", host, "gates")
+
+
+def health_smoke(host: str) -> str:
+    """Hash: GPU key (UUID) -> its last good smoke figures (JSON)."""
+    return _k("health", host, "smoke")
+
+
+def health_rma() -> str:
+    """Hash: host -> the ``RepeatOffence`` that sent it to RMA (JSON)."""
+    return _k("health", "rma")
+
+
 # --- storms: a burst of incidents in one channel as one growing message (issue 37) --------
 def storm_arrivals(channel: str) -> str:
     """Sorted set: incident id → when its first message was due in ``channel`` (the last

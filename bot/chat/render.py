@@ -31,6 +31,7 @@ from bot.domain.approval import Approval, ApprovalStatus
 from bot.domain.findings import Diagnosis, ProposedAction
 from bot.domain.incident_record import ActionPlan, StepResult
 from bot.domain.runbooks import runbook_links
+from bot.domain.xid_storm import storm_line
 
 MAX_GROUP_HOSTS = 20
 
@@ -122,6 +123,9 @@ def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float,
         context = summary.context_line(diagnosis)
         if context:  # the crash or reboot: context for the headline, never the headline
             text += "\n" + context
+    xids = tuple(getattr(incident, "xids", ()) or ())
+    if xids:  # an Xid storm folded into this incident: "Xid 45 ×224 since 10:02 UTC"
+        text += "\n" + escape(storm_line(xids, now, held=_val(incident.severity) != "critical"))
     hosts = tuple(getattr(incident, "hosts", ()) or ())
     if len(hosts) > 1:  # a group parent: a rack reboot is one message listing its hosts
         shown = ", ".join(escape(h) for h in hosts[:MAX_GROUP_HOSTS])

@@ -34,7 +34,9 @@ SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
               "INCIDENT_BOT_ALERT_TOKEN", "INCIDENT_BOT_DIAGNOSE_TOKEN")
 EXTRA_SECTIONS = frozenset(
     {"diagnostics", "remediation", "scheduler", "digest", "escalation", "extract",
-     "reconcile"})  # reconcile: issue 24 (bot/flow/reconcile.py)
+     "reconcile",  # reconcile: issue 24 (bot/flow/reconcile.py)
+     "xid_policy",  # bot/domain/xid.py (documented before it was accepted here)
+     "gate"})  # the graded health gate and repeat offenders (bot/config/gate.py)
 TARGET_RE = re.compile(r"^(?:(?P<user>[a-z_][a-z0-9_.-]{0,31})@)?"
                        rf"(?P<host>[{HOST_CHARS}]+?)(?::(?P<port>\d{{1,5}}))?$")
 

@@ -18,6 +18,7 @@ from bot.digest.model import (
 from bot.digest.needs import digest_needs
 from bot.digest.response_stats import ResponseRow
 from bot.digest.waste import waste
+from bot.domain.repeat import RepeatOffence
 from bot.domain.slurm import DrainedNode
 
 
@@ -25,9 +26,11 @@ def build_digest(start: float, end: float, series_by_host: SeriesByHost,
                  incidents: Iterable[IncidentRecord] = (), actions: Iterable[ActionRecord] = (),
                  jobs: Iterable[JobRecord] = (), cfg: DigestSettings | None = None,
                  drained: Iterable[DrainedNode] = (),
-                 response: Iterable[ResponseRow] = ()) -> Digest:
+                 response: Iterable[ResponseRow] = (),
+                 rma: Iterable[RepeatOffence] = ()) -> Digest:
     """The whole digest for ``[start, end)``; hosts ranked by what they need of a person
-    (``bot.domain.fleet_needs``), then by GPU time wasted."""
+    (``bot.domain.fleet_needs``), then by GPU time wasted; ``rma``: the nodes on the RMA
+    list (a fault back after a passed health gate)."""
     if end <= start:
         raise ValueError("digest period must have end > start")
     cfg = cfg or DigestSettings()
@@ -40,4 +43,4 @@ def build_digest(start: float, end: float, series_by_host: SeriesByHost,
     return Digest(start, end, tuple(hosts), incident_stats(records, start, end),
                   action_counts(actions, start, end), tuple(jobs),
                   waste(series_by_host, records, cfg, start, end), nodes,
-                  tuple(response), needs)
+                  tuple(response), needs, tuple(rma))

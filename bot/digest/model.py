@@ -20,6 +20,7 @@ from bot.digest.response_stats import ResponseRow
 from bot.digest.settings import DigestSchedule, DigestSettings  # noqa: F401 - re-exported
 from bot.domain.fleet_needs import HostNeed, slope_per_s
 from bot.domain.incident import IncidentSummary
+from bot.domain.repeat import RepeatOffence
 from bot.domain.slurm import DrainedNode
 
 Point = tuple[float, float]
@@ -147,6 +148,7 @@ class Digest:
     drained: tuple[DrainedNode, ...] = ()  # Slurm nodes out of the scheduler at its end
     response: tuple[ResponseRow, ...] = ()  # MTTA / MTTR per kind of the period's incidents
     needs: tuple[HostNeed, ...] = ()  # hosts a person should look at, most urgent first
+    rma: tuple[RepeatOffence, ...] = ()  # nodes sent to RMA: a fault back after a passed gate
 
     @property
     def idle_gpu_minutes(self) -> float:

@@ -14,6 +14,7 @@ from bot.chat.text import clip, code_safe, escape
 from bot.core import fmt, strings
 from bot.digest.model import Digest, DiskStats, HostStats, JobRecord, Stat, Waste
 from bot.digest.response_stats import stats_lines
+from bot.domain.repeat import RepeatOffence
 from bot.domain.slurm import DrainedNode
 
 MAX_HOST_SECTIONS = 10  # the most urgent hosts in detail; the ranking names more
@@ -126,6 +127,8 @@ def summary_section(d: Digest) -> Section:
     fields.append(_actions_line(d.actions))
     if d.drained:
         fields.append(drained_line(d.drained, d.end))
+    if d.rma:
+        fields.append(rma_line(d.rma, d.end))
     gpus = sum(len(h.gpus) for h in d.hosts)
     text = strings.DIGEST_SUMMARY.format(hosts=len(d.hosts), gpus=gpus,
                                          idle=fmt_gpu_minutes(d.idle_gpu_minutes))
@@ -163,6 +166,17 @@ def render_digest(d: Digest) -> ChatMessage:
                                             end=f"{b:%Y-%m-%d %H:%M} UTC")
     return ChatMessage(text=text, header=strings.DIGEST_HEADER.format(period=period),
                        sections=tuple(sections), context=(context,))
+
+
+def rma_line(offences: tuple[RepeatOffence, ...], now: float) -> str:
+    """The nodes kept out for RMA: which fault came back, how long after a passed gate."""
+    shown = [strings.DIGEST_RMA_NODE.format(
+        host=escape(o.host), key=escape(clip(o.key, 60)),
+        after=fmt.duration(o.again_at - o.passed_at), ago=fmt.age(now, o.again_at))
+        for o in offences[:MAX_WASTE_ROWS]]
+    if len(offences) > MAX_WASTE_ROWS:
+        shown.append(strings.SHOWN_OF.format(shown=MAX_WASTE_ROWS, total=len(offences)))
+    return strings.DIGEST_RMA.format(nodes="; ".join(shown))
 
 
 def drained_line(nodes: tuple[DrainedNode, ...], now: float) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 
 from bot.core.errors import log_internal
-from bot.domain.flow import AlertCleared
+from bot.domain.flow import AlertCleared, XidsFolded
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
 from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
@@ -65,6 +65,9 @@ class Consumer:
                 self._diagnose(event["child"])  # the new host: diagnosed, in the thread
             elif kind == "incident.resolved" and self.flow_runner is not None:
                 self.flow_runner.handle(incident_id, AlertCleared(self.clock(), self.bot_user))
+            elif kind == "incident.folded" and self.flow_runner is not None:
+                # an Xid storm's count, edited on its message (other folds say nothing new)
+                self.flow_runner.handle(incident_id, XidsFolded(self.clock(), self.bot_user))
         except StepTaken as taken:  # a duplicate or late delivery: someone else has it
             log.info("flow event skipped: %s", taken)
 

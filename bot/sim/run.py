@@ -20,7 +20,8 @@ TOOLS = {
     "nvidia-smi": "nvidia_smi", "systemctl": "systemctl", "ps": "ps", "kill": "kill",
     "df": "disk", "du": "disk", "lsof": "files", "fuser": "files", "journalctl": "journal",
     "uptime": "misc", "who": "misc", "crontab": "misc", "free": "misc", "dmesg": "misc",
-    "hostname": "misc", "docker": "docker", "sudo": "sudo",
+    "hostname": "misc", "docker": "docker", "sudo": "sudo", "ibstat": "infiniband",
+    "dcgmi": "dcgmi", "python3": "smoke", "nvidia-bug-report.sh": "bugreport",
 }
 SESSION = "__session__"
 STUB = "__stub__"  # a scenario's own program (``commands:``): bot.sim.tools.stub answers it
