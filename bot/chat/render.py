@@ -9,7 +9,6 @@ All text from hosts, alerts and people is escaped (``bot.chat.text``).
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from bot.domain.approval import Approval, ApprovalStatus
 from bot.domain.findings import Diagnosis, ProposedAction
 from bot.domain.incident_record import ActionPlan, StepResult
 from bot.domain.runbooks import runbook_links
+from bot.domain.xid_storm import storm_line
 
 MAX_GROUP_HOSTS = 20
 
@@ -75,7 +75,7 @@ def render_incident(
                 Section(summary.state_line(incident, now))]
     sections += [Section(line) for line in status_lines(marks)]
     sections += state_sections(state, getattr(incident, "last_outcome", None),
-                               [f.title for f in diagnosis.findings])
+                               _state_findings(state, diagnosis))
     sections += _also_found(state, diagnosis)
     settled = state in summary.OUTCOME_STATES
     sections += _plan_sections(incident.host, plans, diagnosis, approvals, clickable, settled)
@@ -123,6 +123,9 @@ def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float,
         context = summary.context_line(diagnosis)
         if context:  # the crash or reboot: context for the headline, never the headline
             text += "\n" + context
+    xids = tuple(getattr(incident, "xids", ()) or ())
+    if xids:  # an Xid storm folded into this incident: "Xid 45 ×224 since 10:02 UTC"
+        text += "\n" + escape(storm_line(xids, now, held=_val(incident.severity) != "critical"))
     hosts = tuple(getattr(incident, "hosts", ()) or ())
     if len(hosts) > 1:  # a group parent: a rack reboot is one message listing its hosts
         shown = ", ".join(escape(h) for h in hosts[:MAX_GROUP_HOSTS])
@@ -155,6 +158,14 @@ def shown_plans(state: str, plans: Sequence[ActionPlan],
             continue
         out.append(p)
     return out
+
+
+def _state_findings(state: str, diagnosis: Diagnosis) -> list[str]:
+    """What the state's note lists: every finding when the diagnosis failed; beside the
+    headline, the rest folded (one line for GPUs 0–7 that share a reason)."""
+    if state == "diagnosis_failed":
+        return [summary.plain_title(f) for f in diagnosis.findings]
+    return summary.also_found(diagnosis, notes=True)
 
 
 def _also_found(state: str, diagnosis: Diagnosis) -> list[Section]:
@@ -231,6 +242,12 @@ def _plan_section(host: str, plan: ActionPlan, diagnosis: Diagnosis,
     return Section(text=text, buttons=_buttons(host, plan) if show else ())
 
 
+def offer_buttons(host: str, plan: ActionPlan) -> tuple[Button, ...]:
+    """The buttons a pending offer shows on the card (Approve with the exact commands in
+    its confirm dialog, then Deny): a storm's table row offers the same first one."""
+    return _buttons(host, plan)
+
+
 def _buttons(host: str, plan: ActionPlan) -> tuple[Button, ...]:
     """Approve carries the exact commands in its confirm dialog; Deny is never red. An
     offer that undoes a fix is a plain Revert that always asks first, never primary."""
@@ -305,20 +322,6 @@ def _context(plans: Sequence[ActionPlan], approvals: Mapping[str, Approval]) -> 
     if not pending:
         return ()
     return (strings.MSG_APPROVAL_EXPIRES.format(when=_utc(min(a.expires_at for a in pending))),)
-
-
-def evidence_hash(diagnosis: Diagnosis) -> str:
-    """sha256 of what the approver sees: the headline's facts, each proposed action's
-    sentence and the thread's evidence table (no clock in it, so it is stable)."""
-    parts = [diagnosis.host, summary.headline_of(diagnosis).stable_text]  # no clock in it
-    parts += [summary.action_sentence(a, diagnosis) for a in diagnosis.actions]
-    for section in thread_evidence(diagnosis):
-        parts += [section.text, section.code or ""]
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part.encode())
-        h.update(b"\0")
-    return "sha256:" + h.hexdigest()
 
 
 def _val(value: Any) -> str:

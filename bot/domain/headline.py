@@ -1,9 +1,13 @@
 """The headline: what blocks recovery, in words an on-call acts on. Pure.
 
 The rule, in one sentence: **the first blocker in this order: a GPU tool that cannot
-answer, a broken or missing GPU, a full filesystem, wedged GPUs, the finding that the
-first proposed action able to name one fixes, else the most severe finding**; the crash
-or reboot (``boot.previous``) is never the headline but the context line under it.
+answer, a broken or missing GPU, a full filesystem, wedged GPUs, a fabric that is down
+(Fabric Manager, an InfiniBand port), the finding that the first proposed action able to
+name one fixes, a platform fault (NVLink errors, a downtrained PCIe link, slowed clocks,
+heat, a flapping or erring port), a GPU tool the login may not run (or that is not
+installed), else the most severe finding**; the crash or reboot (``boot.previous``) is
+never the headline but the context line under it. A refusal comes late: it says nothing
+about the GPUs, and a full disk or a named holder is what blocks.
 Hardware comes first because no action on a process helps a GPU that fell off the bus,
 and the host's GPUs cannot be judged while nvidia-smi is down; a full disk next because
 nothing recovers (no write, no restart, processes stuck in D state) until it has room.
@@ -18,14 +22,21 @@ from enum import StrEnum
 from typing import Any
 
 from bot.core import strings as S
+from bot.domain import holding
 from bot.domain.findings import Diagnosis, Finding, ProposedAction
 from bot.domain.holding import held_parts, holders_of
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 HOST_WIDE_TOOL = ("hung", "nvml_mismatch", "nvml_init", "no_driver", "no_devices", "failed")
+REFUSED_TOOL = ("denied", "missing")  # the login may not run it, or it is not there
 XID_RE = re.compile(r"\bXid (\d+)\b")
-KILLED_RE = re.compile(r"killed after ([^)]*)\)")
+TIMED_OUT_RE = re.compile(r"timed out after (\S+ s)")
 JOURNAL_MOUNTS = ("/", "/var", "/var/log")
+EVERY_GPU = "all"  # a GPU reset's ``gpu`` parameter for every GPU at once
+# fabric and platform findings (playbooks/platform.py), most telling first
+FABRIC_DOWN = ("gpu.fabric_manager", "ib.port_down")
+PLATFORM = ("nvlink.errors", "pcie.downtrained", "gpu.clocks_slowed", "gpu.hot", "ib.link_flaps",
+            "ib.symbol_errors")
 
 
 class Fixes(StrEnum):
@@ -37,6 +48,7 @@ class Fixes(StrEnum):
     PID_HOLDING = "pid_holding"  # held GPU memory that process ``pid`` holds
     JOURNAL = "journal"  # a full filesystem the journal lives on
     PATHS = "paths"  # a full filesystem the ``paths`` are under
+    GPU_WEDGED = "gpu_wedged"  # a wedged GPU whose index is ``gpu`` (or ``all`` of them)
 
 
 # an action kind → what it fixes (the action registry's ``fixes_of``; None: nothing named)
@@ -66,8 +78,9 @@ def choose(d: Diagnosis, fixes_of: FixesOf) -> Headline:
     """The headline by the module's rule (see its docstring); ``fixes_of`` says which
     finding each proposed action's kind fixes."""
     found = list(enumerate(d.findings))
-    pick = (_tool(found) or _broken(found) or _full(found) or _wedged(found)
-            or _action(d, found, fixes_of) or _most_severe(found))
+    pick = (_tool(found, HOST_WIDE_TOOL) or _broken(found) or _full(found) or _wedged(found)
+            or _platform(found, FABRIC_DOWN) or _action(d, found, fixes_of)
+            or _platform(found, PLATFORM) or _tool(found, REFUSED_TOOL) or _most_severe(found))
     if pick is None:
         return Headline(S.HEADLINE_NOTHING, (), _context(found, ()))
     return Headline(pick.text, pick.covers, _context(found, pick.covers), pick.since)
@@ -77,19 +90,26 @@ def _of(found: Sequence[tuple[int, Finding]], code: str) -> list[tuple[int, Find
     return [(i, f) for i, f in found if f.code == code]
 
 
-def _tool(found: Sequence[tuple[int, Finding]]) -> Headline | None:
+def _tool(found: Sequence[tuple[int, Finding]], kinds: tuple[str, ...]) -> Headline | None:
+    """nvidia-smi could not answer for the host (``kinds``): the headline says so in its
+    words; a refusal only where it matters (not the note of a host without GPUs)."""
     for i, f in _of(found, "gpu.tool_error"):
         kind = str(f.evidence.get("kind", ""))
-        if kind not in HOST_WIDE_TOOL:
+        if kind not in kinds or f_sev(f) == "info":
             continue
-        same = tuple(j for j, g in found if j == i or _repeats(g, f))
+        same = tuple(j for j, g in found if j == i or _repeats(g, f) or _unread(g))
         if kind == "hung":
-            m = KILLED_RE.search(f.title)
+            m = TIMED_OUT_RE.search(f.title)
             return Headline(S.HEADLINE_SMI_HUNG.format(secs=m[1] if m else "?"), same)
         if kind == "no_driver":
             return Headline(S.HEADLINE_NO_DRIVER.format(quote=f.evidence.get("quote", "")), same)
         return Headline(f.title, same)
     return None
+
+
+def _unread(g: Finding) -> bool:
+    """The GPU summary that only says no GPU could be read (the tool's headline says why)."""
+    return g.code == "gpu.verdicts" and bool(g.evidence.get("unread"))
 
 
 def _repeats(g: Finding, tool: Finding) -> bool:
@@ -183,9 +203,25 @@ def _wedged(found: Sequence[tuple[int, Finding]]) -> Headline | None:
     n = len(wedged)
     covers = tuple(i for i, _ in wedged)
     if all(any("no live process" in r for r in rs) for rs in whys):
-        return Headline(S.HEADLINE_WEDGED_NO_PROCESS.format(n=n, s=_s(n)), covers)
+        mem = holding.amount_each([g for _, f in wedged if isinstance(
+            g := f.evidence.get("gpu"), Mapping)])
+        return Headline(S.HEADLINE_WEDGED_NO_PROCESS.format(
+            n=n, s=_s(n), mem=mem, them="it" if n == 1 else "them"), covers)
     first = next((r for rs in whys for r in rs), "?")
     return Headline(S.HEADLINE_WEDGED.format(n=n, s=_s(n), why=first), covers)
+
+
+def _platform(found: Sequence[tuple[int, Finding]], codes: tuple[str, ...]) -> Headline | None:
+    """The most telling fabric or platform finding, naming how many more of its kind."""
+    hits = [(i, f) for i, f in found if f.code in codes]
+    if not hits:
+        return None
+    _, f = min(hits, key=lambda p: (codes.index(p[1].code), p[0]))
+    same = tuple(j for j, g in hits if g.code == f.code)
+    text = _first_line(f)
+    if len(same) > 1:
+        text = S.HEADLINE_AND_MORE.format(text=text, n=len(same) - 1)
+    return Headline(text, same)
 
 
 def _reasons(f: Finding) -> list[str]:
@@ -225,9 +261,16 @@ def fixed_by(action: ProposedAction, found: Sequence[tuple[int, Finding]],
         Fixes.PID_HOLDING: ("gpu.idle_vram_held", lambda f: action.params.get("pid") in _pids(f)),
         Fixes.JOURNAL: ("disk.full", lambda f: _mount(f) in JOURNAL_MOUNTS),
         Fixes.PATHS: ("disk.full", lambda f: _under(action.params.get("paths", ""), _mount(f))),
+        Fixes.GPU_WEDGED: ("gpu.wedged",
+                           lambda f: action.params.get("gpu") in (EVERY_GPU, str(_gpu_index(f)))),
     }
     code, match = matches[fixes]
     return next(((i, f) for i, f in found if f.code == code and match(f)), None)
+
+
+def _gpu_index(f: Finding) -> object:
+    gpu = f.evidence.get("gpu")
+    return gpu.get("index") if isinstance(gpu, Mapping) else None
 
 
 def _units(f: Finding) -> set[str]:

@@ -20,9 +20,11 @@ TOOLS = {
     "nvidia-smi": "nvidia_smi", "systemctl": "systemctl", "ps": "ps", "kill": "kill",
     "df": "disk", "du": "disk", "lsof": "files", "fuser": "files", "journalctl": "journal",
     "uptime": "misc", "who": "misc", "crontab": "misc", "free": "misc", "dmesg": "misc",
-    "hostname": "misc", "docker": "docker", "sudo": "sudo",
+    "hostname": "misc", "docker": "docker", "sudo": "sudo", "ibstat": "infiniband",
+    "dcgmi": "dcgmi", "python3": "smoke", "nvidia-bug-report.sh": "bugreport",
 }
 SESSION = "__session__"
+STUB = "__stub__"  # a scenario's own program (``commands:``): bot.sim.tools.stub answers it
 SANDBOX_MARKER = "sandbox.root"  # the overlay root's path, written by bot.sim.sandbox
 
 
@@ -80,6 +82,13 @@ def enter_sandbox(workdir: str) -> bool:
 def run_tool(workdir: str, tool: str, argv: list[str]) -> int:
     from bot.sim.state import SimCall
 
+    if tool == "kill":
+        from bot.sim.tools import kill
+
+        jobs = kill.own_jobs(argv)
+        if jobs is not None:  # the session's own background job, as bash's kill "$!"
+            append_log(workdir, {"ts": time.time(), "job_control": tool, "argv": argv})
+            return kill.signal_jobs(*jobs)
     append_log(workdir, {"ts": time.time(), "tool": tool, "argv": argv})
     name = f"bot.sim.tools.{TOOLS[tool]}"
     __import__(name)
@@ -90,8 +99,17 @@ def run_tool(workdir: str, tool: str, argv: list[str]) -> int:
     return code
 
 
+def run_stub(workdir: str, program: str, argv: list[str]) -> int:
+    from bot.sim.state import SimCall
+    from bot.sim.tools.stub import answer
+
+    append_log(workdir, {"ts": time.time(), "tool": program, "argv": argv})
+    return answer(program, argv, SimCall(workdir))
+
+
 def main(args: list[str]) -> int:
-    if len(args) < 2 or (args[1] not in TOOLS and args[1] != SESSION):
+    stub = len(args) >= 3 and args[1] == STUB
+    if len(args) < 2 or (args[1] not in TOOLS and args[1] != SESSION and not stub):
         sys.stderr.write("usage: python -m bot.sim.run WORKDIR TOOL [ARGS...]\n")
         return 2
     workdir = args[0]
@@ -99,7 +117,8 @@ def main(args: list[str]) -> int:
     if args[1] == SESSION:
         return session(workdir)
     try:
-        code = run_tool(workdir, args[1], args[2:])
+        code = run_stub(workdir, args[2], args[3:]) if stub else \
+            run_tool(workdir, args[1], args[2:])
         sys.stdout.flush()
     except BrokenPipeError:
         # the reader went away (head, a closed channel): exit quietly like coreutils

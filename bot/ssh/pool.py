@@ -181,8 +181,7 @@ class ParamikoPool:
             if chan is None:
                 return _failed(command, start, NOT_SENT_ERRORS[0])
             try:
-                return execute(chan, command, sudo=target.sudo,
-                               max_bytes=self.settings.max_output_bytes)
+                return execute(chan, command, max_bytes=self.settings.max_output_bytes)
             except (paramiko.SSHException, EOFError, OSError) as exc:
                 return _failed(command, start, f"channel failed: {exc}")
         finally:

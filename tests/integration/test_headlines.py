@@ -25,18 +25,39 @@ UNIT = "vllm-kimi-k25-int4.service"
 SEED = (f"{UNIT}, auto-started at boot, holds 8 GPUs × 75.8 GiB at 0% since boot (22 min)",
         f"stop {UNIT} and keep it from starting at boot (frees 606.2 GiB)")
 # fault host -> (headline, first proposed action or "-"), as `incident-bot diagnose` (auto) says
+HIDDEN = "vllm-kimi-k25-int4.service (process not visible to this login)"
 WANT: dict[str, tuple[str, str]] = {
-    "disk_full": ("/ is 100% full (190.0 GiB of 200.0 GiB, 0 B free)",
+    "disk_full": ("/ is 100% full: 0 B free of 200.0 GiB",
                   "vacuum the systemd journal down to 500M"),
-    "disk_full_ml": ("/ is 100% full (190.0 GiB of 200.0 GiB, 0 B free)",
+    "disk_full_checkpoints": ("/data is 99% full: 27.2 GiB free of 3.4 TiB", "-"),
+    "disk_full_ml": ("/ is 100% full: 0 B free of 200.0 GiB",
                      "vacuum the systemd journal down to 500M"),
+    "fabric_manager_down": ("nvidia-fabricmanager is failed on an NVSwitch host: NVLink "
+                            "traffic cannot flow", "-"),
+    "gpu_thermal": ("GPU 4 (9A:00.0): clocks slowed by HW thermal slowdown, SW thermal "
+                    "slowdown", "-"),
+    "gpu_wedged_dcgm_container": ("8 GPUs wedged: 68.5 GiB each held with no process, unit or "
+                                  "container using them", "reset every GPU"),
+    "ib_flapping": ("InfiniBand mlx5_0 port 1 went down 9 times since its counters were "
+                    "cleared (link flapping)", "-"),
+    "ib_port_down": ("InfiniBand mlx5_1 port 1 is Down (physical Polling): it was up and went "
+                     "down (1 time since its counters were cleared)", "-"),
+    "nvlink_errors": ("GPU 2 (3A:00.0): Xid 74, NVLink error", "-"),
+    "pcie_downtrained": ("GPU 5 (AB:00.0): PCIe link x8 of x16 (downtrained)", "-"),
+    "xid45_storm": ("Xid 45 on GPU 0000:2a:00 (pid 2211, python, train-70b.service): preemptive "
+                    "cleanup, due to previous errors — the application's fault, not the GPU's",
+                    "-"),
     "gpu_ecc_dbe": ("GPU 5 (AB:00.0): uncorrectable ECC error", "-"),
     "gpu_ecc_vllm": ("GPU 5 (AB:00.0): uncorrectable ECC error", SEED[1]),
-    "gpu_held_no_process": ("8 GPUs wedged: memory held, no process", "-"),
+    "gpu_held_hidden": (SEED[0].replace(UNIT, HIDDEN, 1), SEED[1]),
+    "gpu_held_no_process": ("8 GPUs wedged: 68.5 GiB each held with no process, unit or "
+                            "container using them", "reset every GPU"),
     "gpu_missing": ("GPU 7 (DB:00.0) is missing: 7 of 8 visible", "-"),
     "gpu_nvml_mismatch": ("driver/library mismatch: driver 580.95.05 loaded, library 580.105.08",
                           "-"),
-    "gpu_smi_hang": ("nvidia-smi hangs (killed after 1.6 s)", "-"),
+    "gpu_nvml_denied": ("nvidia-smi was refused: Failed to initialize NVML: Insufficient "
+                        "Permissions (the login's permissions, not a GPU fault)", "-"),
+    "gpu_smi_hang": ("could not read the GPUs: nvidia-smi timed out after 1.6 s", "-"),
     "gpu_xid79": ("GPU 3 (5D:00.0) fell off the bus (Xid 79)", "-"),
     "healthy": ("8 GPUs: 8 busy", "-"),
     "hostile": ("gpu-hog-$(touch <workdir>/CANARY).service, auto-started at boot, holds "
@@ -48,6 +69,8 @@ WANT: dict[str, tuple[str, str]] = {
     "respawn_10s": SEED,
     "seed": SEED,
     "seed_container": SEED,
+    "sudo_refused": SEED,
+    "two_holders": SEED,  # the big holder, its own 75.8 GiB; the 2 GiB sweep below it
 }
 
 
@@ -88,9 +111,13 @@ def render(rows: list[tuple[str, ...]]) -> str:
             "a real sshd. Do not edit by hand: `UPDATE_DOCS=1 pytest "
             "tests/integration/test_headlines.py`\nrewrites it.\n\n"
             "The rule (`bot/domain/headline.py`): the first blocker in this order: a GPU tool\n"
-            "that cannot answer, a broken or missing GPU, a full filesystem, wedged GPUs, the\n"
-            "finding that the first proposed action able to name one fixes, else the most\n"
-            "severe finding. The reboot or crash is the context line under it.\n\n"
+            "that cannot answer, a broken or missing GPU, a full filesystem, wedged GPUs, a\n"
+            "fabric that is down (Fabric Manager, an InfiniBand port), the finding that the\n"
+            "first proposed action able to name one fixes, a platform fault (NVLink errors, a\n"
+            "downtrained PCIe link, slowed clocks, heat, a flapping or erring port), a GPU tool\n"
+            "the login may not run (or that is not installed), else the most severe finding.\n"
+            "The reboot or crash is the context line under it. A holder is named by its unit,\n"
+            "container or Slurm job, else by PID, command line and user; the biggest first.\n\n"
             "| fault host | what it carries | headline | context line | first proposed action |\n"
             "| --- | --- | --- | --- | --- |\n")
     cells = ["| " + " | ".join(c.replace("|", "\\|") or "-" for c in r) + " |" for r in rows]

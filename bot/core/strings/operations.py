@@ -25,8 +25,7 @@ DIGEST_DISK_FULL_IN = "full in {days}"
 DIGEST_DISK_NOT_FILLING = "not filling"
 DIGEST_JOBS_TITLE = "Jobs"
 DIGEST_NO_HOSTS = "No host samples were stored in this period (is the sampler or agent running?)"
-DIGEST_MORE_HOSTS = "… and {count} more hosts"
-DIGEST_CONTEXT = "{start} → {end} · hosts ordered by VRAM held idle"
+DIGEST_CONTEXT = "{start} → {end} · hosts ordered by what they need of a person, then VRAM held idle"
 DIGEST_CHART_TITLE = "GPU memory vs utilisation and disk fill, {period}"
 DIGEST_CHART_WRITTEN = "chart: {path}"
 DIGEST_NOTHING_CONFIGURED = ("no digest channel configured: set slack.channel or "
@@ -70,16 +69,32 @@ SLASH_USAGE = (
     " | ack ID | resolve ID | snooze ID [DURATION] | evidence ID | drained | stats [7d]"
 )
 SLASH_HELP = (
-    "*{cmd} help* this text\n*{cmd} status* each host: GPU memory and utilization, disk, open incidents\n"
-    "*{cmd} incidents* open incidents\n*{cmd} diag HOST [PLAYBOOK]* run a diagnosis now\n"
+    "*{cmd} help* this text\n*{cmd} status [HOST]* each host (or one): GPU memory and utilization, "
+    "disks, open incidents\n"
+    "*{cmd} incidents* open incidents\n*{cmd} diag HOST [PLAYBOOK]* run a diagnosis now (the "
+    "playbook the host's state calls for, unless named)\n"
     "*{cmd} jobs* extraction jobs · *{cmd} job ID* one job\n"
     "*{cmd} silence HOST KIND DURATION* mute alerts of one kind on a host (e.g. 2h)\n"
     "*{cmd} digest now* post the health digest\n"
     "*{cmd} ack ID* · *{cmd} resolve ID* · *{cmd} snooze ID [30m|2h|1d]* decide on an incident\n"
     "*{cmd} evidence ID* post the raw probe output in the incident's thread\n"
     "*{cmd} drained* Slurm nodes drained or draining: reason, who, how long\n"
-    "*{cmd} stats [7d]* time to acknowledge and to resolve, per kind and host, over a period"
+    "*{cmd} stats [7d]* time to acknowledge and to recover (a verified fix that held), per kind "
+    "and host, and the share fixed with one click, over a period"
 )
+STATUS_GPUS = "{which}: {used} of {total} used, {util} busy"
+STATUS_GPU_ONE = "GPU {indexes}"
+STATUS_GPU_MANY = "GPUs {indexes}"
+STATUS_GPUS_UNREAD = "GPUs: could not read them: {quote}"
+STATUS_NO_GPUS = "GPUs: none seen"
+STATUS_DISKS = "disks: {disks}"
+STATUS_DISK = "{mount} {pct:.0f}% full: {avail} free of {size}"
+STATUS_NO_DISKS = "none read"
+STATUS_INCIDENTS = "incidents: {incidents}"
+STATUS_NO_INCIDENTS = "none open"
+STATUS_UNREACHABLE = "unreachable: {why}"
+STATUS_NO_HOSTS = "No hosts in the inventory."
+STATUS_UNKNOWN_HOST = "`{host}` is not in the inventory."
 TERMINAL_USAGE = (
     'Commands: approve N | deny N "reason" | revert N | ack ID | snooze ID [30m|2h|1d]'
     ' | resolve ID | retry ID | escalate ID | help | quit'
@@ -180,14 +195,15 @@ FLOW_REBOOT_BACK_OK = "{host} is back (new boot {boot}); re-diagnosed: the probl
 FLOW_REBOOT_BACK_STILL = "{host} is back (new boot {boot}), but the problem is still there: {still}"
 FLOW_REBOOT_NOT_BACK = ("{host} did not answer with a new boot id within {mins} min of the "
                         "reboot request: check its console.")
-REM_GPU_NVSWITCH = ("{host} is an NVSwitch host (fabric state {state}): a reset there takes "
-                    "every GPU and NVSwitch of the baseboard together, with nvidia-fabricmanager "
-                    "stopped first and started after, so GPU {gpu} alone is not reset")
 REM_PROPOSE_REBOOT_NVSWITCH = ("reboot {host}: on an NVSwitch host that resets every GPU and the "
                                "fabric together (by hand instead: stop nvidia-fabricmanager, "
                                "`nvidia-smi -r` with every GPU idle, start it again)")
 FLOW_CLEANUP_PART_REASON = "delete only {what}: {n} item(s), {size}"
 FLOW_CLEANUP_FOUND = "{n} cleanup candidate(s) holding {size}"
+FLOW_CLEANUP_SHORT = ("a cleanup cannot free enough on {mount}: what may go under {where} holds "
+                      "{have}, {mount} needs {need} ({gap} short)")
+FLOW_CLEANUP_NONE = ("nothing under {where} may go (caches, old checkpoints, core dumps, rotated "
+                     "logs): {mount} needs {need} ({gap} short)")
 FLOW_REBOOT_OTHER_GONE = "{host} is back (new boot {boot}); re-diagnosed: this problem is gone."
 FLOW_REBOOT_OTHER_AGAIN = ("{host} is back (new boot {boot}), but this problem is not gone: "
                            "{still}. Diagnosing this incident again.")
@@ -405,11 +421,15 @@ ACT_RISK_SIGTERM = "asks the process to exit; waits its unit's TimeoutStopSec"
 ACT_TITLE_SIGKILL = "killed"
 ACT_RISK_SIGKILL = "SIGKILL: no cleanup, unsaved work is lost; GPU memory may stay held"
 ACT_TITLE_GPU_RESET = "reset"
-ACT_RISK_GPU_RESET = ("resets one GPU: refused while any process uses it; the NVIDIA daemons "
-                      "that hold it (persistenced, dcgm-exporter, fabricmanager) are stopped "
-                      "around the reset and started again")
+ACT_RISK_GPU_RESET = ("resets the GPU (or every GPU): refused while any process uses it; what "
+                      "holds its device files (persistenced, DCGM, dcgm-exporter as a unit or a "
+                      "container, Fabric Manager where needed) is stopped around the reset and "
+                      "started again, also when the reset fails")
 ACT_TITLE_REBOOT = "rebooted"
 ACT_RISK_REBOOT = "reboots the host: every process on it stops; units enabled at boot start"
+ACT_TITLE_RMA = "handed to RMA"
+ACT_RISK_RMA = ("runs nvidia-bug-report.sh on the host (a few minutes of driver queries); the "
+                "node stays out of service for the RMA")
 ACT_TITLE_DROPIN = "installed the incident-bot drop-in for"
 ACT_RISK_DROPIN = "changes how systemd restarts the unit (Restart=on-failure, a start guard)"
 ACT_TITLE_DROPIN_REVERT = "removed the incident-bot drop-in for"
