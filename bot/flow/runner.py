@@ -48,7 +48,7 @@ from bot.flow.plans import Plans
 from storage.audit import AuditLog
 from storage.connection import refusal
 from storage.events import IncidentEvents
-from storage.incidents import IncidentStore
+from storage.incidents import IncidentStore, UnknownIncident
 
 log = logging.getLogger(__name__)
 
@@ -161,13 +161,15 @@ class FlowRunner:
         anywhere in it (target, probes, planning, rendering, storing, posting) leaves the
         incident ``diagnosis_failed`` with the error id and a Retry button, and says so. A
         Redis refusal is not an error of ours: raised as it is, the incident left
-        ``diagnosing`` for the reconciler to re-drive once Redis takes writes."""
+        ``diagnosing`` for the reconciler to re-drive once Redis takes writes. Nor is an
+        incident gone with Redis's data (a wipe mid-diagnosis): raised for the consumer to
+        log as such; the data-loss watch says it in chat and re-opens what it held."""
         incident = done.incident
         try:
             return self.handle(incident.id, self.diagnoser.run(incident, effect.evidence))
         except Exception as exc:
-            if refusal(exc) is not None:  # Redis said "not now", not a bug: the step stays
-                raise  # diagnosing, and the consumer hands it to the reconciler (issue 39)
+            if refusal(exc) is not None or isinstance(exc, UnknownIncident):
+                raise  # Redis said "not now" or lost it, not a bug of ours (issue 39)
             error_id = log_internal(exc, f"diagnosis of {incident.id}")
             current = self.incidents.require(incident.id)
             self.plans.withdraw_pending(current, self.bot_user, reason="diagnosis failed")

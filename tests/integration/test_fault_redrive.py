@@ -125,3 +125,16 @@ def test_serve_killed_mid_diagnosis_and_started_again(rig: Rig) -> None:
                 if e.action == "incident.redriven"]
     assert len(redriven) == 1 and "is gone" in redriven[0]["reason"], redriven
     assert not rig.store.redis.zcard(keys.incidents_inflight())
+
+
+def test_redis_wiped_mid_diagnosis_is_not_an_error_of_ours(rig: Rig) -> None:
+    """Found by the chaos run (seed 8): the diagnosis that ends after Redis lost its data
+    finds its incident gone. That is the data-loss watch's to say (and to re-open), not
+    "internal error … in diagnosis" with a Retry on an incident that no longer exists."""
+    incident = _alert(rig)
+    rig.store.redis.flushall()  # a wiped volume, a failover to an empty replica
+    assert wait_until(lambda: f"incident {incident.id} is gone from Redis" in rig.serve.log(),
+                      BOUND_S + 30), rig.serve.log()[-3000:]
+    assert wait_until(lambda: "Redis lost the bot's data" in rig.serve.log(), 30), \
+        rig.serve.log()[-3000:]  # said by the data-loss watch, once
+    assert "internal error" not in rig.serve.log(), rig.serve.log()[-3000:]
