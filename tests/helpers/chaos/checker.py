@@ -132,20 +132,43 @@ def check(history: History) -> list[Violation]:
 
 
 # --- 1 ----------------------------------------------------------------------------------
+def _key(message: dict[str, Any]) -> str:
+    """The outbox key that posted a message (``INC-7/1``), '' for none."""
+    meta = message.get("metadata")
+    meta = json.loads(meta) if isinstance(meta, str) else (meta or {})
+    return str((meta.get("event_payload") or {}).get("key", ""))
+
+
 def _posts(world: World) -> list[tuple[str, dict[str, Any]]]:
     """Top-level messages Slack holds in the incident channel (a refused post is not one),
-    each with the outbox key that posted it."""
-    out = []
-    for message in world.standin.top_level(CHANNEL):
-        meta = message.get("metadata")
-        meta = json.loads(meta) if isinstance(meta, str) else (meta or {})
-        key = str((meta.get("event_payload") or {}).get("key", ""))
-        out.append((key.split("/")[0], message))
+    each with the owner of the outbox key that posted it."""
+    return [(_key(m).split("/")[0], m) for m in world.standin.top_level(CHANNEL)]
+
+
+def _storm_cards(h: History) -> Counter[str]:
+    """Incident id → its cards in a storm's thread (issue 37: above the channel's rate an
+    incident has no message of its own; its card is a reply under the storm's table). A
+    card is the message the incident's chat points at; the same outbox item posted twice
+    carries the same key, so each reply with that key counts."""
+    with h.world.standin._cv:
+        messages = dict(h.world.standin.messages)
+    tables = {ts for (c, ts), m in messages.items() if c == CHANNEL and not m.get("thread_ts")
+              and _key(m).startswith("storm-")}
+    replies = [m for (c, _), m in messages.items() if c == CHANNEL
+               and m.get("thread_ts") in tables]
+    out: Counter[str] = Counter()
+    for incident_id, incident in h.incidents.items():
+        chat = getattr(incident, "chat", None)
+        card = messages.get((chat.channel, chat.ts)) if chat is not None else None
+        if card is None or card.get("thread_ts") not in tables or not _key(card):
+            continue
+        out[incident_id] = sum(1 for m in replies if _key(m) == _key(card))
     return out
 
 
 def _answered_once(h: History) -> Iterable[Violation]:
     posts = Counter(owner for owner, _ in _posts(h.world))
+    posts.update(_storm_cards(h))
     for a in h.driver.armings:
         if not a.alert_answers or not 200 <= a.alert_answers[-1] < 300:
             yield Violation("answered", f"{a.fingerprint}: never answered 2xx "
