@@ -51,6 +51,7 @@ Placement = Callable[[str], tuple[str, str] | None]
 UNKNOWN_TRIES = 5  # an unexpected error (not Slack's refusal) is tried this often, then dropped
 LOOP = "outbox"  # its name in ``Heartbeats``
 CARD = "incident-card"  # the purpose of the incident's own message (posted once, then edited)
+STORM_TABLE = "storm-table"  # the purpose of a storm's message (issue 37)
 
 
 @runtime_checkable

@@ -176,7 +176,8 @@ def create_slack_app(
     listeners = Listeners(
         desk, backend, slash or slash_mod.Unavailable(), settings.slack.slash_command, executor,
         messages=MessageCheck(stores.approvals(), stores.incidents(),
-                              audit or audit_sink(stores.audit())))
+                              audit or audit_sink(stores.audit()), storms=stores.storms(),
+                              outbox=stores.chat_outbox()))
     listeners.register(bolt)
     publisher = refresher = None
     if home is not None:  # the App Home tab: app_home_opened → views.publish
