@@ -286,6 +286,11 @@ class ChatOutbox:
             try:
                 self.on_delivered(item.incident_id, item.purpose, ref)
             except Exception as exc:
+                if (why := refusal(exc)) is not None:  # Redis said "not now": not our bug
+                    metrics.refused(why, LOOP)  # (chaos seed 500: OOM as a card went out)
+                    log.warning("chat outbox: %s delivered, but Redis refused recording "
+                                "where (%s): %s", item.key, why, exc)
+                    return ref
                 error_id = uuid.uuid4().hex[:12]
                 log.error("chat outbox: error %s in on_delivered for %s", error_id, item.key,
                           exc_info=exc)
