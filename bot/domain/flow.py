@@ -4,11 +4,12 @@ An event is something that happened to an incident: its alert opened or cleared,
 diagnosis finished or failed, an approval was clicked, denied or expired, an action
 started, was observed by its verification (or found not needed, or failed before it
 ran), the health gate observed the host before a return to service, more alerts folded
-into an Xid storm's tally, an extraction's resume was queued, a person acked, resolved,
-snoozed or retried. An
+into an Xid storm's tally, an extraction's resume was queued, its card was delivered to
+chat, a person acked, resolved, snoozed or retried. An
 effect is what must happen because of it: the transition's audit line (written with the
 record), the message re-rendered, a reply in the thread, a diagnosis or an action run,
-the other pending approvals withdrawn, an audit entry, an announcement on the events
+the other pending approvals withdrawn, approvals told which message holds their buttons,
+an audit entry, an announcement on the events
 stream, the closing note. ``decide`` does no I/O: the runner (``bot/flow/runner.py``)
 loads the incident once, calls it, commits the new record once and applies the effects;
 what an effect finds out comes back as the next event.
@@ -33,6 +34,7 @@ from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
 from bot.domain.incident import Incident, apply_transition
 from bot.domain.incident_record import (
     ActionPlan,
+    ChatRefs,
     GateRecord,
     LastOutcome,
     ProbeOutput,
@@ -196,6 +198,16 @@ class ResumeQueued(FlowEvent):
 
 
 @dataclass(frozen=True)
+class CardDelivered(FlowEvent):
+    """The incident's card is in chat (whichever replica or retry delivered it): where it
+    is (``chat``: channel, message, the thread it sits in), so later steps edit that same
+    message and its buttons know their message. Reported by the chat outbox; the chat
+    layer itself never writes the incident."""
+
+    chat: ChatRefs
+
+
+@dataclass(frozen=True)
 class ActionFinished(FlowEvent):
     """The approval's action step is over (whatever happened): its mark goes."""
 
@@ -294,6 +306,15 @@ class WithdrawPending(Effect):
     actor: str
     reason: str
     keep: str = ""
+
+
+@dataclass(frozen=True)
+class AttachApprovals(Effect):
+    """Tell these approvals which message holds their buttons (expiry edits it)."""
+
+    approval_ids: tuple[str, ...]
+    channel: str
+    ts: str
 
 
 @dataclass(frozen=True)
@@ -550,6 +571,18 @@ def _resume_queued(incident: Incident, event: ResumeQueued) -> Decision:
     return new, ()
 
 
+def _card_delivered(incident: Incident, event: CardDelivered) -> Decision:
+    """Keep where the card is when that changed (an edit of a known card changes
+    nothing), and attach the plans' approvals to that message either way: a plan offered
+    after the first delivery learns its message from the next edit."""
+    new = incident
+    if incident.chat != event.chat:
+        new = replace(incident, chat=event.chat, updated=event.at)
+    ids = tuple(plan.approval_id for plan in new.plans)
+    attach = (AttachApprovals(ids, event.chat.channel, event.chat.ts),) if ids else ()
+    return new, attach
+
+
 def _action_finished(incident: Incident, event: ActionFinished) -> Decision:
     return replace(incident, running=None, updated=event.at), (PostMessage(),)
 
@@ -636,7 +669,7 @@ _HANDLERS: dict[type, Callable[[Incident, Any], Decision]] = {
     ApprovalExpired: _approval_expired, ActionStarted: _action_started,
     ActionObserved: _action_observed, ActionNotNeeded: _action_not_needed,
     ActionFailed: _action_failed, GateObserved: _gate_observed, XidsFolded: _xids_folded,
-    ResumeQueued: _resume_queued,
+    ResumeQueued: _resume_queued, CardDelivered: _card_delivered,
     ActionFinished: _action_finished, AlertCleared: _alert_cleared, Acked: _acked,
     ResolveAsked: _resolve_asked, SnoozeAsked: _snooze_asked, SnoozeEnded: _snooze_ended,
     EscalateAsked: _escalate_asked,

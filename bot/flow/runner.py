@@ -6,7 +6,8 @@ it, then writes the new record in one MULTI/EXEC (with the transition's audit li
 in-flight owner, the resolved event and the withdrawals when the state changed; another
 writer in between makes it read and decide again). Then the effects are applied, in
 order, by small executors: the message posted or edited (``Publisher``), a reply or the
-result line in the thread, the other pending approvals withdrawn (``Plans``), an audit
+result line in the thread, the other pending approvals withdrawn and approvals attached to
+their message (``Plans``), an audit
 entry, an announcement on the events stream, the closing note, and the diagnosis
 (``Diagnoser``), whose result comes back as the next event. An approved action is not run
 here: it is handed back (``Handled.runs``) to the step that owns the action executor, and
@@ -24,6 +25,7 @@ from bot.core.errors import log_internal
 from bot.domain.action_result import ActionResult
 from bot.domain.flow import (
     Announce,
+    AttachApprovals,
     Audit,
     ClosingNote,
     DiagnosisFailed,
@@ -116,6 +118,8 @@ class FlowRunner:
         elif isinstance(effect, WithdrawPending):
             self.plans.withdraw_pending(incident, effect.actor, keep=effect.keep,
                                         reason=effect.reason)
+        elif isinstance(effect, AttachApprovals):
+            self.plans.attach_message(effect.approval_ids, effect.channel, effect.ts)
         elif isinstance(effect, Audit):
             self.audit.append(incident.id, effect.actor, effect.action, dict(effect.detail))
         elif isinstance(effect, Announce):

@@ -30,7 +30,9 @@ from bot.domain.flow import (
     ApprovalClicked,
     ApprovalDenied,
     ApprovalExpired,
+    AttachApprovals,
     Audit,
+    CardDelivered,
     ClosingNote,
     DiagnosisFailed,
     DiagnosisFinished,
@@ -121,6 +123,7 @@ EVENT_SAMPLES: dict[type[FlowEvent], FlowEvent] = {
     EscalateAsked: EscalateAsked(AT, USER),
     GateObserved: GateObserved(AT, BOT, FAILED, "health gate failed", repair=True),
     XidsFolded: XidsFolded(AT, BOT),
+    CardDelivered: CardDelivered(AT, BOT, ChatRefs("C1", "1.0", "1.0")),
 }
 
 
@@ -154,6 +157,7 @@ def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | ty
         EscalateAsked: lambda: stays,
         GateObserved: lambda: S.ACTION_FAILED if state is S.VERIFIED else stays,
         XidsFolded: lambda: stays,
+        CardDelivered: lambda: stays,
     }
     return rules[type(event)]()
 
@@ -337,3 +341,49 @@ def test_a_folded_xid_storm_edits_the_posted_message_only() -> None:
     assert same.state is S.AWAITING_APPROVAL and effects == (PostMessage(),)
     assert decide(incident(S.DIAGNOSING, xids=(xid,)), XidsFolded(AT, BOT))[1] == ()
     assert decide(incident(S.AWAITING_APPROVAL, chat=posted), XidsFolded(AT, BOT))[1] == ()
+
+
+POSTED = ChatRefs("C1", "1.0", "1.0")
+
+
+@pytest.mark.parametrize("state", sorted(set(IncidentState), key=lambda s: s.value))
+def test_a_delivered_card_is_kept_and_its_approvals_attached_in_every_state(
+        state: IncidentState) -> None:
+    before = incident(state, chat=None)
+    new, effects = decide(before, CardDelivered(AT, BOT, POSTED))
+    assert new == replace(before, chat=POSTED, updated=AT)  # only where the card is
+    assert effects == (AttachApprovals(("ap1",), "C1", "1.0"),)  # no transition, no post
+
+
+def test_an_edit_of_the_known_card_changes_nothing_but_still_attaches() -> None:
+    before = incident(S.VERIFIED, chat=POSTED, plans=(PLAN, replace(PLAN, approval_id="ap2")))
+    new, effects = decide(before, CardDelivered(AT, BOT, POSTED))
+    assert new is before, "the same record: the runner writes nothing"
+    # a follow-up offered after the first delivery learns its message from the next edit
+    assert effects == (AttachApprovals(("ap1", "ap2"), "C1", "1.0"),)
+
+
+def test_a_card_moved_elsewhere_is_kept_where_it_is_now() -> None:
+    """A card placed in a storm's thread, or delivered again after a lost ack: its new
+    message and thread replace the old ones."""
+    moved = ChatRefs("C2", "2.0", "1.5")
+    new, effects = decide(incident(S.AWAITING_APPROVAL, chat=POSTED),
+                          CardDelivered(AT, BOT, moved))
+    assert new.chat == moved and new.updated == AT
+    assert effects == (AttachApprovals(("ap1",), "C2", "2.0"),)
+
+
+def test_a_card_without_plans_attaches_nothing() -> None:
+    new, effects = decide(incident(S.DIAGNOSING, chat=None, plans=()),
+                          CardDelivered(AT, BOT, POSTED))
+    assert new.chat == POSTED and effects == ()
+    same, none = decide(new, CardDelivered(AT + 5, BOT, POSTED))
+    assert same is new and none == ()
+
+
+def test_the_delivered_reference_replaces_the_stored_one_whole() -> None:
+    """Equality is the whole reference: the outbox reports no permalink, so a stored one
+    is replaced by the delivery's (as ``remember_card`` did before it was an event)."""
+    linked = replace(POSTED, permalink="https://slack.example/archives/C1/p10")
+    new, _ = decide(incident(S.RESOLVED, chat=linked), CardDelivered(AT, BOT, POSTED))
+    assert new.chat == POSTED
