@@ -271,8 +271,8 @@ CHAT_OK = {
     ("from storage.incidents import IncidentStore\n"
      "def keep(r, i):\n    IncidentStore(r).transition(i, 'resolved', 'bot', 'x')\n",
      ["bot.chat.card:3 IncidentStore(r).transition() writes an incident"]),
-    ("def keep(stores, i):\n    s = stores.incidents()\n    s.give_up(i, 'x', 'y')\n",
-     ["bot.chat.card:3 s.give_up() writes an incident"]),
+    ("def keep(stores, i):\n    s = stores.incidents()\n    s.drop_stale(i)\n",
+     ["bot.chat.card:3 s.drop_stale() writes an incident"]),
     ("def on_card(i):\n    from bot.flow import runner\n    runner.handle(i)\n",
      ["bot.chat.card:2 imports bot.flow", "bot.chat.card:2 imports bot.flow.runner"]),
 ])

@@ -23,7 +23,7 @@ STORE_MODULE = ("storage", "incidents.py")
 # every public method of storage/incidents.py IncidentStore is one or the other
 # (``test_every_incident_store_method_is_a_read_or_a_write`` keeps the lists whole)
 WRITES = frozenset({"ingest", "open_or_fold", "resolve_by_fingerprint", "transition", "commit",
-                    "redrive", "take_over", "give_up", "drop_stale", "update"})
+                    "drop_stale", "update"})
 READS = frozenset({"get", "require", "list", "children", "counts_by_state", "glance",
                    "get_many"})
 CONVENTIONAL = frozenset({"incidents", "incident_store"})  # how the code names one
