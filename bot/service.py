@@ -245,10 +245,10 @@ def _reconciler(settings: Settings, flow: Flow, interrupted: reconcile.CutShort,
     replica first checks Redis still holds its data and re-drives the steps a Redis
     refusal cut short here (issue 39)."""
     cfg = reconcile.reconcile_settings(settings.extra)
-    sweep = partial(reconcile.reconcile_once, flow.incidents, flow.audit, flow.clock,
-                    rediagnose=lambda i: flow.events.publish("incident.opened", i),
-                    settle_action=flow.act.settle_interrupted, publish=flow.publisher.publish,
-                    max_attempts=cfg.max_attempts, interrupted=interrupted)
+    sweep = partial(reconcile.reconcile_once, flow.flow_runner, flow.incidents, flow.audit,
+                    flow.clock, rediagnose=lambda i: flow.events.publish("incident.opened", i),
+                    settle_action=flow.act.settle_interrupted, max_attempts=cfg.max_attempts,
+                    interrupted=interrupted)
 
     def local_pass() -> list[reconcile.Redrive]:
         if watch is not None:
