@@ -29,6 +29,11 @@ def _write_private(path: Path, comment: str) -> str:
     return pub
 
 
+def write_host_key(workdir: Path) -> str:
+    """A fresh host key in place of the old one (a reinstalled host); its public line."""
+    return _write_private(workdir / "host_ed25519", "sim-host")
+
+
 def write_keypair(workdir: Path) -> tuple[Path, str]:
     """Write host and client keys plus ``authorized_keys``; return (client key, host pub)."""
     host_pub = _write_private(workdir / "host_ed25519", "sim-host")

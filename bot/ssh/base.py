@@ -15,6 +15,11 @@ from bot.domain.findings import ProbeResult
 _TARGET = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>[^:\s@]+)(?::(?P<port>\d{1,5}))?$")
 
 
+# a command's error when it never reached the host (no channel could be opened for it)
+NOT_SENT_ERRORS = ("the server refused every channel (MaxSessions?)",
+                   "no free SSH session slot before the deadline")
+
+
 class SSHError(Exception):
     """Base for transport failures; ``kind`` feeds metrics and findings."""
 

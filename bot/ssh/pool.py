@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from bot.domain.findings import ProbeResult
-from bot.ssh.base import Command, HostUnreachable, SSHTarget
+from bot.ssh.base import NOT_SENT_ERRORS, Command, HostUnreachable, SSHTarget
 from bot.ssh.channel import execute
 from bot.ssh.connect import open_transport
 from bot.ssh.lib import paramiko
@@ -175,12 +175,11 @@ class ParamikoPool:
         wait_until = start + command.timeout_s
         if not conn.slots.acquire(timeout=command.timeout_s):
             # its deadline passed while it queued: a timeout, as if it had run that long
-            return _failed(command, start, "no free SSH session slot before the deadline",
-                           timed_out=True)
+            return _failed(command, start, NOT_SENT_ERRORS[1], timed_out=True)
         try:
             chan = self._open_channel(conn, wait_until)
             if chan is None:
-                return _failed(command, start, "the server refused every channel (MaxSessions?)")
+                return _failed(command, start, NOT_SENT_ERRORS[0])
             try:
                 return execute(chan, command, max_bytes=self.settings.max_output_bytes)
             except (paramiko.SSHException, EOFError, OSError) as exc:
