@@ -5,15 +5,14 @@ diagnosis finished or failed, an approval was clicked, denied or expired, an act
 started, was observed by its verification (or found not needed, or failed before it
 ran), the health gate observed the host before a return to service, more alerts folded
 into an Xid storm's tally, an extraction's resume was queued, its card was delivered to
-chat, the reconciler found its step abandoned, a person acked, resolved, snoozed or
-retried. An
-effect is what must happen because of it: the transition's audit line (written with the
-record), the message re-rendered, a reply in the thread, a diagnosis or an action run,
-the other pending approvals withdrawn, approvals told which message holds their buttons,
-an audit entry, an announcement on the events
-stream, the closing note. ``decide`` does no I/O: the runner (``bot/flow/runner.py``)
-loads the incident once, calls it, commits the new record once and applies the effects;
-what an effect finds out comes back as the next event.
+chat, the reconciler found its step abandoned, an interrupted action was read back from
+the host, a person acked, resolved, snoozed or retried. An effect is what must happen
+because of it: the transition's audit line (written with the record), the message
+re-rendered, a reply in the thread, a diagnosis or an action run, the other pending
+approvals withdrawn, approvals told which message holds their buttons, an audit entry,
+an announcement on the events stream, the closing note. ``decide`` does no I/O: the
+runner (``bot/flow/runner.py``) loads the incident once, calls it, commits the new record
+once and applies the effects; what an effect finds out comes back as the next event.
 
 The state table (``bot/domain/lifecycle.py``) guards every change: ``apply_transition``
 raises ``IllegalTransition`` and nothing is written. An event that no longer applies
@@ -224,6 +223,23 @@ class StepAbandoned(FlowEvent):
     reason: str
     max_attempts: int = 3
     hold_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class ActionReadBack(FlowEvent):
+    """An interrupted action read back from the host, never run again
+    (``bot/flow/readback.py``): ``result`` is the verified outcome when its effect is
+    there (None: not there, or the host could not be read, in ``text``). ``settles``: the
+    action step (approved, remediating) it settles, as ``seen`` when the read-back looked
+    (``StepTaken`` when it moved); False: a ``running`` marker left outside an action
+    step, whose line only is written. Either way the line goes only while ``running`` is
+    still the marker the read-back saw: a second settler writes none."""
+
+    seen: IncidentState
+    running: Running | None
+    text: str
+    result: ActionResult | None = None
+    settles: bool = True
 
 
 @dataclass(frozen=True)
@@ -653,6 +669,43 @@ def _step_abandoned(incident: Incident, event: StepAbandoned) -> Decision:
                       SweepNext(Then.REDIAGNOSE, event.reason))
 
 
+def _action_read_back(incident: Incident, event: ActionReadBack) -> Decision:
+    """One step out of the action step, decided by what the host showed: verified (from
+    approved through remediating first: the table has no shorter way, so the caller sends
+    the event again from there), or ``action_failed`` with Retry; the result line with the
+    final move. A stale marker outside an action step gets its line only, re-rendered
+    here; the settle's re-render is the caller's, after it offered what follows."""
+    if not event.settles:
+        if incident.running != event.running:
+            raise StepTaken(incident.id, incident.state, "its running marker was settled")
+        return _read_back_line(incident, event), (PostMessage(),)
+    if incident.state is not event.seen or incident.state not in ACTING:
+        raise StepTaken(incident.id, incident.state, "no longer waiting for this step")
+    if event.result is None:
+        new, moved = _move(_read_back_line(incident, event), S.ACTION_FAILED, event.at,
+                           event.by, event.text[:200])
+    elif incident.state is S.APPROVED:
+        new, moved = _move(incident, S.REMEDIATING, event.at, event.by,
+                           "read back after an interruption")
+    else:
+        new, moved = _move(_read_back_line(incident, event), S.VERIFIED, event.at, event.by,
+                           event.text[:200])
+    return new, (moved,)
+
+
+def _read_back_line(incident: Incident, event: ActionReadBack) -> Incident:
+    """The read-back's result line and last outcome, the marker cleared, while the marker
+    is the one it saw."""
+    if incident.running != event.running:
+        return incident
+    if event.result is not None:
+        line, last = StepResult.of(event.result), LastOutcome.of(event.result)
+    else:
+        line, last = StepResult(False, event.text), LastOutcome(event.text)
+    return replace(incident.with_result(line), last_outcome=last, running=None,
+                   updated=event.at)
+
+
 def _action_finished(incident: Incident, event: ActionFinished) -> Decision:
     return replace(incident, running=None, updated=event.at), (PostMessage(),)
 
@@ -740,7 +793,7 @@ _HANDLERS: dict[type, Callable[[Incident, Any], Decision]] = {
     ActionObserved: _action_observed, ActionNotNeeded: _action_not_needed,
     ActionFailed: _action_failed, GateObserved: _gate_observed, XidsFolded: _xids_folded,
     ResumeQueued: _resume_queued, CardDelivered: _card_delivered,
-    StepAbandoned: _step_abandoned,
+    StepAbandoned: _step_abandoned, ActionReadBack: _action_read_back,
     ActionFinished: _action_finished, AlertCleared: _alert_cleared, Acked: _acked,
     ResolveAsked: _resolve_asked, SnoozeAsked: _snooze_asked, SnoozeEnded: _snooze_ended,
     EscalateAsked: _escalate_asked,

@@ -23,6 +23,7 @@ from bot.domain.flow import (
     ActionFinished,
     ActionNotNeeded,
     ActionObserved,
+    ActionReadBack,
     ActionStarted,
     AlertCleared,
     AlertOpened,
@@ -129,6 +130,8 @@ EVENT_SAMPLES: dict[type[FlowEvent], FlowEvent] = {
     XidsFolded: XidsFolded(AT, BOT),
     CardDelivered: CardDelivered(AT, BOT, ChatRefs("C1", "1.0", "1.0")),
     StepAbandoned: StepAbandoned(AT, "reconciler", S.DIAGNOSING, 2, "deadline passed 1s ago"),
+    ActionReadBack: ActionReadBack(AT, "reconciler", S.REMEDIATING, None, "stopped",
+                                   result(True)),
 }
 
 
@@ -165,6 +168,8 @@ def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | ty
         CardDelivered: lambda: stays,
         # the sample's third interruption of a diagnosis: given up, with Retry
         StepAbandoned: lambda: S.DIAGNOSIS_FAILED if state is S.DIAGNOSING else stays,
+        # the sample's verified read-back of the step it saw (remediating), nothing else
+        ActionReadBack: lambda: S.VERIFIED if state is S.REMEDIATING else StepTaken,
     }
     return rules[type(event)]()
 
@@ -450,3 +455,83 @@ def test_an_entry_that_outlived_its_state_is_only_dropped(seen: IncidentState,
         return
     before = incident(state)
     assert decide(before, abandoned(seen, 9)) == (before, (SweepNext(Then.DROP, WHY),))
+
+
+# --- an interrupted action read back from the host (ActionReadBack) ---------------------------
+
+MARK = Running("systemd.stop_disable", USER, AT - 1000, "ap1")
+NOT_THERE = "vllm.service is still active: not done, Retry"
+
+
+def read_back(seen: IncidentState, ok: bool, *, running: Running | None = MARK,
+              settles: bool = True) -> ActionReadBack:
+    found = result(True) if ok else None
+    return ActionReadBack(AT, REC, seen, running, found.summary if found else NOT_THERE, found,
+                          settles=settles)
+
+
+def test_a_read_back_that_holds_verifies_with_its_line_and_clears_the_marker() -> None:
+    new, effects = decide(incident(S.REMEDIATING, running=MARK), read_back(S.REMEDIATING, True))
+    assert new.state is S.VERIFIED and new.running is None and new.updated == AT
+    assert [r.ok for r in new.results] == [True] and new.results[0].text == "stopped"
+    assert new.last_outcome is not None and new.last_outcome.summary == "stopped"
+    assert effects == (Transitioned(REC, "stopped"),)  # the caller re-renders, after its offers
+
+
+def test_a_read_back_from_approved_goes_through_remediating_first() -> None:
+    """The table has no approved -> verified: the first event enters remediating (no line
+    yet), the same event again from there verifies with the line."""
+    first, effects = decide(incident(S.APPROVED, running=MARK), read_back(S.APPROVED, True))
+    assert first.state is S.REMEDIATING and first.results == () and first.running == MARK
+    assert effects == (Transitioned(REC, "read back after an interruption"),)
+    new, _ = decide(first, read_back(S.REMEDIATING, True))
+    assert new.state is S.VERIFIED and new.running is None and len(new.results) == 1
+
+
+@pytest.mark.parametrize("state", [S.APPROVED, S.REMEDIATING])
+def test_a_read_back_that_does_not_hold_fails_with_retry_and_its_words(
+        state: IncidentState) -> None:
+    new, effects = decide(incident(state, running=MARK), read_back(state, False))
+    assert new.state is S.ACTION_FAILED and new.running is None
+    assert [(r.ok, r.text) for r in new.results] == [(False, NOT_THERE)]
+    assert new.last_outcome is not None and new.last_outcome.summary == NOT_THERE
+    assert effects == (Transitioned(REC, NOT_THERE[:200]),)
+
+
+def test_an_action_that_never_started_fails_without_a_marker() -> None:
+    new, _ = decide(incident(S.APPROVED), read_back(S.APPROVED, False, running=None))
+    assert new.state is S.ACTION_FAILED and [r.ok for r in new.results] == [False]
+
+
+@pytest.mark.parametrize("ok", [True, False])
+def test_a_read_back_moves_but_writes_no_line_when_the_marker_changed(ok: bool) -> None:
+    other = replace(MARK, approval_id="ap2")
+    new, effects = decide(incident(S.REMEDIATING, running=other), read_back(S.REMEDIATING, ok))
+    assert new.state is (S.VERIFIED if ok else S.ACTION_FAILED)
+    assert new.results == () and new.running == other and len(effects) == 1
+
+
+@pytest.mark.parametrize("seen", [S.APPROVED, S.REMEDIATING])
+@pytest.mark.parametrize("state", sorted(set(IncidentState), key=lambda s: s.value))
+def test_a_settle_of_a_step_that_moved_writes_nothing(seen: IncidentState,
+                                                      state: IncidentState) -> None:
+    if state is seen:
+        return
+    with pytest.raises(StepTaken):
+        decide(incident(state, running=MARK), read_back(seen, True))
+
+
+@pytest.mark.parametrize("ok", [True, False])
+@pytest.mark.parametrize("state", [S.VERIFIED, S.ACTION_FAILED, S.RESUMED, S.AWAITING_APPROVAL])
+def test_a_stale_marker_gets_its_line_only_and_a_rerender(ok: bool, state: IncidentState) -> None:
+    new, effects = decide(incident(state, running=MARK),
+                          read_back(state, ok, settles=False))
+    assert new.state is state and new.running is None and len(new.results) == 1
+    assert new.results[0].ok is ok and effects == (PostMessage(),)
+
+
+def test_a_stale_marker_settled_by_someone_else_writes_nothing() -> None:
+    for running in (None, replace(MARK, at=AT)):
+        with pytest.raises(StepTaken):
+            decide(incident(S.VERIFIED, running=running),
+                   read_back(S.VERIFIED, True, settles=False))
