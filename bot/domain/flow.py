@@ -2,17 +2,18 @@
 
 An event is something that happened to an incident: its alert opened or cleared, a
 diagnosis finished or failed, an approval was clicked, denied or expired, an action
-started, was observed by its verification (or found not needed, or failed before it
-ran), the health gate observed the host before a return to service, more alerts folded
-into an Xid storm's tally, an extraction's resume was queued, its card was delivered to
-chat, the reconciler found its step abandoned, an interrupted action was read back from
-the host, a person acked, resolved, snoozed or retried. An effect is what must happen
-because of it: the transition's audit line (written with the record), the message
-re-rendered, a reply in the thread, a diagnosis or an action run, the other pending
-approvals withdrawn, approvals told which message holds their buttons, an audit entry,
-an announcement on the events stream, the closing note. ``decide`` does no I/O: the
-runner (``bot/flow/runner.py``) loads the incident once, calls it, commits the new record
-once and applies the effects; what an effect finds out comes back as the next event.
+started, was observed by its verification (or found not needed, or failed before it ran),
+the health gate observed the host before a return to service, more alerts folded into an
+Xid storm's tally, an extraction's resume was queued, its card was delivered to chat, the
+reconciler found its step abandoned, an interrupted action was read back from the host, a
+reboot was sent, settled or followed on the host's other incidents, a person acked,
+resolved, snoozed or retried. An effect is what must happen because of it: the
+transition's audit line (written with the record), the message re-rendered, a reply in
+the thread, a diagnosis or an action run, the other pending approvals withdrawn,
+approvals told which message holds their buttons, an audit entry, an announcement on the
+events stream, the closing note. ``decide`` does no I/O: the runner
+(``bot/flow/runner.py``) loads the incident once, calls it, commits the new record once
+and applies the effects; what an effect finds out comes back as the next event.
 
 The state table (``bot/domain/lifecycle.py``) guards every change: ``apply_transition``
 raises ``IllegalTransition`` and nothing is written. An event that no longer applies
@@ -37,8 +38,10 @@ from bot.domain.incident_record import (
     ActionPlan,
     ChatRefs,
     GateRecord,
+    HostRebootMark,
     LastOutcome,
     ProbeOutput,
+    RebootPending,
     Running,
     Snooze,
     StepResult,
@@ -240,6 +243,47 @@ class ActionReadBack(FlowEvent):
     text: str
     result: ActionResult | None = None
     settles: bool = True
+
+
+@dataclass(frozen=True)
+class RebootRequested(FlowEvent):
+    """A reboot was sent (``result``; ``by`` is its approver): it cannot be verified yet,
+    so the step stays remediating with ``reboot`` pending and its line (``text``) says so
+    in the thread."""
+
+    result: ActionResult
+    reboot: RebootPending
+    text: str
+
+
+@dataclass(frozen=True)
+class RebootSettled(FlowEvent):
+    """The pending reboot is over (``reboot`` done, with the boot id after; None: the host
+    was not back by its deadline): verified when the host is back without the problem
+    (``ok``), else ``action_failed``, ``text`` saying which."""
+
+    reboot: RebootPending
+    ok: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class HostRebootMarked(FlowEvent):
+    """Another incident of this host rebooted it (``mark``): said in its thread (``text``);
+    it is re-diagnosed once the host is back."""
+
+    mark: HostRebootMark
+    text: str
+
+
+@dataclass(frozen=True)
+class RebootFollowed(FlowEvent):
+    """The host another incident rebooted is back: its mark settled (``mark``), and with
+    ``fresh`` (a diagnosis without problems) the incident resolved, ``text`` its line."""
+
+    mark: HostRebootMark
+    fresh: Diagnosis | None = None
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -706,6 +750,42 @@ def _read_back_line(incident: Incident, event: ActionReadBack) -> Incident:
                    updated=event.at)
 
 
+def _reboot_requested(incident: Incident, event: RebootRequested) -> Decision:
+    new = replace(incident.with_result(StepResult(True, event.text)), reboot=event.reboot,
+                  last_outcome=LastOutcome.of(event.result), updated=event.at)
+    detail = {"host": incident.host, "boot_id": event.reboot.boot_id}
+    return new, (Audit(event.by, "host.reboot_requested", detail), ReplyInThread(event.text))
+
+
+def _reboot_settled(incident: Incident, event: RebootSettled) -> Decision:
+    """Only the step that waits for it (remediating) settles; its line with the move."""
+    if incident.state is not S.REMEDIATING:
+        raise StepTaken(incident.id, incident.state, "no reboot step waiting to settle")
+    done = replace(incident.with_result(StepResult(event.ok, event.text)), reboot=event.reboot)
+    goal = S.VERIFIED if event.ok else S.ACTION_FAILED
+    new, moved = _move(done, goal, event.at, event.by, event.text[:200])
+    detail = {"boot_id_after": event.reboot.boot_id_after, "ok": event.ok,
+              "text": event.text[:500]}
+    return new, (moved, Audit(event.by, "host.reboot_settled", detail),
+                 ReplyInThread(event.text), PostMessage())
+
+
+def _host_reboot_marked(incident: Incident, event: HostRebootMarked) -> Decision:
+    new = replace(incident, host_reboot=event.mark, updated=event.at)
+    return new, (ReplyInThread(event.text), PostMessage())
+
+
+def _reboot_followed(incident: Incident, event: RebootFollowed) -> Decision:
+    """The mark settled; resolved (with the fresh diagnosis and its line) when its
+    problems are gone and the table still lets it resolve."""
+    new = replace(incident, host_reboot=event.mark, updated=event.at)
+    if event.fresh is None or not can_transition(incident.state, S.RESOLVED):
+        return new, ()
+    gone = replace(new.with_result(StepResult(True, event.text)), diagnosis=event.fresh)
+    new, moved = _move(gone, S.RESOLVED, event.at, event.by, event.text[:200])
+    return new, (moved, ReplyInThread(event.text), PostMessage())
+
+
 def _action_finished(incident: Incident, event: ActionFinished) -> Decision:
     return replace(incident, running=None, updated=event.at), (PostMessage(),)
 
@@ -794,6 +874,8 @@ _HANDLERS: dict[type, Callable[[Incident, Any], Decision]] = {
     ActionFailed: _action_failed, GateObserved: _gate_observed, XidsFolded: _xids_folded,
     ResumeQueued: _resume_queued, CardDelivered: _card_delivered,
     StepAbandoned: _step_abandoned, ActionReadBack: _action_read_back,
+    RebootRequested: _reboot_requested, RebootSettled: _reboot_settled,
+    HostRebootMarked: _host_reboot_marked, RebootFollowed: _reboot_followed,
     ActionFinished: _action_finished, AlertCleared: _alert_cleared, Acked: _acked,
     ResolveAsked: _resolve_asked, SnoozeAsked: _snooze_asked, SnoozeEnded: _snooze_ended,
     EscalateAsked: _escalate_asked,

@@ -153,7 +153,7 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
                           history=history)
     slurm = SlurmStep(incidents, hosts, plans, publisher, followups, audit,
                       probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER)
-    reboots = RebootStep(incidents, hosts, runner, plans, publisher, audit, diagnose,
+    reboots = RebootStep(flow_runner, incidents, hosts, runner, plans, publisher, audit, diagnose,
                          probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER, clock=clock,
                          slurm=slurm)
     act = ActStep(flow_runner, incidents, hosts, plans, publisher, followups, reboots, runner,

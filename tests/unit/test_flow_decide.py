@@ -40,7 +40,11 @@ from bot.domain.flow import (
     EscalateAsked,
     FlowEvent,
     GateObserved,
+    HostRebootMarked,
     PostMessage,
+    RebootFollowed,
+    RebootRequested,
+    RebootSettled,
     Rediagnose,
     Refused,
     ReplyInThread,
@@ -65,7 +69,15 @@ from bot.domain.flow import (
     outcome_state,
 )
 from bot.domain.incident import Incident
-from bot.domain.incident_record import ActionPlan, ChatRefs, GateRecord, Running, Snooze
+from bot.domain.incident_record import (
+    ActionPlan,
+    ChatRefs,
+    GateRecord,
+    HostRebootMark,
+    RebootPending,
+    Running,
+    Snooze,
+)
 from bot.domain.lifecycle import (
     FIRST_DIAGNOSIS,
     SNOOZABLE,
@@ -132,6 +144,13 @@ EVENT_SAMPLES: dict[type[FlowEvent], FlowEvent] = {
     StepAbandoned: StepAbandoned(AT, "reconciler", S.DIAGNOSING, 2, "deadline passed 1s ago"),
     ActionReadBack: ActionReadBack(AT, "reconciler", S.REMEDIATING, None, "stopped",
                                    result(True)),
+    RebootRequested: RebootRequested(AT, USER, result(True), RebootPending("b0", AT, AT + 900,
+                                                                           USER), "rebooting"),
+    RebootSettled: RebootSettled(AT, BOT, RebootPending("b0", AT - 60, AT + 840, USER, True,
+                                                        "b1"), True, "back, problem gone"),
+    HostRebootMarked: HostRebootMarked(AT, BOT, HostRebootMark("INC-0", USER, AT), "rebooted"),
+    RebootFollowed: RebootFollowed(AT, BOT, HostRebootMark("INC-0", USER, AT - 60, True, "b1"),
+                                   FOUND, "gone after the reboot"),
 }
 
 
@@ -170,6 +189,10 @@ def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | ty
         StepAbandoned: lambda: S.DIAGNOSIS_FAILED if state is S.DIAGNOSING else stays,
         # the sample's verified read-back of the step it saw (remediating), nothing else
         ActionReadBack: lambda: S.VERIFIED if state is S.REMEDIATING else StepTaken,
+        RebootRequested: lambda: stays,
+        RebootSettled: lambda: S.VERIFIED if state is S.REMEDIATING else StepTaken,
+        HostRebootMarked: lambda: stays,
+        RebootFollowed: lambda: S.RESOLVED if can_transition(state, S.RESOLVED) else stays,
     }
     return rules[type(event)]()
 
@@ -535,3 +558,66 @@ def test_a_stale_marker_settled_by_someone_else_writes_nothing() -> None:
         with pytest.raises(StepTaken):
             decide(incident(S.VERIFIED, running=running),
                    read_back(S.VERIFIED, True, settles=False))
+
+
+# --- a reboot: sent, settled, the host's other incidents marked and followed -----------------
+
+PENDING = RebootPending("b0", AT - 60, AT + 840, USER)
+
+
+def test_a_sent_reboot_is_pending_with_its_line_audited_and_said() -> None:
+    sent = result(True)
+    new, effects = decide(incident(S.REMEDIATING), RebootRequested(AT, USER, sent, PENDING,
+                                                                   "rebooting gpu-01"))
+    assert new.state is S.REMEDIATING and new.reboot == PENDING and new.updated == AT
+    assert [(r.ok, r.text) for r in new.results] == [(True, "rebooting gpu-01")]
+    assert new.last_outcome is not None and new.last_outcome.summary == sent.summary
+    assert effects == (Audit(USER, "host.reboot_requested", {"host": "gpu-01", "boot_id": "b0"}),
+                       ReplyInThread("rebooting gpu-01"))
+
+
+@pytest.mark.parametrize(("ok", "goal"), [(True, S.VERIFIED), (False, S.ACTION_FAILED)])
+def test_a_settled_reboot_moves_with_its_line_audited_said_and_rerendered(
+        ok: bool, goal: IncidentState) -> None:
+    done = replace(PENDING, done=True, boot_id_after="b1" if ok else None)
+    new, effects = decide(incident(S.REMEDIATING, reboot=PENDING),
+                          RebootSettled(AT, BOT, done, ok, "the words"))
+    assert new.state is goal and new.reboot == done
+    assert [(r.ok, r.text) for r in new.results] == [(ok, "the words")]
+    detail = {"boot_id_after": done.boot_id_after, "ok": ok, "text": "the words"}
+    assert effects == (Transitioned(BOT, "the words"), Audit(BOT, "host.reboot_settled", detail),
+                       ReplyInThread("the words"), PostMessage())
+
+
+def test_a_reboot_settled_elsewhere_writes_nothing() -> None:
+    for state in (S.VERIFIED, S.ACTION_FAILED, S.APPROVED):
+        with pytest.raises(StepTaken):
+            decide(incident(state, reboot=PENDING),
+                   RebootSettled(AT, BOT, replace(PENDING, done=True), True, "back"))
+
+
+def test_another_incident_of_the_host_is_marked_told_and_rerendered() -> None:
+    mark = HostRebootMark("INC-0", USER, AT)
+    new, effects = decide(incident(S.AWAITING_APPROVAL), HostRebootMarked(AT, BOT, mark, "note"))
+    assert new.host_reboot == mark and new.state is S.AWAITING_APPROVAL
+    assert effects == (ReplyInThread("note"), PostMessage())
+
+
+def test_a_followed_incident_whose_problems_are_gone_resolves_with_the_fresh_diagnosis() -> None:
+    mark = HostRebootMark("INC-0", USER, AT - 60, True, "b1")
+    fresh = replace(FOUND, findings=(), actions=())
+    new, effects = decide(incident(S.AWAITING_APPROVAL),
+                          RebootFollowed(AT, BOT, mark, fresh, "gone after the reboot"))
+    assert new.state is S.RESOLVED and new.host_reboot == mark and new.diagnosis == fresh
+    assert [(r.ok, r.text) for r in new.results] == [(True, "gone after the reboot")]
+    assert effects == (Transitioned(BOT, "gone after the reboot"),
+                       ReplyInThread("gone after the reboot"), PostMessage())
+
+
+def test_a_followed_incident_only_settles_its_mark_otherwise() -> None:
+    mark = HostRebootMark("INC-0", USER, AT - 60, True, "b1")
+    new, effects = decide(incident(S.AWAITING_APPROVAL), RebootFollowed(AT, BOT, mark))
+    assert new.host_reboot == mark and new.state is S.AWAITING_APPROVAL and effects == ()
+    # gone, but the incident resolved meanwhile: the mark only, nothing said
+    new, effects = decide(incident(S.RESOLVED), RebootFollowed(AT, BOT, mark, FOUND, "gone"))
+    assert new.host_reboot == mark and new.results == () and effects == ()
