@@ -6,14 +6,15 @@ started, was observed by its verification (or found not needed, or failed before
 the health gate observed the host before a return to service, more alerts folded into an
 Xid storm's tally, an extraction's resume was queued, its card was delivered to chat, the
 reconciler found its step abandoned, an interrupted action was read back from the host, a
-reboot was sent, settled or followed on the host's other incidents, a person acked,
-resolved, snoozed or retried. An effect is what must happen because of it: the
-transition's audit line (written with the record), the message re-rendered, a reply in
-the thread, a diagnosis or an action run, the other pending approvals withdrawn,
-approvals told which message holds their buttons, an audit entry, an announcement on the
-events stream, the closing note. ``decide`` does no I/O: the runner
-(``bot/flow/runner.py``) loads the incident once, calls it, commits the new record once
-and applies the effects; what an effect finds out comes back as the next event.
+reboot was sent, settled or followed on the host's other incidents, a drained Slurm node
+has nothing running any more, a person acked, resolved, snoozed or retried. An effect is
+what must happen because of it: the transition's audit line (written with the record),
+the message re-rendered, a reply in the thread, a diagnosis or an action run, the other
+pending approvals withdrawn, approvals told which message holds their buttons, an audit
+entry, an announcement on the events stream, the closing note. ``decide`` does no I/O:
+the runner (``bot/flow/runner.py``) loads the incident once, calls it, commits the new
+record once and applies the effects; what an effect finds out comes back as the next
+event.
 
 The state table (``bot/domain/lifecycle.py``) guards every change: ``apply_transition``
 raises ``IllegalTransition`` and nothing is written. An event that no longer applies
@@ -284,6 +285,15 @@ class RebootFollowed(FlowEvent):
     mark: HostRebootMark
     fresh: Diagnosis | None = None
     text: str = ""
+
+
+@dataclass(frozen=True)
+class NodeDrained(FlowEvent):
+    """The Slurm node the incident's drain left DRAINING is DRAINED now (nothing runs
+    there): ``text`` says so, under the message's results and in the thread."""
+
+    node: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -786,6 +796,13 @@ def _reboot_followed(incident: Incident, event: RebootFollowed) -> Decision:
     return new, (moved, ReplyInThread(event.text), PostMessage())
 
 
+def _node_drained(incident: Incident, event: NodeDrained) -> Decision:
+    """The line on the message and in the thread; the caller offers the repair (a reboot,
+    now that nothing runs there) and re-renders."""
+    new = replace(incident.with_result(StepResult(True, event.text)), updated=event.at)
+    return new, (ReplyInThread(event.text),)
+
+
 def _action_finished(incident: Incident, event: ActionFinished) -> Decision:
     return replace(incident, running=None, updated=event.at), (PostMessage(),)
 
@@ -876,6 +893,7 @@ _HANDLERS: dict[type, Callable[[Incident, Any], Decision]] = {
     StepAbandoned: _step_abandoned, ActionReadBack: _action_read_back,
     RebootRequested: _reboot_requested, RebootSettled: _reboot_settled,
     HostRebootMarked: _host_reboot_marked, RebootFollowed: _reboot_followed,
+    NodeDrained: _node_drained,
     ActionFinished: _action_finished, AlertCleared: _alert_cleared, Acked: _acked,
     ResolveAsked: _resolve_asked, SnoozeAsked: _snooze_asked, SnoozeEnded: _snooze_ended,
     EscalateAsked: _escalate_asked,

@@ -151,8 +151,8 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     followups = Followups(flow_runner, incidents, plans, publisher, audit, runner, settings,
                           gate_need_mib=options.gate_need_mib, bot_user=BOT_USER,
                           history=history)
-    slurm = SlurmStep(incidents, hosts, plans, publisher, followups, audit,
-                      probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER)
+    slurm = SlurmStep(flow_runner, incidents, hosts, plans, publisher, followups, audit,
+                      probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER, clock=clock)
     reboots = RebootStep(flow_runner, incidents, hosts, runner, plans, publisher, audit, diagnose,
                          probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER, clock=clock,
                          slurm=slurm)

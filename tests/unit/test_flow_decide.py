@@ -41,6 +41,7 @@ from bot.domain.flow import (
     FlowEvent,
     GateObserved,
     HostRebootMarked,
+    NodeDrained,
     PostMessage,
     RebootFollowed,
     RebootRequested,
@@ -77,6 +78,7 @@ from bot.domain.incident_record import (
     RebootPending,
     Running,
     Snooze,
+    StepResult,
 )
 from bot.domain.lifecycle import (
     FIRST_DIAGNOSIS,
@@ -151,6 +153,7 @@ EVENT_SAMPLES: dict[type[FlowEvent], FlowEvent] = {
     HostRebootMarked: HostRebootMarked(AT, BOT, HostRebootMark("INC-0", USER, AT), "rebooted"),
     RebootFollowed: RebootFollowed(AT, BOT, HostRebootMark("INC-0", USER, AT - 60, True, "b1"),
                                    FOUND, "gone after the reboot"),
+    NodeDrained: NodeDrained(AT, BOT, "gpu-01", "gpu-01 is DRAINED: nothing runs there"),
 }
 
 
@@ -193,6 +196,7 @@ def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | ty
         RebootSettled: lambda: S.VERIFIED if state is S.REMEDIATING else StepTaken,
         HostRebootMarked: lambda: stays,
         RebootFollowed: lambda: S.RESOLVED if can_transition(state, S.RESOLVED) else stays,
+        NodeDrained: lambda: stays,
     }
     return rules[type(event)]()
 
@@ -621,3 +625,15 @@ def test_a_followed_incident_only_settles_its_mark_otherwise() -> None:
     # gone, but the incident resolved meanwhile: the mark only, nothing said
     new, effects = decide(incident(S.RESOLVED), RebootFollowed(AT, BOT, mark, FOUND, "gone"))
     assert new.host_reboot == mark and new.results == () and effects == ()
+
+
+# --- a drained Slurm node with nothing running any more (NodeDrained) ------------------------
+
+@pytest.mark.parametrize("state", [S.VERIFIED, S.RESUMED, S.ACTION_FAILED])
+def test_a_drained_node_is_a_line_on_the_message_and_in_the_thread(state: IncidentState) -> None:
+    text = "gpu-01 is DRAINED: nothing runs there"
+    before = incident(state, results=(StepResult(True, "drained gpu-01"),))
+    new, effects = decide(before, NodeDrained(AT, BOT, "gpu-01", text))
+    assert new.state is state and new.updated == AT
+    assert [r.text for r in new.results] == ["drained gpu-01", text]
+    assert effects == (ReplyInThread(text),)  # the caller offers the repair, then re-renders
