@@ -4,17 +4,17 @@ An event is something that happened to an incident: its alert opened or cleared,
 diagnosis finished or failed, an approval was clicked, denied or expired, an action
 started, was observed by its verification (or found not needed, or failed before it ran),
 the health gate observed the host before a return to service, more alerts folded into an
-Xid storm's tally, an extraction's resume was queued, its card was delivered to chat, the
-reconciler found its step abandoned, an interrupted action was read back from the host, a
-reboot was sent, settled or followed on the host's other incidents, a drained Slurm node
-has nothing running any more, a person acked, resolved, snoozed or retried. An effect is
-what must happen because of it: the transition's audit line (written with the record),
-the message re-rendered, a reply in the thread, a diagnosis or an action run, the other
-pending approvals withdrawn, approvals told which message holds their buttons, an audit
-entry, an announcement on the events stream, the closing note. ``decide`` does no I/O:
-the runner (``bot/flow/runner.py``) loads the incident once, calls it, commits the new
-record once and applies the effects; what an effect finds out comes back as the next
-event.
+Xid storm's tally, an extraction's resume was queued (its progress shown, its job ended),
+its card was delivered to chat, the reconciler found its step abandoned, an interrupted
+action was read back from the host, a reboot was sent, settled or followed on the host's
+other incidents, a drained Slurm node has nothing running any more, a person acked,
+resolved, snoozed or retried. An effect is what must happen because of it: the
+transition's audit line (written with the record), the message re-rendered, a reply in
+the thread, a diagnosis or an action run, the other pending approvals withdrawn,
+approvals told which message holds their buttons, an audit entry, an announcement on the
+events stream, the closing note. ``decide`` does no I/O: the runner
+(``bot/flow/runner.py``) loads the incident once, calls it, commits the new record once
+and applies the effects; what an effect finds out comes back as the next event.
 
 The state table (``bot/domain/lifecycle.py``) guards every change: ``apply_transition``
 raises ``IllegalTransition`` and nothing is written. An event that no longer applies
@@ -42,6 +42,7 @@ from bot.domain.incident_record import (
     HostRebootMark,
     LastOutcome,
     ProbeOutput,
+    ProgressTracker,
     RebootPending,
     Running,
     Snooze,
@@ -294,6 +295,23 @@ class NodeDrained(FlowEvent):
 
     node: str
     text: str
+
+
+@dataclass(frozen=True)
+class ProgressShown(FlowEvent):
+    """A resumed extraction's progress as its one thread message shows it now
+    (``tracker``: the moving-average window, where the message is, what it last said)."""
+
+    tracker: ProgressTracker
+
+
+@dataclass(frozen=True)
+class ExtractionFinished(FlowEvent):
+    """The resumed extraction's job ended (its closing line is in the thread): resolved
+    when it ``completed``, else ``action_failed``; ``summary`` is the reason."""
+
+    completed: bool
+    summary: str
 
 
 @dataclass(frozen=True)
@@ -803,6 +821,20 @@ def _node_drained(incident: Incident, event: NodeDrained) -> Decision:
     return new, (ReplyInThread(event.text),)
 
 
+def _progress_shown(incident: Incident, event: ProgressShown) -> Decision:
+    return replace(incident, progress=event.tracker, updated=event.at), ()
+
+
+def _extraction_finished(incident: Incident, event: ExtractionFinished) -> Decision:
+    """Only the resumed incident the job belongs to ends with it (``StepTaken`` once it
+    moved on: a person resolved it, a follow-up is running)."""
+    if incident.state is not S.RESUMED:
+        raise StepTaken(incident.id, incident.state, "no resumed extraction to end")
+    goal = S.RESOLVED if event.completed else S.ACTION_FAILED
+    new, moved = _move(incident, goal, event.at, event.by, event.summary)
+    return new, (moved,)
+
+
 def _action_finished(incident: Incident, event: ActionFinished) -> Decision:
     return replace(incident, running=None, updated=event.at), (PostMessage(),)
 
@@ -893,7 +925,8 @@ _HANDLERS: dict[type, Callable[[Incident, Any], Decision]] = {
     StepAbandoned: _step_abandoned, ActionReadBack: _action_read_back,
     RebootRequested: _reboot_requested, RebootSettled: _reboot_settled,
     HostRebootMarked: _host_reboot_marked, RebootFollowed: _reboot_followed,
-    NodeDrained: _node_drained,
+    NodeDrained: _node_drained, ProgressShown: _progress_shown,
+    ExtractionFinished: _extraction_finished,
     ActionFinished: _action_finished, AlertCleared: _alert_cleared, Acked: _acked,
     ResolveAsked: _resolve_asked, SnoozeAsked: _snooze_asked, SnoozeEnded: _snooze_ended,
     EscalateAsked: _escalate_asked,

@@ -170,7 +170,7 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
         approve=approve,
         decide=DecideStep(flow_runner, incidents, PolicedDiagnosis(diagnose, policies), actions,
                           bot_user=BOT_USER, clock=clock),
-        progress=ProgressStep(incidents, jobs, publisher, audit,
+        progress=ProgressStep(flow_runner, incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
         actions=actions, clock=clock, flow_runner=flow_runner, closing_note=closing_note,
         stats=_stats_report(incidents, audit, clock), policies=policies, storms=storms)

@@ -38,11 +38,13 @@ from bot.domain.flow import (
     DiagnosisFailed,
     DiagnosisFinished,
     EscalateAsked,
+    ExtractionFinished,
     FlowEvent,
     GateObserved,
     HostRebootMarked,
     NodeDrained,
     PostMessage,
+    ProgressShown,
     RebootFollowed,
     RebootRequested,
     RebootSettled,
@@ -75,6 +77,7 @@ from bot.domain.incident_record import (
     ChatRefs,
     GateRecord,
     HostRebootMark,
+    ProgressTracker,
     RebootPending,
     Running,
     Snooze,
@@ -154,6 +157,9 @@ EVENT_SAMPLES: dict[type[FlowEvent], FlowEvent] = {
     RebootFollowed: RebootFollowed(AT, BOT, HostRebootMark("INC-0", USER, AT - 60, True, "b1"),
                                    FOUND, "gone after the reboot"),
     NodeDrained: NodeDrained(AT, BOT, "gpu-01", "gpu-01 is DRAINED: nothing runs there"),
+    ProgressShown: ProgressShown(AT, BOT, ProgressTracker(((AT, 10),), AT, 10, "C1", "2.0",
+                                                          "50%", AT)),
+    ExtractionFinished: ExtractionFinished(AT, BOT, True, "ex done: 1,000 items in 10 min"),
 }
 
 
@@ -197,6 +203,8 @@ def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | ty
         HostRebootMarked: lambda: stays,
         RebootFollowed: lambda: S.RESOLVED if can_transition(state, S.RESOLVED) else stays,
         NodeDrained: lambda: stays,
+        ProgressShown: lambda: stays,
+        ExtractionFinished: lambda: S.RESOLVED if state is S.RESUMED else StepTaken,
     }
     return rules[type(event)]()
 
@@ -539,7 +547,7 @@ def test_a_read_back_moves_but_writes_no_line_when_the_marker_changed(ok: bool) 
 
 
 @pytest.mark.parametrize("seen", [S.APPROVED, S.REMEDIATING])
-@pytest.mark.parametrize("state", sorted(set(IncidentState), key=lambda s: s.value))
+@pytest.mark.parametrize("state", list(IncidentState))
 def test_a_settle_of_a_step_that_moved_writes_nothing(seen: IncidentState,
                                                       state: IncidentState) -> None:
     if state is seen:
@@ -637,3 +645,24 @@ def test_a_drained_node_is_a_line_on_the_message_and_in_the_thread(state: Incide
     assert new.state is state and new.updated == AT
     assert [r.text for r in new.results] == ["drained gpu-01", text]
     assert effects == (ReplyInThread(text),)  # the caller offers the repair, then re-renders
+
+
+# --- a resumed extraction: its progress shown, its job ended ----------------------------------
+
+def test_the_progress_shown_is_kept_on_the_incident_and_nothing_else_happens() -> None:
+    tracker = ProgressTracker(((AT - 2, 100), (AT, 140)), AT - 2, 100, "C1", "2.0", "14%", AT)
+    new, effects = decide(incident(S.RESUMED), ProgressShown(AT, BOT, tracker))
+    assert new.progress == tracker and new.state is S.RESUMED and new.updated == AT
+    assert effects == ()  # the step posted or edited the message itself
+
+
+@pytest.mark.parametrize(("completed", "goal"), [(True, S.RESOLVED), (False, S.ACTION_FAILED)])
+def test_the_jobs_end_ends_the_resumed_incident(completed: bool, goal: IncidentState) -> None:
+    new, effects = decide(incident(S.RESUMED), ExtractionFinished(AT, BOT, completed, "summary"))
+    assert new.state is goal and effects == (Transitioned(BOT, "summary"),)
+
+
+@pytest.mark.parametrize("state", [S.RESOLVED, S.REMEDIATING, S.VERIFIED])
+def test_a_jobs_end_after_the_incident_moved_on_writes_nothing(state: IncidentState) -> None:
+    with pytest.raises(StepTaken):
+        decide(incident(state), ExtractionFinished(AT, BOT, True, "summary"))
