@@ -3,16 +3,16 @@
 An event is something that happened to an incident: its alert opened or cleared, a
 diagnosis finished or failed, an approval was clicked, denied or expired, an action
 started, was observed by its verification (or found not needed, or failed before it ran),
-the health gate observed the host before a return to service, more alerts folded into an
-Xid storm's tally, an extraction's resume was queued (its progress shown, its job ended),
-its card was delivered to chat, the reconciler found its step abandoned, an interrupted
-action was read back from the host, a reboot was sent, settled or followed on the host's
-other incidents, a drained Slurm node has nothing running any more, a person acked,
-resolved, snoozed or retried. An effect is what must happen because of it: the
-transition's audit line (written with the record), the message re-rendered, a reply in
-the thread, a diagnosis or an action run, the other pending approvals withdrawn,
-approvals told which message holds their buttons, an audit entry, an announcement on the
-events stream, the closing note. ``decide`` does no I/O: the runner
+the health gate observed the host before a return to service, a follow-up was offered,
+more alerts folded into an Xid storm's tally, an extraction's resume was queued (its
+progress shown, its job ended), its card was delivered to chat, the reconciler found its
+step abandoned, an interrupted action was read back from the host, a reboot was sent,
+settled or followed on the host's other incidents, a drained Slurm node has nothing
+running any more, a person acked, resolved, snoozed or retried. An effect is what must
+happen because of it: the transition's audit line (written with the record), the message
+re-rendered, a reply in the thread, a diagnosis or an action run, the other pending
+approvals withdrawn, approvals told which message holds their buttons, an audit entry, an
+announcement on the events stream, the closing note. ``decide`` does no I/O: the runner
 (``bot/flow/runner.py``) loads the incident once, calls it, commits the new record once
 and applies the effects; what an effect finds out comes back as the next event.
 
@@ -312,6 +312,17 @@ class ExtractionFinished(FlowEvent):
 
     completed: bool
     summary: str
+
+
+@dataclass(frozen=True)
+class PlanOffered(FlowEvent):
+    """A follow-up's approval (``plan``) offered on the incident's message: among its
+    plans, or as its Revert (``revert``: shown apart, ``keep`` an earlier Revert still
+    pending that goes back among the plans)."""
+
+    plan: ActionPlan
+    revert: bool = False
+    keep: ActionPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -835,6 +846,21 @@ def _extraction_finished(incident: Incident, event: ExtractionFinished) -> Decis
     return new, (moved,)
 
 
+def _plan_offered(incident: Incident, event: PlanOffered) -> Decision:
+    """The plan kept on the incident, and its approval told which message holds its
+    button when the card is in chat (else the next delivery attaches it)."""
+    plan = event.plan
+    if event.revert:
+        others = tuple(p for p in incident.plans if p.approval_id != plan.approval_id)
+        kept = (event.keep,) if event.keep is not None else ()
+        new = replace(incident, plans=(*others, *kept), revert_plan=plan, updated=event.at)
+    else:
+        new = replace(incident, plans=(*incident.plans, plan), updated=event.at)
+    chat = new.chat
+    attach = (AttachApprovals((plan.approval_id,), chat.channel, chat.ts),) if chat else ()
+    return new, attach
+
+
 def _action_finished(incident: Incident, event: ActionFinished) -> Decision:
     return replace(incident, running=None, updated=event.at), (PostMessage(),)
 
@@ -926,7 +952,7 @@ _HANDLERS: dict[type, Callable[[Incident, Any], Decision]] = {
     RebootRequested: _reboot_requested, RebootSettled: _reboot_settled,
     HostRebootMarked: _host_reboot_marked, RebootFollowed: _reboot_followed,
     NodeDrained: _node_drained, ProgressShown: _progress_shown,
-    ExtractionFinished: _extraction_finished,
+    ExtractionFinished: _extraction_finished, PlanOffered: _plan_offered,
     ActionFinished: _action_finished, AlertCleared: _alert_cleared, Acked: _acked,
     ResolveAsked: _resolve_asked, SnoozeAsked: _snooze_asked, SnoozeEnded: _snooze_ended,
     EscalateAsked: _escalate_asked,

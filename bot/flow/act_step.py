@@ -324,7 +324,7 @@ class ActStep:
         (the act step's preflight re-checks every file when one is clicked)."""
         stored = self.incidents.require(incident_id).diagnosis
         for action in rest(stored, result.params["paths"]) if stored is not None else []:
-            self.plans.offer(incident_id, action, target)
+            self.followups.offer(incident_id, action, target)
 
     def _mark_resumed(self, incident_id: str, job_id: str) -> None:
         self.jobs.link(job_id, incident_id)

@@ -167,7 +167,7 @@ class SlurmStep:
         self.publisher.reply(incident, followup.gate_note(drain, gate))
         action = followup.return_to_slurm(drain, gate)
         if action is not None and not self.plans.pending(incident_id, action):
-            self.plans.offer(incident_id, action, target)
+            self.followups.offer(incident_id, action, target)
         return gate
 
     def gate_resume(self, incident_id: str, target: SSHTarget, node: str) -> GateResult:
@@ -231,4 +231,4 @@ class SlurmStep:
         action = HostReboot.propose(target.name, {}, strings.SLURM_PROPOSE_REBOOT.format(
             node=node, host=target.name))
         if not self.plans.pending(incident_id, action):
-            self.plans.offer(incident_id, action, target)
+            self.followups.offer(incident_id, action, target)

@@ -43,6 +43,7 @@ from bot.domain.flow import (
     GateObserved,
     HostRebootMarked,
     NodeDrained,
+    PlanOffered,
     PostMessage,
     ProgressShown,
     RebootFollowed,
@@ -160,6 +161,7 @@ EVENT_SAMPLES: dict[type[FlowEvent], FlowEvent] = {
     ProgressShown: ProgressShown(AT, BOT, ProgressTracker(((AT, 10),), AT, 10, "C1", "2.0",
                                                           "50%", AT)),
     ExtractionFinished: ExtractionFinished(AT, BOT, True, "ex done: 1,000 items in 10 min"),
+    PlanOffered: PlanOffered(AT, BOT, ActionPlan(ACTION, (), "ap9")),
 }
 
 
@@ -205,6 +207,7 @@ def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | ty
         NodeDrained: lambda: stays,
         ProgressShown: lambda: stays,
         ExtractionFinished: lambda: S.RESOLVED if state is S.RESUMED else StepTaken,
+        PlanOffered: lambda: stays,
     }
     return rules[type(event)]()
 
@@ -666,3 +669,33 @@ def test_the_jobs_end_ends_the_resumed_incident(completed: bool, goal: IncidentS
 def test_a_jobs_end_after_the_incident_moved_on_writes_nothing(state: IncidentState) -> None:
     with pytest.raises(StepTaken):
         decide(incident(state), ExtractionFinished(AT, BOT, True, "summary"))
+
+
+# --- a follow-up offered on the message (PlanOffered) ----------------------------------------
+
+OFFER = ActionPlan(ProposedAction("f1", "systemd.restart", {"unit": "vllm.service"}, "again"),
+                   ("systemctl restart vllm.service",), "ap2")
+UNDO = ActionPlan(ProposedAction("r1", "systemd.revert", {"unit": "vllm.service"}, "undo"),
+                  ("systemctl enable --now vllm.service",), "ap3")
+
+
+def test_an_offer_joins_the_plans_and_its_approval_learns_the_message() -> None:
+    new, effects = decide(incident(S.VERIFIED, chat=POSTED), PlanOffered(AT, BOT, OFFER))
+    assert new.plans == (PLAN, OFFER) and new.state is S.VERIFIED and new.updated == AT
+    assert effects == (AttachApprovals(("ap2",), "C1", "1.0"),)
+
+
+def test_an_offer_before_the_card_is_in_chat_attaches_at_the_next_delivery() -> None:
+    new, effects = decide(incident(S.VERIFIED, chat=None), PlanOffered(AT, BOT, OFFER))
+    assert new.plans == (PLAN, OFFER) and effects == ()
+    _, attach = decide(new, CardDelivered(AT, BOT, POSTED))
+    assert attach == (AttachApprovals(("ap1", "ap2"), "C1", "1.0"),)
+
+
+def test_a_revert_is_shown_apart_and_an_earlier_one_still_pending_goes_among_the_plans() -> None:
+    new, effects = decide(incident(S.VERIFIED, chat=POSTED),
+                          PlanOffered(AT, BOT, OFFER, revert=True))
+    assert new.revert_plan == OFFER and new.plans == (PLAN,)
+    assert effects == (AttachApprovals(("ap2",), "C1", "1.0"),)
+    again, _ = decide(new, PlanOffered(AT, BOT, UNDO, revert=True, keep=OFFER))
+    assert again.revert_plan == UNDO and again.plans == (PLAN, OFFER)
