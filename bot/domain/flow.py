@@ -4,17 +4,18 @@ An event is something that happened to an incident: its alert opened or cleared,
 diagnosis finished or failed, an approval was clicked, denied or expired, an action
 started, was observed by its verification (or found not needed, or failed before it ran),
 the health gate observed the host before a return to service, a follow-up was offered,
-more alerts folded into an Xid storm's tally, an extraction's resume was queued (its
-progress shown, its job ended), its card was delivered to chat, the reconciler found its
-step abandoned, an interrupted action was read back from the host, a reboot was sent,
-settled or followed on the host's other incidents, a drained Slurm node has nothing
-running any more, a person acked, resolved, snoozed or retried. An effect is what must
-happen because of it: the transition's audit line (written with the record), the message
-re-rendered, a reply in the thread, a diagnosis or an action run, the other pending
-approvals withdrawn, approvals told which message holds their buttons, an audit entry, an
-announcement on the events stream, the closing note. ``decide`` does no I/O: the runner
-(``bot/flow/runner.py``) loads the incident once, calls it, commits the new record once
-and applies the effects; what an effect finds out comes back as the next event.
+more alerts folded into an Xid storm's tally, another host joined its group, an
+extraction's resume was queued (its progress shown, its job ended), its card was
+delivered to chat, the reconciler found its step abandoned, an interrupted action was
+read back from the host, a reboot was sent, settled or followed on the host's other
+incidents, a drained Slurm node has nothing running any more, a person acked, resolved,
+snoozed or retried. An effect is what must happen because of it: the transition's audit
+line (written with the record), the message re-rendered, a reply in the thread, a
+diagnosis or an action run, the other pending approvals withdrawn, approvals told which
+message holds their buttons, an audit entry, an announcement on the events stream, the
+closing note. ``decide`` does no I/O: the runner (``bot/flow/runner.py``) loads the
+incident once, calls it, commits the new record once and applies the effects; what an
+effect finds out comes back as the next event.
 
 The state table (``bot/domain/lifecycle.py``) guards every change: ``apply_transition``
 raises ``IllegalTransition`` and nothing is written. An event that no longer applies
@@ -195,6 +196,14 @@ class GateObserved(FlowEvent):
 class XidsFolded(FlowEvent):
     """More alerts folded into the incident's Xid tallies (the planner wrote the count):
     its message shows "Xid 45 ×224 since 10:02 UTC", edited in place."""
+
+
+@dataclass(frozen=True)
+class HostGrouped(FlowEvent):
+    """Another host joined the group this incident is the parent of (``child``, its own
+    incident, diagnosed in the parent's thread): the host list on the message grew."""
+
+    child: str
 
 
 @dataclass(frozen=True)
@@ -711,6 +720,11 @@ def _xids_folded(incident: Incident, event: XidsFolded) -> Decision:
     return incident, ()
 
 
+def _host_grouped(incident: Incident, event: HostGrouped) -> Decision:
+    """The parent re-rendered with its new host; nothing of it changes."""
+    return incident, (PostMessage(),)
+
+
 def _resume_queued(incident: Incident, event: ResumeQueued) -> Decision:
     new = replace(incident, job_id=event.job_id, updated=event.at)
     if incident.state is S.VERIFIED:
@@ -951,7 +965,7 @@ _HANDLERS: dict[type, Callable[[Incident, Any], Decision]] = {
     StepAbandoned: _step_abandoned, ActionReadBack: _action_read_back,
     RebootRequested: _reboot_requested, RebootSettled: _reboot_settled,
     HostRebootMarked: _host_reboot_marked, RebootFollowed: _reboot_followed,
-    NodeDrained: _node_drained, ProgressShown: _progress_shown,
+    NodeDrained: _node_drained, HostGrouped: _host_grouped, ProgressShown: _progress_shown,
     ExtractionFinished: _extraction_finished, PlanOffered: _plan_offered,
     ActionFinished: _action_finished, AlertCleared: _alert_cleared, Acked: _acked,
     ResolveAsked: _resolve_asked, SnoozeAsked: _snooze_asked, SnoozeEnded: _snooze_ended,

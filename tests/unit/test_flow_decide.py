@@ -41,6 +41,7 @@ from bot.domain.flow import (
     ExtractionFinished,
     FlowEvent,
     GateObserved,
+    HostGrouped,
     HostRebootMarked,
     NodeDrained,
     PlanOffered,
@@ -162,6 +163,7 @@ EVENT_SAMPLES: dict[type[FlowEvent], FlowEvent] = {
                                                           "50%", AT)),
     ExtractionFinished: ExtractionFinished(AT, BOT, True, "ex done: 1,000 items in 10 min"),
     PlanOffered: PlanOffered(AT, BOT, ActionPlan(ACTION, (), "ap9")),
+    HostGrouped: HostGrouped(AT, BOT, "INC-2"),
 }
 
 
@@ -208,6 +210,7 @@ def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | ty
         ProgressShown: lambda: stays,
         ExtractionFinished: lambda: S.RESOLVED if state is S.RESUMED else StepTaken,
         PlanOffered: lambda: stays,
+        HostGrouped: lambda: stays,
     }
     return rules[type(event)]()
 
@@ -699,3 +702,11 @@ def test_a_revert_is_shown_apart_and_an_earlier_one_still_pending_goes_among_the
     assert effects == (AttachApprovals(("ap2",), "C1", "1.0"),)
     again, _ = decide(new, PlanOffered(AT, BOT, UNDO, revert=True, keep=OFFER))
     assert again.revert_plan == UNDO and again.plans == (PLAN, OFFER)
+
+
+@pytest.mark.parametrize("state", list(IncidentState))
+def test_a_host_joining_the_group_rerenders_the_parent_and_changes_nothing(
+        state: IncidentState) -> None:
+    before = incident(state)
+    new, effects = decide(before, HostGrouped(AT, BOT, "INC-2"))
+    assert new is before and effects == (PostMessage(),)
