@@ -6,7 +6,8 @@ domain → core (``tests/helpers/imports.py`` ``LAYERS``: nothing imports a row 
 own), bot/config reads no remediation, chat or jobs, and storage/ imports only bot.domain
 and bot.core; no import cycle, imports inside functions included. bot/extract (the
 worker's torch run) imports no storage; bot/jobs, the flow, remediation, chat and ingest
-never load torch; no module under bot/chat/ writes incident state (tests/helpers/writers.py).
+never load torch; no module under bot/chat/ writes incident state, and under bot/flow/ only
+the runner does, but for the one writer named as left (tests/helpers/writers.py).
 The checker lives in tests/helpers/imports.py; the tests at the bottom plant violations in
 a synthetic tree to prove it reports each rule.
 """
@@ -28,7 +29,7 @@ from tests.helpers.imports import (
     violations,
 )
 from tests.helpers.names import action_kinds, clashing_classes, kind_literals, nx_sets
-from tests.helpers.writers import READS, WRITES, incident_writers, store_methods
+from tests.helpers.writers import READS, WRITES, incident_writers, store_methods, store_writes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -243,6 +244,29 @@ def test_no_chat_module_writes_an_incident() -> None:
     imports the flow or calls one of ``IncidentStore``'s writing methods."""
     found = incident_writers(ROOT)
     assert not found, "incident state written from bot/chat/:\n" + "\n".join(found)
+
+
+# the flow's one writer, and the writers not yet routed through it (docs/architecture.md)
+FLOW_RUNNER = "bot.flow.runner"
+FLOW_WRITERS_LEFT = frozenset({("bot.flow.slash_handlers", "open_or_fold")})
+
+
+def test_the_flow_writes_an_incident_through_the_runner_only_but_the_writers_left() -> None:
+    """Every change to an incident in bot/flow/ is an event that ``FlowRunner.handle``
+    commits. A ratchet, not yet the rule: the writers still left are named, so a new one
+    fails here, and one routed since must leave the list."""
+    found = store_writes(ROOT)
+    others = {w for w in found if w[0] != FLOW_RUNNER}
+    assert others - FLOW_WRITERS_LEFT == set(), "a new incident writer in bot/flow/"
+    assert (FLOW_RUNNER, "commit") in found and others >= FLOW_WRITERS_LEFT, "routed: unlist it"
+
+
+def test_a_flow_step_writing_an_incident_itself_is_reported(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {**CHAT_OK, "bot/flow/step.py": (
+        "class Step:\n    def __init__(self, incidents):\n        self.incidents = incidents\n"
+        "    def run(self, i):\n        self.incidents.transition(i, 'verified', 'bot', 'x')\n"
+        "        return self.incidents.require(i)\n")})
+    assert store_writes(root) == {("bot.flow.keep", "update"), ("bot.flow.step", "transition")}
 
 
 def test_every_incident_store_method_is_a_read_or_a_write() -> None:

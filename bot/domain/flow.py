@@ -2,18 +2,20 @@
 
 An event is something that happened to an incident: its alert opened or cleared, a
 diagnosis finished or failed, an approval was clicked, denied or expired, an action
-started, was observed by its verification (or found not needed, or failed before it
-ran), the health gate observed the host before a return to service, more alerts folded
-into an Xid storm's tally, an extraction's resume was queued, its card was delivered to
-chat, the reconciler found its step abandoned, a person acked, resolved, snoozed or
-retried. An
-effect is what must happen because of it: the transition's audit line (written with the
-record), the message re-rendered, a reply in the thread, a diagnosis or an action run,
-the other pending approvals withdrawn, approvals told which message holds their buttons,
-an audit entry, an announcement on the events
-stream, the closing note. ``decide`` does no I/O: the runner (``bot/flow/runner.py``)
-loads the incident once, calls it, commits the new record once and applies the effects;
-what an effect finds out comes back as the next event.
+started, was observed by its verification (or found not needed, or failed before it ran),
+the health gate observed the host before a return to service, a follow-up was offered,
+more alerts folded into an Xid storm's tally, another host joined its group, an
+extraction's resume was queued (its progress shown, its job ended), its card was
+delivered to chat, the reconciler found its step abandoned, an interrupted action was
+read back from the host, a reboot was sent, settled or followed on the host's other
+incidents, a drained Slurm node has nothing running any more, a person acked, resolved,
+snoozed or retried. An effect is what must happen because of it: the transition's audit
+line (written with the record), the message re-rendered, a reply in the thread, a
+diagnosis or an action run, the other pending approvals withdrawn, approvals told which
+message holds their buttons, an audit entry, an announcement on the events stream, the
+closing note. ``decide`` does no I/O: the runner (``bot/flow/runner.py``) loads the
+incident once, calls it, commits the new record once and applies the effects; what an
+effect finds out comes back as the next event.
 
 The state table (``bot/domain/lifecycle.py``) guards every change: ``apply_transition``
 raises ``IllegalTransition`` and nothing is written. An event that no longer applies
@@ -38,8 +40,11 @@ from bot.domain.incident_record import (
     ActionPlan,
     ChatRefs,
     GateRecord,
+    HostRebootMark,
     LastOutcome,
     ProbeOutput,
+    ProgressTracker,
+    RebootPending,
     Running,
     Snooze,
     StepResult,
@@ -194,6 +199,14 @@ class XidsFolded(FlowEvent):
 
 
 @dataclass(frozen=True)
+class HostGrouped(FlowEvent):
+    """Another host joined the group this incident is the parent of (``child``, its own
+    incident, diagnosed in the parent's thread): the host list on the message grew."""
+
+    child: str
+
+
+@dataclass(frozen=True)
 class ResumeQueued(FlowEvent):
     """The extraction's next run is queued (and linked to the incident)."""
 
@@ -224,6 +237,101 @@ class StepAbandoned(FlowEvent):
     reason: str
     max_attempts: int = 3
     hold_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class ActionReadBack(FlowEvent):
+    """An interrupted action read back from the host, never run again
+    (``bot/flow/readback.py``): ``result`` is the verified outcome when its effect is
+    there (None: not there, or the host could not be read, in ``text``). ``settles``: the
+    action step (approved, remediating) it settles, as ``seen`` when the read-back looked
+    (``StepTaken`` when it moved); False: a ``running`` marker left outside an action
+    step, whose line only is written. Either way the line goes only while ``running`` is
+    still the marker the read-back saw: a second settler writes none."""
+
+    seen: IncidentState
+    running: Running | None
+    text: str
+    result: ActionResult | None = None
+    settles: bool = True
+
+
+@dataclass(frozen=True)
+class RebootRequested(FlowEvent):
+    """A reboot was sent (``result``; ``by`` is its approver): it cannot be verified yet,
+    so the step stays remediating with ``reboot`` pending and its line (``text``) says so
+    in the thread."""
+
+    result: ActionResult
+    reboot: RebootPending
+    text: str
+
+
+@dataclass(frozen=True)
+class RebootSettled(FlowEvent):
+    """The pending reboot is over (``reboot`` done, with the boot id after; None: the host
+    was not back by its deadline): verified when the host is back without the problem
+    (``ok``), else ``action_failed``, ``text`` saying which."""
+
+    reboot: RebootPending
+    ok: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class HostRebootMarked(FlowEvent):
+    """Another incident of this host rebooted it (``mark``): said in its thread (``text``);
+    it is re-diagnosed once the host is back."""
+
+    mark: HostRebootMark
+    text: str
+
+
+@dataclass(frozen=True)
+class RebootFollowed(FlowEvent):
+    """The host another incident rebooted is back: its mark settled (``mark``), and with
+    ``fresh`` (a diagnosis without problems) the incident resolved, ``text`` its line."""
+
+    mark: HostRebootMark
+    fresh: Diagnosis | None = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class NodeDrained(FlowEvent):
+    """The Slurm node the incident's drain left DRAINING is DRAINED now (nothing runs
+    there): ``text`` says so, under the message's results and in the thread."""
+
+    node: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ProgressShown(FlowEvent):
+    """A resumed extraction's progress as its one thread message shows it now
+    (``tracker``: the moving-average window, where the message is, what it last said)."""
+
+    tracker: ProgressTracker
+
+
+@dataclass(frozen=True)
+class ExtractionFinished(FlowEvent):
+    """The resumed extraction's job ended (its closing line is in the thread): resolved
+    when it ``completed``, else ``action_failed``; ``summary`` is the reason."""
+
+    completed: bool
+    summary: str
+
+
+@dataclass(frozen=True)
+class PlanOffered(FlowEvent):
+    """A follow-up's approval (``plan``) offered on the incident's message: among its
+    plans, or as its Revert (``revert``: shown apart, ``keep`` an earlier Revert still
+    pending that goes back among the plans)."""
+
+    plan: ActionPlan
+    revert: bool = False
+    keep: ActionPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -612,6 +720,11 @@ def _xids_folded(incident: Incident, event: XidsFolded) -> Decision:
     return incident, ()
 
 
+def _host_grouped(incident: Incident, event: HostGrouped) -> Decision:
+    """The parent re-rendered with its new host; nothing of it changes."""
+    return incident, (PostMessage(),)
+
+
 def _resume_queued(incident: Incident, event: ResumeQueued) -> Decision:
     new = replace(incident, job_id=event.job_id, updated=event.at)
     if incident.state is S.VERIFIED:
@@ -651,6 +764,115 @@ def _step_abandoned(incident: Incident, event: StepAbandoned) -> Decision:
         return new, (moved, PostMessage(), SweepNext(Then.GAVE_UP, text))
     return incident, (StepRedriven(event.by, event.reason),
                       SweepNext(Then.REDIAGNOSE, event.reason))
+
+
+def _action_read_back(incident: Incident, event: ActionReadBack) -> Decision:
+    """One step out of the action step, decided by what the host showed: verified (from
+    approved through remediating first: the table has no shorter way, so the caller sends
+    the event again from there), or ``action_failed`` with Retry; the result line with the
+    final move. A stale marker outside an action step gets its line only, re-rendered
+    here; the settle's re-render is the caller's, after it offered what follows."""
+    if not event.settles:
+        if incident.running != event.running:
+            raise StepTaken(incident.id, incident.state, "its running marker was settled")
+        return _read_back_line(incident, event), (PostMessage(),)
+    if incident.state is not event.seen or incident.state not in ACTING:
+        raise StepTaken(incident.id, incident.state, "no longer waiting for this step")
+    if event.result is None:
+        new, moved = _move(_read_back_line(incident, event), S.ACTION_FAILED, event.at,
+                           event.by, event.text[:200])
+    elif incident.state is S.APPROVED:
+        new, moved = _move(incident, S.REMEDIATING, event.at, event.by,
+                           "read back after an interruption")
+    else:
+        new, moved = _move(_read_back_line(incident, event), S.VERIFIED, event.at, event.by,
+                           event.text[:200])
+    return new, (moved,)
+
+
+def _read_back_line(incident: Incident, event: ActionReadBack) -> Incident:
+    """The read-back's result line and last outcome, the marker cleared, while the marker
+    is the one it saw."""
+    if incident.running != event.running:
+        return incident
+    if event.result is not None:
+        line, last = StepResult.of(event.result), LastOutcome.of(event.result)
+    else:
+        line, last = StepResult(False, event.text), LastOutcome(event.text)
+    return replace(incident.with_result(line), last_outcome=last, running=None,
+                   updated=event.at)
+
+
+def _reboot_requested(incident: Incident, event: RebootRequested) -> Decision:
+    new = replace(incident.with_result(StepResult(True, event.text)), reboot=event.reboot,
+                  last_outcome=LastOutcome.of(event.result), updated=event.at)
+    detail = {"host": incident.host, "boot_id": event.reboot.boot_id}
+    return new, (Audit(event.by, "host.reboot_requested", detail), ReplyInThread(event.text))
+
+
+def _reboot_settled(incident: Incident, event: RebootSettled) -> Decision:
+    """Only the step that waits for it (remediating) settles; its line with the move."""
+    if incident.state is not S.REMEDIATING:
+        raise StepTaken(incident.id, incident.state, "no reboot step waiting to settle")
+    done = replace(incident.with_result(StepResult(event.ok, event.text)), reboot=event.reboot)
+    goal = S.VERIFIED if event.ok else S.ACTION_FAILED
+    new, moved = _move(done, goal, event.at, event.by, event.text[:200])
+    detail = {"boot_id_after": event.reboot.boot_id_after, "ok": event.ok,
+              "text": event.text[:500]}
+    return new, (moved, Audit(event.by, "host.reboot_settled", detail),
+                 ReplyInThread(event.text), PostMessage())
+
+
+def _host_reboot_marked(incident: Incident, event: HostRebootMarked) -> Decision:
+    new = replace(incident, host_reboot=event.mark, updated=event.at)
+    return new, (ReplyInThread(event.text), PostMessage())
+
+
+def _reboot_followed(incident: Incident, event: RebootFollowed) -> Decision:
+    """The mark settled; resolved (with the fresh diagnosis and its line) when its
+    problems are gone and the table still lets it resolve."""
+    new = replace(incident, host_reboot=event.mark, updated=event.at)
+    if event.fresh is None or not can_transition(incident.state, S.RESOLVED):
+        return new, ()
+    gone = replace(new.with_result(StepResult(True, event.text)), diagnosis=event.fresh)
+    new, moved = _move(gone, S.RESOLVED, event.at, event.by, event.text[:200])
+    return new, (moved, ReplyInThread(event.text), PostMessage())
+
+
+def _node_drained(incident: Incident, event: NodeDrained) -> Decision:
+    """The line on the message and in the thread; the caller offers the repair (a reboot,
+    now that nothing runs there) and re-renders."""
+    new = replace(incident.with_result(StepResult(True, event.text)), updated=event.at)
+    return new, (ReplyInThread(event.text),)
+
+
+def _progress_shown(incident: Incident, event: ProgressShown) -> Decision:
+    return replace(incident, progress=event.tracker, updated=event.at), ()
+
+
+def _extraction_finished(incident: Incident, event: ExtractionFinished) -> Decision:
+    """Only the resumed incident the job belongs to ends with it (``StepTaken`` once it
+    moved on: a person resolved it, a follow-up is running)."""
+    if incident.state is not S.RESUMED:
+        raise StepTaken(incident.id, incident.state, "no resumed extraction to end")
+    goal = S.RESOLVED if event.completed else S.ACTION_FAILED
+    new, moved = _move(incident, goal, event.at, event.by, event.summary)
+    return new, (moved,)
+
+
+def _plan_offered(incident: Incident, event: PlanOffered) -> Decision:
+    """The plan kept on the incident, and its approval told which message holds its
+    button when the card is in chat (else the next delivery attaches it)."""
+    plan = event.plan
+    if event.revert:
+        others = tuple(p for p in incident.plans if p.approval_id != plan.approval_id)
+        kept = (event.keep,) if event.keep is not None else ()
+        new = replace(incident, plans=(*others, *kept), revert_plan=plan, updated=event.at)
+    else:
+        new = replace(incident, plans=(*incident.plans, plan), updated=event.at)
+    chat = new.chat
+    attach = (AttachApprovals((plan.approval_id,), chat.channel, chat.ts),) if chat else ()
+    return new, attach
 
 
 def _action_finished(incident: Incident, event: ActionFinished) -> Decision:
@@ -740,7 +962,11 @@ _HANDLERS: dict[type, Callable[[Incident, Any], Decision]] = {
     ActionObserved: _action_observed, ActionNotNeeded: _action_not_needed,
     ActionFailed: _action_failed, GateObserved: _gate_observed, XidsFolded: _xids_folded,
     ResumeQueued: _resume_queued, CardDelivered: _card_delivered,
-    StepAbandoned: _step_abandoned,
+    StepAbandoned: _step_abandoned, ActionReadBack: _action_read_back,
+    RebootRequested: _reboot_requested, RebootSettled: _reboot_settled,
+    HostRebootMarked: _host_reboot_marked, RebootFollowed: _reboot_followed,
+    NodeDrained: _node_drained, HostGrouped: _host_grouped, ProgressShown: _progress_shown,
+    ExtractionFinished: _extraction_finished, PlanOffered: _plan_offered,
     ActionFinished: _action_finished, AlertCleared: _alert_cleared, Acked: _acked,
     ResolveAsked: _resolve_asked, SnoozeAsked: _snooze_asked, SnoozeEnded: _snooze_ended,
     EscalateAsked: _escalate_asked,

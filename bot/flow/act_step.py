@@ -24,13 +24,14 @@ from bot.domain.flow import (
     ActionFinished,
     ActionNotNeeded,
     ActionObserved,
+    ActionReadBack,
     ActionStarted,
     ResumeQueued,
     RevertObserved,
 )
 from bot.domain.incident import Incident
 from bot.domain.incident_record import Running
-from bot.domain.lifecycle import ACTING, IllegalTransition, IncidentState
+from bot.domain.lifecycle import ACTING, IllegalTransition, IncidentState, StepTaken
 from bot.flow.cleanup_offer import rest
 from bot.flow.followups import Followups, is_resume
 from bot.flow.hosts import Hosts
@@ -150,9 +151,13 @@ class ActStep:
                 continue
             outcome = self._read_back(incident, running)
             self._audit_read_back(incident.id, self.bot_user, "stale running marker", outcome)
-            if self._settle_line(incident.id, running, outcome):
-                stalled.append(incident.id)
-                self.publisher.publish(incident.id)
+            line = ActionReadBack(self.clock(), self.bot_user, incident.state, running,
+                                  outcome.text, outcome.result, settles=False)
+            try:  # the line and the cleared marker, re-rendered (decided in bot.domain.flow)
+                self.flow_runner.handle(incident.id, line)
+            except StepTaken:  # another settler wrote its line first
+                continue
+            stalled.append(incident.id)
         return stalled
 
     def settle_interrupted(self, incident_id: str, why: str, *,
@@ -175,10 +180,9 @@ class ActStep:
             return False  # still silent: read it again next period, until the deadline
         self._audit_read_back(incident_id, actor, why, outcome)
         try:
-            self._settle_state(incident, outcome, actor)
+            self._settle(incident, running, outcome, actor)
         except IllegalTransition:  # the action's own thread (or a person) settled it
             return False
-        self._settle_line(incident_id, running, outcome)
         if outcome.result is not None:
             self._offer_after_read_back(incident_id, outcome.result)
         self.publisher.publish(incident_id)
@@ -227,36 +231,18 @@ class ActStep:
             detail.update(outcome.seen.audit_detail())
         self.audit.append(incident_id, actor, "action.read_back", detail)
 
-    def _settle_state(self, incident: Incident, outcome: Interrupted, actor: str) -> None:
-        """The one transition out of the action step; ``IllegalTransition`` if it moved."""
-        reason = outcome.text[:200]
-        if outcome.result is None:
-            self.incidents.transition(incident.id, IncidentState.ACTION_FAILED, actor, reason,
-                                      only_from=frozenset({incident.state}))
-            return
-        if incident.state is IncidentState.APPROVED:
-            self.incidents.transition(incident.id, IncidentState.REMEDIATING, actor,
-                                      "read back after an interruption",
-                                      only_from=frozenset({IncidentState.APPROVED}))
-        self.incidents.transition(incident.id, IncidentState.VERIFIED, actor, reason,
-                                  only_from=frozenset({IncidentState.REMEDIATING}))
-
-    def _settle_line(self, incident_id: str, running: Running | None,
-                     outcome: Interrupted) -> bool:
-        """The result line and the cleared marker in one write, only while the marker is
-        the one this settle saw: a second settler finds it gone and writes nothing."""
-        line, last = outcome.line()
-        wrote: list[bool] = []
-
-        def change(i: Incident) -> Incident:
-            wrote.clear()
-            if i.running != running:
-                return i
-            wrote.append(True)
-            return replace(i.with_result(line), last_outcome=last, running=None)
-
-        self.incidents.update(incident_id, change)
-        return bool(wrote)
+    def _settle(self, incident: Incident, running: Running | None, outcome: Interrupted,
+                actor: str) -> None:
+        """The one move out of the action step with its result line (``ActionReadBack``,
+        decided in ``bot.domain.flow``); from approved a verified read-back goes through
+        remediating first, as the state table does. ``IllegalTransition`` if it moved."""
+        event = ActionReadBack(self.clock(), actor, incident.state, running, outcome.text,
+                               outcome.result)
+        done = self.flow_runner.handle(incident.id, event)
+        remediating = IncidentState.REMEDIATING
+        if event.seen is IncidentState.APPROVED and done.incident.state is remediating:
+            self.flow_runner.handle(incident.id, replace(event, at=self.clock(),
+                                                         seen=remediating))
 
     def _offer_after_read_back(self, incident_id: str, result: ActionResult) -> None:
         """What a verified action offers next (the lasting fix, the host's interrupted
@@ -426,7 +412,7 @@ class ActStep:
         (the act step's preflight re-checks every file when one is clicked)."""
         stored = self.incidents.require(incident_id).diagnosis
         for action in rest(stored, result.params["paths"]) if stored is not None else []:
-            self.plans.offer(incident_id, action, target)
+            self.followups.offer(incident_id, action, target)
 
     def _mark_resumed(self, incident_id: str, job_id: str) -> None:
         self.jobs.link(job_id, incident_id)

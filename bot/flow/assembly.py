@@ -151,9 +151,9 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     followups = Followups(flow_runner, incidents, plans, publisher, audit, runner, settings,
                           gate_need_mib=options.gate_need_mib, bot_user=BOT_USER,
                           history=history)
-    slurm = SlurmStep(incidents, hosts, plans, publisher, followups, audit,
-                      probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER)
-    reboots = RebootStep(incidents, hosts, runner, plans, publisher, audit, diagnose,
+    slurm = SlurmStep(flow_runner, incidents, hosts, plans, publisher, followups, audit,
+                      probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER, clock=clock)
+    reboots = RebootStep(flow_runner, incidents, hosts, runner, plans, publisher, audit, diagnose,
                          probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER, clock=clock,
                          slurm=slurm)
     act = ActStep(flow_runner, incidents, hosts, plans, publisher, followups, reboots, runner,
@@ -170,7 +170,7 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
         approve=approve,
         decide=DecideStep(flow_runner, incidents, PolicedDiagnosis(diagnose, policies), actions,
                           bot_user=BOT_USER, clock=clock),
-        progress=ProgressStep(incidents, jobs, publisher, audit,
+        progress=ProgressStep(flow_runner, incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
         actions=actions, clock=clock, flow_runner=flow_runner, closing_note=closing_note,
         stats=_stats_report(incidents, audit, clock), policies=policies, storms=storms)

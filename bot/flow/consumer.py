@@ -24,7 +24,7 @@ from concurrent.futures import Executor
 from bot.core import metrics
 from bot.core.errors import log_internal
 from bot.core.heartbeat import Heartbeats
-from bot.domain.flow import AlertCleared, XidsFolded
+from bot.domain.flow import AlertCleared, HostGrouped, XidsFolded
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
 from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
@@ -79,7 +79,9 @@ class Consumer:
             if kind == "incident.opened":  # also what the reconciler sends to re-drive one
                 self._diagnose(incident_id)
             elif kind == "incident.grouped":
-                self.publisher.publish(incident_id)  # the parent's host list grew
+                if self.flow_runner is not None:  # the parent's host list grew
+                    self.flow_runner.handle(incident_id, HostGrouped(
+                        self.clock(), self.bot_user, event["child"]))
                 self._diagnose(event["child"])  # the new host: diagnosed, in the thread
             elif kind == "incident.resolved" and self.flow_runner is not None:
                 self.flow_runner.handle(incident_id, AlertCleared(self.clock(), self.bot_user))

@@ -24,10 +24,10 @@ from bot.config.gate import policy_for
 from bot.config.settings import Settings
 from bot.core import strings
 from bot.domain.action_result import ActionResult, Outcome
+from bot.domain.approval import ApprovalPolicy
 from bot.domain.findings import ProposedAction
-from bot.domain.flow import GateObserved
-from bot.domain.incident import Incident
-from bot.domain.incident_record import GateRecord
+from bot.domain.flow import GateObserved, PlanOffered
+from bot.domain.incident_record import ActionPlan, GateRecord
 from bot.domain.repeat import GatePass, RepeatOffence
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
@@ -88,7 +88,7 @@ class Followups:
             elif is_resume(action.kind):
                 resumes.append(action.params["job"])
             elif not self.plans.pending(incident_id, action):
-                self.plans.offer(incident_id, action, target)
+                self.offer(incident_id, action, target)
         return resumes
 
     def _offer_revert(self, incident_id: str, action: ProposedAction,
@@ -99,22 +99,26 @@ class Followups:
         revert = ProposedAction(action.id, action.kind, action.params,
                                 strings.FLOW_REVERT_REASON, risk)
         before = self.incidents.require(incident_id).revert_plan
-        plan = self.plans.offer(incident_id, revert, target)
+        plan = self.plans.new_offer(incident_id, revert, target)
         earlier = self.plans.approvals.get(before.approval_id) if before is not None else None
         keep = before if before is not None and earlier is not None and earlier.is_open else None
+        self.flow_runner.handle(incident_id, PlanOffered(
+            self.flow_runner.clock(), self.bot_user, plan, revert=True, keep=keep))
 
-        def as_revert(incident: Incident) -> Incident:
-            plans = [p for p in incident.plans if p.approval_id != plan.approval_id]
-            return replace(incident, plans=(*plans, *([keep] if keep else [])),
-                           revert_plan=plan)
-
-        self.incidents.update(incident_id, as_revert)
+    def offer(self, incident_id: str, action: ProposedAction, target: SSHTarget | None,
+              *, policy: ApprovalPolicy | None = None) -> ActionPlan:
+        """A follow-up's approval appended to the incident's plans, on its message's
+        buttons (``PlanOffered``)."""
+        plan = self.plans.new_offer(incident_id, action, target, policy=policy)
+        self.flow_runner.handle(incident_id, PlanOffered(self.flow_runner.clock(),
+                                                         self.bot_user, plan))
+        return plan
 
     def offer_resume(self, incident_id: str, job: str) -> None:
         """A Resume button (not chained): the gate runs when it is approved."""
         action = ResumeExtraction.propose("", {"job": job}, strings.FLOW_RESUME_REASON,
                                           "uses the freed GPUs", id=f"resume-{job}"[:64])
-        self.plans.offer(incident_id, action, None)
+        self.offer(incident_id, action, None)
 
     def gate(self, incident_id: str, target: SSHTarget, job: str, *,
              say_failed: bool = True, since: float | None = None,
@@ -183,7 +187,7 @@ class Followups:
             return
         action = rma_action(target.name, incident_id)
         if not self.plans.pending(incident_id, action):
-            self.plans.offer(incident_id, action, target)
+            self.offer(incident_id, action, target)
 
     def rma_bundle(self, incident_id: str, result: ActionResult) -> dict[str, Any]:
         """After a verified RMA hand-off: the evidence bundle (the bug report's path and
@@ -210,7 +214,7 @@ class Followups:
                                         .format(job=job, reasons=reasons),
                                         strings.FLOW_GATE_OVERRIDE_RISK,
                                         id=f"override-{job}"[:64])
-        self.plans.offer(incident_id, action, None, policy=self.plans.override_policy())
+        self.offer(incident_id, action, None, policy=self.plans.override_policy())
 
     def audit_override(self, incident_id: str, job: str, who: str, result: GateResult) -> None:
         self.audit.append(incident_id, who, "gate.override",

@@ -21,7 +21,6 @@ from bot.domain.evidence import evidence_hash
 from bot.domain.findings import Diagnosis, ProposedAction
 from bot.domain.incident import Incident
 from bot.domain.incident_record import ActionPlan
-from bot.flow.thread import message_ref
 from bot.remediation import catalog
 from bot.remediation.actions import find
 from bot.remediation.actions.extraction import ResumeExtraction, ResumeOverride, job_id
@@ -92,19 +91,14 @@ class Plans:
         return self.new_plan(incident.id, action, commands, ev_hash, policy=gated.rules,
                              extra=extra)
 
-    def offer(self, incident_id: str, action: ProposedAction, target: SSHTarget | None,
-              *, policy: ApprovalPolicy | None = None) -> ActionPlan:
-        """A follow-up approval appended to the incident's plans, on its message's buttons."""
+    def new_offer(self, incident_id: str, action: ProposedAction, target: SSHTarget | None,
+                  *, policy: ApprovalPolicy | None = None) -> ActionPlan:
+        """A follow-up's approval (under the incident's evidence); the incident keeps it
+        through the flow (``Followups.offer``: ``PlanOffered``)."""
         commands = tuple(catalog.plan(action.kind, action.params, target))
         incident = self.incidents.require(incident_id)
-        plan = self.new_plan(incident_id, action, commands, incident.evidence_hash,
+        return self.new_plan(incident_id, action, commands, incident.evidence_hash,
                              offered=True, policy=policy)
-        incident = self.incidents.update(incident_id,
-                                         lambda i: replace(i, plans=(*i.plans, plan)))
-        ref = message_ref(incident)
-        if ref is not None:
-            self.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
-        return plan
 
     def attach_message(self, approval_ids: Sequence[str], channel: str, ts: str) -> None:
         """Each approval learns the message that holds its button (expiry edits it)."""

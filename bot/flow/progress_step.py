@@ -15,10 +15,12 @@ from dataclasses import replace
 
 from bot.chat.base import MessageRef
 from bot.core import strings
+from bot.domain.flow import ExtractionFinished, ProgressShown
 from bot.domain.incident import Incident
 from bot.domain.incident_record import ProgressTracker
 from bot.domain.lifecycle import IncidentState
 from bot.flow.message import Publisher
+from bot.flow.runner import FlowRunner
 from bot.jobs.book import JobBook
 from bot.jobs.progress import RateWindow, RunTotals, finished_line, progress_line
 from bot.jobs.states import JobState, JobStatus
@@ -56,9 +58,11 @@ StatusReader = Callable[[str], JobStatus]
 class ProgressStep:
     """Polls resumed incidents' jobs and keeps their one progress line current."""
 
-    def __init__(self, incidents: IncidentStore, jobs: JobBook, publisher: Publisher,
-                 audit: AuditLog, *, interval_s: float = 2.0, bot_user: str = "incident-bot",
+    def __init__(self, flow_runner: FlowRunner, incidents: IncidentStore, jobs: JobBook,
+                 publisher: Publisher, audit: AuditLog, *, interval_s: float = 2.0,
+                 bot_user: str = "incident-bot",
                  clock: Callable[[], float] = time.time) -> None:
+        self.flow_runner = flow_runner  # every change to the incident: an event decided there
         self.incidents = incidents
         self.jobs = jobs
         self.publisher = publisher
@@ -83,7 +87,7 @@ class ProgressStep:
                           else before.started_done)
         text = progress_text(status, now, window)
         tracker = self._show(incident, tracker, text, now, force=status.state in DONE)
-        self.incidents.update(incident.id, lambda i: replace(i, progress=tracker))
+        self.flow_runner.handle(incident.id, ProgressShown(now, self.bot_user, tracker))
         if status.state in DONE:
             self._finish(incident, status, tracker, now)
         return status
@@ -121,9 +125,9 @@ class ProgressStep:
         summary = finished_line(totals)
         self.publisher.reply(incident, strings.FLOW_PROGRESS_DONE.format(summary=summary))
         self.audit.append(incident.id, self.bot_user, "extraction.finished", status.to_dict())
-        done = status.state is JobState.COMPLETED
-        goal = IncidentState.RESOLVED if done else IncidentState.FAILED
-        self.incidents.transition(incident.id, goal, self.bot_user, summary)
+        done = status.state is JobState.COMPLETED  # resolved, else action_failed
+        self.flow_runner.handle(incident.id, ExtractionFinished(self.clock(), self.bot_user,
+                                                                done, summary))
 
 
     def poll_all(self) -> int:

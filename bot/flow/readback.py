@@ -21,7 +21,6 @@ from typing import Any
 from bot.core import strings
 from bot.domain.action_result import ActionResult, Outcome, Verification
 from bot.domain.host_state import CapturedState
-from bot.domain.incident_record import LastOutcome, StepResult
 from bot.remediation import catalog
 from bot.remediation.capture import capture
 from bot.remediation.catalog import ActionRefused
@@ -63,7 +62,8 @@ class Asked:
 
 @dataclass(frozen=True)
 class Interrupted:
-    """How one interrupted action settles: verified from the read-back, or failed."""
+    """How one interrupted action settles: verified from the read-back, or failed (its
+    line and the move are ``bot.domain.flow``'s ``ActionReadBack``)."""
 
     kind: str
     text: str  # the result line
@@ -72,12 +72,6 @@ class Interrupted:
     @property
     def result(self) -> ActionResult | None:
         return self.seen.result if self.seen is not None else None
-
-    def line(self) -> tuple[StepResult, LastOutcome]:
-        """The incident's one result line for it, and its last outcome."""
-        if self.result is not None:
-            return StepResult.of(self.result), LastOutcome.of(self.result)
-        return StepResult(False, self.text), LastOutcome(self.text)
 
 
 def read_back(runner: SSHRunner, target: SSHTarget, asked: Asked,

@@ -20,13 +20,15 @@ from dataclasses import replace
 from bot.core import strings
 from bot.domain.action_result import ActionResult
 from bot.domain.findings import Diagnosis, Severity
+from bot.domain.flow import HostRebootMarked, RebootFollowed, RebootRequested, RebootSettled
 from bot.domain.incident import Incident
-from bot.domain.incident_record import HostRebootMark, LastOutcome, RebootPending, StepResult
-from bot.domain.lifecycle import IncidentState, can_transition
+from bot.domain.incident_record import HostRebootMark, RebootPending
+from bot.domain.lifecycle import IncidentState, StepTaken, can_transition
 from bot.flow.diagnose_step import DiagnoseStep
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
+from bot.flow.runner import FlowRunner
 from bot.flow.slurm_step import SlurmStep
 from bot.remediation.actions.reboot import HostReboot
 from bot.remediation.reboot import BOOT_ID_CMD as BOOT_ID_CMD
@@ -48,17 +50,15 @@ def still_there(before: Diagnosis | None, fresh: Diagnosis) -> list[str]:
             if f.code in codes and f.severity is not Severity.INFO]
 
 
-def _marked(mark: HostRebootMark) -> Callable[[Incident], Incident]:
-    return lambda incident: replace(incident, host_reboot=mark)
-
-
 class RebootStep:
     """A sent reboot: announced, waited for (a new boot id), re-diagnosed, settled."""
 
-    def __init__(self, incidents: IncidentStore, hosts: Hosts, runner: SSHRunner,
-                 plans: Plans, publisher: Publisher, audit: AuditLog, diagnose: DiagnoseStep,
-                 *, probe_timeout_s: float = 10.0, bot_user: str = "incident-bot",
-                 clock: Callable[[], float] = time.time, slurm: SlurmStep | None = None) -> None:
+    def __init__(self, flow_runner: FlowRunner, incidents: IncidentStore, hosts: Hosts,
+                 runner: SSHRunner, plans: Plans, publisher: Publisher, audit: AuditLog,
+                 diagnose: DiagnoseStep, *, probe_timeout_s: float = 10.0,
+                 bot_user: str = "incident-bot", clock: Callable[[], float] = time.time,
+                 slurm: SlurmStep | None = None) -> None:
+        self.flow_runner = flow_runner  # every change to an incident: an event decided there
         self.incidents = incidents
         self.hosts = hosts
         self.runner = runner
@@ -77,32 +77,29 @@ class RebootStep:
 
     def on_requested(self, incident_id: str, result: ActionResult,
                      before: str | None) -> None:
-        """Store the pending reboot, announce it in the thread, mark the host's other incidents."""
+        """Store the pending reboot, announce it in the thread (``RebootRequested``), mark
+        the host's other incidents."""
         incident = self.incidents.require(incident_id)
         now = self.clock()
         text = strings.FLOW_REBOOT_REQUESTED.format(host=incident.host, who=result.approver,
                                                     boot=before or "unknown",
                                                     mins=int(BACK_WITHIN_S // 60))
         reboot = RebootPending(before, now, now + BACK_WITHIN_S, result.approver)
-        self.incidents.update(incident_id, lambda i: replace(
-            i.with_result(StepResult(True, text)), reboot=reboot,
-            last_outcome=LastOutcome.of(result)))
-        self.audit.append(incident_id, result.approver, "host.reboot_requested",
-                          {"host": incident.host, "boot_id": before})
-        self.publisher.reply(incident, text)
+        self.flow_runner.handle(incident_id, RebootRequested(now, result.approver, result,
+                                                             reboot, text))
         self.mark_others(incident, result.approver)
 
     def mark_others(self, incident: Incident, who: str) -> list[str]:
-        """A note and ``Incident.host_reboot`` on every other open incident of the host."""
+        """A note and ``Incident.host_reboot`` on every other open incident of the host
+        (``HostRebootMarked``)."""
         marked = []
         for other in self.incidents.list(open_only=True):
             if other.host != incident.host or other.id == incident.id:
                 continue
             mark = HostRebootMark(incident.id, who, self.clock())
-            self.incidents.update(other.id, _marked(mark))
-            self.publisher.reply(other, strings.FLOW_REBOOT_OTHER.format(
-                host=incident.host, id=incident.id, who=who))
-            self.publisher.publish(other.id)
+            text = strings.FLOW_REBOOT_OTHER.format(host=incident.host, id=incident.id, who=who)
+            self.flow_runner.handle(other.id, HostRebootMarked(mark.at, self.bot_user, mark,
+                                                               text))
             marked.append(str(other.id))
         return marked
 
@@ -116,13 +113,16 @@ class RebootStep:
                 continue
             target = self.hosts.target_for(incident.host)
             now_id = self.boot_id(target) if target is not None else None
-            if target is not None and now_id is not None and now_id != pending.boot_id:
-                self._back(incident, target, pending, now_id)
-            elif self.clock() > pending.deadline:
-                self._settle(incident, pending, None, False,
-                             strings.FLOW_REBOOT_NOT_BACK.format(
-                                 host=incident.host, mins=int(BACK_WITHIN_S // 60)))
-            else:
+            try:
+                if target is not None and now_id is not None and now_id != pending.boot_id:
+                    self._back(incident, target, pending, now_id)
+                elif self.clock() > pending.deadline:
+                    self._settle(incident, pending, None, False,
+                                 strings.FLOW_REBOOT_NOT_BACK.format(
+                                     host=incident.host, mins=int(BACK_WITHIN_S // 60)))
+                else:
+                    continue
+            except StepTaken:  # settled elsewhere meanwhile (the reconciler's read-back)
                 continue
             settled.append(str(incident.id))
         return settled
@@ -158,30 +158,28 @@ class RebootStep:
             fresh = self.hosts.diagnose(other, target)
             still = still_there(other.diagnosis, fresh)
             settled = replace(mark, settled=True, boot_id_after=now_id)
-            self.incidents.update(other.id, _marked(settled))
-            self._moved(other, fresh, still, now_id)
+            self._moved(other, settled, fresh, still, now_id)
             followed.append(str(other.id))
         return followed
 
-    def _moved(self, other: Incident, fresh: Diagnosis, still: list[str],
-               now_id: str) -> None:
-        """Resolve ``other`` (its problems are gone) or diagnose it again from the start."""
+    def _moved(self, other: Incident, settled: HostRebootMark, fresh: Diagnosis,
+               still: list[str], now_id: str) -> None:
+        """Settle ``other``'s mark and resolve it (its problems are gone: one
+        ``RebootFollowed``), or diagnose it again from the start."""
         problems = [f.title for f in fresh.findings if f.severity is not Severity.INFO]
         gone = not problems  # the old finding gone, and nothing new in its place
         after = "gone" if gone else "still there"
         self.audit.append(other.id, self.bot_user, "host.reboot_followed",
                           {"boot_id_after": now_id, "after": after, "still": still[:10]})
-        if gone:
-            if not can_transition(other.state, IncidentState.RESOLVED):
-                return
+        followed = RebootFollowed(self.clock(), self.bot_user, settled)
+        if gone and can_transition(other.state, IncidentState.RESOLVED):
             self.plans.withdraw_pending(other, self.bot_user,
                                         reason="gone after the host's reboot")
             text = strings.FLOW_REBOOT_OTHER_GONE.format(host=other.host, boot=now_id)
-            self.incidents.update(other.id, lambda i: replace(
-                i.with_result(StepResult(True, text)), diagnosis=fresh))
-            self.incidents.transition(other.id, IncidentState.RESOLVED, self.bot_user, text[:200])
-            self.publisher.reply(other, text)
-            self.publisher.publish(other.id)
+            self.flow_runner.handle(other.id, replace(followed, fresh=fresh, text=text))
+            return
+        self.flow_runner.handle(other.id, followed)
+        if gone:
             return
         self.publisher.reply(other, strings.FLOW_REBOOT_OTHER_AGAIN.format(
             host=other.host, boot=now_id, still="; ".join(still or problems)[:500]))
@@ -192,12 +190,8 @@ class RebootStep:
 
     def _settle(self, incident: Incident, pending: RebootPending,
                 now_id: str | None, ok: bool, text: str) -> None:
+        """Verified or failed with its line, audited, said and re-rendered
+        (``RebootSettled``); ``StepTaken`` when the step was settled elsewhere."""
         done = replace(pending, done=True, boot_id_after=now_id)
-        self.incidents.update(incident.id, lambda i: replace(
-            i.with_result(StepResult(ok, text)), reboot=done))
-        goal = IncidentState.VERIFIED if ok else IncidentState.ACTION_FAILED
-        self.incidents.transition(incident.id, goal, self.bot_user, text[:200])
-        self.audit.append(incident.id, self.bot_user, "host.reboot_settled",
-                          {"boot_id_after": now_id, "ok": ok, "text": text[:500]})
-        self.publisher.reply(incident, text)
-        self.publisher.publish(incident.id)
+        self.flow_runner.handle(incident.id, RebootSettled(self.clock(), self.bot_user, done,
+                                                           ok, text))

@@ -160,7 +160,7 @@ def reconcile_once(runner: FlowRunner, incidents: IncidentStore, audit: AuditLog
         event = StepAbandoned(now, ACTOR, entry.state, entry.attempts, reason,
                               max_attempts=max_attempts, hold_s=grace_s)
         try:
-            done.append(_settle(runner, incidents, entry, event, rediagnose=rediagnose,
+            done.append(_settle(runner, entry, event, rediagnose=rediagnose,
                                 settle_action=settle_action))
             if interrupted is not None:  # taken over (a waiting host's: at its deadline)
                 interrupted.discard(entry.incident_id)
@@ -177,21 +177,19 @@ def reconcile_once(runner: FlowRunner, incidents: IncidentStore, audit: AuditLog
     return done
 
 
-def _settle(runner: FlowRunner, incidents: IncidentStore, entry: Inflight,
-            event: StepAbandoned, *, rediagnose: Callable[[str], object],
+def _settle(runner: FlowRunner, entry: Inflight, event: StepAbandoned, *,
+            rediagnose: Callable[[str], object],
             settle_action: Callable[[str, str], bool]) -> Redrive:
     """``StepAbandoned`` decided and committed on the entry it saw, then what comes next."""
     incident_id, reason = entry.incident_id, event.reason
     try:
         handled = runner.handle(incident_id, event, expect=entry)
-    except UnknownIncident:
-        incidents.drop_stale(entry)
+    except UnknownIncident:  # the runner dropped its entry
         return Redrive(incident_id, RedriveOutcome.DROPPED, reason)
     except StepTaken:
         return Redrive(incident_id, RedriveOutcome.RACED, reason)
     (after,) = handled.sweep
-    if after.then is Then.DROP:
-        incidents.drop_stale(entry)
+    if after.then is Then.DROP:  # the runner dropped the entry
         return Redrive(incident_id, RedriveOutcome.DROPPED, reason)
     if after.then is Then.READ_BACK:
         settled = settle_action(incident_id, reason)

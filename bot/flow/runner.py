@@ -12,7 +12,8 @@ entry, an announcement on the events stream, the closing note, and the diagnosis
 (``Diagnoser``), whose result comes back as the next event. An approved action is not run
 here: it is handed back (``Handled.runs``) to the step that owns the action executor, and
 what it observes comes back through ``handle`` as events too; so is what the reconciler
-does after an abandoned step (``Handled.sweep``: re-diagnose, read back, drop).
+does after an abandoned step (``Handled.sweep``: re-diagnose, read back, drop; the
+runner itself drops an in-flight entry that outlived its state or its incident).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from bot.domain.flow import (
     SayResult,
     StepRedriven,
     SweepNext,
+    Then,
     Told,
     Transitioned,
     WithdrawPending,
@@ -109,15 +111,22 @@ class FlowRunner:
                expect: Inflight | None = None) -> Handled:
         """Decide ``event`` on the stored incident, commit, apply the effects. Raises what
         ``decide`` raises (``IllegalTransition``, ``StepTaken``): nothing was written.
-        ``expect``: the in-flight entry the reconciler saw (``StepTaken`` when it moved)."""
-        incident, effects = self.incidents.commit(incident_id, lambda i: decide(i, event),
-                                                  expect=expect)
+        ``expect``: the in-flight entry the reconciler saw (``StepTaken`` when it moved);
+        it is dropped when its incident is gone (``UnknownIncident`` still raised) or
+        elsewhere (``SweepNext`` says drop)."""
+        try:
+            incident, effects = self.incidents.commit(incident_id, lambda i: decide(i, event),
+                                                      expect=expect)
+        except UnknownIncident:
+            if expect is not None:
+                self.incidents.drop_stale(expect)
+            raise
         done = Handled(incident)
         for effect in effects:
-            done = self._apply(done, effect)
+            done = self._apply(done, effect, expect)
         return done
 
-    def _apply(self, done: Handled, effect: Effect) -> Handled:
+    def _apply(self, done: Handled, effect: Effect, expect: Inflight | None = None) -> Handled:
         incident = done.incident
         if isinstance(effect, Transitioned | StepRedriven):
             return done  # written with the record
@@ -147,6 +156,8 @@ class FlowRunner:
         elif isinstance(effect, Rediagnose):
             return replace(done, rediagnose=True)
         elif isinstance(effect, SweepNext):
+            if effect.then is Then.DROP and expect is not None:
+                self.incidents.drop_stale(expect)  # the entry outlived its state
             return replace(done, sweep=(*done.sweep, effect))
         elif isinstance(effect, Refused):
             return replace(done, refused=effect.text)

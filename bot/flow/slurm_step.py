@@ -19,18 +19,21 @@ every result there), so nothing new is stored on the incident.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 from bot.chat.text import escape
 from bot.config.inventory import slurm_host
 from bot.core import fmt, strings
 from bot.domain.action_result import ActionResult, Outcome
+from bot.domain.flow import NodeDrained
 from bot.domain.incident import Incident
-from bot.domain.incident_record import StepResult
 from bot.domain.slurm import DrainedNode
 from bot.flow.followups import Followups, gate_job
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
+from bot.flow.runner import FlowRunner
 from bot.remediation import followup
 from bot.remediation.actions import find
 from bot.remediation.actions.reboot import HostReboot
@@ -126,9 +129,11 @@ def drained_cache(hosts: Hosts, timeout_s: float = 10.0) -> DrainedCache:
 class SlurmStep:
     """Watch a drained node until it is DRAINED; gate it before it returns to Slurm."""
 
-    def __init__(self, incidents: IncidentStore, hosts: Hosts, plans: Plans,
-                 publisher: Publisher, followups: Followups, audit: AuditLog, *,
-                 probe_timeout_s: float = 10.0, bot_user: str = "incident-bot") -> None:
+    def __init__(self, flow_runner: FlowRunner, incidents: IncidentStore, hosts: Hosts,
+                 plans: Plans, publisher: Publisher, followups: Followups, audit: AuditLog, *,
+                 probe_timeout_s: float = 10.0, bot_user: str = "incident-bot",
+                 clock: Callable[[], float] = time.time) -> None:
+        self.flow_runner = flow_runner  # every change to an incident: an event decided there
         self.incidents = incidents
         self.hosts = hosts
         self.plans = plans
@@ -137,6 +142,7 @@ class SlurmStep:
         self.audit = audit
         self.probe_timeout_s = probe_timeout_s
         self.bot_user = bot_user
+        self.clock = clock
         self.drained = drained_cache(hosts, probe_timeout_s)
 
     def drain_of(self, incident_id: str) -> ActionResult | None:
@@ -161,7 +167,7 @@ class SlurmStep:
         self.publisher.reply(incident, followup.gate_note(drain, gate))
         action = followup.return_to_slurm(drain, gate)
         if action is not None and not self.plans.pending(incident_id, action):
-            self.plans.offer(incident_id, action, target)
+            self.followups.offer(incident_id, action, target)
         return gate
 
     def gate_resume(self, incident_id: str, target: SSHTarget, node: str) -> GateResult:
@@ -204,9 +210,8 @@ class SlurmStep:
         node = status.node.name
         self._mark_seen(incident.id, node)
         text = strings.SLURM_NOW_DRAINED.format(node=node, status=describe(status))
-        incident = self.incidents.update(incident.id, lambda i: i.with_result(
-            StepResult(True, text)))  # on the message too, under its results
-        self.publisher.reply(incident, text)
+        # on the message too, under its results, and in the thread
+        self.flow_runner.handle(incident.id, NodeDrained(self.clock(), self.bot_user, node, text))
         self._offer_repair(incident.id, drain, target)
         self.publisher.publish(incident.id)
         return True
@@ -226,4 +231,4 @@ class SlurmStep:
         action = HostReboot.propose(target.name, {}, strings.SLURM_PROPOSE_REBOOT.format(
             node=node, host=target.name))
         if not self.plans.pending(incident_id, action):
-            self.plans.offer(incident_id, action, target)
+            self.followups.offer(incident_id, action, target)

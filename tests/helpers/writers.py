@@ -8,6 +8,10 @@ store there: a name or attribute annotated ``IncidentStore``, one bound to
 ``IncidentStore(...)`` or ``stores.incidents(...)`` (or to another such name), one named
 as the code base names its incident stores (``incidents``), or ``IncidentStore(...)``
 itself. Reads (``READS``) stay allowed: the Home tab lists open incidents.
+
+``store_writes(root, package)``: which module under ``package`` calls which writing
+method, for the flow's rule (only the runner commits; docs/architecture.md lists the
+writers left).
 """
 
 from __future__ import annotations
@@ -90,7 +94,8 @@ def _stores(tree: ast.AST) -> set[str]:
     return held
 
 
-def _writes(name: str, tree: ast.AST) -> Iterator[str]:
+def _write_calls(tree: ast.AST) -> Iterator[ast.Call]:
+    """Each call of an incident store's writing method in ``tree``."""
     held = _stores(tree)
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -98,7 +103,22 @@ def _writes(name: str, tree: ast.AST) -> Iterator[str]:
             continue
         receiver = node.func.value
         if _makes_store(receiver) or _last(receiver) in held or _last(receiver) == STORE:
-            yield f"{name}:{node.lineno} {ast.unparse(node.func)}() writes an incident"
+            yield node
+
+
+def _writes(name: str, tree: ast.AST) -> Iterator[str]:
+    for node in _write_calls(tree):
+        yield f"{name}:{node.lineno} {ast.unparse(node.func)}() writes an incident"
+
+
+def store_writes(root: Path, package: str = "bot.flow") -> set[tuple[str, str]]:
+    """``(module, method)`` for each writing method of ``IncidentStore`` a module under
+    ``package`` calls."""
+    base = root.joinpath(*package.split("."))
+    return {(module_name(root, path), call.func.attr)
+            for path in (sorted(base.rglob("*.py")) if base.is_dir() else ())
+            for call in _write_calls(ast.parse(path.read_text(), filename=str(path)))
+            if isinstance(call.func, ast.Attribute)}
 
 
 def incident_writers(root: Path, package: str = "bot.chat") -> list[str]:

@@ -133,7 +133,7 @@ def test_a_cleanup_offered_before_the_job_paused_is_refused_at_act_time(
     params = {"paths": f"{PAUSED_FILES[0]}|/data/checkpoints/run-a/step-1000.pt",
               "need_bytes": "0"}
     stale = ProposedAction("stale-cleanup", "disk.cleanup", params, "an older preview", "-")
-    plan = loop.flow.plans.offer(incident_id, stale, loop.flow.hosts.target_for("gpu-01"))
+    plan = loop.flow.followups.offer(incident_id, stale, loop.flow.hosts.target_for("gpu-01"))
     loop.flow.publisher.publish(incident_id)
     paused_job(redis_bytes, tmp_path)  # paused after the offer: act time must see it
 

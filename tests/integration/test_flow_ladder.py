@@ -4,7 +4,8 @@ lasting fix), read back from the Slack stand-in, and nothing runs before its own
 
 Real: redis-server, the sim host over OpenSSH sshd, our service on uvicorn. Stand-in:
 Slack's Web API. The playbook never proposes a signal for a unit's process (it proposes
-the unit), so the first step here is offered the way every follow-up is (``plans.offer``).
+the unit), so the first step here is offered the way every follow-up is
+(``followups.offer``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ REM = {"settle_s": 0.3, "poll_interval_s": 0.2, "verify_timeout_s": 3.0,
 def offer_first(lp: Loop, incident_id: str, kind: str, params: dict[str, str]) -> str:
     """An operator's first step, offered like any follow-up; the message re-rendered."""
     target = lp.flow.hosts.target_for("gpu-01")
-    plan = lp.flow.plans.offer(incident_id, ProposedAction(f"first-{kind}", kind, params,
+    plan = lp.flow.followups.offer(incident_id, ProposedAction(f"first-{kind}", kind, params,
                                                      "asked for in the thread", "-"), target)
     lp.flow.publisher.publish(incident_id)
     return plan.approval_id

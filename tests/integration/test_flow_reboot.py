@@ -55,7 +55,7 @@ def is_open(lp: Loop, approval_id: str) -> bool:
 
 
 def reboot_approved(lp: Loop, incident_id: str) -> None:
-    plan = lp.flow.plans.offer(incident_id, ProposedAction("reboot", "host.reboot", {},
+    plan = lp.flow.followups.offer(incident_id, ProposedAction("reboot", "host.reboot", {},
                                                      "asked for in the thread", "-"),
                  lp.flow.hosts.target_for("gpu-01"))
     lp.flow.publisher.publish(incident_id)

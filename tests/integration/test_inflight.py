@@ -225,6 +225,16 @@ def test_a_leftover_entry_is_dropped(store: IncidentStore, redis: Redis, clock: 
     assert in_set(redis) == {}
 
 
+def test_an_entry_whose_incident_is_gone_is_dropped(store: IncidentStore, redis: Redis,
+                                                    clock: Clock) -> None:
+    """No incident to decide on: the runner drops the entry the sweep saw, nothing else."""
+    iid = opened(store)
+    redis.delete(keys.incident(iid))
+    clock.now += 11
+    assert Calls().sweep(store, clock) == [(iid, RedriveOutcome.DROPPED)]
+    assert in_set(redis) == {}
+
+
 def test_reconcile_settings_are_validated() -> None:
     assert reconcile_settings({}).deadlines() == StepDeadlines()
     with pytest.raises(ConfigError, match=r"extra\.reconcile\.every_s"):

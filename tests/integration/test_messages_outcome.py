@@ -200,7 +200,7 @@ def test_ladder_host_terminate_names_every_rung(bot: Callable[[str], Bot]) -> No
     b = bot("ladder")
     incident_id = b.open("vram_idle")
     target = b.flow.hosts.target_for("gpu-01")
-    b.flow.plans.offer(incident_id, ProposedAction("t1", "process.terminate", {"pid": "777"},
+    b.flow.followups.offer(incident_id, ProposedAction("t1", "process.terminate", {"pid": "777"},
                                                    "asked for in the thread", "-"), target)
     b.flow.publisher.publish(incident_id)
     assert "*Proposed:* End PID 777" in "\n".join(b.lines(incident_id))

@@ -240,7 +240,7 @@ def test_a_verified_gpu_reset_on_a_drained_node_runs_the_gate(
     loop.wait_state(incident_id, S.VERIFIED)
     f = loop.flow
     reset = ProposedAction("reset-0", "gpu.reset", {"gpu": "0"}, "GPU 0 is wedged", "resets it")
-    f.plans.offer(incident_id, reset, f.hosts.target_for("gpu-01"))
+    f.followups.offer(incident_id, reset, f.hosts.target_for("gpu-01"))
     f.publisher.publish(incident_id)
     approve(loop, incident_id, "gpu.reset")
     wait_until(lambda: (g := f.incidents.require(incident_id).gate) is not None

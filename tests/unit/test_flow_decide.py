@@ -23,6 +23,7 @@ from bot.domain.flow import (
     ActionFinished,
     ActionNotNeeded,
     ActionObserved,
+    ActionReadBack,
     ActionStarted,
     AlertCleared,
     AlertOpened,
@@ -37,9 +38,18 @@ from bot.domain.flow import (
     DiagnosisFailed,
     DiagnosisFinished,
     EscalateAsked,
+    ExtractionFinished,
     FlowEvent,
     GateObserved,
+    HostGrouped,
+    HostRebootMarked,
+    NodeDrained,
+    PlanOffered,
     PostMessage,
+    ProgressShown,
+    RebootFollowed,
+    RebootRequested,
+    RebootSettled,
     Rediagnose,
     Refused,
     ReplyInThread,
@@ -64,7 +74,17 @@ from bot.domain.flow import (
     outcome_state,
 )
 from bot.domain.incident import Incident
-from bot.domain.incident_record import ActionPlan, ChatRefs, GateRecord, Running, Snooze
+from bot.domain.incident_record import (
+    ActionPlan,
+    ChatRefs,
+    GateRecord,
+    HostRebootMark,
+    ProgressTracker,
+    RebootPending,
+    Running,
+    Snooze,
+    StepResult,
+)
 from bot.domain.lifecycle import (
     FIRST_DIAGNOSIS,
     SNOOZABLE,
@@ -129,6 +149,21 @@ EVENT_SAMPLES: dict[type[FlowEvent], FlowEvent] = {
     XidsFolded: XidsFolded(AT, BOT),
     CardDelivered: CardDelivered(AT, BOT, ChatRefs("C1", "1.0", "1.0")),
     StepAbandoned: StepAbandoned(AT, "reconciler", S.DIAGNOSING, 2, "deadline passed 1s ago"),
+    ActionReadBack: ActionReadBack(AT, "reconciler", S.REMEDIATING, None, "stopped",
+                                   result(True)),
+    RebootRequested: RebootRequested(AT, USER, result(True), RebootPending("b0", AT, AT + 900,
+                                                                           USER), "rebooting"),
+    RebootSettled: RebootSettled(AT, BOT, RebootPending("b0", AT - 60, AT + 840, USER, True,
+                                                        "b1"), True, "back, problem gone"),
+    HostRebootMarked: HostRebootMarked(AT, BOT, HostRebootMark("INC-0", USER, AT), "rebooted"),
+    RebootFollowed: RebootFollowed(AT, BOT, HostRebootMark("INC-0", USER, AT - 60, True, "b1"),
+                                   FOUND, "gone after the reboot"),
+    NodeDrained: NodeDrained(AT, BOT, "gpu-01", "gpu-01 is DRAINED: nothing runs there"),
+    ProgressShown: ProgressShown(AT, BOT, ProgressTracker(((AT, 10),), AT, 10, "C1", "2.0",
+                                                          "50%", AT)),
+    ExtractionFinished: ExtractionFinished(AT, BOT, True, "ex done: 1,000 items in 10 min"),
+    PlanOffered: PlanOffered(AT, BOT, ActionPlan(ACTION, (), "ap9")),
+    HostGrouped: HostGrouped(AT, BOT, "INC-2"),
 }
 
 
@@ -165,6 +200,17 @@ def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | ty
         CardDelivered: lambda: stays,
         # the sample's third interruption of a diagnosis: given up, with Retry
         StepAbandoned: lambda: S.DIAGNOSIS_FAILED if state is S.DIAGNOSING else stays,
+        # the sample's verified read-back of the step it saw (remediating), nothing else
+        ActionReadBack: lambda: S.VERIFIED if state is S.REMEDIATING else StepTaken,
+        RebootRequested: lambda: stays,
+        RebootSettled: lambda: S.VERIFIED if state is S.REMEDIATING else StepTaken,
+        HostRebootMarked: lambda: stays,
+        RebootFollowed: lambda: S.RESOLVED if can_transition(state, S.RESOLVED) else stays,
+        NodeDrained: lambda: stays,
+        ProgressShown: lambda: stays,
+        ExtractionFinished: lambda: S.RESOLVED if state is S.RESUMED else StepTaken,
+        PlanOffered: lambda: stays,
+        HostGrouped: lambda: stays,
     }
     return rules[type(event)]()
 
@@ -450,3 +496,217 @@ def test_an_entry_that_outlived_its_state_is_only_dropped(seen: IncidentState,
         return
     before = incident(state)
     assert decide(before, abandoned(seen, 9)) == (before, (SweepNext(Then.DROP, WHY),))
+
+
+# --- an interrupted action read back from the host (ActionReadBack) ---------------------------
+
+MARK = Running("systemd.stop_disable", USER, AT - 1000, "ap1")
+NOT_THERE = "vllm.service is still active: not done, Retry"
+
+
+def read_back(seen: IncidentState, ok: bool, *, running: Running | None = MARK,
+              settles: bool = True) -> ActionReadBack:
+    found = result(True) if ok else None
+    return ActionReadBack(AT, REC, seen, running, found.summary if found else NOT_THERE, found,
+                          settles=settles)
+
+
+def test_a_read_back_that_holds_verifies_with_its_line_and_clears_the_marker() -> None:
+    new, effects = decide(incident(S.REMEDIATING, running=MARK), read_back(S.REMEDIATING, True))
+    assert new.state is S.VERIFIED and new.running is None and new.updated == AT
+    assert [r.ok for r in new.results] == [True] and new.results[0].text == "stopped"
+    assert new.last_outcome is not None and new.last_outcome.summary == "stopped"
+    assert effects == (Transitioned(REC, "stopped"),)  # the caller re-renders, after its offers
+
+
+def test_a_read_back_from_approved_goes_through_remediating_first() -> None:
+    """The table has no approved -> verified: the first event enters remediating (no line
+    yet), the same event again from there verifies with the line."""
+    first, effects = decide(incident(S.APPROVED, running=MARK), read_back(S.APPROVED, True))
+    assert first.state is S.REMEDIATING and first.results == () and first.running == MARK
+    assert effects == (Transitioned(REC, "read back after an interruption"),)
+    new, _ = decide(first, read_back(S.REMEDIATING, True))
+    assert new.state is S.VERIFIED and new.running is None and len(new.results) == 1
+
+
+@pytest.mark.parametrize("state", [S.APPROVED, S.REMEDIATING])
+def test_a_read_back_that_does_not_hold_fails_with_retry_and_its_words(
+        state: IncidentState) -> None:
+    new, effects = decide(incident(state, running=MARK), read_back(state, False))
+    assert new.state is S.ACTION_FAILED and new.running is None
+    assert [(r.ok, r.text) for r in new.results] == [(False, NOT_THERE)]
+    assert new.last_outcome is not None and new.last_outcome.summary == NOT_THERE
+    assert effects == (Transitioned(REC, NOT_THERE[:200]),)
+
+
+def test_an_action_that_never_started_fails_without_a_marker() -> None:
+    new, _ = decide(incident(S.APPROVED), read_back(S.APPROVED, False, running=None))
+    assert new.state is S.ACTION_FAILED and [r.ok for r in new.results] == [False]
+
+
+@pytest.mark.parametrize("ok", [True, False])
+def test_a_read_back_moves_but_writes_no_line_when_the_marker_changed(ok: bool) -> None:
+    other = replace(MARK, approval_id="ap2")
+    new, effects = decide(incident(S.REMEDIATING, running=other), read_back(S.REMEDIATING, ok))
+    assert new.state is (S.VERIFIED if ok else S.ACTION_FAILED)
+    assert new.results == () and new.running == other and len(effects) == 1
+
+
+@pytest.mark.parametrize("seen", [S.APPROVED, S.REMEDIATING])
+@pytest.mark.parametrize("state", list(IncidentState))
+def test_a_settle_of_a_step_that_moved_writes_nothing(seen: IncidentState,
+                                                      state: IncidentState) -> None:
+    if state is seen:
+        return
+    with pytest.raises(StepTaken):
+        decide(incident(state, running=MARK), read_back(seen, True))
+
+
+@pytest.mark.parametrize("ok", [True, False])
+@pytest.mark.parametrize("state", [S.VERIFIED, S.ACTION_FAILED, S.RESUMED, S.AWAITING_APPROVAL])
+def test_a_stale_marker_gets_its_line_only_and_a_rerender(ok: bool, state: IncidentState) -> None:
+    new, effects = decide(incident(state, running=MARK),
+                          read_back(state, ok, settles=False))
+    assert new.state is state and new.running is None and len(new.results) == 1
+    assert new.results[0].ok is ok and effects == (PostMessage(),)
+
+
+def test_a_stale_marker_settled_by_someone_else_writes_nothing() -> None:
+    for running in (None, replace(MARK, at=AT)):
+        with pytest.raises(StepTaken):
+            decide(incident(S.VERIFIED, running=running),
+                   read_back(S.VERIFIED, True, settles=False))
+
+
+# --- a reboot: sent, settled, the host's other incidents marked and followed -----------------
+
+PENDING = RebootPending("b0", AT - 60, AT + 840, USER)
+
+
+def test_a_sent_reboot_is_pending_with_its_line_audited_and_said() -> None:
+    sent = result(True)
+    new, effects = decide(incident(S.REMEDIATING), RebootRequested(AT, USER, sent, PENDING,
+                                                                   "rebooting gpu-01"))
+    assert new.state is S.REMEDIATING and new.reboot == PENDING and new.updated == AT
+    assert [(r.ok, r.text) for r in new.results] == [(True, "rebooting gpu-01")]
+    assert new.last_outcome is not None and new.last_outcome.summary == sent.summary
+    assert effects == (Audit(USER, "host.reboot_requested", {"host": "gpu-01", "boot_id": "b0"}),
+                       ReplyInThread("rebooting gpu-01"))
+
+
+@pytest.mark.parametrize(("ok", "goal"), [(True, S.VERIFIED), (False, S.ACTION_FAILED)])
+def test_a_settled_reboot_moves_with_its_line_audited_said_and_rerendered(
+        ok: bool, goal: IncidentState) -> None:
+    done = replace(PENDING, done=True, boot_id_after="b1" if ok else None)
+    new, effects = decide(incident(S.REMEDIATING, reboot=PENDING),
+                          RebootSettled(AT, BOT, done, ok, "the words"))
+    assert new.state is goal and new.reboot == done
+    assert [(r.ok, r.text) for r in new.results] == [(ok, "the words")]
+    detail = {"boot_id_after": done.boot_id_after, "ok": ok, "text": "the words"}
+    assert effects == (Transitioned(BOT, "the words"), Audit(BOT, "host.reboot_settled", detail),
+                       ReplyInThread("the words"), PostMessage())
+
+
+def test_a_reboot_settled_elsewhere_writes_nothing() -> None:
+    for state in (S.VERIFIED, S.ACTION_FAILED, S.APPROVED):
+        with pytest.raises(StepTaken):
+            decide(incident(state, reboot=PENDING),
+                   RebootSettled(AT, BOT, replace(PENDING, done=True), True, "back"))
+
+
+def test_another_incident_of_the_host_is_marked_told_and_rerendered() -> None:
+    mark = HostRebootMark("INC-0", USER, AT)
+    new, effects = decide(incident(S.AWAITING_APPROVAL), HostRebootMarked(AT, BOT, mark, "note"))
+    assert new.host_reboot == mark and new.state is S.AWAITING_APPROVAL
+    assert effects == (ReplyInThread("note"), PostMessage())
+
+
+def test_a_followed_incident_whose_problems_are_gone_resolves_with_the_fresh_diagnosis() -> None:
+    mark = HostRebootMark("INC-0", USER, AT - 60, True, "b1")
+    fresh = replace(FOUND, findings=(), actions=())
+    new, effects = decide(incident(S.AWAITING_APPROVAL),
+                          RebootFollowed(AT, BOT, mark, fresh, "gone after the reboot"))
+    assert new.state is S.RESOLVED and new.host_reboot == mark and new.diagnosis == fresh
+    assert [(r.ok, r.text) for r in new.results] == [(True, "gone after the reboot")]
+    assert effects == (Transitioned(BOT, "gone after the reboot"),
+                       ReplyInThread("gone after the reboot"), PostMessage())
+
+
+def test_a_followed_incident_only_settles_its_mark_otherwise() -> None:
+    mark = HostRebootMark("INC-0", USER, AT - 60, True, "b1")
+    new, effects = decide(incident(S.AWAITING_APPROVAL), RebootFollowed(AT, BOT, mark))
+    assert new.host_reboot == mark and new.state is S.AWAITING_APPROVAL and effects == ()
+    # gone, but the incident resolved meanwhile: the mark only, nothing said
+    new, effects = decide(incident(S.RESOLVED), RebootFollowed(AT, BOT, mark, FOUND, "gone"))
+    assert new.host_reboot == mark and new.results == () and effects == ()
+
+
+# --- a drained Slurm node with nothing running any more (NodeDrained) ------------------------
+
+@pytest.mark.parametrize("state", [S.VERIFIED, S.RESUMED, S.ACTION_FAILED])
+def test_a_drained_node_is_a_line_on_the_message_and_in_the_thread(state: IncidentState) -> None:
+    text = "gpu-01 is DRAINED: nothing runs there"
+    before = incident(state, results=(StepResult(True, "drained gpu-01"),))
+    new, effects = decide(before, NodeDrained(AT, BOT, "gpu-01", text))
+    assert new.state is state and new.updated == AT
+    assert [r.text for r in new.results] == ["drained gpu-01", text]
+    assert effects == (ReplyInThread(text),)  # the caller offers the repair, then re-renders
+
+
+# --- a resumed extraction: its progress shown, its job ended ----------------------------------
+
+def test_the_progress_shown_is_kept_on_the_incident_and_nothing_else_happens() -> None:
+    tracker = ProgressTracker(((AT - 2, 100), (AT, 140)), AT - 2, 100, "C1", "2.0", "14%", AT)
+    new, effects = decide(incident(S.RESUMED), ProgressShown(AT, BOT, tracker))
+    assert new.progress == tracker and new.state is S.RESUMED and new.updated == AT
+    assert effects == ()  # the step posted or edited the message itself
+
+
+@pytest.mark.parametrize(("completed", "goal"), [(True, S.RESOLVED), (False, S.ACTION_FAILED)])
+def test_the_jobs_end_ends_the_resumed_incident(completed: bool, goal: IncidentState) -> None:
+    new, effects = decide(incident(S.RESUMED), ExtractionFinished(AT, BOT, completed, "summary"))
+    assert new.state is goal and effects == (Transitioned(BOT, "summary"),)
+
+
+@pytest.mark.parametrize("state", [S.RESOLVED, S.REMEDIATING, S.VERIFIED])
+def test_a_jobs_end_after_the_incident_moved_on_writes_nothing(state: IncidentState) -> None:
+    with pytest.raises(StepTaken):
+        decide(incident(state), ExtractionFinished(AT, BOT, True, "summary"))
+
+
+# --- a follow-up offered on the message (PlanOffered) ----------------------------------------
+
+OFFER = ActionPlan(ProposedAction("f1", "systemd.restart", {"unit": "vllm.service"}, "again"),
+                   ("systemctl restart vllm.service",), "ap2")
+UNDO = ActionPlan(ProposedAction("r1", "systemd.revert", {"unit": "vllm.service"}, "undo"),
+                  ("systemctl enable --now vllm.service",), "ap3")
+
+
+def test_an_offer_joins_the_plans_and_its_approval_learns_the_message() -> None:
+    new, effects = decide(incident(S.VERIFIED, chat=POSTED), PlanOffered(AT, BOT, OFFER))
+    assert new.plans == (PLAN, OFFER) and new.state is S.VERIFIED and new.updated == AT
+    assert effects == (AttachApprovals(("ap2",), "C1", "1.0"),)
+
+
+def test_an_offer_before_the_card_is_in_chat_attaches_at_the_next_delivery() -> None:
+    new, effects = decide(incident(S.VERIFIED, chat=None), PlanOffered(AT, BOT, OFFER))
+    assert new.plans == (PLAN, OFFER) and effects == ()
+    _, attach = decide(new, CardDelivered(AT, BOT, POSTED))
+    assert attach == (AttachApprovals(("ap1", "ap2"), "C1", "1.0"),)
+
+
+def test_a_revert_is_shown_apart_and_an_earlier_one_still_pending_goes_among_the_plans() -> None:
+    new, effects = decide(incident(S.VERIFIED, chat=POSTED),
+                          PlanOffered(AT, BOT, OFFER, revert=True))
+    assert new.revert_plan == OFFER and new.plans == (PLAN,)
+    assert effects == (AttachApprovals(("ap2",), "C1", "1.0"),)
+    again, _ = decide(new, PlanOffered(AT, BOT, UNDO, revert=True, keep=OFFER))
+    assert again.revert_plan == UNDO and again.plans == (PLAN, OFFER)
+
+
+@pytest.mark.parametrize("state", list(IncidentState))
+def test_a_host_joining_the_group_rerenders_the_parent_and_changes_nothing(
+        state: IncidentState) -> None:
+    before = incident(state)
+    new, effects = decide(before, HostGrouped(AT, BOT, "INC-2"))
+    assert new is before and effects == (PostMessage(),)
