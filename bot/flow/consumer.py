@@ -26,6 +26,8 @@ from storage.events import IncidentEvents
 log = logging.getLogger(__name__)
 GROUP = "flow"
 STALE_MS = 120_000
+# resolved (its closing note), or its alert cleared while it stays open (a hardware fault)
+CLEARED = frozenset({"incident.resolved", "incident.alert_cleared"})
 
 
 def consumer_name() -> str:
@@ -63,7 +65,7 @@ class Consumer:
             elif kind == "incident.grouped":
                 self.publisher.publish(incident_id)  # the parent's host list grew
                 self._diagnose(event["child"])  # the new host: diagnosed, in the thread
-            elif kind == "incident.resolved" and self.flow_runner is not None:
+            elif kind in CLEARED and self.flow_runner is not None:
                 self.flow_runner.handle(incident_id, AlertCleared(self.clock(), self.bot_user))
         except StepTaken as taken:  # a duplicate or late delivery: someone else has it
             log.info("flow event skipped: %s", taken)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core import strings
-from bot.domain.action_result import ActionResult, Outcome, Verification
+from bot.domain.action_result import ActionResult, Outcome, Seen, Verification
 from bot.domain.host_state import CapturedState
 from bot.domain.incident_record import LastOutcome, StepResult
 from bot.remediation import catalog
@@ -77,7 +77,9 @@ class Interrupted:
         """The incident's one result line for it, and its last outcome."""
         if self.result is not None:
             return StepResult.of(self.result), LastOutcome.of(self.result)
-        return StepResult(False, self.text), LastOutcome(self.text)
+        unread = self.seen is not None and not self.seen.reachable  # could not check
+        return StepResult(False, self.text), LastOutcome(
+            self.text, could_not_check=self.seen.seen if unread and self.seen else "")
 
 
 def read_back(runner: SSHRunner, target: SSHTarget, asked: Asked,
@@ -111,7 +113,7 @@ def read_back(runner: SSHRunner, target: SSHTarget, asked: Asked,
         kind=spec.kind, params=clean, host=target.name, outcome=Outcome.SUCCEEDED,
         summary=summary, approver=asked.approver, evidence_hash=asked.evidence_hash,
         planned=tuple(catalog.plan(spec.kind, clean, target)),  # no before-state: no Revert
-        verification=Verification(True, seen.detail, seen.elapsed_s, evidence=evidence),
+        verification=Verification(Seen.FIXED, seen.detail, seen.elapsed_s, evidence=evidence),
         started_at=started, duration_s=time.monotonic() - t0, incident_id=asked.incident_id)
     return ReadBack(True, seen.detail, result=result, evidence=evidence)
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from bot.core import strings
-from bot.domain.action_result import ActionResult
+from bot.domain.action_result import ActionResult, Outcome, Seen, Verification
 from bot.domain.findings import Diagnosis, Severity
 from bot.domain.incident import Incident
 from bot.domain.incident_record import HostRebootMark, LastOutcome, RebootPending, StepResult
@@ -45,6 +45,22 @@ def still_there(before: Diagnosis | None, fresh: Diagnosis) -> list[str]:
              if f.severity is not Severity.INFO}
     return [f.title for f in fresh.findings
             if f.code in codes and f.severity is not Severity.INFO]
+
+
+def rebooted(last: LastOutcome | None, now_id: str | None, ok: bool,
+             text: str) -> LastOutcome | None:
+    """The reboot's result as it was seen once the host was back (the problem gone:
+    fixed; still there: not fixed) or never came back (could not check)."""
+    result = last.result if last is not None else None
+    if result is None:
+        return last
+    seen = Seen.COULD_NOT_CHECK if now_id is None else Seen.of(ok)
+    outcome = {Seen.FIXED: Outcome.SUCCEEDED, Seen.NOT_FIXED: Outcome.FAILED,
+               Seen.COULD_NOT_CHECK: Outcome.COULD_NOT_CHECK}[seen]
+    why = text if seen is Seen.COULD_NOT_CHECK else ""
+    verification = Verification(seen, text, evidence={"boot_id_after": now_id}, why=why)
+    return LastOutcome.of(replace(result, outcome=outcome, summary=text,
+                                  verification=verification))
 
 
 def _marked(mark: HostRebootMark) -> Callable[[Incident], Incident]:
@@ -191,7 +207,8 @@ class RebootStep:
                 now_id: str | None, ok: bool, text: str) -> None:
         done = replace(pending, done=True, boot_id_after=now_id)
         self.incidents.update(incident.id, lambda i: replace(
-            i.with_result(StepResult(ok, text)), reboot=done))
+            i.with_result(StepResult(ok, text)), reboot=done,
+            last_outcome=rebooted(i.last_outcome, now_id, ok, text)))
         goal = IncidentState.VERIFIED if ok else IncidentState.ACTION_FAILED
         self.incidents.transition(incident.id, goal, self.bot_user, text[:200])
         self.audit.append(incident.id, self.bot_user, "host.reboot_settled",

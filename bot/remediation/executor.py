@@ -151,13 +151,27 @@ def _remote(ctx: ActionRun, rendered: tuple[RemoteStep, ...], run: _Run,
     try:
         return _act(ctx, rendered, run, captured, records)
     except SSHError as exc:
+        return _lost(run, host, exc, records, captured)
+
+
+def _lost(run: _Run, host: str, exc: SSHError, records: list[CommandRecord],
+          captured: CapturedState) -> ActionResult:
+    """The host went away while the steps ran: nothing ran (unreachable), or some did and
+    nothing can say what they did (could not check, never failed or fixed)."""
+    ran = [r for r in records if r.ran]
+    if not ran:
         return run.finish(Outcome.UNREACHABLE, strings.REM_UNREACHABLE.format(host=host, why=exc),
                           records=records, captured=captured)
+    said = ", ".join(f"`{r.command}`" for r in ran)
+    return run.finish(Outcome.COULD_NOT_CHECK,
+                      strings.REM_LOST_MID_ACTION.format(host=host, ran=said, why=exc),
+                      records=records, captured=captured,
+                      verification=Verification.could_not_check(str(exc)))
 
 
 def _refused(ctx: ActionRun, run: _Run, captured: CapturedState, refusal: Refusal) -> ActionResult:
-    summary = strings.REM_REFUSED.format(kind=ctx.spec.kind, host=ctx.target.name,
-                                         why=refusal.reason)
+    summary = strings.REM_REFUSED.format(kind=ctx.spec.phrase(ctx.params) or ctx.spec.kind,
+                                         host=ctx.target.name, why=refusal.reason)
     return run.finish(Outcome.REFUSED, summary, captured=captured, proposals=refusal.proposals)
 
 
@@ -183,10 +197,7 @@ def _act(ctx: ActionRun, rendered: tuple[RemoteStep, ...], run: _Run, captured: 
         run_steps(ctx, rendered, captured, records)
     failed = any(hard_failure(r) for r in records)
     undo = roll_back(ctx, captured, records) if failed else []
-    try:
-        verification = verify(ctx, captured, patient=not noop and not failed)
-    except ProbeFailed as exc:
-        verification = Verification(False, f"could not verify: {exc}")
+    verification = verify(ctx, captured, patient=not noop and not failed)
     outcome = decide(records, verification, noop=noop)
     summary = summarize(ctx.spec, _subject(ctx), ctx.target.name, outcome, records, verification,
                         grace_s=ctx.options.term_grace_s)

@@ -8,17 +8,19 @@ under a new PID (a respawn) or another unit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from bot.core import strings
-from bot.domain.action_result import Verification
+from bot.domain.action_result import Seen, Verification
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, UnitState
 from bot.remediation.capture import subject_pids
 from bot.remediation.polling import ActionRun, Look, poll
 from bot.remediation.probe_runner import ProbeFailed
 from bot.remediation.readings import read_gpu_memory, read_gpus, read_process, read_unit
+from bot.ssh.base import SSHError
 
 
 def with_gpu_report(ctx: ActionRun, v: Verification) -> Verification:
@@ -33,7 +35,7 @@ def with_gpu_report(ctx: ActionRun, v: Verification) -> Verification:
     top = max(g.memory_used_mib for g in gpus)
     note = strings.REM_GPUS_HELD.format(held=len(held), total=len(gpus), max=f"{top:.0f}")
     after = [{"index": g.index, "used_mib": g.memory_used_mib} for g in gpus]
-    ev = {**v.evidence, "gpus_after": after}
+    ev = {**v.evidence, "gpus_after": after, "held_after": len(held)}
     return replace(v, detail=f"{v.detail}; {note}", evidence=ev)
 
 
@@ -172,7 +174,8 @@ def _conclude(ctx: ActionRun, seen: Look, elapsed: float, affected: tuple[int, .
     shown = affected or tuple(g.index for g in gpus)
     gdetail = gpu_detail(gpus, shown, ctx.options.gpu_free_mib) if shown else ""
     if seen.done:
-        return Verification(True, gdetail or _state_detail(ev, subject), elapsed, evidence=ev)
+        return Verification(Seen.FIXED, gdetail or _state_detail(ev, subject), elapsed,
+                            evidence=ev)
     respawn = seen.respawn
     held = ev.get("held") or []
     if held:
@@ -187,7 +190,8 @@ def _conclude(ctx: ActionRun, seen: Look, elapsed: float, affected: tuple[int, .
     detail = _not_done_detail(ev, subject, gdetail)
     if respawn:
         detail = f"{respawn}; {detail}" if detail else respawn
-    return Verification(False, detail, elapsed, respawned=respawn is not None, evidence=ev)
+    return Verification(Seen.NOT_FIXED, detail, elapsed, respawned=respawn is not None,
+                        evidence=ev)
 
 
 def _state_detail(ev: dict[str, Any], subject: str) -> str:
@@ -226,5 +230,14 @@ def _unit_evidence(unit: UnitState) -> dict[str, Any]:
 
 
 def verify(ctx: ActionRun, captured: CapturedState, patient: bool = True) -> Verification:
-    """The verification the action needs, after it ran (``Action.verify``)."""
-    return ctx.spec.verify(ctx, captured, patient)
+    """The verification the action needs, after it ran (``Action.verify``): what it saw
+    (fixed or not fixed), or, when the host could not be read (a probe that did not
+    answer, the connection refused or lost, a host key that changed), could not check,
+    with what failed. A verify that raised is never a verdict on the effect."""
+    start = time.monotonic()
+    try:
+        return ctx.spec.verify(ctx, captured, patient)
+    except ProbeFailed as exc:
+        return Verification.could_not_check(str(exc), time.monotonic() - start)
+    except SSHError as exc:
+        return Verification.could_not_check(str(exc), time.monotonic() - start)

@@ -47,17 +47,18 @@ def test_unhappy_states_say_why() -> None:
                               "stop", "systemctl stop x", None, 10.0, True, "", "<!channel>"),))
     (action,) = state_sections("action_failed", LastOutcome.of(result), [])
     assert "stop timed out" in action.text and action.code is not None
-    assert "systemctl stop x" in action.code and "(timed out)" in action.code
+    assert "systemctl stop x" in action.code and "→ timed out" in action.code
+    assert "exit None" not in action.code  # no exit status is said, never "None"
     (bare,) = state_sections("action_failed", LastOutcome("resume: gate failed"), [])
     assert "resume: gate failed" in bare.text and bare.code is None
     assert state_sections("verified", None, []) == []
 
 
 def test_status_lines_name_people() -> None:
-    lines = status_lines(Marks(running=Running("systemd.stop_disable", "UALICE", 0.0),
+    said = "stop vllm.service and keep it from starting at boot"
+    lines = status_lines(Marks(running=Running("systemd.stop_disable", "UALICE", 0.0, "a", said),
                                acked_by="UBOB", snooze=Snooze("UBOB", 0.0, "no_action")))
-    assert lines[0] == ":arrows_counterclockwise: Approved by <@UALICE> · running " \
-                       "`systemd.stop_disable`…"
+    assert lines[0] == f":arrows_counterclockwise: Approved by <@UALICE> · running: {said}…"
     assert any("Acknowledged by <@UBOB>" in line for line in lines)
     assert any("Snoozed by <@UBOB> until 1970-01-01 00:00" in line for line in lines)
 

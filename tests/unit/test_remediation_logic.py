@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bot.core.errors import ConfigError
-from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Verification
+from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Seen, Verification
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, ProcState, UnitState
 from bot.remediation import catalog
 from bot.remediation.catalog import RemoteStep
@@ -71,8 +71,8 @@ def _rec(name: str = "stop", **kw: object) -> CommandRecord:
     return CommandRecord(**base)  # type: ignore[arg-type]
 
 
-OK = Verification(True, "8/8 GPUs free (max 0 MiB)", 1.0)
-HELD = Verification(False, "still held", 30.0)
+OK = Verification(Seen.FIXED, "8/8 GPUs free (max 0 MiB)", 1.0)
+HELD = Verification(Seen.NOT_FIXED, "still held", 30.0)
 
 
 def test_outcomes() -> None:
@@ -80,9 +80,9 @@ def test_outcomes() -> None:
     assert decide([_rec(skipped="already inactive")], OK, noop=True) is Outcome.NOOP
     assert decide([_rec(exit_status=124, timed_out=True)], OK) is Outcome.TIMED_OUT_BUT_DONE
     assert decide([_rec(exit_status=124, timed_out=True)], HELD) is Outcome.TIMED_OUT
-    back = Verification(False, "came back", 0.5, respawned=True)
+    back = Verification(Seen.NOT_FIXED, "came back", 0.5, respawned=True)
     assert decide([_rec()], back) is Outcome.RESPAWNED
-    others = Verification(False, "held", 30.0, evidence={"held_by_others": True})
+    others = Verification(Seen.NOT_FIXED, "held", 30.0, evidence={"held_by_others": True})
     assert decide([_rec()], others) is Outcome.STILL_HELD
     assert decide([_rec(exit_status=1, reprobe={"effect": False})], OK) is Outcome.FAILED
     assert decide([_rec()], HELD) is Outcome.FAILED

@@ -20,7 +20,7 @@ from pydantic import BeforeValidator
 
 from bot.core import strings
 from bot.domain import validate
-from bot.domain.action_result import ActionResult, Verification
+from bot.domain.action_result import ActionResult, Seen, Verification
 from bot.domain.host_state import CapturedState
 from bot.remediation.actions.base import Action, ActionParams, ParamHelp, Refusal, some
 from bot.remediation.actions.reboot import HostReboot
@@ -121,7 +121,7 @@ class GpuReset(Action):
                                               else "?")
         back, note = _holders_back(ctx, captured)
         ev = {**seen.evidence, "holders_restored": back}
-        return Verification(seen.done and all(s == "active" for s in back.values()),
+        return Verification(Seen.of(seen.done and all(s == "active" for s in back.values())),
                             f"{detail}; {note}" if note else detail, elapsed, evidence=ev)
 
     def next_rung(self, result: ActionResult) -> dict[str, Any] | None:
