@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
 _Key = tuple[str, str, int, str | None, str | None]
 CHANNEL_RETRY_S = 0.05
+REFUSED = "the server refused every channel (MaxSessions?)"
+NO_ANSWER = "no answer from the host: timed out opening a session"
 
 
 class _Stale(Exception):
@@ -179,8 +181,8 @@ class ParamikoPool:
                            timed_out=True)
         try:
             chan = self._open_channel(conn, wait_until)
-            if chan is None:
-                return _failed(command, start, "the server refused every channel (MaxSessions?)")
+            if isinstance(chan, str):
+                return _failed(command, start, chan, timed_out=chan == NO_ANSWER)
             try:
                 return execute(chan, command, sudo=target.sudo,
                                max_bytes=self.settings.max_output_bytes)
@@ -189,18 +191,20 @@ class ParamikoPool:
         finally:
             conn.slots.release()
 
-    def _open_channel(self, conn: _Conn, wait_until: float) -> paramiko.Channel | None:
-        """A session channel, retrying briefly if the server's session limit is lower than ours."""
+    def _open_channel(self, conn: _Conn, wait_until: float) -> paramiko.Channel | str:
+        """A session channel, retrying briefly if the server's session limit is lower than
+        ours; else why there is none: refused, or no answer at all (a frozen host)."""
         while True:
             try:
                 return conn.transport.open_session(timeout=self.settings.connect_timeout_s)
             except (paramiko.SSHException, EOFError, OSError) as exc:
                 # paramiko hands a refusal's ChannelException to whichever thread asks
-                # first; others see a bare SSHException. A live transport means "refused".
+                # first; others see a bare SSHException. A live transport means "refused",
+                # unless the open itself timed out: the host said nothing at all.
                 if not conn.transport.is_active():
                     raise _Stale(str(exc) or type(exc).__name__) from None
                 if time.monotonic() + CHANNEL_RETRY_S > wait_until:
-                    return None
+                    return NO_ANSWER if "timeout" in str(exc).lower() else REFUSED
                 time.sleep(CHANNEL_RETRY_S)
 
 
