@@ -525,7 +525,7 @@ def _reprobe_failed(incident: Incident, event: ReprobeFailed) -> Decision:
     if incident.state is S.APPROVED:
         new, moved = _move(new, S.ACTION_FAILED, event.at, event.by, text[:200])
         effects.insert(0, moved)
-    return new, (*effects, ReplyInThread(text))
+    return new, (*effects, ReplyInThread(strings.FLOW_REPROBE_SAID.format(text=text)))
 
 
 def _action_not_needed(incident: Incident, event: ActionNotNeeded) -> Decision:
