@@ -43,6 +43,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "policy": ("policy", "What the fleet policies would do: check, replay, breaker."),
     "config": ("config", "Check a config file: everything serve validates, one line per "
                "problem."),
+    "extensions": ("extensions", "Operator extensions (YAML probes, findings, actions): check "
+                   "and test."),
 }
 COMMAND_MODULES = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 _LISTING = "incident_bot.listing"

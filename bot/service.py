@@ -1,5 +1,6 @@
-"""One bot process, assembled top to bottom: Redis → chat backend → the flow → approval
-desk → Slack app (HTTP routes or Socket Mode) → HTTP service → leader-leased scheduler.
+"""One bot process, assembled top to bottom: Redis → chat backend (the plugin named by
+``chat_backend``) → the flow → approval desk → the backend's interactive side (Slack's
+HTTP routes or Socket Mode) → HTTP service → leader-leased scheduler.
 
 Every piece keeps its state in Redis, so several of these behind a load balancer act as
 one bot: any replica takes the next event, and only the lease holder schedules.
@@ -19,16 +20,14 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from bot.chat.backends import make_backend
+from bot.chat.backends import ChatApp, ChatPlugin, make_plugin
 from bot.chat.base import ChatBackend
 from bot.chat.home_tab import FleetSource, fleet_source
 from bot.chat.interactions import ApprovalDesk, audit_sink
 from bot.chat.policy_desk import PolicyApprovalDesk
-from bot.chat.shared_groups import SharedSlackGroups
-from bot.chat.slack import SlackBackend
-from bot.chat.slack_app import SlackApp, create_slack_app, socket_mode_wanted, start_socket_mode
 from bot.config.policy import maintenance_from_settings, policies_from_settings
 from bot.config.settings import Settings
+from bot.extensions import load_and_install
 from bot.flow import reconcile, timers
 from bot.flow.assembly import Flow, build_flow
 from bot.flow.slash_handlers import FlowSlashHandlers
@@ -53,18 +52,17 @@ class Service:
     flow: Flow
     app: Starlette
     desk: ApprovalDesk
-    slack: SlackApp | None = None
+    chat_app: ChatApp | None = None  # the backend's interactive side (Slack's Bolt app)
     scheduler: LeaderScheduler | None = None
     paging: PagingService | None = None
     diagnoses: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(
         max_workers=DIAGNOSIS_WORKERS, thread_name_prefix="flow-diagnosis"))
-    socket_mode: bool = False
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
-    _socket: Any = None
 
     def start_background(self) -> None:
-        """The flow consumer thread, the scheduler, and Socket Mode when configured."""
+        """The flow consumer thread, the scheduler, and the chat backend's own side (Slack's
+        Socket Mode when configured)."""
         consumer = self.flow.consumer(self.diagnoses, DIAGNOSIS_WORKERS)
         t = threading.Thread(target=consumer.run_forever, args=(self.stop_event,),
                              name="flow-consumer", daemon=True)
@@ -82,8 +80,8 @@ class Service:
             self.threads.append(p)
         if self.scheduler is not None:
             self.scheduler.start()
-        if self.slack is not None and self.socket_mode:
-            self._socket = start_socket_mode(self.slack, self.settings)
+        if self.chat_app is not None:
+            self.chat_app.start()
 
     def start_outbox(self) -> None:
         """The chat outbox's retry loop: what Slack refused (or spaced out) goes later."""
@@ -97,8 +95,6 @@ class Service:
         if self.stop_event.is_set():
             return
         self.stop_event.set()
-        if self._socket is not None:
-            self._socket.close()
         if self.scheduler is not None:
             self.scheduler.stop()
         for t in self.threads:
@@ -107,8 +103,8 @@ class Service:
         self.diagnoses.shutdown(wait=True)
         if self.flow.actions is not None:
             self.flow.actions.shutdown(wait=True)
-        if self.slack is not None:
-            self.slack.close()
+        if self.chat_app is not None:
+            self.chat_app.close()
         self.flow.runner.close()
 
 
@@ -123,7 +119,7 @@ def check_sections(settings: Settings) -> None:
     diagnostics_settings(settings)
     options_from_extra(settings.extra)
     load_sections(settings.extra)
-    extract_settings(settings)
+    extract_settings(settings.extra)
     xid_policy_from_extra(settings.extra)
     reconcile.reconcile_settings(settings.extra)
 
@@ -132,42 +128,41 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
                   chat: ChatBackend | None = None, with_scheduler: bool = True) -> Service:
     """Assemble the bot; ``chat`` overrides ``settings.chat_backend`` (tests, demo)."""
     check_sections(settings)
+    load_and_install(settings.extensions)  # the operators' ext.* probes, findings, actions
     stores = open_stores(settings.redis_url)
     audit = audit_sink(stores.audit())
-    chat = chat or make_backend(settings, stores=stores, audit=audit)
+    plugin = make_plugin(settings, stores=stores, audit=audit)
+    chat = chat or plugin.backend()
     actions = ThreadPoolExecutor(max_workers=ACTION_WORKERS, thread_name_prefix="flow-action")
     flow = build_flow(settings, stores, runner or ParamikoPool(settings.ssh_defaults), chat,
                       actions=actions)
-    slack_chat = chat if isinstance(chat, SlackBackend) else None
     flow.silences.set_maintenance(maintenance_from_settings(settings), "config")
-    groups = (SharedSlackGroups(slack_chat.client, stores.usergroups())
-              if slack_chat else None)
     desk = PolicyApprovalDesk(flow.approvals, flow.policy, flow.callbacks(), audit=audit,
-                              groups=groups,
+                              groups=plugin.groups(chat),
                               fleet={p.name: p for p in policies_from_settings(settings)})
-    slack = _slack_app(settings, stores, flow, desk, slack_chat)
+    chat_app = _chat_app(settings, stores, flow, desk, plugin, chat)
     closers: list[Service] = []  # uvicorn's graceful shutdown runs this before it exits
-    routes = slack.routes() if slack is not None and not socket_mode_wanted(settings) else []
+    routes = chat_app.http_routes() if chat_app is not None else []
     app = create_app(settings, stores, extra_routes=routes, store=flow.incidents,
                      on_shutdown=[partial(_close_all, closers)])
     scheduler = _scheduler(settings, stores, flow, desk) if with_scheduler else None
     service = Service(settings=settings, stores=stores, flow=flow, app=app, desk=desk,
-                      slack=slack, scheduler=scheduler, paging=build_paging(settings, stores),
-                      socket_mode=slack is not None and socket_mode_wanted(settings))
+                      chat_app=chat_app, scheduler=scheduler,
+                      paging=build_paging(settings, stores))
     closers.append(service)
     return service
 
 
-def _slack_app(settings: Settings, stores: Stores, flow: Flow, desk: ApprovalDesk,
-               backend: SlackBackend | None) -> SlackApp | None:
-    if backend is None:
-        return None
+def _chat_app(settings: Settings, stores: Stores, flow: Flow, desk: ApprovalDesk,
+              plugin: ChatPlugin, chat: ChatBackend) -> ChatApp | None:
+    """The backend's interactive side, given the slash commands and the Home tab's
+    snapshot it may serve (a backend without one returns None)."""
     slash = FlowSlashHandlers(flow.incidents, tuple(settings.hosts), flow.diagnosis(),
                               flow.publisher, flow.jobs, flow.silences,
                               digest_now=partial(_digest_now, settings, stores, flow),
-                              decide=desk.incident, slurm=flow.slurm, stats=flow.stats)
-    return create_slack_app(settings, stores, desk.callbacks, slash=slash, backend=backend,
-                            desk=desk, home=_fleet(settings, stores, flow))
+                              decide=desk.incident, slurm=flow.slurm, stats=flow.stats,
+                              glance=flow.hosts.glance)
+    return plugin.app(chat, desk=desk, slash=slash, home=_fleet(settings, stores, flow))
 
 
 def _digest_now(settings: Settings, stores: Stores, flow: Flow) -> None:

@@ -59,7 +59,8 @@ def mount_of(path: str, space: list[Filesystem]) -> str:
 
 def gather(session: Session) -> DiskPicture:
     futures = session.submit_many({
-        "df": probes.df(), "inodes": probes.df_inodes(), "journal": probes.journal_usage(),
+        "df": probes.df(), "inodes": probes.df_inodes(),
+        "journal": probes.journal_usage(sudo=session.target.sudo),  # root's to size
         "deleted": probes.deleted_open_files(), "shm": probes.shm_usage()})
     space = futures["df"].result()[1]
     largest, timed_out = _largest(session, full(space, session.options))

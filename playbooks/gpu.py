@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from bot.core import fmt
 from bot.ssh.base import Command, SSHRunner, SSHTarget
 from playbooks.commands import QUERY_GPU_COMMAND
-from playbooks.parsers.nvidia import GpuSample, parse_query_gpu
+from playbooks.parsers.nvidia import GpuSample, parse_query_gpu, rows_of
 
 __all__ = ["QUERY_GPU_COMMAND", "GpuStat", "gb", "probe_gpus", "summarize"]
 MIB = 1 << 20
@@ -63,4 +63,4 @@ def probe_gpus(runner: SSHRunner, target: SSHTarget, timeout_s: float = 10.0) ->
     """One ``nvidia-smi`` sample (remediation's verify step). Raises ``SSHError`` if unreachable;
     an empty list means nvidia-smi gave nothing readable."""
     result = runner.run(target, Command("gpus", QUERY_GPU_COMMAND, timeout_s))
-    return parse_query_gpu(result.stdout)
+    return rows_of(parse_query_gpu(result.stdout))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.core import strings as S
@@ -20,7 +20,7 @@ from playbooks import probes
 from playbooks.base import PlaybookOptions, Probe, Report, Session
 from playbooks.commands import FABRIC_MANAGER_COMMAND, KERNEL_LOG_COMMAND
 from playbooks.gpu import summarize
-from playbooks.parsers import kernel, nvidia, ps, smi_errors
+from playbooks.parsers import kernel, nvidia, ps, smi_errors, systemd
 from playbooks.parsers.smi_errors import SmiError, SmiErrorKind
 from playbooks.text import plural
 from playbooks.verdict import (
@@ -31,6 +31,7 @@ from playbooks.verdict import (
     counts,
     decide,
     grid,
+    host_error,
     worst_step,
 )
 
@@ -44,7 +45,8 @@ def health_probes() -> dict[str, Probe[Any]]:
             "apps": probes.compute_apps(), "devs": probes.gpu_device_users(),
             "procs": Probe("process_states", f"ps -eo pid=,stat=,comm= && echo {ps.SECTION} && "
                            "ps -eo pid=,cgroup=", _states_and_units),
-            "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip)}
+            "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip),
+            "services": probes.units()}
 
 
 @dataclass(frozen=True)
@@ -71,11 +73,12 @@ def gather(session: Session) -> tuple[HealthFacts, dict[str, Any]]:
 def collect(pending: Pending) -> tuple[HealthFacts, dict[str, Any]]:
     """Wait for the health probes and reduce them to ``HealthFacts``."""
     got = Session.parsed(pending.others)
+    servers = active_servers(got.pop("services"))
     got["stat"], got["units"] = got.pop("procs")
     result, parsed = pending.samples.result()
     opts = pending.options
     got["smi"] = _smi(result, opts.window_s + opts.command_timeout_s)
-    stats = summarize(parsed)
+    stats = summarize(nvidia.samples_of(parsed))
     states: dict[int, tuple[str, str]] = got["stat"]
     holders: dict[str, list[int]] = {}
     stuck: dict[str, list[int]] = {}
@@ -86,14 +89,25 @@ def collect(pending: Pending) -> tuple[HealthFacts, dict[str, Any]]:
                 stuck.setdefault(app.gpu_uuid, []).append(app.pid)
     facts = HealthFacts(stats, got["xml"].gpus, got["kernel"], got["smi"], holders, stuck,
                         _users(got["devs"], states), opts.expected_gpus,
-                        opts.held_mib, opts.idle_util_pct, opts.pcie_replay_warn, opts.xid_policy)
+                        opts.held_mib, opts.idle_util_pct, opts.pcie_replay_warn, opts.xid_policy,
+                        servers=servers)
     return facts, got
 
 
-def view(pending: Pending, host: str) -> Report:
-    """The GPU view every diagnosis carries: the verdicts and their findings."""
+def active_servers(rows: list[systemd.UnitRow]) -> tuple[str, ...]:
+    """Active units whose name or description is a GPU server (vllm-*, "vLLM Kimi ..."):
+    where no process is visible at all, one of them holds the memory, unseen."""
+    return tuple(sorted(r.unit for r in rows if r.active == "active" and (
+        ps.server_kind(r.unit.replace("-", " ")) or ps.server_kind(r.description))))
+
+
+def view(pending: Pending, host: str, named: frozenset[str] = frozenset()) -> Report:
+    """The GPU view every diagnosis carries: the verdicts and their findings. ``named``:
+    GPUs the playbook traced to a holder whose process this login cannot see (its unit or
+    container): held, not wedged, so the headline never contradicts the body."""
     report = Report(host)
     facts, got = collect(pending)
+    facts = replace(facts, named=named)
     assess(facts, decide(facts), got, report)
     return report
 
@@ -126,10 +140,14 @@ def assess(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
            report: Report) -> None:
     """All gpu_health findings (pure over gathered data)."""
     _tool_errors(facts, report)
-    _summary(views, report)
+    _summary(views, facts, report)
     for v in views:
         _per_gpu(v, report)
     missing_finding(facts, views, report)
+    if facts.kernel.unbound:
+        report.find("gpu.driver_unbound", Severity.CRITICAL if facts.expected else
+                    Severity.WARNING, S.GPU_DRIVER_UNBOUND.format(quote=facts.kernel.unbound[-1]),
+                    lines=facts.kernel.unbound[:5])
     _app_faults(facts, got.get("units", {}), report)
     _fabric(facts, got.get("fabric", ""), report)
     step = worst_step(views)
@@ -142,12 +160,26 @@ def _tool_errors(facts: HealthFacts, report: Report) -> None:
     for e in facts.smi:
         title = S.GPU_TOOL_ERROR.format(quote=e.quote)
         if e.kind is SmiErrorKind.HUNG:
-            title = e.quote  # our words (the tool said nothing): "does not answer (killed …)"
+            title = e.quote  # our words (the tool said nothing): "timed out after 3.5 s"
         elif e.kind is SmiErrorKind.NVML_MISMATCH:
             title = _mismatch_title(e, facts.kernel)
-        severity = Severity.WARNING if e.kind is SmiErrorKind.UNREADABLE else Severity.CRITICAL
-        report.find("gpu.tool_error", severity, title, kind=e.kind.value, quote=e.quote,
-                    bus=e.bus)
+        elif e.kind is SmiErrorKind.DENIED:
+            title = S.GPU_TOOL_DENIED.format(quote=e.quote)
+        elif e.kind is SmiErrorKind.MISSING:
+            title = S.GPU_TOOL_MISSING.format(quote=e.quote)
+        report.find("gpu.tool_error", _tool_severity(e, facts), title, kind=e.kind.value,
+                    quote=e.quote, bus=e.bus)
+
+
+def _tool_severity(e: SmiError, facts: HealthFacts) -> Severity:
+    """Unreadable lines warn; a refusal warns (a person fixes the login, the GPUs are not
+    known to be at fault); no nvidia-smi where the inventory names no GPUs is a note
+    (a host without GPUs); the rest keep every GPU from being read: critical."""
+    if e.kind is SmiErrorKind.UNREADABLE or e.kind is SmiErrorKind.DENIED:
+        return Severity.WARNING
+    if e.kind is SmiErrorKind.MISSING:
+        return Severity.WARNING if facts.expected else Severity.INFO
+    return Severity.CRITICAL
 
 
 def _mismatch_title(e: SmiError, k: kernel.KernelReport) -> str:
@@ -162,7 +194,11 @@ def _mismatch_title(e: SmiError, k: kernel.KernelReport) -> str:
     return S.GPU_DRIVER_MISMATCH_BARE
 
 
-def _summary(views: list[GpuView], report: Report) -> None:
+def _summary(views: list[GpuView], facts: HealthFacts, report: Report) -> None:
+    unread = host_error(facts)
+    if unread is not None and unread.kind is not SmiErrorKind.NO_DEVICES:
+        _unread_summary(views, facts, unread, report)
+        return
     c = counts(views)
     worst = {GpuVerdict.BROKEN.value, GpuVerdict.WEDGED.value}
     severity = Severity.CRITICAL if worst & set(c) else (
@@ -178,6 +214,19 @@ def _summary(views: list[GpuView], report: Report) -> None:
         report.find("gpu.held_idle", Severity.WARNING, S.GPU_HELD_IDLE_AGREE.format(
             n=len(idle), s=plural(len(idle)), verb="holds" if len(idle) == 1 else "hold"),
             gpus=[v.index for v in idle])
+
+
+def _unread_summary(views: list[GpuView], facts: HealthFacts, error: SmiError,
+                    report: Report) -> None:
+    """"8 GPUs expected: could not read the GPUs (nvidia-smi timed out after 3.5 s)"."""
+    n = facts.expected or 0
+    count = S.GPU_COUNT_EXPECTED.format(n=n, s=plural(n)) if n else S.GPU_COUNT_UNKNOWN
+    why = error.quote if error.kind is SmiErrorKind.HUNG else \
+        S.GPU_TOOL_ERROR.format(quote=error.quote)
+    severity = _tool_severity(error, facts)
+    report.find("gpu.verdicts", severity, S.GPU_VERDICTS_UNREAD.format(count=count, why=why),
+                gpus=[_evidence(v) for v in views], counts=counts(views), grid=grid(views),
+                expected=facts.expected, unread=error.kind.value)
 
 
 def _per_gpu(v: GpuView, report: Report) -> None:

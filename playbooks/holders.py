@@ -1,18 +1,21 @@
 """Who holds GPU memory, and what will start it again.
 
-Holders come from ``nvidia-smi --query-compute-apps``; where it lists none although
-memory is in use (containers, PID namespaces) from the processes holding /dev/nvidia*,
-then from command lines that look like inference servers. For each holder the
-restarter is its systemd unit (from its cgroup, else ``systemctl status PID``) with
-unit-file state and ``Restart=``, a crontab ``@reboot`` line, a docker restart policy,
-or nothing. Pure functions here; ``playbooks.trace`` runs the probes.
+Holders come from ``nvidia-smi --query-compute-apps`` (each with its own memory on each
+GPU); where it lists none although memory is in use (containers, PID namespaces) from
+the processes holding /dev/nvidia*, then from command lines that look like inference
+servers, then, when no process at all is visible (a sandboxed container: its PIDs live
+in a namespace this login cannot see), from the active units and running containers
+that run a GPU server. For each holder the restarter is its systemd unit (from its
+cgroup, else ``systemctl status PID``) with unit-file state and ``Restart=``, a crontab
+``@reboot`` line, a docker restart policy, or nothing. Pure functions here;
+``playbooks.trace`` runs the probes.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bot.domain import validate
 from playbooks.parsers import host, nvidia, ps, slurm, systemd
@@ -22,6 +25,7 @@ GPU_HELPERS = ("nvidia-persistenced", "nv-hostengine", "dcgm", "nvidia-smi", "Xo
 CRON_UNITS = ("cron.service", "crond.service", "cronie.service")
 # Where our own SSH sessions run when logind does not give them a session scope.
 SESSION_UNITS = ("ssh.service", "sshd.service", *CRON_UNITS)
+HIDDEN = "unit, process not visible"  # ``found_by`` of a holder named by its unit or container
 
 
 @dataclass(frozen=True)
@@ -57,10 +61,20 @@ class Holder:
     cgroup_unit: str | None = None
     restarter: Restarter = field(default_factory=lambda: Restarter("none"))
     slurm_job: str | None = None  # a Slurm job's process: cancelled through Slurm, never killed
+    gpu_mib: tuple[tuple[str, int], ...] = ()  # (gpu uuid, MiB) its own, where nvidia-smi says
 
     @property
     def kind(self) -> str | None:
         return ps.server_kind(self.args)
+
+    @property
+    def hidden(self) -> bool:
+        """Named by its unit or container: no PID of it is visible to this login."""
+        return self.found_by == HIDDEN
+
+    def on(self, uuid: str) -> int | None:
+        """Its own memory on one GPU (None where nvidia-smi could not map it)."""
+        return next((mib for u, mib in self.gpu_mib if u == uuid), None)
 
 
 def _is_helper(args: str) -> bool:
@@ -77,9 +91,49 @@ def holders_from_apps(apps: list[nvidia.ComputeApp], procs: dict[int, ps.Proc]) 
     out = []
     for pid, rows in by_pid.items():
         mib = [r.used_memory_mib for r in rows if r.used_memory_mib is not None]
-        out.append(_holder(pid, procs, "nvidia-smi", tuple(r.gpu_uuid for r in rows),
-                           sum(mib) if mib else None, rows[0].process_name))
+        holder = _holder(pid, procs, "nvidia-smi", tuple(r.gpu_uuid for r in rows),
+                         sum(mib) if mib else None, rows[0].process_name)
+        per_gpu = tuple((r.gpu_uuid, r.used_memory_mib) for r in rows
+                        if r.used_memory_mib is not None)
+        out.append(replace(holder, gpu_mib=per_gpu))
     return out
+
+
+def hidden_holders(shown: Mapping[str, Mapping[str, str]],
+                   containers: Sequence[Mapping[str, object]]) -> list[Holder]:
+    """Memory is held and no process is visible: the active units whose command line (or
+    name) runs a GPU server, else the running containers given GPUs. Each is named by
+    what can stop it; its PID (if systemd or docker gives one) is evidence only."""
+    out = []
+    for unit, props in shown.items():
+        args = exec_args(props.get("ExecStart", ""))
+        if props.get("ActiveState") != "active" or not (
+                ps.server_kind(args) or ps.server_kind(unit.replace("-", " "))):
+            continue
+        restarter = Restarter("systemd", unit, props.get("UnitFileState", ""), "active",
+                              props.get("Restart", ""), detail=props.get("FragmentPath", ""))
+        out.append(Holder(_main_pid(props.get("MainPID", "")), args, props.get("User", ""),
+                          HIDDEN, cgroup_unit=unit, restarter=restarter))
+    if out:
+        return out
+    for box in containers:
+        if box.get("running") and box.get("gpus"):
+            restarter = Restarter("docker", str(box.get("name", "")),
+                                  restart=str(box.get("restart_policy", "")),
+                                  detail=str(box.get("image", "")))
+            out.append(Holder(_main_pid(str(box.get("pid") or "")), str(box.get("image", "")),
+                              "", HIDDEN, restarter=restarter))
+    return out
+
+
+def exec_args(exec_start: str) -> str:
+    """``systemctl show -p ExecStart``'s ``{ path=… ; argv[]=ARGS ; … }`` -> ARGS."""
+    m = re.search(r"argv\[\]=(.*?) ;", exec_start)
+    return (m[1] if m else exec_start).strip()
+
+
+def _main_pid(text: str) -> int:
+    return int(text) if text.isdigit() else 0
 
 
 def holders_from_devices(pids: list[int], procs: dict[int, ps.Proc]) -> list[Holder]:
@@ -135,9 +189,11 @@ def units_to_show(holders: list[Holder], candidates: list[str]) -> list[str]:
 
 
 def gpu_units(files: list[systemd.UnitFileRow], rows: list[systemd.UnitRow]) -> list[str]:
-    """Units whose name looks like an inference server (vllm-*, sglang-*, ...)."""
+    """Units whose name (or an active one's description) looks like an inference server
+    (vllm-*, sglang-*, "vLLM Kimi K2.5 ...")."""
     names = [f.unit for f in files] + [r.unit for r in rows]
-    return sorted({n for n in names if ps.server_kind(n.replace("-", " "))})
+    described = [r.unit for r in rows if r.active == "active" and ps.server_kind(r.description)]
+    return sorted({n for n in names if ps.server_kind(n.replace("-", " "))} | set(described))
 
 
 def watchdogs(found: list[Holder], procs: dict[int, ps.Proc]) -> dict[str, list[tuple[int, str]]]:

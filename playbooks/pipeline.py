@@ -5,6 +5,10 @@ and exit status, the inventory's count) are started first, the playbook's own pr
 on the same connection meanwhile, and the view's findings are merged in: a kind adds
 probes, it never removes the per-GPU verdicts. Probes both ask for (the sampler, the
 compute-apps list, the /dev/nvidia* users) run once (``Session.submit``).
+
+A probe the host refused (sudo's "a password is required", "Operation not permitted", a
+tool that is not installed) is a finding of its own in the tool's words, so a reading
+that did not happen never passes for "nothing there" (the GPU view says nvidia-smi's).
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bot.domain.findings import Finding
+from bot.core import strings as S
+from bot.domain.findings import Finding, ProbeResult, Severity
 from playbooks import gpu_health
 from playbooks.base import Report, Session
+from playbooks.parsers.refusal import RefusalKind, refused
 
 # the kind's findings the GPU view says better (its tool errors name why there are no rows)
 SUPERSEDED_BY_TOOL_ERRORS = ("gpu.no_data",)
@@ -27,7 +33,41 @@ def run_with_view(run: Callable[[Session, Mapping[str, Any]], Report], session: 
     """``run`` (a playbook) with the GPU view started before it and merged after it."""
     pending = gpu_health.start(session)
     own = run(session, context)
-    return merge(gpu_health.view(pending, session.target.name), own)
+    report = merge(gpu_health.view(pending, session.target.name, traced(own)), own)
+    refusals(session.results, report)
+    return report
+
+
+def traced(own: Report) -> frozenset[str]:
+    """GPUs the playbook traced to a holder no process of which is visible (a unit or a
+    container in a PID namespace this login cannot see)."""
+    return frozenset(
+        str(g.get("uuid")) for f in own.findings if f.code in TRACED
+        if any(isinstance(x, Mapping) and x.get("hidden") for x in f.evidence.get("holders") or [])
+        for g in f.evidence.get("gpus") or [] if isinstance(g, Mapping) and g.get("uuid"))
+
+
+# probes whose refusal the GPU view already says in nvidia-smi's words
+GPU_VIEW_PROBES = ("gpus", "gpu_glance", "gpu_processes", "gpu_xml")
+# tools every host has: one that is missing is worth saying (docker, lsof, crontab or
+# Slurm's are simply not installed on many hosts)
+BASE_TOOLS = ("processes", "process_states", "cgroups", "df", "df_inodes", "kernel_log",
+              "units", "unit_files", "unit_details", "clock", "boots", "journal", "memory")
+
+
+def refusals(results: list[ProbeResult], report: Report) -> None:
+    """One ``probe.refused`` finding per refused read, in the tool's own words."""
+    for result in list(results):
+        said = refused(result.stdout, result.stderr, result.exit_status)
+        if said is None or result.name in GPU_VIEW_PROBES or (
+                said.kind is RefusalKind.MISSING and result.name not in BASE_TOOLS):
+            continue
+        what = S.PROBE_WHAT.get(result.name) or S.PROBE_WHAT_COMMAND.format(
+            command=result.command[:80])
+        report.find("probe.refused", Severity.WARNING,
+                    S.DIAG_PROBE_REFUSED.format(what=what, quote=said.quote),
+                    probe=result.name, command=result.command[:500], kind=said.kind.value,
+                    quote=said.quote, exit_status=result.exit_status)
 
 
 def merge(view: Report, own: Report) -> Report:

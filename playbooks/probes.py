@@ -17,9 +17,11 @@ from playbooks.base import PlaybookOptions, Probe, cmd
 from playbooks.commands import QUERY_APPS_COMMAND, QUERY_GPU_COMMAND, QUERY_XML_COMMAND
 from playbooks.parsers import disk, host, nvidia, nvidia_xml, ps, slurm, systemd
 from playbooks.parsers.common import first_line, lines
+from playbooks.parsers.smi_errors import SmiError
 
 SHOW_PROPERTIES = ("Id,LoadState,ActiveState,SubState,UnitFileState,Restart,ExecStart,"
-                   "FragmentPath,NRestarts,MainPID,Description,ActiveEnterTimestampMonotonic")
+                   "FragmentPath,NRestarts,MainPID,Description,ActiveEnterTimestampMonotonic,"
+                   "User")
 # What remediation reads of a unit (``systemd.unit_state``) and of its drop-ins.
 UNIT_STATE_PROPERTIES = ("LoadState,ActiveState,SubState,UnitFileState,MainPID,Restart,"
                          "FragmentPath,RestartUSec,NRestarts,TimeoutStopUSec")
@@ -27,14 +29,18 @@ DROPIN_PROPERTIES = "Restart,TimeoutStopUSec,DropInPaths,ExecStartPre"
 NVIDIA_DEVICES = "/dev/nvidia*"  # expanded by the remote shell
 JOURNAL_USAGE = "journalctl --disk-usage"  # allowlisted read-only in the sudoers drop-in
 DOCKER_POLICY = "{{.HostConfig.RestartPolicy.Name}}"
-# What a disk cleanup may remove: caches, checkpoints, core dumps (``bot.remediation.cleanup``).
-CLEANUP_FIND_TESTS = ("-path '*/huggingface/hub/*' -o -path '*/torch/hub/*' -o -path '*/pip/*' "
-                      "-o -path '*/checkpoints/*' -o -name core -o -name 'core.[0-9]*' "
-                      "-o -path '*/coredump/*'")
+# What a disk cleanup may remove (``bot.remediation.cleanup``): Hugging Face caches (the
+# default path, and any HF_HOME's hub/models--*), torch hub and pip caches, checkpoints
+# (a checkpoints/ directory, a Trainer's checkpoint-N), core dumps, rotated logs.
+CLEANUP_FIND_TESTS = ("-path '*/huggingface/hub/*' -o -path '*/hub/models--*' "
+                      "-o -path '*/hub/datasets--*' -o -path '*/torch/hub/*' -o -path '*/pip/*' "
+                      "-o -path '*/checkpoints/*' -o -path '*/checkpoint-[0-9]*/*' "
+                      "-o -name core -o -name 'core.[0-9]*' -o -path '*/coredump/*' "
+                      "-o -name '*.log.[0-9]*' -o -path '*/log/*.[0-9].gz'")
 ALL_SLURM_NODES = "TZ=UTC scontrol show node -o"  # reason times in UTC, whatever the zone
 
 
-def gpu_samples(opts: PlaybookOptions) -> Probe[list[list[nvidia.GpuSample]]]:
+def gpu_samples(opts: PlaybookOptions) -> Probe[list[list[nvidia.GpuSample]] | SmiError]:
     """Several ``--query-gpu`` samples started ``sample_interval_s`` apart, printed in order
     and separated by ``---``. Each sample runs in the background into its own temp file,
     so the window is the interval, not the interval plus every ``nvidia-smi`` call's own

@@ -1,7 +1,9 @@
 """``run_playbook``: the one entry point the flow, remediation and the scheduler call.
 
-It never raises for host trouble: an unreachable host, a refused host key or failed
-auth become a ``Diagnosis`` with status ``unreachable`` and a finding saying why.
+Beside the playbook: the GPU view (``pipeline``) and the operators' extension findings
+(``extension``). It never raises for host trouble: an unreachable host, a refused host
+key or failed auth become a ``Diagnosis`` with status ``unreachable`` and a finding
+saying why.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from bot.core import strings as S
 from bot.core.errors import log_internal
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
 from bot.ssh.base import AuthFailed, HostKeyMismatch, SSHError, SSHRunner, SSHTarget
+from playbooks import extension
 from playbooks.base import PlaybookOptions, Session
 from playbooks.pipeline import run_with_view
 from playbooks.registry import get
@@ -34,6 +37,7 @@ def run_playbook(runner: SSHRunner, target: SSHTarget, name: str, *,
         session = Session(runner, target, options or PlaybookOptions(), ex)
         try:
             report = run_with_view(playbook.run, session, context or {})
+            extension.assess(session, report.playbook or playbook.name, report)
         except SSHError as exc:
             if metrics := _metrics():
                 metrics.SSH_ERRORS.labels(kind=exc.kind).inc()

@@ -13,12 +13,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bot.domain import validate
+from bot.domain import holding, validate
 from playbooks import holders as h
 from playbooks import probes
 from playbooks.base import Probe, Session
 from playbooks.gpu import GpuStat, summarize
-from playbooks.parsers import host, ps, systemd
+from playbooks.parsers import host, nvidia, ps, systemd
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def gather(session: Session, extra: Mapping[str, Probe[Any]] | None = None) -> G
     found, shown, containers, crons, refused = _second_round(
         session, found, gpu_units + dog_units, got["cron"])
     clock = host.parse_clock("\n".join(got["clock"]))
-    stats = summarize(samples.result()[1])
+    stats = summarize(nvidia.samples_of(samples.result()[1]))
     return GpuPicture(stats, found, shown, gpu_units, got["files"], got["units"], crons,
                       containers, clock, refused, dogs, session.parsed(later))
 
@@ -80,6 +80,8 @@ def _second_round(session: Session, found: list[h.Holder], units: list[str],
     box_ids = _valid_box_ids(found, refused)
     if box_ids:
         pending["docker"] = session.submit(probes.docker_inspect(box_ids))
+    elif not found:  # no process visible: a running container given GPUs may hold them
+        pending["docker"] = session.submit(probes.docker_inspect())
     for user in _other_users(found, refused):
         pending[f"cron:{user}"] = session.submit(probes.crontab(user))
     results = {k: f.result()[1] for k, f in pending.items()}
@@ -89,7 +91,7 @@ def _second_round(session: Session, found: list[h.Holder], units: list[str],
     bad = sorted({x.cgroup_unit for x in found if x.cgroup_unit and not h.safe_unit(x.cgroup_unit)})
     refused += [("unit", u) for u in bad]
     traced = [replace(x, restarter=h.restarter_for(x, shown, containers, all_crons)) for x in found]
-    return traced, shown, containers, all_crons, refused
+    return traced or h.hidden_holders(shown, containers), shown, containers, all_crons, refused
 
 
 def _units_by_status(session: Session, found: list[h.Holder]) -> list[h.Holder]:
@@ -135,7 +137,9 @@ def started_after_boot(holder: h.Holder, clock: tuple[float, float] | None) -> f
 
 
 def server_label(holder: h.Holder) -> str:
-    """'vLLM, --gpu-memory-utilization 0.95' style, or the program name."""
-    parts = [holder.kind or holder.args.split(" ", 1)[0].rsplit("/", 1)[-1] or "?"]
-    parts += ps.notable_flags(holder.args, limit=1)
+    """'vLLM, --gpu-memory-utilization 0.95' for a server, else its command line, short
+    ('python3 sweep.py --lr 3e-4'): what a person recognises, never just 'process'."""
+    if not holder.kind:
+        return holding.short_command(holder.args) or "?"
+    parts = [holder.kind, *ps.notable_flags(holder.args, limit=1)]
     return ", ".join(p for p in parts if p)

@@ -3,6 +3,12 @@
 ``broken`` > ``wedged`` > ``degraded`` > ``held_idle`` > ``busy`` > ``free``: the worst
 reason wins and every reason is kept. GPUs the inventory expects but no tool shows are
 rows too (``broken``, "missing"), so fewer GPUs is never a shorter, healthier list.
+
+A verdict is an observation. When nvidia-smi cannot answer for the whole host (it hangs,
+NVML will not start, the driver is not loaded, it was refused or is not installed) no
+GPU was seen: the rows are the inventory's expected count, each ``unknown`` with the
+tool's words, or no rows at all when the inventory does not say how many: never an
+invented "1 GPU: wedged" and never "8 broken" for a permission or a version mismatch.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from bot.core import fmt
 from bot.core.strings import GPU_VERDICT_WORDS
 from bot.domain.xid import DEFAULT_POLICY, STEP_RANK, XidPolicy, XidStep
 from playbooks.gpu import GpuStat
@@ -27,13 +34,19 @@ class GpuVerdict(StrEnum):
     WEDGED = "wedged"
     BROKEN = "broken"
     DEGRADED = "degraded"
+    UNKNOWN = "unknown"  # not read: nvidia-smi could not answer for the host
 
 
 RANK = {GpuVerdict.FREE: 0, GpuVerdict.BUSY: 1, GpuVerdict.HELD_IDLE: 2,
-        GpuVerdict.DEGRADED: 3, GpuVerdict.WEDGED: 4, GpuVerdict.BROKEN: 5}
-HOST_WIDE = {SmiErrorKind.NVML_MISMATCH: XidStep.REBOOT, SmiErrorKind.NVML_INIT: XidStep.REBOOT,
-             SmiErrorKind.NO_DRIVER: XidStep.REBOOT, SmiErrorKind.NO_DEVICES: XidStep.REBOOT,
-             SmiErrorKind.FAILED: XidStep.INVESTIGATE}
+        GpuVerdict.DEGRADED: 3, GpuVerdict.UNKNOWN: 4, GpuVerdict.WEDGED: 5,
+        GpuVerdict.BROKEN: 6}
+# nvidia-smi cannot answer for the whole host: the step it calls for (None: not the GPUs'
+# business, a person fixes the login's permissions or installs the tool)
+HOST_WIDE: dict[SmiErrorKind, XidStep | None] = {
+    SmiErrorKind.HUNG: XidStep.REBOOT, SmiErrorKind.NVML_MISMATCH: XidStep.REBOOT,
+    SmiErrorKind.NVML_INIT: XidStep.REBOOT, SmiErrorKind.NO_DRIVER: XidStep.REBOOT,
+    SmiErrorKind.NO_DEVICES: XidStep.REBOOT, SmiErrorKind.FAILED: XidStep.INVESTIGATE,
+    SmiErrorKind.DENIED: None, SmiErrorKind.MISSING: None}
 
 
 @dataclass
@@ -75,26 +88,39 @@ class HealthFacts:
     idle_util_pct: int = 5
     replay_warn: int = 100
     policy: XidPolicy = DEFAULT_POLICY
+    named: frozenset[str] = frozenset()  # gpu uuids a playbook traced to a holder ps cannot see
+    servers: tuple[str, ...] = ()  # active GPU-server units (a holder when no process shows)
 
 
 def decide(f: HealthFacts) -> list[GpuView]:
     """Every GPU's verdict, in index order, with the missing ones last."""
-    if any(e.kind is SmiErrorKind.HUNG for e in f.smi):
-        return _all(f, GpuVerdict.WEDGED, next(e.quote for e in f.smi), XidStep.REBOOT)
-    wide = [e for e in f.smi if e.kind in HOST_WIDE]
-    if wide and not f.stats:
-        return _all(f, GpuVerdict.BROKEN, wide[0].quote, HOST_WIDE[wide[0].kind])
+    unread = host_error(f)
+    if unread is not None:
+        return _unread(f, unread)
     views = _rows(f)
     for view in views:
         _judge(view, f)
     return views + _missing(f, len(views))
 
 
-def _all(f: HealthFacts, verdict: GpuVerdict, reason: str, step: XidStep) -> list[GpuView]:
-    count = f.expected or max(len(f.stats), len(f.xml), 1)
-    rows = [GpuView(i if f.expected or f.stats else None, "") for i in range(count)]
+def host_error(f: HealthFacts) -> SmiError | None:
+    """The error that kept nvidia-smi from reading any GPU (a hang always does)."""
+    wide = [e for e in f.smi if e.kind in HOST_WIDE]
+    hung = [e for e in wide if e.kind is SmiErrorKind.HUNG]
+    if hung or (wide and not f.stats):
+        return (hung or wide)[0]
+    return None
+
+
+def _unread(f: HealthFacts, error: SmiError) -> list[GpuView]:
+    """No GPU was read: the inventory's count of ``unknown`` rows (none when it gives no
+    count); "No devices were found" on a host that should have GPUs: all missing."""
+    if error.kind is SmiErrorKind.NO_DEVICES:
+        return _missing(f, 0)
+    step = HOST_WIDE[error.kind]
+    rows = [GpuView(i, "") for i in range(f.expected or 0)]
     for row in rows:
-        row.mark(verdict, reason, step)
+        row.mark(GpuVerdict.UNKNOWN, error.quote, step)
     return rows
 
 
@@ -173,7 +199,7 @@ def _use(v: GpuView, f: HealthFacts) -> None:
     if v.uuid in f.stuck:
         pids = ", ".join(map(str, f.stuck[v.uuid][:4]))
         v.mark(GpuVerdict.WEDGED, f"process {pids} in D state (uninterruptible)", XidStep.REBOOT)
-    elif held and not f.holders.get(v.uuid) and not f.device_users:
+    elif held and not f.holders.get(v.uuid) and not f.device_users and not _unseen(v, f):
         v.mark(GpuVerdict.WEDGED, "memory held and no live process uses this GPU",
                XidStep.RESET_GPU)
     if v.util_pct is not None and v.util_pct > f.idle_util_pct:
@@ -183,7 +209,15 @@ def _use(v: GpuView, f: HealthFacts) -> None:
     v.reasons = [r for r in v.reasons if r]
 
 
+def _unseen(v: GpuView, f: HealthFacts) -> bool:
+    """A holder this login cannot see: the playbook traced this GPU to a unit or container,
+    or no process uses any GPU while an active unit runs a GPU server (its PIDs live in a
+    namespace this login cannot see): held, not wedged."""
+    return v.uuid in f.named or (bool(f.servers) and not any(f.holders.values()))
+
+
 def _missing(f: HealthFacts, seen: int) -> list[GpuView]:
+    """The GPUs the inventory expects beyond the ``seen`` ones, each ``broken``/missing."""
     if not f.expected or seen >= f.expected:
         return []
     rows = [GpuView(None, "") for _ in range(f.expected - seen)]
@@ -211,7 +245,7 @@ def grid(views: list[GpuView]) -> str:
     rows = [head]
     for v in views:
         idx = "?" if v.index is None else str(v.index)
-        mem = "?" if v.memory_used_mib is None else f"{v.memory_used_mib / 1024:.1f} GiB"
+        mem = "?" if v.memory_used_mib is None else fmt.gib(v.memory_used_mib)
         util = "?" if v.util_pct is None else f"{v.util_pct}%"
         why = printable("; ".join(v.reasons), 90)
         word = GPU_VERDICT_WORDS.get(v.verdict.value, v.verdict.value)

@@ -44,7 +44,8 @@ def assess(p: GpuPicture, opts: PlaybookOptions, report: Report) -> None:
     held = [s for s in p.stats if s.held(opts.held_mib)]
     if not held:
         report.find("gpu.free", Severity.INFO, S.DIAG_GPUS_FREE.format(
-            n=len(p.stats), s=_s(len(p.stats)), held=opts.held_mib), gpus=_gpu_evidence(p.stats))
+            n=len(p.stats), s=_s(len(p.stats)), held=gb(opts.held_mib)),
+            gpus=_gpu_evidence(p.stats))
     else:
         _assess_holders(p, held, opts, report)
     _other_units(p, report)
@@ -61,7 +62,8 @@ def _assess_holders(p: GpuPicture, held: list[GpuStat], opts: PlaybookOptions,
         idle = [s for s in held if s.idle(opts.idle_util_pct)]
         if idle:
             report.find("gpu.idle_vram_held", Severity.CRITICAL, S.DIAG_IDLE_HELD_UNNAMED.format(
-                n=len(idle), s=_s(len(idle)), verb=_holds(len(idle)), mem=_mem(idle),
+                n=len(idle), s=_s(len(idle)), verb=_holds(len(idle)),
+                mem=_mem([g.memory_used_mib or 0 for g in idle]),
                 util=_util(idle)),
                 gpus=_gpu_evidence(idle))
         return
@@ -86,15 +88,33 @@ def _held_by(x: h.Holder) -> int:
 
 def _idle_group(p: GpuPicture, restarter: h.Restarter, members: list[h.Holder],
                 gpus: list[GpuStat], opts: PlaybookOptions, report: Report) -> None:
+    """One finding per holder group, in its own memory: a 2 GiB sweep beside a 75.8 GiB
+    server on GPU 0 holds 2.0 GiB, not the GPU's 77.8 GiB."""
     held = holding.held_for(_holder_evidence(members[0], p)) or S.DIAG_HELD_FOR_UNKNOWN
-    title = S.DIAG_IDLE_HELD_FOR.format(
-        n=len(gpus), s=_s(len(gpus)), verb=_holds(len(gpus)), mem=_mem(gpus), util=_util(gpus),
-        held=held,
-        who=_who(members), started=_started(members[0], p, opts), restarter=restarter.describe())
+    own = [_own(g, members) for g in gpus]
+    n, util = len(gpus), _util(gpus)
+    if members[0].hidden:  # named by what runs it: its unit or container
+        title = S.DIAG_IDLE_HELD_HIDDEN.format(
+            n=n, s=_s(n), verb=_holds(n), mem=_mem(own), util=util, held=held,
+            what=restarter.describe(), runs=server_label(members[0]))
+    else:
+        title = S.DIAG_IDLE_HELD_FOR.format(
+            n=n, s=_s(n), verb=_holds(n), mem=_mem(own), util=util, held=held,
+            who=_who(members), started=_started(members[0], p, opts),
+            restarter=restarter.describe())
     report.find("gpu.idle_vram_held", Severity.CRITICAL, title,
                 gpus=_gpu_evidence(gpus, members),
                 holders=[_holder_evidence(x, p) for x in members], restarter=vars(restarter))
-    _propose(restarter, members, gb(sum(g.memory_used_mib or 0 for g in gpus)), p, report)
+    _propose(restarter, members, gb(sum(own)), p, report)
+
+
+def _own(g: GpuStat, members: list[h.Holder]) -> int:
+    """The group's own memory on ``g``; the GPU's whole use where nvidia-smi could not map
+    a member to it (a container's holder found through /dev/nvidia*)."""
+    mine = [x.on(g.uuid) for x in members]
+    if mine and all(m is not None for m in mine):
+        return sum(m or 0 for m in mine)
+    return g.memory_used_mib or 0
 
 
 def maskable(fragment_path: str) -> bool:
@@ -133,7 +153,8 @@ def _propose(r: h.Restarter, members: list[h.Holder], mem: str, p: GpuPicture,
         report.find("cron.reboot", Severity.WARNING,
                     S.DIAG_CRON_AT_BOOT.format(line=r.detail, user=r.name), cron=vars(r))
     for x in members:
-        _terminate(x, report)
+        if not x.hidden:  # a PID this login cannot see is never signalled
+            _terminate(x, report)
 
 
 def _watchdogs(unit: str, p: GpuPicture, report: Report) -> None:
@@ -202,10 +223,12 @@ def _gpus_of(members: list[h.Holder], held: list[GpuStat]) -> list[GpuStat]:
 
 
 def _holder_evidence(x: h.Holder, p: GpuPicture) -> dict[str, Any]:
-    return {"pid": x.pid, "args": x.args[:1000], "user": x.user, "found_by": x.found_by,
-            "used_mib": x.used_mib, "elapsed_s": x.elapsed_s, "unit": x.cgroup_unit,
-            "started_after_boot_s": started_after_boot(x, p.clock), "kind": x.kind,
-            "unit_active_after_boot_s": _unit_start(x, p),
+    container = x.restarter.name if x.restarter.kind == "docker" else None
+    return {"pid": x.pid or None, "args": x.args[:1000], "user": x.user,
+            "found_by": x.found_by, "hidden": x.hidden, "container": container,
+            "slurm_job": x.slurm_job, "used_mib": x.used_mib, "elapsed_s": x.elapsed_s,
+            "unit": x.cgroup_unit, "started_after_boot_s": started_after_boot(x, p.clock),
+            "kind": x.kind, "unit_active_after_boot_s": _unit_start(x, p),
             "uptime_s": p.clock[0] - p.clock[1] if p.clock else None}
 
 
@@ -220,17 +243,23 @@ def _unit_start(x: h.Holder, p: GpuPicture) -> float | None:
 
 def _gpu_evidence(gpus: list[GpuStat],
                   members: list[h.Holder] | None = None) -> list[dict[str, Any]]:
-    """Per GPU, in the shape the chat's GPU table reads (utilization_pct, holder)."""
-    holder = [{"pid": x.pid, "unit": x.cgroup_unit} for x in (members or [])[:4]]
-    return [{"index": g.index, "name": g.name, "memory_used_mib": g.memory_used_mib,
+    """Per GPU, in the shape the chat's GPU table reads (utilization_pct, holder):
+    ``memory_used_mib`` is what ``members`` hold there (the GPU's whole use without them),
+    ``gpu_used_mib`` what the GPU has in use from every holder."""
+    holder = [{"pid": x.pid or None, "unit": x.cgroup_unit} for x in (members or [])[:4]]
+    return [{"index": g.index, "uuid": g.uuid, "name": g.name,
+             "memory_used_mib": _own(g, members) if members else g.memory_used_mib,
+             "gpu_used_mib": g.memory_used_mib,
              "memory_total_mib": g.memory_total_mib, "max_util_pct": g.max_util_pct,
              "utilization_pct": g.max_util_pct, "holder": holder, "samples": g.samples}
             for g in gpus]
 
 
 def _who(members: list[h.Holder]) -> str:
+    first = members[0]
     pids = ", ".join(str(x.pid) for x in members[:8]) + ("…" if len(members) > 8 else "")
-    return f"PID{_s(len(members))} {pids} ({server_label(members[0])})"
+    user = f", user {first.user}" if first.user else ""
+    return f"PID{_s(len(members))} {pids} ({server_label(first)}{user})"
 
 
 def _started(x: h.Holder, p: GpuPicture, opts: PlaybookOptions) -> str:
@@ -242,11 +271,11 @@ def _started(x: h.Holder, p: GpuPicture, opts: PlaybookOptions) -> str:
     return f"started {duration(after)} after boot"
 
 
-def _mem(gpus: list[GpuStat]) -> str:
-    values = sorted(g.memory_used_mib or 0 for g in gpus)
+def _mem(mibs: list[int]) -> str:
+    values = sorted(mibs)
     low, high = gb(values[0]), gb(values[-1])
     if low == high:  # equal as shown: never "75.8 GiB–75.8 GiB"
-        return low + (" each" if len(gpus) > 1 else "")
+        return low + (" each" if len(mibs) > 1 else "")
     return f"{low.removesuffix(' GiB')}–{high}"
 
 

@@ -1,11 +1,13 @@
 """The dependency rule of docs/architecture.md, checked on the source (ast, no imports).
 
 Arrows point down: entry points → commands/service → flow/ingest/schedule/digest →
-chat/remediation/jobs/playbooks/ssh → extract → domain → core, and storage/ imports only
-bot.domain and bot.core. bot/extract (the worker's torch run) imports no storage;
-bot/jobs, the flow, remediation, chat and ingest never load torch. The checker lives in
-tests/helpers/imports.py; the tests at the bottom plant violations in a synthetic tree to
-prove it reports each rule.
+paging/extensions → chat/remediation/jobs/playbooks/ssh/config → extract → storage →
+domain → core (``tests/helpers/imports.py`` ``LAYERS``: nothing imports a row above its
+own), bot/config reads no remediation, chat or jobs, and storage/ imports only bot.domain
+and bot.core; no import cycle, imports inside functions included. bot/extract (the
+worker's torch run) imports no storage; bot/jobs, the flow, remediation, chat and ingest
+never load torch. The checker lives in tests/helpers/imports.py; the tests at the bottom
+plant violations in a synthetic tree to prove it reports each rule.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from tests.helpers.imports import (
     client_holders,
     cross_imports,
+    cycles,
     private_imports,
     redis_takers,
     violations,
@@ -36,6 +39,13 @@ KNOWN: tuple[tuple[str, str], ...] = (
 def test_the_dependency_rule_holds() -> None:
     found = violations(ROOT, KNOWN)
     assert not found, "imports against docs/architecture.md:\n" + "\n".join(found)
+
+
+def test_no_import_cycles_function_level_imports_included() -> None:
+    """No module imports one that imports it back, directly or around a loop, counting
+    the imports inside functions (the ones that hid the preflight <-> slurm cycle)."""
+    found = cycles(ROOT)
+    assert not found, "import cycles:\n" + "\n".join(found)
 
 
 def test_every_known_exception_is_still_needed() -> None:
@@ -127,6 +137,54 @@ def test_a_planted_violation_is_reported(tmp_path: Path, name: str, body: str, r
     found = violations(_tree(tmp_path, {**BASE, name: body}))
     module = name.removesuffix(".py").replace("/", ".")
     assert len(found) == 1 and found[0].startswith(f"{module}:") and rule in found[0], found
+
+
+LAYERED = {**BASE, "bot/flow/step.py": "X = 1\n", "bot/config/settings.py": "X = 1\n",
+           "bot/remediation/catalog.py": "X = 1\n"}
+
+
+@pytest.mark.parametrize(("name", "body", "rule"), [
+    ("bot/chat/up.py", "from bot.flow import step\n", "imports a layer above it"),
+    ("bot/extract/c.py", "def f():\n    from bot.config import settings\n",
+     "imports a layer above it"),
+    ("bot/domain/u.py", "from bot.remediation.catalog import X\n", "bot.domain imports"),
+    ("bot/config/p.py", "from bot.remediation import catalog\n",
+     "bot.config imports remediation, chat or the jobs API"),
+    ("bot/config/r.py", "from ..chat import render\n",
+     "bot.config imports remediation, chat or the jobs API"),
+])
+def test_an_import_up_the_layers_is_reported(tmp_path: Path, name: str, body: str,
+                                             rule: str) -> None:
+    found = violations(_tree(tmp_path, {**LAYERED, name: body}))
+    module = name.removesuffix(".py").replace("/", ".")
+    assert len(found) == 1 and found[0].startswith(f"{module}:") and rule in found[0], found
+
+
+def test_a_planted_cycle_is_reported_through_a_function_level_import(tmp_path: Path) -> None:
+    late = "def f():\n    from bot.remediation import slurm\n"  # the import that hid it
+    back = "from bot.remediation.preflight import f\n"
+    root = _tree(tmp_path, {**BASE, "bot/remediation/preflight.py": late,
+                            "bot/remediation/slurm.py": back})
+    assert cycles(root) == ["bot.remediation.preflight:2 -> bot.remediation.slurm:1 -> "
+                            "bot.remediation.preflight"]
+
+
+def test_a_longer_cycle_is_shown_along_its_loop(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {**BASE, "playbooks/a.py": "import playbooks.b\n",
+                            "playbooks/b.py": "from playbooks import c\n",
+                            "playbooks/c.py": "X = 1\ndef f():\n    import playbooks.a\n"})
+    assert cycles(root) == ["playbooks.a:1 -> playbooks.b:1 -> playbooks.c:3 -> playbooks.a"]
+
+
+def test_a_type_only_import_is_no_cycle(tmp_path: Path) -> None:
+    """``if TYPE_CHECKING:`` imports never run: a type named both ways is no cycle."""
+    root = _tree(tmp_path, {**BASE,
+                            "bot/remediation/base.py": "from bot.remediation import polling\n",
+                            "bot/remediation/polling.py": "from typing import TYPE_CHECKING\n"
+                                                          "if TYPE_CHECKING:\n"
+                                                          "    from bot.remediation import base\n"})
+    assert cycles(root) == []
+    assert cycles(_tree(tmp_path, {"bot/remediation/polling.py": "import bot.remediation.base\n"}))
 
 
 def test_an_allowed_exception_is_not_reported(tmp_path: Path) -> None:

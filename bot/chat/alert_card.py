@@ -15,16 +15,17 @@ from collections.abc import Mapping
 from bot.chat import summary
 from bot.chat.base import ChatMessage, Section
 from bot.chat.incident_view import Marks, incident_buttons, status_lines
-from bot.chat.text import clip, escape
+from bot.chat.text import clip, escape, mention
 from bot.core import fmt, strings
 from bot.domain.incident import Incident
+from bot.domain.kinds import DIAG_SUMMARY, REQUESTED_BY
 from bot.domain.lifecycle import IncidentState
 
 MAX_LABELS = 6
 MAX_HOSTS = 20
 # labels the card already shows (host, severity, kind) or that only name the scrape
 SAID_ELSEWHERE = frozenset({"host", "hostname", "instance", "node", "nodename", "severity",
-                            "kind", "job", "alertname"})
+                            "kind", "job", "alertname", REQUESTED_BY})
 
 
 def render_alert_card(incident: Incident, *, seq: int = 0, now: float,
@@ -62,6 +63,9 @@ def alert_what(host: str, kind: str, summary_text: str, labels: Mapping[str, str
     """What fired, in the alert's own words: its summary (without a leading host name:
     the headline already starts with it), else its name, else the kind."""
     said = summary_text.strip().splitlines()[0] if summary_text.strip() else ""
+    asker = labels.get(REQUESTED_BY, "")
+    if said == DIAG_SUMMARY and asker:  # a person asked: mention them (a real mention)
+        return strings.MSG_ALERT_ASKED.format(what=DIAG_SUMMARY, who=mention(asker))
     for lead in (f"{host}: ", f"{host} "):
         if said.startswith(lead) and said[len(lead):].strip():
             said = said[len(lead):].strip()

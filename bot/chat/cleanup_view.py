@@ -23,7 +23,7 @@ SEP = "|"
 MAX_ROWS = 12
 PATH_COLUMN = 64
 CATEGORY = {"hf_cache": "HF cache", "torch_hub": "torch hub", "pip_cache": "pip cache",
-            "checkpoint": "checkpoint", "core_dump": "core dump"}
+            "checkpoint": "checkpoint", "core_dump": "core dump", "rotated_log": "rotated log"}
 
 
 def _evidence(diagnosis: Diagnosis) -> Mapping[str, Any]:
@@ -59,19 +59,55 @@ def part_name(group: Sequence[Mapping[str, Any]]) -> str:
         return strings.MSG_CLEANUP_MIXED
     name = CATEGORY.get(cats[0], "?")
     if len(group) == 1:
-        name += " " + clip(str(group[0].get("label", "?")).rsplit("/", 1)[-1], 28)
+        name += " " + clip(item_name(group[0]), 28)
     return name
 
 
+def item_name(item: Mapping[str, Any]) -> str:
+    """What a person recognises an item by: a cache's model (``models--org--name``, not
+    its blob's hash), else the file's or entry's own name."""
+    parts = str(item.get("label", "?")).split("/")
+    model = next((p for p in parts if p.startswith(("models--", "datasets--"))), None)
+    return model.split("--", 1)[1] if model else parts[-1]
+
+
 def phrase(action: ProposedAction, diagnosis: Diagnosis) -> str:
-    """``delete 5 cache, checkpoint and core-dump items, freeing 890.0 GiB (800.0 GiB needed)``."""
+    """``delete 2 items (1 HF cache, 1 checkpoint), freeing 333.0 GiB of the 321.0 GiB
+    needed; keeps the newest 2 checkpoints of each run (llama-sft: checkpoint-4500, …)``;
+    a plan that cannot reach the need says by how much it falls short."""
     group = covered(action, diagnosis)
-    size = gib(sum(int(i.get("size") or 0) for i in group))
+    total = sum(int(i.get("size") or 0) for i in group)
+    size = gib(total)
     if is_part(action):
         return strings.MSG_ACTION_CLEANUP_PART.format(what=escape(part_name(group)),
                                                       n=len(group), s=_s(len(group)), size=size)
-    need = gib(_evidence(diagnosis).get("need_bytes"))
-    return strings.MSG_ACTION_CLEANUP.format(n=len(group), s=_s(len(group)), size=size, need=need)
+    ev = _evidence(diagnosis)
+    need = ev.get("need_bytes")
+    said = strings.MSG_ACTION_CLEANUP.format(n=len(group), s=_s(len(group)), what=kinds(group),
+                                             size=size, need=gib(need))
+    if isinstance(need, int) and total < need:
+        said += strings.MSG_CLEANUP_SHORT.format(gap=gib(need - total))
+    return said + keeps(ev)
+
+
+def kinds(group: Sequence[Mapping[str, Any]]) -> str:
+    """``1 HF cache, 3 checkpoints``: what the items are, largest category first."""
+    sizes: dict[str, list[int]] = {}
+    for i in group:
+        sizes.setdefault(str(i.get("category")), []).append(int(i.get("size") or 0))
+    ranked = sorted(sizes.items(), key=lambda kv: -sum(kv[1]))
+    return ", ".join(f"{len(v)} {CATEGORY.get(k, '?')}{_s(len(v))}" for k, v in ranked)
+
+
+def keeps(ev: Mapping[str, Any]) -> str:
+    """``; keeps the newest 2 checkpoints of each run (llama-sft: checkpoint-4500, …)``."""
+    kept = ev.get("kept")
+    if not isinstance(kept, Mapping) or not kept:
+        return ""
+    runs = [f"{escape(str(run).rsplit('/', 1)[-1])}: "
+            + ", ".join(escape(str(e).rsplit("/", 1)[-1]) for e in entries)
+            for run, entries in list(kept.items())[:3] if isinstance(entries, list)]
+    return strings.MSG_CLEANUP_KEEPS.format(k=ev.get("keep_per_run", "?"), runs="; ".join(runs))
 
 
 def table(diagnosis: Diagnosis) -> Section | None:

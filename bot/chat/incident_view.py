@@ -82,15 +82,16 @@ def incident_buttons(state: str, incident_id: str, acked: bool, *,
 
 def state_sections(state: str, last: LastOutcome | None, findings: list[str], *,
                    led: bool = False) -> list[Section]:
-    """The state's own note: why the diagnosis failed, what nothing-to-do found, what failed
-    (``led``: the message already leads with it, "Not fixed" or "Could not check": only
-    the next step and the commands' evidence here)."""
+    """The state's own note: why the diagnosis failed, what nothing-to-do found (beside the
+    headline), what failed. ``findings``: chat lines, already escaped (``summary``).
+    ``led``: the message already leads with what failed ("Not fixed" or "Could not
+    check"): only the next step and the commands' evidence here."""
     if state == "diagnosis_failed":
         return [Section(strings.VIEW_DIAGNOSIS_FAILED.format(
-            reason=escape("; ".join(findings) or "no answer from the host")))]
+            reason="; ".join(findings) or "no answer from the host"))]
     if state == "no_action":
-        return [Section(strings.VIEW_NO_ACTION.format(
-            found=escape("; ".join(findings) or "no findings")))]
+        return [Section(strings.VIEW_NO_ACTION.format(found="; ".join(findings)) if findings
+                        else strings.VIEW_NO_ACTION_BARE)]
     if state == "action_failed":
         summary = last.summary if last is not None else ""
         result = last.result if last is not None else None
@@ -115,7 +116,7 @@ def failure_evidence(result: ActionResult | None) -> str:
         if err:
             lines.append(f"  {err[:300]}")
     if result.verification is not None and result.verification.detail:
-        lines.append(f"verify: {result.verification.detail}")
+        lines.append(f"verify: {in_gib(result.verification.detail)}")  # the message's units
     return "\n".join(lines)
 
 

@@ -9,7 +9,6 @@ All text from hosts, alerts and people is escaped (``bot.chat.text``).
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -81,7 +80,7 @@ def render_incident(
     sections += [Section(line) for line in status_lines(marks)]
     sections += _cleared(incident, state)
     sections += state_sections(state, getattr(incident, "last_outcome", None),
-                               [f.title for f in diagnosis.findings], led=lead is not None)
+                               _state_findings(state, diagnosis), led=lead is not None)
     sections += _also_found(state, diagnosis)
     settled = state in summary.OUTCOME_STATES
     sections += _plan_sections(incident.host, plans, diagnosis, approvals, clickable, settled)
@@ -172,6 +171,14 @@ def shown_plans(state: str, plans: Sequence[ActionPlan],
             continue
         out.append(p)
     return out
+
+
+def _state_findings(state: str, diagnosis: Diagnosis) -> list[str]:
+    """What the state's note lists: every finding when the diagnosis failed; beside the
+    headline, the rest folded (one line for GPUs 0–7 that share a reason)."""
+    if state == "diagnosis_failed":
+        return [summary.plain_title(f) for f in diagnosis.findings]
+    return summary.also_found(diagnosis, notes=True)
 
 
 def _also_found(state: str, diagnosis: Diagnosis) -> list[Section]:
@@ -322,20 +329,6 @@ def _context(plans: Sequence[ActionPlan], approvals: Mapping[str, Approval]) -> 
     if not pending:
         return ()
     return (strings.MSG_APPROVAL_EXPIRES.format(when=_utc(min(a.expires_at for a in pending))),)
-
-
-def evidence_hash(diagnosis: Diagnosis) -> str:
-    """sha256 of what the approver sees: the headline's facts, each proposed action's
-    sentence and the thread's evidence table (no clock in it, so it is stable)."""
-    parts = [diagnosis.host, summary.headline_of(diagnosis).stable_text]  # no clock in it
-    parts += [summary.action_sentence(a, diagnosis) for a in diagnosis.actions]
-    for section in thread_evidence(diagnosis):
-        parts += [section.text, section.code or ""]
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part.encode())
-        h.update(b"\0")
-    return "sha256:" + h.hexdigest()
 
 
 def _val(value: Any) -> str:

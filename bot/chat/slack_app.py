@@ -61,10 +61,24 @@ class SlackApp:
     refresher: HomeRefresher | None = None  # pokes ``home.refresh`` on every chat change
     signing_secret: str = ""  # checked by ``slack_edge`` before Bolt reads the body
     body_timeout_s: float = BODY_TIMEOUT_S  # ``http.body_timeout_s``
+    socket_token: str | None = None  # Socket Mode's xapp- token, when it is wanted
+    socket: Any = None  # the connected Socket Mode handler (``start``)
 
     def routes(self, path: str = "/slack/events") -> list[Route]:
         return slack_routes(self.bolt, path, self.signing_secret,
                             body_timeout_s=self.body_timeout_s)
+
+    def http_routes(self) -> list[Route]:
+        """What the bot's HTTP service mounts: ``/slack/events``, none over Socket Mode."""
+        return [] if self.socket_token else self.routes()
+
+    def start(self) -> None:
+        """Connect over Socket Mode when it is wanted (no public URL), without blocking."""
+        if self.socket_token and self.socket is None:
+            from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+            self.socket = SocketModeHandler(app=self.bolt, app_token=self.socket_token)
+            self.socket.connect()
 
     def drain(self, timeout_s: float = 10.0) -> None:
         """Wait for queued listener work and message edits (tests, shutdown)."""
@@ -72,6 +86,8 @@ class SlackApp:
         self.backend.flush(timeout_s)
 
     def close(self) -> None:
+        if self.socket is not None:
+            self.socket.close()
         if self.refresher is not None:
             self.refresher.close()
         self.executor.shutdown(wait=True)
@@ -134,8 +150,13 @@ def create_slack_app(
         refresher = HomeRefresher(publisher, min_interval_s=update_interval_s)
         register_home(bolt, publisher, executor, refresher)
         backend.on_change = refresher.poke
+    socket_token = None
+    if socket_mode_wanted(settings):
+        socket_token = secret(settings.slack_app_token)
+        if not socket_token:
+            raise ConfigError("Socket Mode needs SLACK_APP_TOKEN (an xapp- token)")
     return SlackApp(bolt, backend, desk, executor, listeners, publisher, refresher, signing_secret,
-                    settings.http.body_timeout_s)
+                    settings.http.body_timeout_s, socket_token)
 
 
 def slack_routes(app: App, path: str = "/slack/events", signing_secret: str = "", *,
@@ -197,10 +218,3 @@ def socket_mode_handler(app: SlackApp, settings: Settings) -> Any:
     if not token:
         raise ConfigError("Socket Mode needs SLACK_APP_TOKEN (an xapp- token)")
     return SocketModeHandler(app=app.bolt, app_token=token)
-
-
-def start_socket_mode(app: SlackApp, settings: Settings) -> Any:
-    """Connect over Socket Mode (no public URL) without blocking; ``.close()`` the result."""
-    handler = socket_mode_handler(app, settings)
-    handler.connect()
-    return handler

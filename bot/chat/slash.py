@@ -38,7 +38,7 @@ class Help:
 
 @dataclass(frozen=True)
 class Status:
-    pass
+    host: str | None = None  # one host's GPUs and disks; None: every host
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class Drained:
 
 @dataclass(frozen=True)
 class Stats:
-    """``stats [7d]``: time to acknowledge and to resolve, per kind and host, and the share
+    """``stats [7d]``: time to acknowledge and to recover, per kind and host, and the share
     of incidents fixed with one click, over the incidents opened in the window."""
 
     window_s: int = 7 * 86400
@@ -117,7 +117,7 @@ class SlashReply:
 class SlashHandlers(Protocol):
     """What the bot does for each command; the lead wires real ones, tests pass fakes."""
 
-    def status(self, user: str) -> SlashReply: ...
+    def status(self, user: str, host: str | None = None) -> SlashReply: ...
     def incidents(self, user: str) -> SlashReply: ...
     def diag(self, user: str, host: str, playbook: str | None) -> SlashReply: ...
     def jobs(self, user: str) -> SlashReply: ...
@@ -160,6 +160,12 @@ def _no_args(make: Callable[[], SlashCommand]) -> Callable[[list[str]], SlashCom
         return make()
 
     return parse_it
+
+
+def _status(args: list[str]) -> SlashCommand:
+    if len(args) > 1:
+        raise ValueError("takes at most one HOST.")
+    return Status(_check(args[0], HOST_RE, "host") if args else None)
 
 
 def _diag(args: list[str]) -> SlashCommand:
@@ -247,7 +253,7 @@ def _clip(text: str, n: int = 40) -> str:
 
 _PARSERS: dict[str, Callable[[list[str]], SlashCommand]] = {
     "help": _no_args(Help),
-    "status": _no_args(Status),
+    "status": _status,
     "incidents": _no_args(Incidents),
     "diag": _diag,
     "jobs": _no_args(Jobs),
@@ -292,8 +298,8 @@ def _dispatch(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: st
     match cmd:
         case Help():
             return SlashReply(strings.SLASH_HELP.format(cmd=command))
-        case Status():
-            return handlers.status(user)
+        case Status(host=host):
+            return handlers.status(user, host)
         case Incidents():
             return handlers.incidents(user)
         case Diag(host=host, playbook=playbook):
@@ -322,7 +328,7 @@ class Unavailable:
 
     def _no(self, name: str) -> SlashReply:
         return SlashReply(strings.SLASH_UNAVAILABLE.format(name=name))
-    def status(self, user: str) -> SlashReply:
+    def status(self, user: str, host: str | None = None) -> SlashReply:
         return self._no("status")
     def incidents(self, user: str) -> SlashReply:
         return self._no("incidents")

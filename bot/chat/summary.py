@@ -109,16 +109,19 @@ def _chat(text: str) -> str:
 PER_GPU = {"gpu.broken": "are broken", "gpu.wedged": "are wedged", "gpu.degraded": "are degraded"}
 
 
-def also_found(diagnosis: Diagnosis) -> list[str]:
-    """The warnings the headline does not say, once each: per-GPU findings with the same
-    reasons become one line ("GPUs 0, 1, 2 are wedged: process 1312 in D state"), and the
-    verdict count is left out when it only restates a GPU headline ("8 GPUs: 8 wedged")."""
+def also_found(diagnosis: Diagnosis, *, notes: bool = False) -> list[str]:
+    """The findings the headline does not say, once each (warnings and worse; ``notes``:
+    the info ones too): per-GPU findings with the same reasons become one line ("GPUs 0–7
+    are wedged: process 1312 in D state"), and the verdict count is left out when it only
+    restates a GPU headline ("8 GPUs: 8 wedged")."""
     said = set(headline_of(diagnosis).covers)
     gpu_headline = any(diagnosis.findings[i].code.startswith("gpu.") for i in said)
     groups: dict[tuple[str, str], list[Finding]] = {}  # in first-seen order
     order: list[tuple[str, str]] = []
     for i, f in enumerate(diagnosis.findings):
-        if i in said or f.code == "boot.previous" or _val(f.severity) == "info":
+        skipped = f.code in ("boot.previous", "playbook.auto") or (
+            _val(f.severity) == "info" and not notes)
+        if i in said or skipped:
             continue
         gpu = f.evidence.get("gpu")
         if f.code in PER_GPU and isinstance(gpu, Mapping):
@@ -137,8 +140,21 @@ def _grouped(code: str, why: str, findings: list[Finding]) -> str:
     if not code or len(findings) == 1:
         return plain_title(findings[0])
     indexes = [g.get("index") for f in findings if isinstance(g := f.evidence.get("gpu"), Mapping)]
-    shown = ", ".join("?" if i is None else str(i) for i in indexes)
+    shown = index_ranges([i for i in indexes if isinstance(i, int)])
+    if any(not isinstance(i, int) for i in indexes):
+        shown += (", " if shown else "") + "?"
     return _chat(strings.MSG_GPUS_GROUPED.format(indexes=shown, verdict=PER_GPU[code], why=why))
+
+
+def index_ranges(indexes: Sequence[int]) -> str:
+    """``[0, 1, 2, 3, 5]`` → ``0–3, 5``: runs of GPU indexes as people say them."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
 
 
 def plain_title(finding: Finding) -> str:
@@ -281,7 +297,10 @@ def evidence_table(diagnosis: Diagnosis) -> Section | None:
 
 
 def _gpu_row(g: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
-    used, total = _number(g.get("memory_used_mib")), _number(g.get("memory_total_mib"))
+    """One GPU: what it has in use from every holder (``gpu_used_mib``, where a finding
+    keeps its holder's own share apart), of its total."""
+    used = _number(g.get("gpu_used_mib", g.get("memory_used_mib")))
+    total = _number(g.get("memory_total_mib"))
     mem = f"{fmt.gib(used).removesuffix(' GiB')} / {fmt.gib(total)}"
     util = _number(g.get("utilization_pct", g.get("max_util_pct")))
     holders = g.get("holder")

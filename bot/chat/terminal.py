@@ -16,18 +16,26 @@ import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from bot.chat.base import Button, ChatMessage, Ephemeral, MessageRef, Section
-from bot.chat.interactions import ApprovalDesk, Decision
+from bot.chat.base import Button, ChatBackend, ChatMessage, Ephemeral, MessageRef, Section
+from bot.chat.interactions import ApprovalDesk, AuditFn, Decision, GroupResolver
 from bot.chat.slash import DEFAULT_SNOOZE_S, parse_duration
 from bot.chat.text import mention, to_plain
+from bot.config.settings import Settings
 from bot.core import strings
 from bot.core.errors import UserError
 from bot.domain.validate import INCIDENT_ID_RE
+
+if TYPE_CHECKING:
+    from bot.chat.backends import ChatApp
+    from bot.chat.home_tab import FleetSource
+    from bot.chat.slash import SlashHandlers
+    from storage.stores import Stores
 
 VERBS = ("approve", "deny", "revert")
 INCIDENT_VERBS = ("ack", "resolve", "snooze", "retry", "escalate")
@@ -261,3 +269,28 @@ def _rich(text: str, style: str = "") -> Text:
         pos = m.end()
     out.append(plain[pos:])
     return out
+
+
+class TerminalPlugin:
+    """The terminal as a chat backend plugin (``chat_backend: terminal``): prints with rich,
+    needs no secret, has no interactive side of its own (the demo reads its prompt)."""
+
+    name: ClassVar[str] = "terminal"
+
+    def __init__(self, settings: Settings, *, stores: Stores | None = None,
+                 audit: AuditFn | None = None, console: Console | None = None) -> None:
+        self.console = console
+
+    def backend(self) -> ChatBackend:
+        return TerminalBackend(self.console)
+
+    def groups(self, chat: ChatBackend) -> GroupResolver | None:
+        return None
+
+    def app(self, chat: ChatBackend, *, desk: ApprovalDesk, slash: SlashHandlers | None,
+            home: FleetSource | None) -> ChatApp | None:
+        return None
+
+    @classmethod
+    def missing_secrets(cls, settings: Settings) -> list[tuple[str, str]]:
+        return []

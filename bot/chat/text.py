@@ -11,15 +11,12 @@ from __future__ import annotations
 import re
 
 from bot.core import fmt
+from bot.core.mrkdwn import escape as escape
+from bot.core.mrkdwn import mention as mention
 
 MENTION_RE = re.compile(r"<@([UW][A-Z0-9]{1,20})>")
 LINK_RE = re.compile(r"<(https?://[^|>\s]+)\|([^>]*)>")
 FENCE = "```"
-
-
-def escape(text: object) -> str:
-    """Slack's three control characters, escaped as Slack documents (``&``, ``<``, ``>``)."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def code_safe(text: object) -> str:
@@ -30,13 +27,6 @@ def code_safe(text: object) -> str:
 def inline_code(text: object) -> str:
     """A value shown as ``code``; backticks in it are replaced so the span stays closed."""
     return "`" + escape(text).replace("`", "'") + "`"
-
-
-def mention(user: str) -> str:
-    """A user mention for ids that look like Slack ids; anything else is shown escaped."""
-    if re.fullmatch(r"[UW][A-Z0-9]{1,20}", user):
-        return f"<@{user}>"
-    return escape(user)
 
 
 def mentions(users: tuple[str, ...] | list[str]) -> str:

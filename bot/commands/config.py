@@ -22,7 +22,7 @@ from typing import Annotated
 import typer
 
 from bot.commands.common import sub_app
-from bot.config.settings import Settings, problem_line, secret, settings_problems
+from bot.config.settings import Settings, problem_line, settings_problems
 from bot.core import strings
 from bot.core.errors import ConfigError, ConfigProblems
 
@@ -69,7 +69,7 @@ def extra_sections(c: ConfigUnderCheck) -> list[str]:
     s = c.settings
     checks: list[Callable[[], object]] = [
         lambda: diagnostics_settings(s), lambda: options_from_extra(s.extra),
-        lambda: load_sections(s.extra), lambda: extract_settings(s),
+        lambda: load_sections(s.extra), lambda: extract_settings(s.extra),
         lambda: xid_policy_from_extra(s.extra), lambda: reconcile_settings(s.extra)]
     return [line for check in checks for line in _raised(c.where, check)]
 
@@ -101,22 +101,16 @@ def secrets(c: ConfigUnderCheck) -> list[str]:
 
 
 def _chat_secrets(c: ConfigUnderCheck) -> list[str]:
-    from bot.chat.backends import BACKENDS
-    from bot.chat.slack_app import socket_mode_wanted
+    """The chat backend is a registered one, and the secrets it needs are set (the
+    backend says which: ``ChatPlugin.missing_secrets``)."""
+    from bot.chat.backends import names, plugin_class
 
     s = c.settings
-    if s.chat_backend not in BACKENDS:
+    if s.chat_backend not in names():
         return [c.line("chat_backend", strings.CHECK_UNKNOWN_BACKEND.format(
-            name=s.chat_backend, names=", ".join(BACKENDS)))]
-    if s.chat_backend != "slack":
-        return []
-    missing = [name for name, value in (("SLACK_BOT_TOKEN", s.slack_bot_token),
-                                        ("SLACK_SIGNING_SECRET", s.slack_signing_secret))
-               if not secret(value)]
-    if socket_mode_wanted(s) and not secret(s.slack_app_token):
-        missing.append("SLACK_APP_TOKEN")
-    return [f"{ENVIRONMENT}: {name}: " + strings.CHECK_NO_SECRET.format(why=strings.CHECK_WHY[name])
-            for name in missing]
+            name=s.chat_backend, names=", ".join(names())))]
+    return [f"{ENVIRONMENT}: {name}: " + strings.CHECK_NO_SECRET.format(why=why)
+            for name, why in plugin_class(s.chat_backend).missing_secrets(s)]
 
 
 def host_files(c: ConfigUnderCheck) -> list[str]:
@@ -160,12 +154,45 @@ def reachable_hosts(c: ConfigUnderCheck) -> list[str]:
     return out
 
 
-CHECKERS: list[Checker] = [extra_sections, alert_mapping, secrets, host_files]
+def extension_dirs(c: ConfigUnderCheck) -> list[str]:
+    """The directories under ``extensions:``: every file read and checked as ``serve``
+    loads it (``FILE: key 'KEY': reason``)."""
+    from bot.extensions import load
+
+    return [p.line() for p in load(c.settings.extensions, c.where)[1]]
+
+
+def policy_actions(c: ConfigUnderCheck) -> list[str]:
+    """Each policy's ``match.action`` glob matches a registered action: a built-in, a
+    package's, or one of the config's extensions (``ext.*``)."""
+    from bot.config.fleet_policy import unmatched_action
+
+    if not c.settings.policies:
+        return []
+    from bot.extensions import load
+    from bot.remediation.actions.operator import action_classes
+    from bot.remediation.actions.registry import entry_kinds
+
+    extensions, _ = load(c.settings.extensions, c.where)  # its problems: extension_dirs
+    kinds = {*entry_kinds(), *(cls.kind for d in extensions.actions.values()
+                               for cls in action_classes(d))}
+    out = []
+    for i, policy in enumerate(c.settings.policies):
+        why = unmatched_action(policy.match.action, kinds)
+        if why is not None:
+            out.append(c.line(f"policies.{i}.match.action", why))
+    return out
+
+
+CHECKERS: list[Checker] = [extra_sections, alert_mapping, secrets, host_files, policy_actions]
 
 
 def add_checker(checker: Checker) -> None:
     """Where another kind of config (operator extensions) plugs its validation in."""
     CHECKERS.append(checker)
+
+
+add_checker(extension_dirs)  # operator extensions (issue 34), through the hook
 
 
 def check_config(path: str | Path | None, *, alerts_only: bool = False,

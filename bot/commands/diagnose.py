@@ -41,6 +41,10 @@ def run_diagnose(target_spec: str, playbook: str, *, as_json: bool,
         if path and not os.path.isfile(os.path.expanduser(path)):
             raise UserError(f"{flag}: no such file: {path}", 2)
     settings = load_settings(config)
+    if settings.extensions:  # the config's operator extensions add their findings
+        from bot.extensions import load_and_install
+
+        load_and_install(settings.extensions, str(config))
     target = resolve(settings, target_spec, key=ssh_key, known_hosts=known_hosts)
     with ParamikoPool(settings.ssh_defaults) as pool:
         diagnosis = run_playbook(pool, target, playbook, options=options_for(settings, target))

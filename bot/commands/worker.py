@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         if not HOST_RE.match(host):
             raise UserError(f"invalid --host {host!r}: letters, digits, '.', '_' or '-'", 2)
         settings = load_settings(config)
-        cfg = extract_settings(settings)
+        cfg = extract_settings(settings.extra)
         tuning = (
             FAST
             if fast

@@ -2,13 +2,15 @@
 records built from them (``bot/domain/policy.py``, ``bot/domain/windows.py``).
 
 Every field is checked at load, so a policy that could not be read (a misspelt mode, an
-unknown time zone, an action glob no catalog action matches) stops the bot at start with
-the key and the reason, the way the rest of the config does (``ConfigError``, exit 2).
+unknown time zone) stops the bot at start with the key and the reason, the way the rest
+of the config does (``ConfigError``, exit 2); an action glob that no registered action
+matches stops it the same way, from ``config check``'s list (``unmatched_action``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
 from pydantic import Field, field_validator, model_validator
@@ -21,6 +23,14 @@ from bot.domain.windows import parse_period, parse_window
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 APPROVER_RE = re.compile(r"^(\*|[UWS][A-Z0-9]{2,20})$")
 GLOB_RE = re.compile(r"^[A-Za-z0-9._:@*?\[\]!/-]{1,253}$")
+
+
+def unmatched_action(glob: str, kinds: Iterable[str]) -> str | None:
+    """Why a policy's ``match.action`` glob is wrong (None: it matches a known kind)."""
+    known = sorted(kinds)
+    if any(fnmatchcase(kind, glob) for kind in known):
+        return None
+    return f"{glob!r} matches no catalog action; known: {known}"
 
 
 def _glob(value: str) -> str:
@@ -39,11 +49,10 @@ class PolicyMatchSettings(StrictModel):
     @field_validator("action")
     @classmethod
     def _action(cls, v: str) -> str:
-        from bot.remediation.catalog import CATALOG  # only when policies are configured
-
-        if not any(fnmatchcase(kind, _glob(v)) for kind in CATALOG):
-            raise ValueError(f"{v!r} matches no catalog action; known: {sorted(CATALOG)}")
-        return v
+        """The glob's grammar; that it matches a registered action (a built-in, a package's
+        or an extension's ``ext.*``) is ``config check``'s (``policy_actions``): the
+        extensions are named by this same config, and config imports no remediation."""
+        return _glob(v)
 
     @field_validator("unit", "hosts")
     @classmethod

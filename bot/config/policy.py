@@ -1,9 +1,10 @@
-"""The approval policy built from settings: the one place config meets the pure policy."""
+"""The approval policy built from settings: the one place config meets the pure policy.
+(The fleet policies' gate, which needs stores, is built by ``bot.remediation.policy_gate``
+``gate_from_settings``: config imports no remediation and no storage.)"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from bot.config.fleet_policy import to_limits, to_policy
 from bot.config.settings import ApprovalSettings, Settings
@@ -11,8 +12,6 @@ from bot.domain.approval import ApprovalPolicy
 from bot.domain.maintenance import MaintenanceWindow
 from bot.domain.policy import FleetLimits, Policy
 from bot.domain.windows import parse_window
-from bot.remediation.policy_gate import PolicyGate
-from storage.stores import Stores
 
 
 def policy_from_settings(settings: Settings) -> ApprovalPolicy:
@@ -36,16 +35,6 @@ def policies_from_settings(settings: Settings) -> tuple[Policy, ...]:
 
 def fleet_limits_from_settings(settings: Settings) -> FleetLimits:
     return to_limits(settings.policy_limits)
-
-
-def policy_gate_from_settings(settings: Settings, stores: Stores, *,
-                              clock: Callable[[], float] = time.time) -> PolicyGate:
-    """The gate ``serve`` builds once: policies, the fleet cap from the inventory's size."""
-    limits = fleet_limits_from_settings(settings)
-    counter = stores.policy_limits(fleet_cap=limits.cap(len(settings.hosts)),
-                                   fleet_window_s=limits.per_s, clock=clock)
-    return PolicyGate(policies_from_settings(settings), limits, counter,
-                      stores.audit(clock=clock), clock=clock)
 
 
 def maintenance_from_settings(settings: Settings) -> tuple[MaintenanceWindow, ...]:

@@ -67,7 +67,7 @@ class HostSettings(StrictModel):
     ssh: str  # user@host:port
     key: str | None = None
     known_hosts: str | None = None
-    sudo: bool = False  # run probes and actions through `sudo -n` (non-root users)
+    sudo: bool = False  # non-root user: actions' commands through `sudo -n`; probes never
     expected_mounts: list[str] = Field(default_factory=list)
     allowed_path_prefixes: list[str] = Field(default_factory=lambda: ["/data", "/shared", "/var"])
     gpus: int | None = Field(None, ge=0, le=64)  # expected GPU count: fewer is a finding
@@ -187,6 +187,8 @@ class Settings(BaseSettings):
     policies: list[PolicySettings] = Field(default_factory=list)  # first match wins (issue 28)
     policy_limits: PolicyLimitSettings = Field(default_factory=lambda: PolicyLimitSettings())
     maintenance: list[MaintenanceSettings] = Field(default_factory=list)  # recurring silences
+    # directories of operator extensions (YAML probes, findings, actions: docs/extending.md)
+    extensions: list[str] = Field(default_factory=list, max_length=16)
 
     # secrets: environment only
     slack_bot_token: SecretStr | None = None

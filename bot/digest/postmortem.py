@@ -84,6 +84,10 @@ class Postmortem:
     evidence: PostmortemEvidence
     permalink: str = ""
     people: tuple[str, ...] = field(default_factory=tuple)
+    # detection to the verified fix that held (a later revert undoes it), else to the
+    # person's resolve; None while neither happened: the MTTR ``/ir stats`` averages
+    recovered_s: float | None = None
+    reverted: bool = False  # the last fix was reverted and nothing fixed it since
 
 
 def facts_from_incident(incident: Incident) -> PostmortemFacts:
@@ -117,6 +121,8 @@ def build_postmortem(incident: Incident, entries: Sequence[AuditRow],
     mitigated = next((e.ts for e in entries if _to(e) == "verified"), None)
     resolved = incident.resolved_at or next((e.ts for e in entries if _to(e) == "resolved"), None)
     gpus = affected_gpus(facts.diagnosis)
+    fixed_at, reverted = held_fix(entries, facts.revert_kind)
+    recovered = fixed_at if fixed_at is not None else resolved
     return Postmortem(
         incident_id=incident.id, host=incident.host, kind=incident.kind,
         severity=incident.severity.value, summary=incident.summary, state=incident.state.value,
@@ -128,7 +134,27 @@ def build_postmortem(incident: Incident, entries: Sequence[AuditRow],
         changes=tuple(host_changes(incident.host, entries, facts)),
         evidence=evidence(entries, facts), permalink=facts.permalink,
         people=tuple(dict.fromkeys(e.actor for e in entries if e.action.startswith(ACK_ACTIONS))),
+        recovered_s=None if recovered is None else recovered - detected, reverted=reverted,
     )
+
+
+def held_fix(entries: Sequence[AuditRow], revert_kind: str) -> tuple[float | None, bool]:
+    """When the fix that held was verified, and whether the last fix was reverted: a
+    verification after the revert action (``revert_kind``) is the revert's own, not a
+    fix; a revert undoes the fix before it."""
+    fixed_at: float | None = None
+    reverted = False
+    last_kind = ""
+    for e in entries:
+        if e.action in ACTION_DONE:
+            last_kind = str(e.detail.get("kind") or "")
+            if revert_kind and last_kind == revert_kind:
+                fixed_at, reverted = None, True
+        elif _to(e) == "verified" and not (revert_kind and last_kind == revert_kind):
+            if fixed_at is None:
+                fixed_at = e.ts
+            reverted = False
+    return fixed_at, reverted
 
 
 def affected_gpus(diagnosis: Diagnosis | None) -> int:

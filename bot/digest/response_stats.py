@@ -2,7 +2,8 @@
 
 Pure, over postmortems (``bot/digest/postmortem.py``), so ``/ir stats`` and the digest say
 the same numbers the postmortem shows for each incident. "One click": one approval, the
-fix verified, nothing failed or denied on the way.
+fix verified and kept (not reverted), nothing failed or denied on the way. MTTR: from
+detection to the verified fix that held, or to a person's resolve where nothing did.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ class ResponseRow:
     key: str  # the kind or the host
     incidents: int
     mtta_s: float | None  # mean over the incidents someone acknowledged
-    mttr_s: float | None  # mean over the resolved ones
+    mttr_s: float | None  # mean over the recovered ones (a verified fix that held, or resolved)
     one_click: int
 
 
 def one_click(pm: Postmortem) -> bool:
     steps = [e.step for e in pm.events]
-    return (steps.count(Step.APPROVED) == 1 and Step.VERIFIED in steps
+    return (steps.count(Step.APPROVED) == 1 and Step.VERIFIED in steps and not pm.reverted
             and Step.ACTION_FAILED not in steps and Step.DENIED not in steps)
 
 
@@ -42,7 +43,7 @@ def response_stats(pms: Iterable[Postmortem],
     groups: dict[str, list[Postmortem]] = {}
     for pm in pms:
         groups.setdefault(key(pm), []).append(pm)
-    rows = [ResponseRow(k, len(g), _mean(p.tta_s for p in g), _mean(p.ttr_s for p in g),
+    rows = [ResponseRow(k, len(g), _mean(p.tta_s for p in g), _mean(p.recovered_s for p in g),
                         sum(1 for p in g if one_click(p))) for k, g in groups.items()]
     return sorted(rows, key=lambda r: (-r.incidents, r.key))
 

@@ -17,7 +17,7 @@ from bot.core import metrics
 from bot.ssh.base import Command, SSHError, SSHRunner, SSHTarget
 from playbooks.commands import QUERY_GPU_COMMAND
 from playbooks.parsers.disk import parse_df
-from playbooks.parsers.nvidia import parse_query_gpu
+from playbooks.parsers.nvidia import parse_query_gpu, rows_of
 from storage.samples import SampleStore
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class Sampler:
 def readings_from(gpu_csv: str, df_text: str, mounts: Sequence[str]) -> list[Reading]:
     """Pure: nvidia-smi CSV and ``df -PT -B1`` output to metric readings."""
     out: list[Reading] = []
-    for g in parse_query_gpu(gpu_csv):
+    for g in rows_of(parse_query_gpu(gpu_csv)):  # a tool error: no GPU readings
         if g.memory_used_mib is not None:
             out.append((f"gpu{g.index}.mem_used_mib", float(g.memory_used_mib)))
         if g.memory_total_mib is not None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bot.core import strings
+from bot.core import mrkdwn, strings
 from bot.domain.action_result import ActionResult
 from bot.domain.approval import Approval
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
@@ -434,8 +434,9 @@ def _approval_denied(incident: Incident, event: ApprovalDenied) -> Decision:
     if incident.state is S.AWAITING_APPROVAL:
         new, moved = _move(incident, S.DENIED, event.at, event.by, event.reason or "denied")
         effects += [moved, WithdrawPending(event.by, f"denied {event.approval.kind}")]
-    text = strings.FLOW_DENIED.format(user=event.by, kind=event.said or event.approval.kind,
-                                      reason=event.reason or "-")
+    text = strings.FLOW_DENIED.format(user=mrkdwn.mention(event.by),  # a mention: <@U…>
+                                      kind=event.said or mrkdwn.escape(event.approval.kind),
+                                      reason=mrkdwn.escape(event.reason or "-"))
     return new, (*effects, ReplyInThread(text), PostMessage())
 
 

@@ -2,8 +2,10 @@
 
 The rule, in one sentence: **the first blocker in this order: a GPU tool that cannot
 answer, a broken or missing GPU, a full filesystem, wedged GPUs, the finding that the
-first proposed action able to name one fixes, else the most severe finding**; the crash
-or reboot (``boot.previous``) is never the headline but the context line under it.
+first proposed action able to name one fixes, a GPU tool the login may not run (or that
+is not installed), else the most severe finding**; the crash or reboot
+(``boot.previous``) is never the headline but the context line under it. A refusal comes
+late: it says nothing about the GPUs, and a full disk or a named holder is what blocks.
 Hardware comes first because no action on a process helps a GPU that fell off the bus,
 and the host's GPUs cannot be judged while nvidia-smi is down; a full disk next because
 nothing recovers (no write, no restart, processes stuck in D state) until it has room.
@@ -18,13 +20,15 @@ from enum import StrEnum
 from typing import Any
 
 from bot.core import strings as S
+from bot.domain import holding
 from bot.domain.findings import Diagnosis, Finding, ProposedAction
 from bot.domain.holding import held_parts, holders_of
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 HOST_WIDE_TOOL = ("hung", "nvml_mismatch", "nvml_init", "no_driver", "no_devices", "failed")
+REFUSED_TOOL = ("denied", "missing")  # the login may not run it, or it is not there
 XID_RE = re.compile(r"\bXid (\d+)\b")
-KILLED_RE = re.compile(r"killed after ([^)]*)\)")
+TIMED_OUT_RE = re.compile(r"timed out after (\S+ s)")
 JOURNAL_MOUNTS = ("/", "/var", "/var/log")
 
 
@@ -66,8 +70,8 @@ def choose(d: Diagnosis, fixes_of: FixesOf) -> Headline:
     """The headline by the module's rule (see its docstring); ``fixes_of`` says which
     finding each proposed action's kind fixes."""
     found = list(enumerate(d.findings))
-    pick = (_tool(found) or _broken(found) or _full(found) or _wedged(found)
-            or _action(d, found, fixes_of) or _most_severe(found))
+    pick = (_tool(found, HOST_WIDE_TOOL) or _broken(found) or _full(found) or _wedged(found)
+            or _action(d, found, fixes_of) or _tool(found, REFUSED_TOOL) or _most_severe(found))
     if pick is None:
         return Headline(S.HEADLINE_NOTHING, (), _context(found, ()))
     return Headline(pick.text, pick.covers, _context(found, pick.covers), pick.since)
@@ -77,19 +81,26 @@ def _of(found: Sequence[tuple[int, Finding]], code: str) -> list[tuple[int, Find
     return [(i, f) for i, f in found if f.code == code]
 
 
-def _tool(found: Sequence[tuple[int, Finding]]) -> Headline | None:
+def _tool(found: Sequence[tuple[int, Finding]], kinds: tuple[str, ...]) -> Headline | None:
+    """nvidia-smi could not answer for the host (``kinds``): the headline says so in its
+    words; a refusal only where it matters (not the note of a host without GPUs)."""
     for i, f in _of(found, "gpu.tool_error"):
         kind = str(f.evidence.get("kind", ""))
-        if kind not in HOST_WIDE_TOOL:
+        if kind not in kinds or f_sev(f) == "info":
             continue
-        same = tuple(j for j, g in found if j == i or _repeats(g, f))
+        same = tuple(j for j, g in found if j == i or _repeats(g, f) or _unread(g))
         if kind == "hung":
-            m = KILLED_RE.search(f.title)
+            m = TIMED_OUT_RE.search(f.title)
             return Headline(S.HEADLINE_SMI_HUNG.format(secs=m[1] if m else "?"), same)
         if kind == "no_driver":
             return Headline(S.HEADLINE_NO_DRIVER.format(quote=f.evidence.get("quote", "")), same)
         return Headline(f.title, same)
     return None
+
+
+def _unread(g: Finding) -> bool:
+    """The GPU summary that only says no GPU could be read (the tool's headline says why)."""
+    return g.code == "gpu.verdicts" and bool(g.evidence.get("unread"))
 
 
 def _repeats(g: Finding, tool: Finding) -> bool:
@@ -183,7 +194,10 @@ def _wedged(found: Sequence[tuple[int, Finding]]) -> Headline | None:
     n = len(wedged)
     covers = tuple(i for i, _ in wedged)
     if all(any("no live process" in r for r in rs) for rs in whys):
-        return Headline(S.HEADLINE_WEDGED_NO_PROCESS.format(n=n, s=_s(n)), covers)
+        mem = holding.amount_each([g for _, f in wedged if isinstance(
+            g := f.evidence.get("gpu"), Mapping)])
+        return Headline(S.HEADLINE_WEDGED_NO_PROCESS.format(
+            n=n, s=_s(n), mem=mem, them="it" if n == 1 else "them"), covers)
     first = next((r for rs in whys for r in rs), "?")
     return Headline(S.HEADLINE_WEDGED.format(n=n, s=_s(n), why=first), covers)
 

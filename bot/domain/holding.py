@@ -32,6 +32,8 @@ def held_parts(f: Finding) -> tuple[str, str]:
         return S.HEADLINE_HELD_UNKNOWN.format(gpus=gpu_amount(gpus), util=utilisation(gpus)), ""
     first = holders[0]
     after = _num(first.get("started_after_boot_s"))
+    if after is None:  # a holder ps cannot see: when its unit became active
+        after = _num(first.get("unit_active_after_boot_s"))
     started = ""
     if after is not None and after <= BOOT_WINDOW_S:  # "auto-": something started it
         restarter = f.evidence.get("restarter")
@@ -44,18 +46,43 @@ def held_parts(f: Finding) -> tuple[str, str]:
 
 
 def holder_name(f: Finding) -> str:
-    """Who holds the GPUs, as people name it: the unit that restarts it, else the PID."""
+    """Who holds the GPUs, as people name it: the unit that restarts it, the container,
+    the Slurm job, else the PID with its command line and user
+    (``PID 3391 `python3 sweep.py` (user ubuntu)``); a holder whose process this login
+    cannot see is named by its unit or container and says so."""
     restarter = f.evidence.get("restarter")
-    if isinstance(restarter, Mapping) and restarter.get("kind") == "systemd" \
-            and restarter.get("name"):
-        return str(restarter["name"])
     holders = holders_of(f)
+    first = holders[0] if holders else {}
+    hidden = bool(first.get("hidden"))
+    name = ""
+    if isinstance(restarter, Mapping) and restarter.get("kind") in ("systemd", "docker") \
+            and restarter.get("name"):
+        name = str(restarter["name"]) if restarter["kind"] == "systemd" else \
+            S.HOLDER_CONTAINER.format(name=restarter["name"])
+    elif first.get("slurm_job"):
+        name = S.HOLDER_SLURM_JOB.format(job=first["slurm_job"], user=first.get("user") or "?")
+    elif first.get("unit") and not str(first["unit"]).startswith(("session-", "user@")):
+        name = str(first["unit"])
+    if name:
+        return S.HOLDER_HIDDEN.format(name=name) if hidden else name
     if not holders:
         return "an unknown process"
-    first = holders[0]
-    if first.get("unit") and not str(first["unit"]).startswith(("session-", "user@")):
-        return str(first["unit"])
-    return f"PID {first.get('pid', '?')} ({first.get('kind') or 'process'})"
+    pid, user, server = first.get("pid", "?"), first.get("user"), first.get("kind")
+    command = short_command(str(first.get("args") or ""))
+    if server or not command:  # a known server: its kind says more than a cut command line
+        who = ", ".join(str(p) for p in (server or "process", user and f"user {user}") if p)
+        return S.HOLDER_SERVER.format(pid=pid, who=who)
+    return S.HOLDER_PROCESS.format(pid=pid, command=command) + (
+        S.HOLDER_USER.format(user=user) if user else "")
+
+
+def short_command(args: str, limit: int = 40) -> str:
+    """A command line as a person recognises it: the program's name and what follows,
+    cut at ``limit`` (``/usr/bin/python3 sweep.py --lr 3e-4`` → ``python3 sweep.py --lr
+    3e-4``); backticks become quotes so it sits in a code span."""
+    head, _, rest = " ".join(args.split()).partition(" ")
+    text = " ".join(p for p in (head.rsplit("/", 1)[-1], rest) if p).replace("`", "'")
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
 def held_for(holder: Mapping[str, Any]) -> str:
@@ -85,6 +112,17 @@ def gpu_amount(gpus: Sequence[Mapping[str, Any]]) -> str:
         return f"{label} × {shown[0]}"
     low, high = fmt.gib(min(mibs)), fmt.gib(max(mibs))
     return f"{label}, {low.removesuffix(' GiB')}–{high}"
+
+
+def amount_each(gpus: Sequence[Mapping[str, Any]]) -> str:
+    """``68.5 GiB each`` (``68.5 GiB`` for one GPU), else the range ``58.6–68.5 GiB``."""
+    mibs = [m for m in (_num(g.get("memory_used_mib")) for g in gpus) if m is not None]
+    shown = sorted({fmt.gib(m) for m in mibs})
+    if not shown:
+        return "memory"
+    if len(shown) == 1:
+        return shown[0] + (" each" if len(gpus) > 1 else "")
+    return f"{fmt.gib(min(mibs)).removesuffix(' GiB')}–{fmt.gib(max(mibs))}"
 
 
 def utilisation(gpus: Sequence[Mapping[str, Any]]) -> str:

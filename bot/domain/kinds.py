@@ -10,7 +10,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 TRIAGE = "triage"
+AUTO = "auto"  # `/ir diag HOST`: the playbook the host's state calls for
+DIAG_SUMMARY = "/ir diag"  # the summary of an incident a person opened with `/ir diag`
+REQUESTED_BY = "requested_by"  # its label: the Slack user who asked
 KIND_PLAYBOOK: Mapping[str, str] = MappingProxyType({
+    AUTO: AUTO,
     "vm_restart": "vm_restart",
     "vram_idle": "vram_idle",
     "disk_full": "disk_full",

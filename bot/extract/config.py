@@ -1,12 +1,16 @@
-"""Extraction settings under ``extra.extract`` in the config file, validated here."""
+"""Extraction settings under ``extra.extract`` in the config file, validated here.
+
+It is handed the ``extra`` mapping, not the settings: bot/extract sits below bot/config
+and imports nothing above it."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import Field, ValidationError
 
-from bot.config.settings import Settings
 from bot.core.errors import ConfigError
 from bot.core.schema import StrictModel
 
@@ -20,9 +24,10 @@ class ExtractSettings(StrictModel):
     worker_ttl: int = Field(30, ge=16, le=3600)
 
 
-def extract_settings(settings: Settings) -> ExtractSettings:
+def extract_settings(extra: Mapping[str, Any]) -> ExtractSettings:
+    """``extra.extract`` validated (``ConfigError`` naming the key)."""
     try:
-        return ExtractSettings(**settings.extra.get("extract", {}))
+        return ExtractSettings(**extra.get("extract", {}))
     except (ValidationError, TypeError) as exc:
         detail = (
             exc.errors()[0] if isinstance(exc, ValidationError) else {"loc": (), "msg": str(exc)}

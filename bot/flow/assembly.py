@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from bot.chat.base import ChatBackend
 from bot.chat.interactions import ApprovalCallbacks
 from bot.chat.outbox import ChatOutbox, remember_card
-from bot.config.policy import policy_from_settings, policy_gate_from_settings
+from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings
 from bot.core import fmt, strings
 from bot.digest.postmortem_render import to_thread_text
@@ -43,6 +43,7 @@ from bot.flow.runner import FlowRunner
 from bot.flow.slurm_step import SlurmStep
 from bot.jobs.book import JobBook
 from bot.remediation.options import options_from_extra
+from bot.remediation.policy_gate import gate_from_settings
 from bot.schedule.escalation import can_escalate
 from bot.ssh.base import SSHRunner
 from storage.approvals import ApprovalStore
@@ -124,7 +125,7 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     publisher = Publisher(incidents, approvals, renders, outbox, where,
                           oncall=settings.slack.oncall, runbooks=settings.runbooks, clock=clock,
                           can_escalate=can_escalate(settings, where))
-    gate = policy_gate_from_settings(settings, stores, clock=clock) if settings.policies else None
+    gate = gate_from_settings(settings, stores, clock=clock) if settings.policies else None
     plans = Plans(incidents, approvals, audit, policy, gate=gate, bot_user=BOT_USER, clock=clock)
     events = stores.events()
     closing_note = _postmortem_note(incidents, audit)

@@ -1,6 +1,9 @@
-"""A ``disk_full`` diagnosis gains its cleanup proposals: what an ML host keeps on
-disk that can go (caches, old checkpoints, core dumps), largest first, never a paused or
-queued job's output, an open file, or a path outside the host's allowed prefixes.
+"""A ``disk_full`` diagnosis gains its ``disk.cleanup`` proposals: what an ML host keeps on
+disk that can go (caches, old checkpoints, core dumps, rotated logs), largest first until
+the bytes the full filesystem needs are reached, never a paused or queued job's output,
+an open file, or a path outside the host's allowed prefixes. The plan says what it keeps
+(each run's newest checkpoints) and, when what may go cannot reach the need, by how much
+it falls short (``disk.cleanup_short``): a cleanup that knowingly falls short says so.
 
 One proposal deletes all chosen items; one more per category (per item when they are few
 and of one kind) lets a person approve only the Hugging Face cache, say. The chosen items
@@ -13,7 +16,7 @@ asks the same question and acts only while the same files are still the answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +30,7 @@ from bot.ssh.base import SSHRunner, SSHTarget
 
 FULL_CODE = "disk.full"
 CANDIDATES_CODE = "disk.cleanup_candidates"
+SHORT_CODE = "disk.cleanup_short"
 PREVIEW_LINES = 8
 MAX_PARTS = 5  # one button each; the five categories fit one actions row
 PER_ITEM_UP_TO = 3  # one category with this few items: one button per item
@@ -88,15 +92,37 @@ def with_cleanup(diagnosis: Diagnosis, runner: SSHRunner, target: SSHTarget, *,
         return diagnosis
     mounts = list(read_disk_avail(runner, target, 30.0))
     roots = search_roots(mount, allowed, mounts)
-    found = cl.candidates(runner, target, allowed=roots, protected=protected) if roots else []
+    files = cl.find_files(runner, target, roots, 30.0)[0] if roots else []
+    files = [f for f in files if home(f.path, mounts) == mount]
+    busy = cl.open_files(runner, target, [f.path for f in files], 30.0)
+    found = cl.plan_candidates(files, allowed=roots, protected=protected, open_paths=busy,
+                               keep_checkpoints=cl.KEEP_CHECKPOINTS)
     chosen = cl.choose(on_mount(found, mount, mounts), need)
+    kept = cl.kept_checkpoints(files, cl.KEEP_CHECKPOINTS)
+    notes = [short_finding(mount, roots or allowed, chosen, need)] if \
+        sum(c.size for c in chosen) < need else []
     if not chosen:
-        return diagnosis
+        return replace(diagnosis, findings=(*diagnosis.findings, *notes))
     where = {"mount": mount, "full_pct": str(int(full_pct))}
     actions = [proposal(target.name, chosen, need, now, where),
                *parts(target.name, chosen, need, where)]
-    return replace(diagnosis, findings=(*diagnosis.findings, preview_finding(chosen, need, now)),
+    return replace(diagnosis, findings=(*diagnosis.findings,
+                                        preview_finding(chosen, need, now, kept), *notes),
                    actions=(*diagnosis.actions, *actions))
+
+
+def short_finding(mount: str, roots: Sequence[str], chosen: Sequence[cl.CleanupCandidate],
+                  need: int) -> Finding:
+    """What may go under the allowed paths cannot reach what ``mount`` needs: by how much
+    (pure). The person knows before approving that the disk stays full."""
+    have = sum(c.size for c in chosen)
+    where = ", ".join(roots)
+    title = (strings.FLOW_CLEANUP_SHORT if chosen else strings.FLOW_CLEANUP_NONE).format(
+        mount=mount, where=where, have=fmt.size(have), need=fmt.size(need),
+        gap=fmt.size(need - have))
+    return Finding(SHORT_CODE, Severity.WARNING, title,
+                   evidence={"mount": mount, "roots": list(roots), "have_bytes": have,
+                             "need_bytes": need, "gap_bytes": need - have})
 
 
 def proposal(host: str, chosen: Sequence[cl.CleanupCandidate], need: int,
@@ -136,8 +162,10 @@ def parts(host: str, chosen: Sequence[cl.CleanupCandidate], need: int,
     return out
 
 
-def preview_finding(chosen: Sequence[cl.CleanupCandidate], need: int, now: float) -> Finding:
-    """The chosen items as stored evidence: what the thread's table is rendered from."""
+def preview_finding(chosen: Sequence[cl.CleanupCandidate], need: int, now: float,
+                    kept: Mapping[str, list[str]] | None = None) -> Finding:
+    """The chosen items as stored evidence: what the thread's table is rendered from, and
+    the checkpoints each run keeps (its newest ones: a run can go on from them)."""
     total = sum(c.size for c in chosen)
     items: list[dict[str, Any]] = [
         {"label": c.label, "category": c.category, "size": c.size,
@@ -145,7 +173,9 @@ def preview_finding(chosen: Sequence[cl.CleanupCandidate], need: int, now: float
         for c in chosen]
     return Finding(CANDIDATES_CODE, Severity.INFO,
                    strings.FLOW_CLEANUP_FOUND.format(n=len(chosen), size=fmt.size(total)),
-                   evidence={"items": items, "total_bytes": total, "need_bytes": need})
+                   evidence={"items": items, "total_bytes": total, "need_bytes": need,
+                             "kept": {run: list(e) for run, e in (kept or {}).items()},
+                             "keep_per_run": cl.KEEP_CHECKPOINTS})
 
 
 def rest(diagnosis: Diagnosis, done_paths: str) -> list[ProposedAction]:

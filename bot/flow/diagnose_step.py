@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from bot.chat.evidence import kept_outputs
-from bot.chat.render import evidence_hash
+from bot.domain.evidence import evidence_hash
 from bot.domain.findings import DiagnosisStatus
 from bot.domain.flow import AlertOpened, DiagnosisFinished, RetryAsked, decide
 from bot.domain.flow import outcome_state as outcome_state

@@ -22,6 +22,7 @@ from bot.remediation.options import RemediationOptions
 from bot.remediation.proposals import plannable
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks import run_playbook
+from playbooks.glance import Glance, glance
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,14 @@ class Hosts:
             return inventory.known(self.settings, host)
         except UserError:
             return None
+
+    def glance(self, host: str) -> Glance:
+        """``/ir status HOST``: its GPUs and disks, read now (read-only probes)."""
+        target = self.target_for(host)
+        if target is None:
+            return Glance(host, [], [], unreachable=strings.HOST_NOT_IN_INVENTORY.format(
+                host=host))
+        return glance(self.runner, target)
 
     def interrupted_job_ids(self, host: str) -> list[str]:
         """JobBook on ``host`` that stopped without finishing (vm_restart reports them)."""
@@ -74,7 +83,9 @@ class Hosts:
             return Diagnosis(incident.host, name, DiagnosisStatus.UNREACHABLE, 0.0, (finding,))
         options = inventory.options_for(self.settings, target)
         diagnosis = run_playbook(self.runner, target, name, options=options, context=context)
-        if name == "disk_full" and diagnosis.status is not DiagnosisStatus.UNREACHABLE:
+        # the cleanup offer joins a disk_full diagnosis, asked for or picked by `auto`
+        if diagnosis.playbook == "disk_full" and \
+                diagnosis.status is not DiagnosisStatus.UNREACHABLE:
             diagnosis = self._with_cleanup(diagnosis, target, options.disk_full_pct,
                                            str(context["mount"]))
         return plannable(diagnosis, target)

@@ -14,10 +14,10 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 
 from bot.chat.policy_notes import note_for
-from bot.chat.render import evidence_hash
 from bot.core import strings
 from bot.domain import validate
 from bot.domain.approval import ApprovalAction, ApprovalPolicy
+from bot.domain.evidence import evidence_hash
 from bot.domain.findings import Diagnosis, ProposedAction
 from bot.domain.incident import Incident
 from bot.domain.incident_record import ActionPlan

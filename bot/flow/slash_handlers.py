@@ -5,19 +5,25 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 
+from bot.chat.host_status import host_status
 from bot.chat.slash import SlashReply
 from bot.core import strings
 from bot.core.errors import log_internal
 from bot.domain.incident import Alert
+from bot.domain.kinds import AUTO, DIAG_SUMMARY, REQUESTED_BY
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
 from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
 from bot.flow.progress_step import progress_text
 from bot.flow.slurm_step import SlurmStep, drained_report
 from bot.jobs.book import JobBook
+from playbooks.glance import Glance
 from storage.incidents import IncidentStore
 from storage.silences import SilenceStore
+
+STATUS_PARALLEL = 16  # hosts read at once for `/ir status`
 
 
 class FlowSlashHandlers:
@@ -28,7 +34,8 @@ class FlowSlashHandlers:
                  digest_now: Callable[[], None] | None = None,
                  decide: Callable[[str, str, str, int], str] | None = None,
                  slurm: SlurmStep | None = None,
-                 stats: Callable[[int], str] | None = None) -> None:
+                 stats: Callable[[int], str] | None = None,
+                 glance: Callable[[str], Glance] | None = None) -> None:
         self._incidents = incidents
         self._hosts = hosts  # the inventory's host names
         self._diagnose = diagnose
@@ -38,15 +45,27 @@ class FlowSlashHandlers:
         self._digest_now = digest_now
         self._decide = decide  # the approval desk's incident decisions (checks who may)
         self._stats = stats  # the response numbers over a window, as one reply
+        self._glance = glance  # a host's GPUs and disks, read now (None: incidents only)
         self._drained = slurm.drained if slurm is not None else None
 
-    def status(self, user: str) -> SlashReply:
-        lines = []
-        for host in sorted(self._hosts):
-            open_ = [i for i in self._incidents.list(open_only=True) if i.host == host]
-            state = ", ".join(f"{i.id} {i.kind} ({i.state.value})" for i in open_) or "no incidents"
-            lines.append(f"*{host}*: {state}")
-        return SlashReply("\n".join(lines) or "No hosts in the inventory.")
+    def status(self, user: str, host: str | None = None) -> SlashReply:
+        """Each host (or ``host``): its GPUs and disks read now, and its open incidents,
+        as ``/ir help`` promises; the hosts are read in parallel."""
+        if host is not None and host not in self._hosts:
+            return SlashReply(strings.STATUS_UNKNOWN_HOST.format(host=host))
+        hosts = [host] if host is not None else sorted(self._hosts)
+        if not hosts:
+            return SlashReply(strings.STATUS_NO_HOSTS)
+        open_ = self._incidents.list(open_only=True)
+        said = {h: [f"{i.id} {i.kind} ({i.state.value.replace('_', ' ')})"
+                    for i in open_ if i.host == h] for h in hosts}
+        if self._glance is None:
+            return SlashReply("\n".join(f"*{h}*: {', '.join(said[h]) or 'no incidents'}"
+                                        for h in hosts))
+        with ThreadPoolExecutor(min(len(hosts), STATUS_PARALLEL),
+                                thread_name_prefix="ir-status") as ex:
+            seen = list(ex.map(self._glance, hosts))
+        return SlashReply("\n\n".join(host_status(g, said[g.host]) for g in seen))
 
     def incidents(self, user: str) -> SlashReply:
         rows = [f"{i.id} · {i.host} · {i.kind} · {i.state.value} · ×{i.count}"
@@ -56,8 +75,9 @@ class FlowSlashHandlers:
     def diag(self, user: str, host: str, playbook: str | None) -> SlashReply:
         if host not in self._hosts:
             return SlashReply(f"`{host}` is not in the inventory.")
-        kind = playbook or "triage"
-        alert = Alert(source="slash", host=host, kind=kind, summary=f"/ir diag by <@{user}>")
+        kind = playbook or AUTO  # the playbook the host's state calls for (a full disk too)
+        alert = Alert(source="slash", host=host, kind=kind, summary=DIAG_SUMMARY,
+                      labels={REQUESTED_BY: user})
         incident, created = self._incidents.open_or_fold(alert)
         if created:
             threading.Thread(target=self._post, args=(incident.id,), daemon=True).start()

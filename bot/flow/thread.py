@@ -7,6 +7,7 @@ to reach the thread.
 from __future__ import annotations
 
 from bot.chat.base import ChatMessage, MessageRef, Section
+from bot.chat.text import in_gib
 from bot.domain.incident import Incident
 
 
@@ -23,4 +24,7 @@ def thread_ref(incident: Incident) -> MessageRef | None:
 
 
 def note(text: str, code: str | None = None) -> ChatMessage:
+    """A thread reply in the message's units: a verification's ``max 77604 MiB`` reads
+    ``max 75.8 GiB`` there too (one unit family per message, thread included)."""
+    text, code = in_gib(text), in_gib(code) if code is not None else None
     return ChatMessage(text=text, sections=(Section(text, code=code),))

@@ -36,8 +36,9 @@ def capture(runner: SSHRunner, target: SSHTarget, spec: Action, params: Mapping[
     """Read what the action will change (the parameters name the subject; the action says
     what else it needs). ``ProbeFailed`` if the subject cannot be read."""
     t = options.probe_timeout_s
-    units = (read_unit(runner, target, params["unit"], t),) if "unit" in params else ()
-    processes = (read_process(runner, target, params["pid"], t),) if "pid" in params else ()
+    named = params if spec.reads_subject else {}
+    units = (read_unit(runner, target, named["unit"], t),) if "unit" in named else ()
+    processes = (read_process(runner, target, named["pid"], t),) if "pid" in named else ()
     errors: list[str] = []
     gpus: list[GpuState] = []
     holders: list[GpuHolder] = []
@@ -49,12 +50,12 @@ def capture(runner: SSHRunner, target: SSHTarget, spec: Action, params: Mapping[
     journal = None
     if spec.capture_journal():
         journal = read_journal_bytes(runner, target, t)
-    named = {p.unit for p in processes if p.alive and p.unit}
+    owning = {p.unit for p in processes if p.alive and p.unit}
     owners = tuple(_owner(runner, target, name, t)  # a hostile name is never sent
-                   for name in sorted(named) if validate.is_valid(validate.unit_name, name))
+                   for name in sorted(owning) if validate.is_valid(validate.unit_name, name))
     owners += tuple(read_unit(runner, target, name, t) for name in spec.holder_units())
     avail = read_disk_avail(runner, target, t) if spec.capture_disks() else {}
-    slurm = _slurm(runner, target, params, t)
+    slurm = _slurm(runner, target, named, t)
     return CapturedState(
         kind=spec.kind, params=dict(params), host=target.name, captured_at=time.time(),
         units=units, gpus=tuple(gpus), holders=tuple(holders), processes=processes,

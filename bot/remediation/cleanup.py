@@ -1,9 +1,10 @@
 """ML-aware disk cleanup for ``disk_full``: what an ML host keeps on disk that can go.
 
 Candidates are found with one read-only ``find`` per allowed prefix (the
-``playbooks.probes.cleanup_files`` probe): Hugging Face and
-torch hub caches, pip caches, old checkpoints (the newest N entries of each run
-directory are kept), core dumps. Each is ranked by size with its age and owner. What is
+``playbooks.probes.cleanup_files`` probe): Hugging Face (any ``HF_HOME``'s ``hub/``) and
+torch hub caches, pip caches, old checkpoints (``checkpoints/RUN/ENTRY`` or a Trainer's
+``RUN/checkpoint-N``; the newest N entries of each run directory are kept), core dumps,
+rotated logs. Each is ranked by size with its age and owner. What is
 never proposed: anything outside the host's allowed prefixes, the output directory of a
 paused or queued job, a file a process holds open (``lsof``), a name the catalog's
 path grammar rejects (hostile text is never put on a command line). ``choose`` picks
@@ -13,6 +14,7 @@ one ``disk.cleanup`` action (or one action per item, for per-item approval).
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -34,7 +36,7 @@ SEP = "|"  # not in the path grammar, so it can join paths in one parameter
 class CleanupCandidate:
     """One item of the preview: a file, or one checkpoint entry with all its files."""
 
-    category: str  # hf_cache | torch_hub | pip_cache | checkpoint | core_dump
+    category: str  # hf_cache | torch_hub | pip_cache | checkpoint | core_dump | rotated_log
     label: str
     paths: tuple[str, ...]
     size: int
@@ -42,18 +44,25 @@ class CleanupCandidate:
     owner: str
 
 
+_HF_HUB = re.compile(r"/huggingface/hub/|/hub/(?:models|datasets|spaces)--")
+_TRAINER_CHECKPOINT = re.compile(r"^(?P<run>.+)/(?P<entry>checkpoint-\d+)/")
+_ROTATED_LOG = re.compile(r"\.log\.\d+(?:\.gz)?$|/log/[^/]+\.\d+\.gz$")
+
+
 def category(path: str) -> str | None:
-    if "/huggingface/hub/" in path:
+    if _HF_HUB.search(path):
         return "hf_cache"
     if "/torch/hub/" in path:
         return "torch_hub"
     if "/pip/" in path:
         return "pip_cache"
-    if "/checkpoints/" in path:
+    if "/checkpoints/" in path or _TRAINER_CHECKPOINT.match(path):
         return "checkpoint"
     name = path.rsplit("/", 1)[-1]
     if "/coredump/" in path or name == "core" or name.startswith("core."):
         return "core_dump"
+    if _ROTATED_LOG.search(path):
+        return "rotated_log"
     return None
 
 
@@ -62,7 +71,11 @@ def under(path: str, dirs: Iterable[str]) -> bool:
 
 
 def _checkpoint_entry(path: str) -> tuple[str, str] | None:
-    """``.../checkpoints/RUN/ENTRY[/...]`` → (run dir, entry path)."""
+    """``.../checkpoints/RUN/ENTRY[/...]`` or a Trainer's ``.../RUN/checkpoint-N/...`` →
+    (run dir, entry path)."""
+    trainer = _TRAINER_CHECKPOINT.match(path)
+    if trainer and "/checkpoints/" not in path:
+        return trainer["run"], f"{trainer['run']}/{trainer['entry']}"
     head, _, tail = path.partition("/checkpoints/")
     parts = tail.split("/")
     if len(parts) < 2:
@@ -87,6 +100,18 @@ def _group_checkpoints(files: list[FileSeen], keep: int) -> list[CleanupCandidat
     return out
 
 
+def kept_checkpoints(files: Sequence[FileSeen], keep: int) -> dict[str, list[str]]:
+    """Per run directory, the newest ``keep`` checkpoint entries a cleanup leaves (pure):
+    what the plan says it keeps, and why (they are the run's latest)."""
+    entries: dict[str, dict[str, float]] = defaultdict(dict)
+    for f in files:
+        where = _checkpoint_entry(f.path) if category(f.path) == "checkpoint" else None
+        if where:
+            entries[where[0]][where[1]] = max(entries[where[0]].get(where[1], 0.0), f.mtime)
+    return {run: [e for e, _ in sorted(got.items(), key=lambda kv: -kv[1])[:keep]]
+            for run, got in sorted(entries.items())}
+
+
 def plan_candidates(files: Sequence[FileSeen], *, allowed: Sequence[str],
                     protected: Sequence[str], open_paths: set[str],
                     keep_checkpoints: int = 2) -> list[CleanupCandidate]:
@@ -98,7 +123,7 @@ def plan_candidates(files: Sequence[FileSeen], *, allowed: Sequence[str],
            for f in safe if category(f.path) != "checkpoint"]
     out += [c for c in _group_checkpoints(checkpoints, keep_checkpoints)
             if not any(p in open_paths for p in c.paths)]
-    return sorted(out, key=lambda c: (-c.size, c.label))
+    return sorted(out, key=lambda c: (-c.size, c.mtime, c.label))  # equal sizes: oldest first
 
 
 def choose(candidates: Sequence[CleanupCandidate], need_bytes: int) -> list[CleanupCandidate]:
@@ -132,8 +157,11 @@ def find_files(runner: SSHRunner, target: SSHTarget, allowed: Sequence[str],
     return files, unsafe
 
 
+KEEP_CHECKPOINTS = 2  # the newest entries of each run directory a cleanup never proposes
+
+
 def candidates(runner: SSHRunner, target: SSHTarget, *, allowed: Sequence[str],
-               protected: Sequence[str], keep_checkpoints: int = 2,
+               protected: Sequence[str], keep_checkpoints: int = KEEP_CHECKPOINTS,
                timeout_s: float = 30.0) -> list[CleanupCandidate]:
     """The preview for the thread: read-only probes, then ``plan_candidates``."""
     files, _ = find_files(runner, target, allowed, timeout_s)

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bot.config.policy import fleet_limits_from_settings, policies_from_settings
+from bot.config.settings import Settings
 from bot.core import strings
 from bot.domain.approval import ApprovalPolicy
 from bot.domain.policy import (
@@ -30,6 +32,7 @@ from bot.domain.policy import (
 )
 from storage.audit import AuditLog
 from storage.policy_limits import PolicyLimits
+from storage.stores import Stores
 
 AUDIT_ACTION = "policy.decided"
 ACTOR = "policy"
@@ -112,3 +115,13 @@ def refusal(decision: PolicyDecision, who: str, kind: str, host: str) -> str:
     """A refusal naming the policy and who may approve instead."""
     return strings.POLICY_REFUSED.format(policy=decision.policy_name or "(none)", who=who,
                                          kind=kind, host=host)
+
+
+def gate_from_settings(settings: Settings, stores: Stores, *,
+                       clock: Callable[[], float] = time.time) -> PolicyGate:
+    """The gate ``serve`` builds once: policies, the fleet cap from the inventory's size."""
+    limits = fleet_limits_from_settings(settings)
+    counter = stores.policy_limits(fleet_cap=limits.cap(len(settings.hosts)),
+                                   fleet_window_s=limits.per_s, clock=clock)
+    return PolicyGate(policies_from_settings(settings), limits, counter,
+                      stores.audit(clock=clock), clock=clock)

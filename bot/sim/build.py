@@ -55,6 +55,7 @@ def _process(p: dict[str, Any], boot_time: float, n_gpus: int) -> dict[str, Any]
         "vsz_kib": p["vsz_kib"], "pcpu": p["pcpu"], "pmem": p["pmem"], "stat": p["stat"],
         "gpu_memory_mib": _gpu_map(p["gpu_memory_mib"], n_gpus), "owner": dict(p["owner"]),
         "ignores": list(p.get("ignores") or []), "leaks_gpu_memory": p.get("leaks_gpu_memory"),
+        "hidden": bool(p.get("hidden")),
     }
 
 
@@ -103,6 +104,7 @@ def build_state(sc: Scenario, now: float | None = None) -> dict[str, Any]:
         "deleted_files": [{**d.model_dump(), "size": parse_size(d.size)} for d in sc.deleted_files],
         "containers": [_container(c, boot_time) for c in sc.containers],
         "sudo_denied": list(sc.sudo_denied),
+        "sudo_refuses": sc.sudo_refuses,
         "files": [{**f.model_dump(), "size": parse_size(f.size)} for f in sc.files],
         "boot": {"id": sc.boot.id or uuid.uuid5(uuid.NAMESPACE_DNS, f"{sc.host}/boot/0").hex,
                  "time": boot_time, "previous": _boots(sc, boot_time)},
@@ -110,6 +112,7 @@ def build_state(sc: Scenario, now: float | None = None) -> dict[str, Any]:
                     "lines": sc.journal.lines},
         "dmesg": sc.dmesg,
         "memory": {"total": parse_size(sc.memory_total), "used": parse_size(sc.memory_used)},
+        "commands": {line: c.model_dump() for line, c in sc.commands.items()},
         "pending": [],
         "next_pid": max([p["pid"] for p in procs] + [1000]) + 1,
     }

@@ -26,13 +26,25 @@ def gpu_used_mib(state: State, index: int) -> int:
     return min(gpu["memory_total_mib"], gpu["memory_reserved_mib"] + held)
 
 
-def gpu_processes(state: State, index: int) -> list[tuple[Proc, int]]:
+def gpu_processes(state: State, index: int, *, listed: bool = False) -> list[tuple[Proc, int]]:
+    """The processes holding memory on GPU ``index``; ``listed``: only those nvidia-smi can
+    name (not a process in a PID namespace it cannot map)."""
     return [(p, p["gpu_memory_mib"][str(index)]) for p in state["processes"]
-            if p["gpu_memory_mib"].get(str(index))]
+            if p["gpu_memory_mib"].get(str(index)) and not (listed and p.get("hidden"))]
 
 
 def find_process(state: State, pid: int) -> Proc | None:
     return next((p for p in state["processes"] if p["pid"] == pid), None)
+
+
+def visible_processes(state: State) -> list[Proc]:
+    """What the login's tools see: a process in another PID namespace is left out."""
+    return [p for p in state["processes"] if not p.get("hidden")]
+
+
+def visible_process(state: State, pid: int) -> Proc | None:
+    proc = find_process(state, pid)
+    return None if proc is None or proc.get("hidden") else proc
 
 
 def unit_processes(state: State, unit: str) -> list[Proc]:
@@ -88,7 +100,8 @@ def _unit_template(unit: dict[str, Any]) -> dict[str, Any]:
             "comm": args.split(" ", 1)[0].rsplit("/", 1)[-1][:15], "rss_kib": unit["rss_kib"],
             "vsz_kib": unit["rss_kib"] * 4, "pcpu": 0.0, "pmem": 0.0, "stat": "Sl",
             "gpu_memory_mib": dict(unit["gpu_memory_mib"]),
-            "owner": {"kind": "systemd", "name": unit["name"]}}
+            "owner": {"kind": "systemd", "name": unit["name"]},
+            "hidden": bool(unit.get("processes_hidden"))}
 
 
 def start_unit(state: State, name: str, now: float, *, restart: bool = False) -> str | None:

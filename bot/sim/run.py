@@ -23,6 +23,7 @@ TOOLS = {
     "hostname": "misc", "docker": "docker", "sudo": "sudo",
 }
 SESSION = "__session__"
+STUB = "__stub__"  # a scenario's own program (``commands:``): bot.sim.tools.stub answers it
 SANDBOX_MARKER = "sandbox.root"  # the overlay root's path, written by bot.sim.sandbox
 
 
@@ -90,8 +91,17 @@ def run_tool(workdir: str, tool: str, argv: list[str]) -> int:
     return code
 
 
+def run_stub(workdir: str, program: str, argv: list[str]) -> int:
+    from bot.sim.state import SimCall
+    from bot.sim.tools.stub import answer
+
+    append_log(workdir, {"ts": time.time(), "tool": program, "argv": argv})
+    return answer(program, argv, SimCall(workdir))
+
+
 def main(args: list[str]) -> int:
-    if len(args) < 2 or (args[1] not in TOOLS and args[1] != SESSION):
+    stub = len(args) >= 3 and args[1] == STUB
+    if len(args) < 2 or (args[1] not in TOOLS and args[1] != SESSION and not stub):
         sys.stderr.write("usage: python -m bot.sim.run WORKDIR TOOL [ARGS...]\n")
         return 2
     workdir = args[0]
@@ -99,7 +109,8 @@ def main(args: list[str]) -> int:
     if args[1] == SESSION:
         return session(workdir)
     try:
-        code = run_tool(workdir, args[1], args[2:])
+        code = run_stub(workdir, args[2], args[3:]) if stub else \
+            run_tool(workdir, args[1], args[2:])
         sys.stdout.flush()
     except BrokenPipeError:
         # the reader went away (head, a closed channel): exit quietly like coreutils

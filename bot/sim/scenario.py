@@ -56,6 +56,7 @@ class NvidiaSpec(StrictModel):
     utilization_samples: list[int] = Field(default_factory=list)  # for -l loops
     library_version: str | None = None  # differs from driver_version: NVML mismatch
     hang_s: float = Field(default=0.0, ge=0, le=86400)  # nvidia-smi answers this late
+    denied: bool = False  # the login may not open the devices: NVML "Insufficient Permissions"
     fabric: bool = False  # an NVSwitch host (fabric state in -q -x)
 
 
@@ -80,6 +81,8 @@ class ProcessSpec(StrictModel):
     owner: Owner = Field(default_factory=Owner)
     ignores: list[str] = Field(default_factory=list)  # signals it survives (e.g. TERM)
     leaks_gpu_memory: bool = False  # when killed its GPU memory stays held (a wedged GPU)
+    hidden: bool = False  # in a PID namespace the login cannot see (a sandboxed container):
+    #                       not in ps, lsof, fuser or `systemctl status PID`; holds its memory
 
 
 class UnitSpec(StrictModel):
@@ -104,6 +107,7 @@ class UnitSpec(StrictModel):
     rss_kib: int = 1_048_576
     timeout_stop_sec: float = Field(default=90.0, ge=0)
     fail_verbs: list[str] = Field(default_factory=list)  # systemctl verbs refused for it
+    processes_hidden: bool = False  # the processes it starts are hidden (ProcessSpec.hidden)
 
 
 class FilesystemSpec(StrictModel):
@@ -145,6 +149,7 @@ class ContainerSpec(StrictModel):
     created_s_before_boot: float = 86400.0
     ports: str = ""
     pid: int = 0
+    gpus: bool = False  # `docker run --gpus all`: inspect shows the device request
 
 
 class PreviousBoot(StrictModel):
@@ -173,6 +178,29 @@ class SshdSpec(StrictModel):
     fast_kex: bool = True  # drop sntrup761 (post-quantum) key exchange: ~100 ms a connection
 
 
+# programs a stub must not answer: the tools with a model of their own, and the shell
+# machinery every session runs through
+NOT_STUBBED = frozenset({"sh", "bash", "dash", "env", "timeout", "sudo", "printf", "cat", "echo",
+                         "test", "true", "false", "sim-session"})
+STUB_PROGRAM_RE = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
+
+
+class CommandAnswer(StrictModel):
+    """What a stubbed command prints and exits with."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit_status: int = Field(default=0, ge=0, le=255)
+
+
+class CommandSpec(CommandAnswer):
+    """A command the host answers through a stub (an extension's own program): keyed by
+    its exact words; ``then`` replaces other commands' answers once it has run (a restart
+    that makes the status command say "running")."""
+
+    then: dict[str, CommandAnswer] = Field(default_factory=dict)
+
+
 class Scenario(StrictModel):
     host: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$")
     description: str = ""
@@ -189,6 +217,7 @@ class Scenario(StrictModel):
     deleted_files: list[DeletedFileSpec] = Field(default_factory=list)
     files: list[FileSpec] = Field(default_factory=list)
     sudo_denied: list[str] = Field(default_factory=list)  # command prefixes sudo -l refuses
+    sudo_refuses: bool = False  # no sudoers rule for the login: every `sudo -n` is refused
     containers: list[ContainerSpec] = Field(default_factory=list)
     boot: BootSpec = Field(default_factory=BootSpec)
     journal: JournalSpec = Field(default_factory=JournalSpec)
@@ -196,6 +225,22 @@ class Scenario(StrictModel):
     memory_total: str | int = "1T"
     memory_used: str | int = "48G"
     sshd: SshdSpec = Field(default_factory=SshdSpec)
+    commands: dict[str, CommandSpec] = Field(default_factory=dict)  # stubbed programs
+
+    @field_validator("commands")
+    @classmethod
+    def _stubbed(cls, v: dict[str, CommandSpec]) -> dict[str, CommandSpec]:
+        import re
+
+        from bot.sim.run import TOOLS
+
+        for line in [*v, *(k for c in v.values() for k in c.then)]:
+            program = line.split(" ", 1)[0]
+            if not re.match(STUB_PROGRAM_RE, program) or line != " ".join(line.split()):
+                raise ValueError(f"{line!r}: a program name and its words, one space apart")
+            if program in TOOLS or program in NOT_STUBBED:
+                raise ValueError(f"{program!r} is answered by the host's own model, not a stub")
+        return v
 
     @field_validator("units")
     @classmethod

@@ -239,7 +239,9 @@ def _prepare(workdir: Path, state: dict[str, Any], port: int, user: str,
     write_state(workdir, state)
     (workdir / "commands.jsonl").write_text("")
     (workdir / MARKER).unlink(missing_ok=True)
-    write_shims(workdir, env)
+    commands = state.get("commands") or {}
+    stubs = {line.split(" ", 1)[0] for c in commands.values() for line in [*c["then"]]}
+    write_shims(workdir, env, stubs | {line.split(" ", 1)[0] for line in commands})
     (workdir / "sshd_config").write_text(sshd_config(workdir, port, user, state["sshd"]))
     return key_path, known
 

@@ -45,7 +45,7 @@ class SSHTarget:
     user: str = "root"
     key_path: str | None = None
     known_hosts: str | None = None
-    sudo: bool = False
+    sudo: bool = False  # actions' commands say ``sudo -n`` (non-root user); probes never do
 
     @classmethod
     def parse(cls, spec: str, *, name: str | None = None, key_path: str | None = None,

@@ -2,8 +2,11 @@
 
 The remote side gets ``timeout -k 2 N sh -c <quoted>`` so a deadline kills the
 command (and its process group) on the host even if our connection is gone; the local
-side stops waiting shortly after. stdout and stderr are read in one loop so a command
-that fills either stream never blocks on the other.
+side stops waiting shortly after. Nothing is wrapped in ``sudo``: read-only probes need
+no root, and an action's own command text says ``sudo -n`` where the host needs it
+(``deploy/sudoers/incident-bot`` allows those commands and refuses any wrapper).
+stdout and stderr are read in one loop so a command that fills either stream never
+blocks on the other.
 """
 
 from __future__ import annotations
@@ -24,11 +27,10 @@ CHUNK = 65536
 MAX_CHUNKS_PER_DRAIN = 64
 
 
-def wrap(command: Command, *, sudo: bool) -> str:
-    """The exact text sent to the host: deadline on the host, optional ``sudo -n``."""
+def wrap(command: Command) -> str:
+    """The exact text sent to the host: the command under a deadline on the host."""
     secs = f"{max(command.timeout_s, 0.01):g}"
-    inner = f"timeout -k {KILL_GRACE_S} {secs} sh -c {shlex.quote(command.argv_text)}"
-    return f"sudo -n {inner}" if sudo else inner
+    return f"timeout -k {KILL_GRACE_S} {secs} sh -c {shlex.quote(command.argv_text)}"
 
 
 @dataclass
@@ -76,13 +78,13 @@ def _pump(chan: paramiko.Channel, deadline: float, out: _Capped, err: _Capped) -
     return not chan.status_event.wait(max(deadline - time.monotonic(), 0.0))
 
 
-def execute(chan: paramiko.Channel, command: Command, *, sudo: bool, max_bytes: int) -> ProbeResult:
+def execute(chan: paramiko.Channel, command: Command, *, max_bytes: int) -> ProbeResult:
     """Run ``command`` on an open session channel and close it."""
     start = time.monotonic()
     out, err = _Capped(max_bytes), _Capped(max_bytes)
     deadline = start + command.timeout_s + KILL_GRACE_S + LOCAL_SLACK_S
     try:
-        chan.exec_command(wrap(command, sudo=sudo))
+        chan.exec_command(wrap(command))
         chan.shutdown_write()
         local_timeout = _pump(chan, deadline, out, err)
         status = None if local_timeout else chan.recv_exit_status()

@@ -184,8 +184,7 @@ class ParamikoPool:
             if isinstance(chan, str):
                 return _failed(command, start, chan, timed_out=chan == NO_ANSWER)
             try:
-                return execute(chan, command, sudo=target.sudo,
-                               max_bytes=self.settings.max_output_bytes)
+                return execute(chan, command, max_bytes=self.settings.max_output_bytes)
             except (paramiko.SSHException, EOFError, OSError) as exc:
                 return _failed(command, start, f"channel failed: {exc}")
         finally:

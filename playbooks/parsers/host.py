@@ -164,7 +164,23 @@ def _container(item: object) -> dict[str, Any] | None:
         "id": str(item.get("Id", "")), "name": str(item.get("Name", "")).lstrip("/"),
         "image": str(config.get("Image", "")), "restart_policy": str(policy.get("Name", "")),
         "running": state.get("Running") is True, "pid": integer(str(state.get("Pid", ""))),
+        "gpus": _given_gpus(host),
     }
+
+
+def _given_gpus(host_config: dict[str, Any]) -> bool:
+    """``docker run --gpus`` (a device request for the ``gpu`` capability), the nvidia
+    runtime, or /dev/nvidia* passed as devices."""
+    requests = host_config.get("DeviceRequests")
+    for req in requests if isinstance(requests, list) else []:
+        caps = req.get("Capabilities") if isinstance(req, dict) else None
+        if isinstance(caps, list) and any(isinstance(c, list) and "gpu" in c for c in caps):
+            return True
+    devices = host_config.get("Devices")
+    if any(isinstance(d, dict) and str(d.get("PathOnHost", "")).startswith("/dev/nvidia")
+           for d in (devices if isinstance(devices, list) else [])):
+        return True
+    return host_config.get("Runtime") == "nvidia"
 
 
 def _obj(parent: dict[str, Any], key: str) -> dict[str, Any]:

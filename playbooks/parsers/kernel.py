@@ -2,12 +2,15 @@
 events, "fallen off the bus" without an Xid, API (driver/library) mismatches and
 adapter init failures. Tolerant of every prefix seen on real hosts: ``[  12.3]``,
 ``[Fri Aug 30 11:43:09 2024]``, ``Mon DD HH:MM:SS host kernel:``, syslog's ``#012``.
+
+A log the reader may not read is the tool's error (``KernelReport.error``), never an
+empty log: "dmesg: read kernel buffer failed: Operation not permitted" has seen no Xid.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _BUS = re.compile(r"^(?:(?P<dom>[0-9A-Fa-f]{1,8}):)?(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})"
                   r"(?:\.[0-7])?$")
@@ -17,8 +20,13 @@ _FALLEN = re.compile(r"NVRM: The NVIDIA GPU (?P<bus>[0-9A-Fa-f:.]+)")
 _API = re.compile(r"API mismatch: the client (?:'(?P<client>[^']*)' \(pid \d+\)\s+)?has the "
                   r"version (?P<client_v>[0-9]+(?:\.[0-9]+)*), but\s+this kernel module has\s+the "
                   r"version (?P<kernel_v>[0-9]+(?:\.[0-9]+)*)")
+_UNBOUND = re.compile(r"NVRM: (?:No NVIDIA (?:graphics adapter|GPU) (?:probed|found)|The NVIDIA "
+                      r"probe routine was not called for \d+ device)", re.I)
 _INIT = re.compile(r"NVRM: GPU (?P<bus>[0-9A-Fa-f:.]+): RmInitAdapter failed! \((?P<code>[^)]*)\)")
 _NVRM_TEXT = re.compile(r"NVRM:\s?(?P<text>.*)$")
+# the reader's own complaint (dmesg, journalctl), not a kernel line that mentions one
+_UNREAD = re.compile(r"^(?:dmesg|journalctl): .*(?:not permitted|denied|failed)|"
+                     r"^No journal files were opened due to insufficient permissions", re.I)
 
 
 def bus_key(text: str) -> str:
@@ -53,6 +61,8 @@ class KernelReport:
     xids: list[XidEvent]
     mismatches: list[ApiMismatch]
     init_failures: list[tuple[str, str]]  # (bus, code)
+    error: str | None = None  # the reader could not read the log: its own words
+    unbound: list[str] = field(default_factory=list)  # the driver bound no GPU: NVRM's words
 
 
 def parse_kernel_log(text: str) -> KernelReport:
@@ -64,7 +74,9 @@ def parse_kernel_log(text: str) -> KernelReport:
     mismatches = [ApiMismatch(m["client_v"], m["kernel_v"], m["client"] or "")
                   for m in _API.finditer(re.sub(r"\s+", " ", flat))]
     inits = [(bus_key(m["bus"]), m["code"]) for m in map(_INIT.search, raw) if m]
-    return KernelReport(xids, _unique(mismatches), inits)
+    unread = next((line.strip() for line in raw if _UNREAD.search(line.strip())), None)
+    unbound = [m.string[m.start():].strip() for m in map(_UNBOUND.search, raw) if m]
+    return KernelReport(xids, _unique(mismatches), inits, unread, list(dict.fromkeys(unbound)))
 
 
 def _xid(line: str) -> XidEvent | None:

@@ -3,19 +3,25 @@
 Fields are requested in a fixed order so free text (GPU and process names, which may
 hold commas) sits where it can be re-joined. Samples from a loop (``-lms``, or several
 runs separated by ``---``) are split where a GPU index repeats.
+
+A row parser returns rows, or the tool's error (``SmiError``) when the output holds no
+row but nvidia-smi's own words: "Failed to initialize NVML: ..." is never an empty list,
+which would read as "no GPUs".
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from bot.domain.host_state import GpuState
 from playbooks.commands import QUERY_APPS_FIELDS, QUERY_GPU_FIELDS
 from playbooks.parsers.common import integer, lines
+from playbooks.parsers.smi_errors import SmiError, first_error
 
 __all__ = ["QUERY_APPS_FIELDS", "QUERY_GPU_FIELDS", "ComputeApp", "GpuSample",
-           "parse_compute_apps", "parse_gpu_samples", "parse_gpu_states", "parse_query_gpu",
-           "unread_lines"]
+           "parse_compute_apps", "parse_gpu_reset", "parse_gpu_samples", "parse_gpu_states",
+           "parse_query_gpu", "rows_of", "samples_of", "unread_lines"]
 SAMPLE_SEPARATOR = "---"
 
 
@@ -106,22 +112,33 @@ def _gpu_row(row: dict[str, str]) -> GpuSample | None:
     )
 
 
-def parse_query_gpu(text: str) -> list[GpuSample]:
-    """One ``GpuSample`` per GPU row (every row, across loop iterations too)."""
-    rows = (_gpu_row(r) for r in _csv_rows(text, QUERY_GPU_FIELDS) if r is not None)
-    return [r for r in rows if r is not None]
+def parse_query_gpu(text: str) -> list[GpuSample] | SmiError:
+    """One ``GpuSample`` per GPU row (every row, across loop iterations too); the tool's
+    error when there is no row and nvidia-smi said why."""
+    rows = [r for r in _rows(text) if r is not None]
+    return rows or first_error(text) or rows
+
+
+def rows_of(parsed: list[GpuSample] | SmiError) -> list[GpuSample]:
+    """The rows of a parse, none for the tool's error (which its caller reports)."""
+    return [] if isinstance(parsed, SmiError) else parsed
+
+
+def _rows(text: str) -> list[GpuSample | None]:
+    return [_gpu_row(r) for r in _csv_rows(text, QUERY_GPU_FIELDS) if r is not None]
 
 
 def parse_gpu_states(text: str) -> list[GpuState]:
     """Per-GPU memory as remediation compares it: rows with both memory figures (``[N/A]``
     rows are left out)."""
     return [GpuState(g.index, g.uuid, float(g.memory_used_mib), float(g.memory_total_mib))
-            for g in parse_query_gpu(text)
+            for g in rows_of(parse_query_gpu(text))
             if g.memory_used_mib is not None and g.memory_total_mib is not None]
 
 
-def parse_gpu_samples(text: str) -> list[list[GpuSample]]:
-    """Rows grouped into samples: a ``---`` line or a repeated index starts a new one."""
+def parse_gpu_samples(text: str) -> list[list[GpuSample]] | SmiError:
+    """Rows grouped into samples: a ``---`` line or a repeated index starts a new one;
+    the tool's error when there is no row and nvidia-smi said why."""
     samples: list[list[GpuSample]] = []
     current: list[GpuSample] = []
     for raw in _csv_rows(text, QUERY_GPU_FIELDS):
@@ -134,7 +151,11 @@ def parse_gpu_samples(text: str) -> list[list[GpuSample]]:
             current.append(row)
     if current:
         samples.append(current)
-    return samples
+    return samples or first_error(text) or samples
+
+
+def samples_of(parsed: list[list[GpuSample]] | SmiError) -> list[list[GpuSample]]:
+    return [] if isinstance(parsed, SmiError) else parsed
 
 
 def _app_row(row: dict[str, str]) -> ComputeApp | None:
@@ -150,7 +171,8 @@ def _app_row(row: dict[str, str]) -> ComputeApp | None:
 
 
 def parse_compute_apps(text: str) -> list[ComputeApp]:
-    """``--query-compute-apps`` rows; 'No running processes found' and headers give nothing."""
+    """``--query-compute-apps`` rows; 'No running processes found' and headers give nothing
+    (the same run's errors are the GPU sampler's to report: it asks the same tool)."""
     rows = (_app_row(r) for r in _csv_rows(text, QUERY_APPS_FIELDS) if r is not None)
     return [r for r in rows if r is not None]
 
@@ -160,3 +182,28 @@ def max_utilization(samples: list[list[GpuSample]], index: int) -> int | None:
     seen = [g.utilization_pct for s in samples for g in s
             if g.index == index and g.utilization_pct is not None]
     return max(seen) if seen else None
+
+
+@dataclass(frozen=True)
+class ResetReport:
+    """``nvidia-smi --gpu-reset -i N``: the GPUs it reset and those it refused, with why."""
+
+    reset: tuple[str, ...]  # bus ids, as printed
+    refused: tuple[tuple[str, str], ...]  # (bus id, the driver's words)
+
+
+_RESET_OK = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f:.]+) was successfully reset\.?$")
+_RESET_NO = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f:.]+): (?P<why>.+)$")
+
+
+def parse_gpu_reset(text: str) -> ResetReport | SmiError | None:
+    """What a reset said (tests/fixtures/real/nvidia_smi_gpu_reset_*.txt); the tool's
+    error when it could not start; None for words it does not know."""
+    rows = [line.strip() for line in lines(text)]
+    ok = tuple(m["bus"] for m in map(_RESET_OK.match, rows) if m)
+    after = rows[rows.index("The following GPUs could not be reset:") + 1:] \
+        if "The following GPUs could not be reset:" in rows else []
+    no = tuple((m["bus"], m["why"]) for m in map(_RESET_NO.match, after) if m)
+    if ok or no:
+        return ResetReport(ok, no)
+    return first_error(text)

@@ -60,6 +60,15 @@ def parse_node(text: str) -> SlurmNode | None:
     return SlurmNode(name.group(1), base, flags, reason, user, when)
 
 
+_NOT_FOUND = re.compile(r"^Node \S+ not found$")
+
+
+def node_error(text: str) -> str | None:
+    """scontrol's own words when the node is unknown ("Node nosuch not found"): why
+    ``parse_node`` gave None."""
+    return next((ln.strip() for ln in text.splitlines() if _NOT_FOUND.match(ln.strip())), None)
+
+
 def parse_nodes(text: str) -> list[SlurmNode]:
     """``scontrol show node -o`` (every node, one line each): the nodes it could read."""
     nodes = (parse_node(line) for line in text.splitlines() if line.strip())

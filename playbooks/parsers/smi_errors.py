@@ -2,7 +2,9 @@
 hosts (tests/fixtures/real/smi_*.txt) becomes an ``SmiError`` that quotes the tool.
 
 An error is never "no GPUs": a lost GPU, a driver/library mismatch and a missing driver
-are different incidents with different steps.
+are different incidents with different steps; a refusal (NVML's "Insufficient
+Permissions", a sudo that asks for a password, a tool that is not installed) is not
+about the GPUs at all.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ from enum import StrEnum
 from bot.core.strings import GPU_SMI_HUNG
 from playbooks.parsers.common import lines
 from playbooks.parsers.kernel import bus_key
+from playbooks.parsers.refusal import RefusalKind, refusal
 
 
 class SmiErrorKind(StrEnum):
     NVML_MISMATCH = "nvml_mismatch"  # Failed to initialize NVML: Driver/library version mismatch
     NVML_INIT = "nvml_init"  # Failed to initialize NVML: <other reason>
+    DENIED = "denied"  # Failed to initialize NVML: Insufficient Permissions; sudo refused
+    MISSING = "missing"  # nvidia-smi: command not found
     NO_DEVICES = "no_devices"  # No devices were found
     NO_DRIVER = "no_driver"  # couldn't communicate with the NVIDIA driver
     DEVICE_HANDLE = "device_handle"  # Unable to determine the device handle ...: Unknown Error
@@ -62,8 +67,9 @@ def parse_smi_errors(text: str) -> list[SmiError]:
 
 def _one(line: str, library: str | None) -> SmiError | None:
     if m := _NVML.search(line):
-        kind = SmiErrorKind.NVML_MISMATCH if "version mismatch" in m["why"].lower() \
-            else SmiErrorKind.NVML_INIT
+        why = m["why"].lower()
+        kind = SmiErrorKind.NVML_MISMATCH if "version mismatch" in why else \
+            SmiErrorKind.DENIED if "insufficient permissions" in why else SmiErrorKind.NVML_INIT
         quote = line + (f" (NVML library version: {library})" if library else "")
         return SmiError(kind, quote, library_version=library)
     if m := _HANDLE.search(line):
@@ -74,7 +80,21 @@ def _one(line: str, library: str | None) -> SmiError | None:
         return SmiError(SmiErrorKind.NO_DEVICES, line)
     if _NO_DRIVER.search(line):
         return SmiError(SmiErrorKind.NO_DRIVER, line)
+    said = refusal(line)
+    if said is not None:
+        kind = SmiErrorKind.MISSING if said.kind is RefusalKind.MISSING else SmiErrorKind.DENIED
+        return SmiError(kind, said.quote)
     return None
+
+
+REFUSALS = (SmiErrorKind.DENIED, SmiErrorKind.MISSING)
+
+
+def first_error(text: str) -> SmiError | None:
+    """The tool's error where ``text`` holds no GPU row: what a row parser returns instead
+    of an empty list (which would read as "no GPUs")."""
+    found = parse_smi_errors(text)
+    return found[0] if found else None
 
 
 def smi_problems(stdout: str, stderr: str, exit_status: int | None, timed_out: bool,
@@ -83,7 +103,8 @@ def smi_problems(stdout: str, stderr: str, exit_status: int | None, timed_out: b
     failure (quoting its first line) and lines that are not GPU rows."""
     if timed_out:
         return [SmiError(SmiErrorKind.HUNG, GPU_SMI_HUNG.format(secs=round(timeout_s, 1)))]
-    known = parse_smi_errors(stdout + "\n" + stderr)
+    known = parse_smi_errors(stdout + "\n" + stderr) if exit_status != 0 else \
+        [e for e in parse_smi_errors(stdout + "\n" + stderr) if e.kind not in REFUSALS]
     quoted = {e.quote.split(" (NVML")[0] for e in known}
     rest = [u for u in unread if u not in quoted and not _LIBRARY.search(u)]
     if exit_status not in (0, None) and not known:

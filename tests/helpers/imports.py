@@ -8,6 +8,7 @@ architecture test can show all of them at once and a test of the test can plant 
 from __future__ import annotations
 
 import ast
+import itertools
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -24,6 +25,35 @@ PAGING_ABOVE = ("bot.flow", "bot.chat", "bot.schedule", "bot.digest", "bot.inges
 # the bot's process (the jobs API, the flow and the actions it runs, the Home tab, the
 # HTTP server) never loads torch: only the worker's run body (bot/extract) does
 TORCH_FREE = ("bot.jobs", "bot.flow", "bot.remediation", "bot.chat", "bot.ingest")
+
+
+# docs/architecture.md's rows, top down: a module imports only from its own row or below
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("bot.cli",),
+    ("bot.commands",),
+    ("bot.service", "bot.demo"),
+    ("bot.flow", "bot.ingest", "bot.schedule", "bot.digest", "bot.rig"),
+    ("bot.paging", "bot.extensions"),
+    ("bot.chat", "bot.remediation", "bot.jobs", "playbooks", "bot.ssh", "bot.config",
+     "bot.agent", "bot.sim"),
+    ("bot.extract",),
+    ("storage",),
+    ("bot.domain",),
+    ("bot.core", "bot"),
+)
+# bot/config shares its row with what it configures, and reads of it only the types of
+# ssh and playbooks: never remediation, chat or the jobs API
+CONFIG_NEVER = ("bot.remediation", "bot.chat", "bot.jobs")
+
+
+def layer_of(module: str) -> int | None:
+    """The row of ``module`` (0: the top), the longest matching prefix; None: not ours."""
+    best: tuple[int, int] | None = None
+    for row, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if _under(module, prefix) and (best is None or len(prefix) > best[1]):
+                best = (row, len(prefix))
+    return best[0] if best is not None else None
 
 
 @dataclass(frozen=True)
@@ -125,6 +155,11 @@ def rule_broken(root: Path, imp: Imported, loaders: frozenset[str] = frozenset()
         return "bot.paging imports a layer above it"
     if _under(dst, "bot.rig") and not _under(src, *RIG_USERS):
         return "product code imports bot.rig"
+    if _under(src, "bot.config") and _under(dst, *CONFIG_NEVER):
+        return "bot.config imports remediation, chat or the jobs API"
+    up, down = layer_of(src), layer_of(dst)
+    if ours and up is not None and down is not None and down < up:
+        return "imports a layer above it"
     return None
 
 
@@ -259,3 +294,115 @@ def client_holders(root: Path, allowed: Iterable[str] = ()) -> list[str]:
         out.update(_named_redis(name, tree))
         out.update(_client_imports(name, tree))
     return sorted(out)
+
+
+def _type_checking_lines(tree: ast.Module) -> set[int]:
+    """Lines inside ``if TYPE_CHECKING:`` blocks: imports there never run."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        test = node.test if isinstance(node, ast.If) else None
+        name = getattr(test, "id", None) or getattr(test, "attr", None)
+        if name == "TYPE_CHECKING":
+            for child in node.body:  # type: ignore[attr-defined]
+                lines.update(n.lineno for n in ast.walk(child) if hasattr(n, "lineno"))
+    return lines
+
+
+def runtime_graph(root: Path) -> dict[str, dict[str, int]]:
+    """module -> {module it imports when it runs: line}, imports inside functions
+    included, ``if TYPE_CHECKING:`` ones left out (they never run). ``from pkg import
+    mod`` is an edge to ``pkg.mod`` (and to ``pkg`` only for a name that is not a module)."""
+    graph: dict[str, dict[str, int]] = {}
+    for path in sources(root):
+        module = module_name(root, path)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        skip = _type_checking_lines(tree)
+        edges = graph.setdefault(module, {})
+        for node in ast.walk(tree):
+            if getattr(node, "lineno", None) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(module, path.name == "__init__.py", node)
+                subs = [f"{base}.{a.name}" for a in node.names]
+                targets = [t for t in subs if _exists(root, t)]
+                if len(targets) < len(subs):
+                    targets.append(base)
+            else:
+                continue
+            for target in targets:
+                if target.split(".")[0] in PACKAGES and _exists(root, target) and \
+                        target != module:
+                    edges.setdefault(target, node.lineno)
+    return graph
+
+
+def cycles(root: Path) -> list[str]:
+    """Every import cycle among our modules, as ``a:LINE -> b:LINE -> a`` (one per strongly
+    connected set of modules, shown along one of its loops)."""
+    graph = runtime_graph(root)
+    found = []
+    for group in _strongly_connected(graph):
+        if len(group) > 1:
+            found.append(_loop(graph, sorted(group)[0], group))
+    return sorted(found)
+
+
+def _strongly_connected(graph: dict[str, dict[str, int]]) -> list[set[str]]:
+    """Tarjan's algorithm, iteratively (a deep import chain must not hit the recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[set[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(graph.get(start, {})))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(graph.get(child, {}))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.add(member)
+                    if member == node:
+                        break
+                out.append(group)
+    return out
+
+
+def _loop(graph: dict[str, dict[str, int]], start: str, group: set[str]) -> str:
+    """One loop from ``start`` back to it within ``group`` (breadth first: the shortest)."""
+    seen = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph.get(node, {})):
+            if nxt == start:
+                path = [*seen[node], start]
+                hops = (f"{a}:{graph[a][b]}" for a, b in itertools.pairwise(path))
+                return " -> ".join(hops) + f" -> {start}"
+            if nxt in group and nxt not in seen:
+                seen[nxt] = [*seen[node], nxt]
+                queue.append(nxt)
+    return start
+

@@ -26,7 +26,13 @@ def processes_matching(needles: tuple[str, ...]) -> set[int]:
     return found
 
 
-LEFTOVERS = ("sshd -D -e -f /tmp/incident-bot-demo", "bot.cli worker --host gpu-01")
+def leftover_needles(tmpdir: Path, out: str) -> tuple[str, ...]:
+    """What only this demo's own processes carry on their command line: its sshd's config
+    under its TMPDIR, and its worker's private Redis URL (other tests, and other runs on the
+    same machine, have sshds and workers of their own)."""
+    port = re.search(r"Redis on 127\.0\.0\.1:(\d+)", out)
+    assert port is not None, out[:2000]
+    return (f"sshd -D -e -f {tmpdir}", f"--url redis://127.0.0.1:{port[1]}/")
 
 
 def leftovers(tmpdir: Path) -> list[str]:
@@ -51,7 +57,7 @@ def test_demo_yes_runs_the_story_end_to_end(tmp_path: Path) -> None:
     assert re.findall(r":[a-z][a-z0-9_+-]*:", out) == [] and "<!subteam" not in out
     assert "\x1b[" not in out  # NO_COLOR, and not a terminal
     assert "nothing left running" in words
-    assert processes_matching(LEFTOVERS) == set()
+    assert processes_matching(leftover_needles(tmp_path, out)) == set()
     assert leftovers(tmp_path) == []
 
 
@@ -66,7 +72,7 @@ def test_demo_with_a_person_typing_counts_no_thinking_time(tmp_path: Path) -> No
     assert got.approved_at is not None and got.resumed_state_at is not None
     assert approval < got.resumed_state_at - got.approved_at + 0.6
     assert "nothing left running" in flat(out) and leftovers(tmp_path) == []
-    assert processes_matching(LEFTOVERS) == set()
+    assert processes_matching(leftover_needles(tmp_path, out)) == set()
 
 
 def test_demo_without_a_terminal_asks_for_yes() -> None:

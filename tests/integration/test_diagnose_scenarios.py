@@ -51,7 +51,7 @@ def test_seed_names_the_unit_and_proposes_exactly_its_stop_disable(
     assert "started at boot (+" in idle.title
     assert f"by {UNIT} (enabled, Restart=always)" in idle.title
     assert idle.title.startswith("8 GPUs hold 75.8 GiB each at 0% since boot (")
-    assert "PID 440 (vLLM, --gpu-memory-utilization 0.95)" in idle.title
+    assert "PID 440 (vLLM, --gpu-memory-utilization 0.95, user root)" in idle.title
     first = idle.evidence["holders"][0]  # ps's run time, and the unit's as a cross-check
     assert first["elapsed_s"] is not None and first["unit_active_after_boot_s"] is not None
     assert first["unit_active_after_boot_s"] <= 300 and first["started_after_boot_s"] <= 300

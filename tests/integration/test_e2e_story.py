@@ -202,7 +202,7 @@ def check_stale_click(world: dict[str, Any], before: dict[str, Any], ts: str) ->
     assert click_stop_disable(world, ONCALL, before).status_code == 200
     answer = standin.wait_for("chat.postEphemeral", ephemerals + 1, timeout_s=15)[-1]
     assert "Already approved" in answer.params["text"]
-    world["service"].slack.drain()
+    world["service"].chat_app.drain()
     assert len(stops_run(world["sim"])) == stops
     assert last_message(standin, ts) == final
     assert len(standin.calls_of("chat.update")) == updates

@@ -82,6 +82,7 @@ def test_deny_records_the_reason_and_runs_nothing(flow: Any) -> None:
     assert stops(sim) == 0
     assert ctx.incidents.require(incident_id).state is IncidentState.DENIED
     assert "training run" in out.getvalue()
+    assert f"Denied by @{ONCALL}:" in out.getvalue()  # a mention (<@U…> in Slack)
 
 
 def test_approve_twice_acts_once_and_offers_revert(flow: Any) -> None:

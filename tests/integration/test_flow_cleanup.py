@@ -181,10 +181,11 @@ def test_the_thread_shows_the_preview_and_the_message_offers_each_part(
     lines = visible_lines(message)
     assert len(lines) <= 12, lines
     shown = "\n".join(lines)
-    items = loop.flow.incidents.require(incident_id).parts_to_dict()["diagnosis"]["findings"][-1]
+    findings = loop.flow.incidents.require(incident_id).parts_to_dict()["diagnosis"]["findings"]
+    (items,) = [f for f in findings if f["code"] == "disk.cleanup_candidates"]
     n = len(items["evidence"]["items"])
     noun = "item" if n == 1 else "items"
-    assert f"Delete {n} cache, checkpoint and core-dump {noun}, freeing" in shown, shown
+    assert f"Delete {n} {noun} (" in shown and "), freeing" in shown, shown
     assert "Vacuum the systemd journal down to 500M" in shown  # a phrase, not "run KIND on"
     labels = buttons(message)
     assert any(b.startswith("HF cache · ") for b in labels), labels

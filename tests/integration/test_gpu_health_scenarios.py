@@ -40,10 +40,10 @@ def no_gpus_said(d: Diagnosis) -> bool:
 CASES = [
     ("gpu_xid79", ["busy"] * 3 + ["broken"] + ["busy"] * 4, "reboot"),
     ("gpu_ecc_dbe", ["busy"] * 5 + ["broken"] + ["busy"] * 2, "reset_gpu"),
-    ("gpu_nvml_mismatch", ["broken"] * 8, "reboot"),
+    ("gpu_nvml_mismatch", ["unknown"] * 8, "reboot"),  # not read: a mismatch breaks no GPU
     ("gpu_missing", ["busy"] * 7 + ["broken"], "drain_and_ticket"),
     ("gpu_held_no_process", ["wedged"] * 8, "reset_gpu"),
-    ("gpu_smi_hang", ["wedged"] * 8, "reboot"),
+    ("gpu_smi_hang", ["unknown"] * 8, "reboot"),  # not read, the inventory's count
 ]
 
 
@@ -85,7 +85,9 @@ def test_missing_and_ecc_and_hang_say_why(
     assert "2 uncorrectable ECC error(s)" in finding(ecc, "gpu.broken").title
     assert "Xid 48 since boot: double-bit ECC error" in finding(ecc, "gpu.broken").title
     hang = health(pool, sims("gpu_smi_hang"))
-    assert "nvidia-smi does not answer (killed after" in finding(hang, "gpu.tool_error").title
+    assert "nvidia-smi timed out after" in finding(hang, "gpu.tool_error").title
+    assert finding(hang, "gpu.verdicts").title.startswith(
+        "8 GPUs expected: could not read the GPUs (nvidia-smi timed out after ")
     assert hang.status.value == "partial"
 
 
@@ -101,7 +103,7 @@ def test_seed_story_is_held_idle_not_broken(
 @pytest.mark.parametrize(("scenario", "why"), [
     ("gpu_nvml_mismatch", "nvidia-smi: Failed to initialize NVML"),
     ("gpu_xid79", "nvidia-smi: Unable to determine the device handle"),
-    ("gpu_smi_hang", "nvidia-smi does not answer (killed after"),
+    ("gpu_smi_hang", "nvidia-smi timed out after"),
 ])
 def test_auto_picks_gpu_health_when_nvidia_smi_errs(
         pool: ParamikoPool, sims: Callable[[str], SimHost], scenario: str, why: str) -> None:

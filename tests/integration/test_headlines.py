@@ -25,18 +25,24 @@ UNIT = "vllm-kimi-k25-int4.service"
 SEED = (f"{UNIT}, auto-started at boot, holds 8 GPUs × 75.8 GiB at 0% since boot (22 min)",
         f"stop {UNIT} and keep it from starting at boot (frees 606.2 GiB)")
 # fault host -> (headline, first proposed action or "-"), as `incident-bot diagnose` (auto) says
+HIDDEN = "vllm-kimi-k25-int4.service (process not visible to this login)"
 WANT: dict[str, tuple[str, str]] = {
-    "disk_full": ("/ is 100% full (190.0 GiB of 200.0 GiB, 0 B free)",
+    "disk_full": ("/ is 100% full: 0 B free of 200.0 GiB",
                   "vacuum the systemd journal down to 500M"),
-    "disk_full_ml": ("/ is 100% full (190.0 GiB of 200.0 GiB, 0 B free)",
+    "disk_full_checkpoints": ("/data is 99% full: 27.2 GiB free of 3.4 TiB", "-"),
+    "disk_full_ml": ("/ is 100% full: 0 B free of 200.0 GiB",
                      "vacuum the systemd journal down to 500M"),
     "gpu_ecc_dbe": ("GPU 5 (AB:00.0): uncorrectable ECC error", "-"),
     "gpu_ecc_vllm": ("GPU 5 (AB:00.0): uncorrectable ECC error", SEED[1]),
-    "gpu_held_no_process": ("8 GPUs wedged: memory held, no process", "-"),
+    "gpu_held_hidden": (SEED[0].replace(UNIT, HIDDEN, 1), SEED[1]),
+    "gpu_held_no_process": ("8 GPUs wedged: 68.5 GiB each held with no process, unit or "
+                            "container using them", "-"),
     "gpu_missing": ("GPU 7 (DB:00.0) is missing: 7 of 8 visible", "-"),
     "gpu_nvml_mismatch": ("driver/library mismatch: driver 580.95.05 loaded, library 580.105.08",
                           "-"),
-    "gpu_smi_hang": ("nvidia-smi hangs (killed after 1.6 s)", "-"),
+    "gpu_nvml_denied": ("nvidia-smi was refused: Failed to initialize NVML: Insufficient "
+                        "Permissions (the login's permissions, not a GPU fault)", "-"),
+    "gpu_smi_hang": ("could not read the GPUs: nvidia-smi timed out after 1.6 s", "-"),
     "gpu_xid79": ("GPU 3 (5D:00.0) fell off the bus (Xid 79)", "-"),
     "healthy": ("8 GPUs: 8 busy", "-"),
     "hostile": ("gpu-hog-$(touch <workdir>/CANARY).service, auto-started at boot, holds "
@@ -48,6 +54,8 @@ WANT: dict[str, tuple[str, str]] = {
     "respawn_10s": SEED,
     "seed": SEED,
     "seed_container": SEED,
+    "sudo_refused": SEED,
+    "two_holders": SEED,  # the big holder, its own 75.8 GiB; the 2 GiB sweep below it
 }
 
 

@@ -47,9 +47,9 @@ def test_a_hanging_nvidia_smi_is_named_in_every_playbook(
     for name in ("vm_restart", "vram_idle", "auto"):
         d = run_playbook(pool, host.ssh_target(), name, options=opts)
         titles = [f.title for f in d.findings]
-        assert "nvidia-smi does not answer (killed after 1.6 s)" in titles, (name, titles)
+        assert "nvidia-smi timed out after 1.6 s" in titles, (name, titles)
         assert not any("no readable GPU rows" in t for t in titles), name
-        assert {v for _, v in verdicts(d)} == {"wedged"}, name
+        assert {v for _, v in verdicts(d)} == {"unknown"}, name  # not read, never wedged
 
 
 def test_mismatch_is_its_own_finding_with_both_versions_in_vm_restart(

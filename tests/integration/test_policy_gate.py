@@ -7,11 +7,11 @@ from pathlib import Path
 
 from redis import Redis
 
-from bot.config.policy import policy_from_settings, policy_gate_from_settings
+from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings, load_settings
 from bot.domain.approval import may_decide
 from bot.domain.policy import ActionRef, PolicyMode
-from bot.remediation.policy_gate import AUDIT_ACTION, PolicyGate, refusal
+from bot.remediation.policy_gate import AUDIT_ACTION, PolicyGate, gate_from_settings, refusal
 from storage.audit import AuditLog
 from storage.stores import Stores
 
@@ -42,7 +42,7 @@ def gate(tmp_path: Path, redis: Redis, now: float = SATURDAY) -> tuple[Settings,
     path = tmp_path / "c.yaml"
     path.write_text(CONFIG)
     settings = load_settings(path)
-    return settings, policy_gate_from_settings(settings, Stores(redis, redis), clock=lambda: now)
+    return settings, gate_from_settings(settings, Stores(redis, redis), clock=lambda: now)
 
 
 def test_three_hosts_run_alone_and_the_fourth_asks(tmp_path: Path, redis: Redis) -> None:
@@ -93,7 +93,7 @@ def test_the_breaker_from_the_inventory_size(tmp_path: Path, redis: Redis) -> No
     """max_fraction 0.5 of four hosts: the third automatic host trips the breaker."""
     path = tmp_path / "c.yaml"
     path.write_text(CONFIG.replace("max_fraction: 1.0", "max_fraction: 0.5"))
-    g = policy_gate_from_settings(load_settings(path), Stores(redis, redis),
+    g = gate_from_settings(load_settings(path), Stores(redis, redis),
                                   clock=lambda: SATURDAY)
     modes = [g.decide(STOP, f"gpu-0{i}", "vm_restart", "INC-1").mode for i in (1, 2, 3)]
     assert modes == [PolicyMode.AUTO, PolicyMode.AUTO, PolicyMode.APPROVE]

@@ -69,7 +69,9 @@ def test_cleanup_frees_the_bytes_needed_and_leaves_the_canaries(
     chosen = cl.choose(cands, 500 * G)
     assert sum(c.size for c in chosen) >= 500 * G
     lines = cl.preview(chosen, now=full.state()["boot"]["time"] + 5400)
-    assert lines[0].split()[:2] == ["300.0", "GiB"] and lines[0].endswith("run-a/step-1000.pt")
+    # largest first; of equal sizes the oldest (run-b's entry, 20 d, before run-a's 10 d)
+    assert lines[0].split()[:2] == ["300.0", "GiB"] and lines[0].endswith("run-b/checkpoint-500")
+    assert lines[1].split()[:2] == ["300.0", "GiB"] and lines[1].endswith("run-a/step-1000.pt")
     params = {"paths": cl.paths_param(chosen), "need_bytes": str(500 * G)}
     result = run(rem_pool, full, params)
     assert result.outcome is Outcome.SUCCEEDED, result.summary  # type: ignore[attr-defined]

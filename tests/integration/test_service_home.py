@@ -58,7 +58,7 @@ def wait_view(standin: SlackStandIn, user: str, want: str, timeout_s: float = 20
 
 def test_home_tab_shows_the_open_incident_and_follows_its_state(bot: Any) -> None:
     service, standin, sender = bot
-    assert service.slack is not None and service.slack.home is not None
+    assert service.chat_app is not None and service.chat_app.home is not None
     samples = service.stores.samples()  # what the sampler would have written
     for gpu in range(6):  # 6 of 8 report: the other two count as broken
         samples.add_many("gpu-01", time.time() - 20, [(f"gpu{gpu}.mem_used_mib", 77_600),

@@ -47,7 +47,39 @@ def test_unknown_host_and_status(bot: Any) -> None:
     sender.slash(USER, "/ir", "status")
     texts = replies(standin, 2)
     assert any("`gpu-99` is not in the inventory" in t for t in texts)
-    assert any("*gpu-01*: no incidents" in t for t in texts)
+    assert any(t.startswith("*gpu-01*") and "incidents: none open" in t for t in texts)
+
+
+def test_status_of_a_host_shows_its_gpus_and_disks(bot: Any) -> None:
+    """What `/ir help` promises: GPU memory and utilization (one line for GPUs that read
+    the same), each real disk as "N% full: X free of Y", the open incidents."""
+    _, standin, sender = bot
+    sender.slash(USER, "/ir", "status gpu-01")
+    (text,) = replies(standin, 1)
+    lines = text.splitlines()
+    assert lines[0] == "*gpu-01*"
+    assert lines[1] == "GPUs 0–7: 75.8 of 95.6 GiB used, 0% busy"
+    assert lines[2].startswith("disks: / 22% full: ") and "free of 200.0 GiB" in lines[2]
+    assert "/data 19% full: 12.1 TiB free of 15.0 TiB" in lines[2]
+    assert "tmpfs" not in text and "/dev/shm" not in text and "MiB" not in text
+    assert lines[3] == "incidents: none open"
+    sender.slash(USER, "/ir", "status gpu-99")
+    assert "`gpu-99` is not in the inventory" in replies(standin, 2)[1]
+
+
+def test_diag_runs_the_playbook_the_host_calls_for_and_names_who_asked(bot: Any) -> None:
+    service, standin, sender = bot
+    sender.slash(USER, "/ir", "diag gpu-01")
+    incident = diagnosed(service)
+    assert incident.kind == "auto"
+    card = standin.wait_for("chat.postMessage", 1, 30)[0]  # the alert card, before findings
+    assert f"/ir diag by <@{USER}>" in str(card.params.get("blocks"))
+    assert "&lt;@" not in str(card.params)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and \
+            (found := service.flow.incidents.require(incident.id)).diagnosis is None:
+        time.sleep(0.1)
+    assert found.diagnosis is not None and found.diagnosis.playbook == "vm_restart"
 
 
 def test_digest_now_posts_a_digest_with_its_chart(bot: Any) -> None:

@@ -13,6 +13,10 @@ from storage.slack_budget import BudgetSettings, SlackBudget, workspace_of
 from tests.fixtures.slack import BOT_TOKEN, CHANNEL, slack_test_settings
 
 MSG = ChatMessage(text="gpu-01: 8 GPUs held idle", incident_id="42")
+# the budget spaces the slots it hands out; what reaches the stand-in is a slot plus the
+# sender's own scheduling and HTTP time, which a loaded machine stretches for one send and
+# not the next: arrivals may sit this much closer than their slots
+JITTER_S = 0.15
 
 
 def replica(standin: SlackStandIn, redis: Redis, settings: BudgetSettings | None = None,
@@ -63,7 +67,7 @@ def test_two_replicas_together_stay_within_the_tier(slack_standin: SlackStandIn,
     span = calls[-1].at - calls[0].at
     assert len(calls) <= burst + per_s * span + 1, (len(calls), span)
     for i in range(len(calls) - 7):  # any 7 in a row needed at least (7 - burst) intervals
-        assert calls[i + 6].at - calls[i].at >= (6 - (burst - 1)) / per_s - 0.15  # jitter
+        assert calls[i + 6].at - calls[i].at >= (6 - (burst - 1)) / per_s - JITTER_S
     one.close()
     two.close()
 
@@ -74,6 +78,6 @@ def test_posts_in_one_channel_are_spaced_across_replicas(slack_standin: SlackSta
     for chat in (one, two, one):
         chat.post(CHANNEL, MSG)
     first, second, third = slack_standin.calls_of("chat.postMessage")
-    assert second.at - first.at >= 0.95 and third.at - second.at >= 0.95
+    assert second.at - first.at >= 1.0 - JITTER_S and third.at - second.at >= 1.0 - JITTER_S
     one.close()
     two.close()

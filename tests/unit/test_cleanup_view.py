@@ -43,11 +43,31 @@ def test_sentences_say_how_many_items_and_how_much() -> None:
     diag = diagnosis()
     whole, *each = diag.actions
     assert cleanup_view.phrase(whole, diag) == (
-        "delete 3 cache, checkpoint and core-dump items, freeing 490.0 GiB (400.0 GiB needed)")
+        "delete 3 items (1 checkpoint, 1 HF cache, 1 core dump), freeing 490.0 GiB of the "
+        "400.0 GiB needed")
     assert [cleanup_view.phrase(a, diag) for a in each] == [
         "delete only checkpoint step-1000: 1 item, 300.0 GiB",
         "delete only HF cache 5f: 1 item, 140.0 GiB",
         "delete only core dump core.x: 1 item, 50.0 GiB"]
+
+
+def test_a_plan_says_what_it_keeps_and_how_short_it_falls() -> None:
+    kept = {"/data/checkpoints/run-a": ["/data/checkpoints/run-a/step-3000",
+                                        "/data/checkpoints/run-a/step-2000"]}
+    short = Diagnosis("gpu-01", "disk_full", DiagnosisStatus.OK, 0.1, (
+        Finding("disk.full", Severity.CRITICAL, "/data is full"),
+        preview_finding(ITEMS[2:], 400 * G, 60 * DAY, kept)),
+        (proposal("gpu-01", ITEMS[2:], 400 * G, 60 * DAY),))
+    assert cleanup_view.phrase(short.actions[0], short) == (
+        "delete 1 item (1 core dump), freeing 50.0 GiB of the 400.0 GiB needed (350.0 GiB "
+        "short: the disk stays full); keeps the newest 2 checkpoints of each run (run-a: "
+        "step-3000, step-2000)")
+
+
+def test_an_hf_cache_item_is_named_by_its_model_not_its_blob() -> None:
+    item = {"label": "/data/hf/hub/models--meta-llama--Llama-3.1-70B/blobs/3c1d", "size": 1,
+            "category": "hf_cache"}
+    assert cleanup_view.part_name([item]) == "HF cache meta-llama--Llama-3.1-70B"
 
 
 def test_the_parts_share_one_row_of_approve_buttons() -> None:

@@ -63,12 +63,13 @@ def act(kind: str, **params: str) -> ProposedAction:
 STOP = act("systemd.stop_disable", unit=UNIT)
 
 
-def test_a_hanging_tool_heads_and_covers_the_rows_it_wedged() -> None:
-    hang = tool("hung", "nvidia-smi does not answer (killed after 10.1 s)")
-    rows = [gpu("gpu.wedged", i, "", hang.title) for i in range(8)]
-    h = pick(diag(hang, *rows, BOOT, held(), actions=(STOP,)))
-    assert h.text == "nvidia-smi hangs (killed after 10.1 s)"
-    assert h.covers == tuple(range(9))
+def test_a_hanging_tool_heads_and_covers_the_gpus_it_left_unread() -> None:
+    hang = tool("hung", "nvidia-smi timed out after 10.1 s")
+    unread = Finding("gpu.verdicts", C, "8 GPUs expected: could not read the GPUs (nvidia-smi "
+                     "timed out after 10.1 s)", evidence={"unread": "hung"})
+    h = pick(diag(hang, unread, BOOT, held(), actions=(STOP,)))
+    assert h.text == "could not read the GPUs: nvidia-smi timed out after 10.1 s"
+    assert h.covers == (0, 1)
     assert h.context.startswith("Booted 18.0 h ago; previous boot ended without")
 
 
@@ -141,8 +142,11 @@ def test_a_nearly_full_filesystem_is_not_a_blocker() -> None:
 def test_wedged_gpus_with_no_process_are_counted() -> None:
     rows = [gpu("gpu.wedged", i, "", "memory held and no live process uses this GPU")
             for i in range(8)]
+    for row in rows:
+        row.evidence["gpu"]["memory_used_mib"] = 70_120
     h = pick(diag(*rows, held(unit=None)))
-    assert h.text == "8 GPUs wedged: memory held, no process" and h.covers == tuple(range(8))
+    assert h.text == ("8 GPUs wedged: 68.5 GiB each held with no process, unit or container "
+                      "using them") and h.covers == tuple(range(8))
     one = pick(diag(gpu("gpu.wedged", 4, "", "process 9 in D state (uninterruptible)")))
     assert one.text == "1 GPU wedged: process 9 in D state (uninterruptible)"
 
@@ -227,7 +231,7 @@ def test_held_for_is_the_holders_run_time(holder: dict[str, Any], text: str) -> 
 
 def test_the_evidence_hash_ignores_how_long_memory_has_been_held() -> None:
     """An approval's evidence hash must not change because a minute passed."""
-    from bot.chat.render import evidence_hash
+    from bot.domain.evidence import evidence_hash
 
     early = pick(diag(held(elapsed=600, after=7200.0), actions=(STOP,)))
     assert early.since == "for 10 min" and early.stable_text == \

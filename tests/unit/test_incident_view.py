@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bot.chat.incident_view import Marks, incident_buttons, state_sections, status_lines
-from bot.domain.action_result import ActionResult, CommandRecord, Outcome
+from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Seen, Verification
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 from bot.domain.incident_record import LastOutcome, Running, Snooze
 from bot.domain.lifecycle import IncidentState
@@ -49,6 +51,11 @@ def test_unhappy_states_say_why() -> None:
     assert "stop timed out" in action.text and action.code is not None
     assert "systemctl stop x" in action.code and "→ timed out" in action.code
     assert "exit None" not in action.code  # no exit status is said, never "None"
+    held = replace(result, verification=Verification(Seen.NOT_FIXED,
+                                                     "7/8 GPUs free (max 2048 MiB)"))
+    (gib,) = state_sections("action_failed", LastOutcome.of(held), [])
+    assert gib.code is not None and "verify: 7/8 GPUs free (max 2.0 GiB)" in gib.code
+    assert "MiB" not in gib.code  # one unit family in the message
     (bare,) = state_sections("action_failed", LastOutcome("resume: gate failed"), [])
     assert "resume: gate failed" in bare.text and bare.code is None
     assert state_sections("verified", None, []) == []

@@ -144,7 +144,9 @@ def test_docker_inspect() -> None:
             "Id": "ab" * 32,
             "Name": "/vllm",
             "Config": {"Image": "vllm/vllm-openai:v0.8"},
-            "HostConfig": {"RestartPolicy": {"Name": "unless-stopped"}},
+            "HostConfig": {"RestartPolicy": {"Name": "unless-stopped"},
+                           "DeviceRequests": [{"Driver": "", "Count": -1,
+                                               "Capabilities": [["gpu"]]}]},
             "State": {"Running": True, "Pid": 4242},
         },
         "junk",
@@ -158,8 +160,9 @@ def test_docker_inspect() -> None:
         "restart_policy": "unless-stopped",
         "running": True,
         "pid": 4242,
+        "gpus": True,  # `docker run --gpus all`: a device request for the gpu capability
     }
-    assert boxes[1]["restart_policy"] == ""
+    assert boxes[1]["restart_policy"] == "" and boxes[1]["gpus"] is False
     assert parse_docker_inspect("not json") == [] and parse_docker_inspect("{}") == []
 
 

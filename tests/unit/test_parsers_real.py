@@ -9,9 +9,9 @@ import pytest
 from playbooks.parsers.disk import parse_journal_usage
 from playbooks.parsers.host import parse_free
 from playbooks.parsers.kernel import bus_key, parse_kernel_log
-from playbooks.parsers.nvidia import parse_query_gpu, unread_lines
+from playbooks.parsers.nvidia import parse_gpu_samples, parse_query_gpu, unread_lines
 from playbooks.parsers.nvidia_xml import parse_query_xml
-from playbooks.parsers.smi_errors import SmiErrorKind, parse_smi_errors, smi_problems
+from playbooks.parsers.smi_errors import SmiError, SmiErrorKind, parse_smi_errors, smi_problems
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 K = SmiErrorKind
@@ -47,7 +47,9 @@ SMI = [
 def test_nvidia_smi_errors_are_findings_not_an_empty_inventory(
         name: str, kind: SmiErrorKind, bus: str | None, library: str | None) -> None:
     text = real(name)
-    assert parse_query_gpu(text) == []  # no rows: so the error must be said
+    # no rows: the row parsers answer with the tool's error, never "no GPUs"
+    for parsed in (parse_query_gpu(text), parse_gpu_samples(text)):
+        assert isinstance(parsed, SmiError) and parsed.kind is kind
     errors = parse_smi_errors(text)
     assert [(e.kind, e.bus, e.library_version) for e in errors] == [(kind, bus, library)]
     assert text.splitlines()[0].strip() in errors[0].quote

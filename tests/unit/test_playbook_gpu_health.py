@@ -40,6 +40,17 @@ def test_use_verdicts_busy_free_held_idle_and_wedged() -> None:
     assert views[3].step is XidStep.RESET_GPU and "no live process" in views[3].reasons[0]
 
 
+def test_an_unseen_holder_is_held_not_wedged() -> None:
+    """No process uses any GPU, an active unit runs a GPU server: its PIDs are in a
+    namespace this login cannot see (held). A visible holder elsewhere: no such excuse."""
+    unseen = decide(facts([stat(0), stat(1)], servers=("vllm-kimi.service",)))
+    assert [v.verdict for v in unseen] == [V.HELD_IDLE, V.HELD_IDLE]
+    seen = decide(facts([stat(0), stat(1)], holders={"GPU-0": [7]}, servers=("vllm.service",)))
+    assert [v.verdict for v in seen] == [V.HELD_IDLE, V.WEDGED]
+    traced = decide(facts([stat(0)], named=frozenset({"GPU-0"})))
+    assert [v.verdict for v in traced] == [V.HELD_IDLE]
+
+
 def test_process_in_d_state_wedges_its_gpu_and_asks_for_a_reboot() -> None:
     (v,) = decide(facts([stat(0, util=50)], holders={"GPU-0": [9]}, stuck={"GPU-0": [9]}))
     assert (v.verdict, v.step) == (V.WEDGED, XidStep.REBOOT) and "D state" in v.reasons[0]
@@ -67,12 +78,41 @@ def test_application_xid_does_not_break_the_gpu_but_critical_xid_does() -> None:
 def test_host_wide_error_and_missing_rows_use_the_inventory_count() -> None:
     err = SmiError(SmiErrorKind.NVML_MISMATCH, "Failed to initialize NVML: ...")
     views = decide(facts([], [], smi=[err], expected=4))
-    assert [v.verdict for v in views] == [V.BROKEN] * 4 and views[0].step is XidStep.REBOOT
+    # nothing was read: the inventory's count, each unknown (a mismatch breaks no GPU)
+    assert [v.verdict for v in views] == [V.UNKNOWN] * 4 and views[0].step is XidStep.REBOOT
+    assert [v.index for v in views] == [0, 1, 2, 3] and views[0].reasons == [err.quote]
     short = decide(facts([stat(0, util=90)], holders={"GPU-0": [1]}, expected=2))
     assert [v.verdict for v in short] == [V.BUSY, V.BROKEN]
     assert short[1].reasons[0].startswith("missing: the inventory expects 2")
     text = grid(short)
     assert text.splitlines()[0].startswith("GPU bus") and "missing" in text.splitlines()[2]
+
+
+@pytest.mark.parametrize("kind", [SmiErrorKind.HUNG, SmiErrorKind.NVML_MISMATCH,
+                                  SmiErrorKind.NO_DRIVER, SmiErrorKind.DENIED,
+                                  SmiErrorKind.MISSING, SmiErrorKind.FAILED])
+def test_an_unread_host_invents_no_gpu(kind: SmiErrorKind) -> None:
+    """No count in the inventory and no row read: no row at all (never "1 GPU: GPU ?"),
+    and no GPU is called broken or wedged."""
+    err = SmiError(kind, "the tool's words")
+    assert decide(facts([], [], smi=[err])) == []
+    eight = decide(facts([], [], smi=[err], expected=8))
+    assert {v.verdict for v in eight} == {V.UNKNOWN} and len(eight) == 8
+
+
+def test_a_refusal_asks_for_no_gpu_step_and_a_hang_reads_no_row_it_saw() -> None:
+    denied = decide(facts([], [], smi=[SmiError(SmiErrorKind.DENIED, "x")], expected=2))
+    assert worst_step(denied) is None
+    hung = decide(facts([stat(0, util=90)], smi=[SmiError(SmiErrorKind.HUNG, "t")], expected=2))
+    assert [v.verdict for v in hung] == [V.UNKNOWN] * 2
+
+
+def test_no_devices_on_a_host_that_should_have_gpus_is_every_gpu_missing() -> None:
+    err = SmiError(SmiErrorKind.NO_DEVICES, "No devices were found")
+    views = decide(facts([], [], smi=[err], expected=2))
+    assert [v.verdict for v in views] == [V.BROKEN] * 2
+    assert views[0].reasons[0].startswith("missing: the inventory expects 2")
+    assert decide(facts([], [], smi=[err])) == []
 
 
 def test_policy_defaults_follow_the_catalogue() -> None:

@@ -86,7 +86,8 @@ def test_enabled_unit_gets_stop_disable_then_mask() -> None:
     ]
     title = report.findings[0].title
     assert title.startswith("8 GPUs hold 75.8 GiB each at 0%")
-    assert "PID 440 (vLLM, --gpu-memory-utilization 0.95) started at boot (+9 s)" in title
+    assert "PID 440 (vLLM, --gpu-memory-utilization 0.95, user root) started at boot (+9 s)" \
+        in title
     assert f"by {UNIT} (enabled, Restart=always)" in title
     assert report.findings[0].severity is Severity.CRITICAL
 
@@ -296,4 +297,5 @@ def test_the_first_kill_is_the_biggest_holder_and_each_gain_is_its_own() -> None
     assert "(frees 606.2 GiB)" in action_sentence(kills[0], d)
     assert "(frees 2.0 GiB)" in action_sentence(kills[1], d)
     assert choose(d, fixes_of).text == (
-        "PID 440 (vLLM), started at boot, holds 8 GPUs × 75.8 GiB at 0% since boot (22 min)")
+        "PID 440 (vLLM, user root), started at boot, holds 8 GPUs × 75.8 GiB at 0% since boot "
+        "(22 min)")

@@ -69,7 +69,6 @@ BAD = [
     ("limit: {max_hosts: 0}", "policies.0.limit.max_hosts", "greater than or equal to 1"),
     ("limit: {max_hosts: 3, per: a week}", "policies.0.limit.per", "period"),
     ("approvers: [bob]", "policies.0.approvers", "usergroup"),
-    ("match: {action: systemd.stop_dsable}", "policies.0.match.action", "matches no catalog"),
     ("match: {hosts: 'gpu-01; rm -rf /'}", "policies.0.match.hosts", "not a name glob"),
     ("match: {kinds: ['VM restart']}", "policies.0.match.kinds", "not an incident kind"),
     ("colour: red", "policies.0.colour", "Extra inputs"),
@@ -83,6 +82,21 @@ def test_a_bad_policy_names_the_key_and_the_reason(tmp_path: Path, line: str, ke
     with pytest.raises(ConfigError) as info:
         load_settings(write(tmp_path, text))
     assert f"key '{key}'" in info.value.message and why in info.value.message
+
+
+def test_an_action_glob_no_registered_action_matches_stops_the_config(tmp_path: Path) -> None:
+    """Checked with the rest of ``config check``'s list (what ``serve`` runs at start): the
+    registered kinds include the config's own extensions, which config cannot know."""
+    from bot.commands.config import check_config, problems_in
+
+    path = write(tmp_path, "policies:\n  - name: p1\n    match: {action: systemd.stop_dsable}\n")
+    settings, lines = check_config(path, alerts_only=True)
+    (line,) = [ln for ln in problems_in(lines) if "policies" in ln]
+    assert settings is None and "key 'policies.0.match.action'" in line
+    assert "'systemd.stop_dsable' matches no catalog action" in line
+    good = write(tmp_path, "policies:\n  - name: p1\n    match: {action: 'systemd.*'}\n")
+    assert not [ln for ln in problems_in(check_config(good, alerts_only=True)[1])
+                if "policies" in ln]
 
 
 def test_duplicate_names_and_bad_limits_are_refused(tmp_path: Path) -> None:

@@ -172,8 +172,26 @@ def test_response_stats_per_kind_and_host() -> None:
     failed = build_postmortem(_incident(), failed_rows, PostmortemFacts())
     assert one_click(fixed) and not one_click(failed)
     (row,) = response_stats([fixed, failed])
+    # MTTR: to the verified fix that held (64 s), not to the person's resolve an hour on;
+    # the failed one recovered never (no fix, no resolve): it does not count in the mean
     assert (row.key, row.incidents, row.mtta_s, row.mttr_s, row.one_click) == (
-        "vram_idle", 2, 60, 3600, 1)
-    assert stats_lines([row]) == ["*vram_idle*: 2 incidents · MTTA 1 min · MTTR 1 h · "
+        "vram_idle", 2, 60, 64, 1)
+    assert stats_lines([row]) == ["*vram_idle*: 2 incidents · MTTA 1 min · MTTR 1 min · "
                                   "fixed with one click 50.0%"]
     assert [r.key for r in response_stats([fixed], key=lambda pm: pm.host)] == ["gpu-01"]
+
+
+def test_a_reverted_fix_is_not_one_click_and_recovers_only_when_fixed_again() -> None:
+    from bot.digest.response_stats import one_click
+
+    facts = PostmortemFacts(revert_kind="systemd.revert")
+    undone = [*ROWS[:9], Row(T0 + 100, "UBOB", "approval.approved", {"kind": "systemd.revert"}),
+              _tr(T0 + 101, "verified", "remediating", "UBOB"),
+              Row(T0 + 103, "incident-bot", "action.succeeded", {"kind": "systemd.revert"}),
+              _tr(T0 + 104, "remediating", "verified", reason="reverted")]
+    reverted = build_postmortem(_incident(), undone, facts)
+    assert reverted.reverted and reverted.recovered_s is None and not one_click(reverted)
+    again = build_postmortem(_incident(), [
+        *undone, Row(T0 + 200, "incident-bot", "action.succeeded", {"kind": "systemd.mask"}),
+        _tr(T0 + 205, "remediating", "verified", reason="freed")], facts)
+    assert not again.reverted and again.recovered_s == 205

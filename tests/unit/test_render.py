@@ -13,12 +13,12 @@ from bot.chat.render import (
     IncidentHeader,
     StepResult,
     decision_line,
-    evidence_hash,
     render_incident,
     thread_evidence,
 )
 from bot.chat.text import code_safe, to_plain
 from bot.domain.approval import Approval, ApprovalAction, ApprovalStatus
+from bot.domain.evidence import evidence_hash
 from bot.domain.findings import (
     Diagnosis,
     DiagnosisStatus,
@@ -235,7 +235,7 @@ def test_a_gpu_health_grid_goes_to_the_thread_not_the_parent() -> None:
     assert section.code == grid and section.text == "*GPU 0 is broken*"
 
 
-def test_evidence_hash_tracks_what_was_rendered() -> None:
+def test_evidence_hash_tracks_what_is_shown() -> None:
     h1 = evidence_hash(DIAG)
     assert h1 == evidence_hash(DIAG) and h1.startswith("sha256:") and len(h1) == 71
     changed = [dict(g) for g in GPUS]

@@ -31,6 +31,7 @@ from bot.chat.slash import (
         ("help", Help()),
         ("HELP", Help()),
         ("status", Status()),
+        ("status gpu-01", Status("gpu-01")),
         ("incidents", Incidents()),
         ("diag gpu-01", Diag("gpu-01")),
         ("diag gpu-01 vram_idle", Diag("gpu-01", "vram_idle")),
@@ -60,7 +61,8 @@ def test_parse_valid(text: str, expected: object) -> None:
         ("diag gpu-01;rm", "not a valid host"),
         ("diag gpu-01 Bad-Playbook", "not a valid playbook"),
         ("diag $(reboot)", "not a valid host"),
-        ("status now", "takes no arguments"),
+        ("status gpu-01 gpu-02", "at most one HOST"),
+        ("status ../etc", "not a valid host"),
         ("job", "needs one job ID"),
         ("job ../../etc", "not a valid job ID"),
         ("silence gpu-01 vram_idle", "needs HOST KIND DURATION"),
@@ -110,8 +112,8 @@ class Recorder:
         self.calls.append(args)
         return SlashReply(f"ok {args[0]}", in_channel=args[0] == "diag")
 
-    def status(self, user: str) -> SlashReply:
-        return self._r("status", user)
+    def status(self, user: str, host: str | None = None) -> SlashReply:
+        return self._r("status", user, *([host] if host else []))
 
     def incidents(self, user: str) -> SlashReply:
         return self._r("incidents", user)
@@ -145,6 +147,7 @@ def test_run_dispatches_each_command_to_its_handler() -> None:
     rec = Recorder()
     for text in (
         "status",
+        "status h1",
         "incidents",
         "diag h1 vram_idle",
         "jobs",
@@ -157,6 +160,7 @@ def test_run_dispatches_each_command_to_its_handler() -> None:
         slash.run(parse(text), rec, "U1")
     assert rec.calls == [
         ("status", "U1"),
+        ("status", "U1", "h1"),
         ("incidents", "U1"),
         ("diag", "U1", "h1", "vram_idle"),
         ("jobs", "U1"),

@@ -12,7 +12,7 @@ DIAG_IDLE_HELD = "{n} GPU{s} hold {mem} at {util} for {window}: {who} {started} 
 DIAG_IDLE_HELD_UNKNOWN = "{n} GPU{s} hold {mem} at {util} for {window}, and no process could be named"
 DIAG_BUSY_HOLDER = "{who} holds {n} GPU{s} and is working ({util}): nothing proposed"
 DIAG_NO_GPU_DATA = "nvidia-smi gave no readable GPU rows"
-DIAG_GPUS_FREE = "{n} GPU{s}: no memory held beyond {held} MiB"
+DIAG_GPUS_FREE = "{n} GPU{s}: no memory held beyond {held}"
 DIAG_OTHER_GPU_UNITS = "{n} other GPU unit{s} disabled and inactive: nothing proposed ({names})"
 DIAG_REFUSED = "refused as a parameter: {kind} {value} ({reason})"
 DIAG_DOCKER_RESTARTS = ("container {name} restarts by policy '{policy}': terminating PID {pid} "
@@ -34,7 +34,7 @@ DIAG_AUTOSTART_CRON = "crontab of {user} starts a GPU server at boot: {line}"
 DIAG_AUTOSTART_DOCKER = "container {name} ({image}) restarts by policy '{policy}'"
 DIAG_MOUNT_MISSING = "expected mount {mount} is missing"
 DIAG_JOBS_INTERRUPTED = "interrupted extraction job{s} on this host ({n}): {jobs}"
-DIAG_DISK_FULL = "{mount} is {pct:.0f}% full ({used} of {size}, {avail} free)"
+DIAG_DISK_FULL = "{mount} is {pct:.0f}% full: {avail} free of {size}"
 DIAG_INODES_FULL = "{mount} has used {pct:.0f}% of its inodes ({used} of {size})"
 DIAG_LARGEST_DIRS = "largest directories on {mount}: {top}"
 DIAG_DU_TIMED_OUT = "du on {mount} hit its {secs:g} s deadline; sizes are partial"
@@ -107,7 +107,28 @@ REM_ABORTED = "aborted: nothing was run"
 
 # --- GPU health (gpu_health playbook, health gate) ---------------------------------------
 GPU_VERDICTS = "{n} GPU{s}: {summary}"
+# no GPU read (issue 35): the count is the inventory's, or unknown, never invented
+GPU_VERDICTS_UNREAD = "{count}: could not read the GPUs ({why})"
+GPU_COUNT_EXPECTED = "{n} GPU{s} expected"
+GPU_COUNT_UNKNOWN = "GPU count unknown"
 GPU_TOOL_ERROR = "nvidia-smi: {quote}"
+GPU_TOOL_DENIED = "nvidia-smi was refused: {quote} (the login's permissions, not a GPU fault)"
+GPU_TOOL_MISSING = "nvidia-smi is not there: {quote}"
+DIAG_PROBE_REFUSED = "could not read {what}: {quote}"
+GPU_DRIVER_UNBOUND = "the NVIDIA driver bound no GPU: {quote}"
+PROBE_WHAT_COMMAND = "`{command}`"
+PROBE_WHAT = {  # probe name -> what it reads, as the message names it
+    "kernel_log": "the kernel log (Xid errors)", "dmesg": "the kernel log",
+    "journal": "the journal's size", "deleted_open": "deleted files still open",
+    "gpu_device_users": "who holds /dev/nvidia*", "processes": "the process table",
+    "process_states": "the process table", "cgroups": "the processes' units",
+    "containers": "the containers", "crontab_root": "root's crontab", "du": "directory sizes",
+    "shm": "/dev/shm", "df": "the filesystems", "df_inodes": "the inodes", "boots": "the boots",
+    "previous_boot_tail": "the previous boot's last lines", "unit_files": "the unit files",
+    "units": "the units", "unit_details": "the units' settings", "clock": "the clock",
+    "memory": "the memory", "uptime": "the uptime", "failed_units": "the failed units",
+    "fabric_manager": "nvidia-fabricmanager's state", "mount_options": "the mount options",
+}
 GPU_NVML_MISMATCH = "NVML: driver/library version mismatch — driver {driver} loaded, library {library}"
 GPU_BROKEN = "GPU {gpu} is broken: {why}"
 GPU_WEDGED = "GPU {gpu} is wedged: {why}"
@@ -143,18 +164,21 @@ FLOW_RESUME_INTERRUPTED_REASON = "Job {job} was interrupted on {host}: resume it
 
 
 # --- one diagnosis pipeline, on-call headlines, true durations (issue 29) --------------
-GPU_SMI_HUNG = "nvidia-smi does not answer (killed after {secs:g} s)"
+GPU_SMI_HUNG = "nvidia-smi timed out after {secs:g} s"
 GPU_DRIVER_MISMATCH = "driver/library mismatch: driver {driver} loaded, library {library}"
 GPU_DRIVER_MISMATCH_LIBRARY = "driver/library mismatch: library {library}, the loaded driver's version not in the kernel log"
 GPU_DRIVER_MISMATCH_BARE = "driver/library mismatch (versions not reported)"
 GPU_VERDICT_WORDS = {"busy": "busy", "held_idle": "idle with memory held", "free": "free",
-                     "wedged": "wedged", "broken": "broken", "degraded": "degraded"}
+                     "wedged": "wedged", "broken": "broken", "degraded": "degraded",
+                     "unknown": "not read"}
 DIAG_HELD_FOR = "for {duration}"
 DIAG_HELD_SINCE_BOOT = "since boot ({duration})"
 DIAG_HELD_FOR_UNKNOWN = "for an unknown time"
 DIAG_IDLE_HELD_FOR = "{n} GPU{s} {verb} {mem} at {util} {held}: {who} {started} by {restarter}"
 DIAG_IDLE_HELD_UNNAMED = "{n} GPU{s} {verb} {mem} at {util}, and no process could be named"
-HEADLINE_SMI_HUNG = "nvidia-smi hangs (killed after {secs})"
+DIAG_IDLE_HELD_HIDDEN = ("{n} GPU{s} {verb} {mem} at {util} {held}: held by {what}, which runs "
+                         "{runs}; its process is in a PID namespace this login cannot see")
+HEADLINE_SMI_HUNG = "could not read the GPUs: nvidia-smi timed out after {secs}"
 HEADLINE_NO_DRIVER = "the NVIDIA driver does not answer: {quote}"
 HEADLINE_GPU_LOST = "GPU {gpu} fell off the bus (Xid {xid})"
 HEADLINE_GPU_UNOPENED = "GPU {gpu} cannot be opened: {quote}"
@@ -163,10 +187,16 @@ HEADLINE_GPUS_MISSING = "{n} GPU{s} missing: {seen} of {expected} visible"
 HEADLINE_GPU_ECC = "GPU {gpu}: uncorrectable ECC error"
 HEADLINE_GPU_XID = "GPU {gpu}: Xid {xid}, {title}"
 HEADLINE_GPU_BROKEN = "GPU {gpu} is broken: {why}"
-HEADLINE_WEDGED_NO_PROCESS = "{n} GPU{s} wedged: memory held, no process"
+HEADLINE_WEDGED_NO_PROCESS = "{n} GPU{s} wedged: {mem} held with no process, unit or container using {them}"
 HEADLINE_WEDGED = "{n} GPU{s} wedged: {why}"
 HEADLINE_HELD = "{who}{started} holds {gpus} at {util}"
 HEADLINE_HELD_UNKNOWN = "{gpus} held at {util} by a process that could not be named"
+HOLDER_PROCESS = "PID {pid} `{command}`"
+HOLDER_SERVER = "PID {pid} ({who})"
+HOLDER_USER = " (user {user})"
+HOLDER_CONTAINER = "container {name}"
+HOLDER_SLURM_JOB = "Slurm job {job} (user {user})"
+HOLDER_HIDDEN = "{name} (process not visible to this login)"
 HEADLINE_NOTHING = "nothing wrong found"
 HEADLINE_STARTED_AT_BOOT = ", auto-started at boot,"
 HEADLINE_STARTED_WITH_BOOT = ", started at boot,"

@@ -26,7 +26,8 @@ DIAG_MOUNT_READ_ONLY = "expected mount {mount} is mounted read-only"
 # --- the incident message from stored state, and incident-level decisions (approvals) ------
 VIEW_RUNNING = ":arrows_counterclockwise: Approved by {who} · running: {kind}…"
 VIEW_DIAGNOSIS_FAILED = ":warning: *Diagnosis failed:* {reason}. Nothing was run; retry once the host is reachable."
-VIEW_NO_ACTION = ":mag: *Nothing to run automatically.* Found: {found}. Resolve once handled by hand."
+VIEW_NO_ACTION = ":mag: *Nothing to run automatically.* Also found: {found}. Resolve once handled by hand."
+VIEW_NO_ACTION_BARE = ":mag: *Nothing to run automatically.* Resolve once handled by hand."
 VIEW_ACTION_FAILED = ":x: *Action failed:* {what}. Retry with a fresh diagnosis, or escalate."
 VIEW_SNOOZED = ":zzz: Snoozed by {who} until {until} UTC"
 VIEW_ACKED = ":eyes: Acknowledged by {who}"
@@ -107,7 +108,9 @@ MSG_EVIDENCE_NO_THREAD = "Incident {id} has no message yet to reply under."
 
 
 # --- disk cleanup: preview, sentences, per-part buttons (issue 17) --------------------
-MSG_ACTION_CLEANUP = "delete {n} cache, checkpoint and core-dump item{s}, freeing {size} ({need} needed)"
+MSG_ACTION_CLEANUP = "delete {n} item{s} ({what}), freeing {size} of the {need} needed"
+MSG_CLEANUP_SHORT = " ({gap} short: the disk stays full)"
+MSG_CLEANUP_KEEPS = "; keeps the newest {k} checkpoints of each run ({runs})"
 MSG_ACTION_CLEANUP_PART = "delete only {what}: {n} item{s}, {size}"
 MSG_CLEANUP_MIXED = "mixed items"
 MSG_CLEANUP_TITLE = "*Cleanup preview:* {n} item{s}, {total} in all; {need} needed"
@@ -244,6 +247,7 @@ MSG_THE_ALERT = "The alert: {headline}"
 
 # --- issue 29 h-first: the alert card, posted when the diagnosis starts -----------------
 MSG_ALERT_WHAT = "{kind} alert"
+MSG_ALERT_ASKED = "{what} by {who}"
 MSG_ALERT_FACTS = "Alert `{kind}` ({severity}) fired at {when}{times}"
 MSG_ALERT_TIMES = " · {n} times"
 MSG_ALERT_LABELS = "Labels: {labels}"

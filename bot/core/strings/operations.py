@@ -70,16 +70,32 @@ SLASH_USAGE = (
     " | ack ID | resolve ID | snooze ID [DURATION] | evidence ID | drained | stats [7d]"
 )
 SLASH_HELP = (
-    "*{cmd} help* this text\n*{cmd} status* each host: GPU memory and utilization, disk, open incidents\n"
-    "*{cmd} incidents* open incidents\n*{cmd} diag HOST [PLAYBOOK]* run a diagnosis now\n"
+    "*{cmd} help* this text\n*{cmd} status [HOST]* each host (or one): GPU memory and utilization, "
+    "disks, open incidents\n"
+    "*{cmd} incidents* open incidents\n*{cmd} diag HOST [PLAYBOOK]* run a diagnosis now (the "
+    "playbook the host's state calls for, unless named)\n"
     "*{cmd} jobs* extraction jobs · *{cmd} job ID* one job\n"
     "*{cmd} silence HOST KIND DURATION* mute alerts of one kind on a host (e.g. 2h)\n"
     "*{cmd} digest now* post the health digest\n"
     "*{cmd} ack ID* · *{cmd} resolve ID* · *{cmd} snooze ID [30m|2h|1d]* decide on an incident\n"
     "*{cmd} evidence ID* post the raw probe output in the incident's thread\n"
     "*{cmd} drained* Slurm nodes drained or draining: reason, who, how long\n"
-    "*{cmd} stats [7d]* time to acknowledge and to resolve, per kind and host, over a period"
+    "*{cmd} stats [7d]* time to acknowledge and to recover (a verified fix that held), per kind "
+    "and host, and the share fixed with one click, over a period"
 )
+STATUS_GPUS = "{which}: {used} of {total} used, {util} busy"
+STATUS_GPU_ONE = "GPU {indexes}"
+STATUS_GPU_MANY = "GPUs {indexes}"
+STATUS_GPUS_UNREAD = "GPUs: could not read them: {quote}"
+STATUS_NO_GPUS = "GPUs: none seen"
+STATUS_DISKS = "disks: {disks}"
+STATUS_DISK = "{mount} {pct:.0f}% full: {avail} free of {size}"
+STATUS_NO_DISKS = "none read"
+STATUS_INCIDENTS = "incidents: {incidents}"
+STATUS_NO_INCIDENTS = "none open"
+STATUS_UNREACHABLE = "unreachable: {why}"
+STATUS_NO_HOSTS = "No hosts in the inventory."
+STATUS_UNKNOWN_HOST = "`{host}` is not in the inventory."
 TERMINAL_USAGE = (
     'Commands: approve N | deny N "reason" | revert N | ack ID | snooze ID [30m|2h|1d]'
     ' | resolve ID | retry ID | escalate ID | help | quit'
@@ -188,6 +204,10 @@ REM_PROPOSE_REBOOT_NVSWITCH = ("reboot {host}: on an NVSwitch host that resets e
                                "`nvidia-smi -r` with every GPU idle, start it again)")
 FLOW_CLEANUP_PART_REASON = "delete only {what}: {n} item(s), {size}"
 FLOW_CLEANUP_FOUND = "{n} cleanup candidate(s) holding {size}"
+FLOW_CLEANUP_SHORT = ("a cleanup cannot free enough on {mount}: what may go under {where} holds "
+                      "{have}, {mount} needs {need} ({gap} short)")
+FLOW_CLEANUP_NONE = ("nothing under {where} may go (caches, old checkpoints, core dumps, rotated "
+                     "logs): {mount} needs {need} ({gap} short)")
 FLOW_REBOOT_OTHER_GONE = "{host} is back (new boot {boot}); re-diagnosed: this problem is gone."
 FLOW_REBOOT_OTHER_AGAIN = ("{host} is back (new boot {boot}), but this problem is not gone: "
                            "{still}. Diagnosing this incident again.")

@@ -110,6 +110,9 @@ class Action:
     words_from_summary: ClassVar[bool] = False  # its words depend on what ran (the rungs)
     previewed: ClassVar[bool] = False  # its proposal lists items kept in the diagnosis
     captures_gpus: ClassVar[bool | None] = None  # None: when it frees GPUs
+    # capture reads the subject its parameters name (a ``unit``, a ``pid``, a Slurm
+    # ``node``); False for an action whose parameters mean something else (an extension's)
+    reads_subject: ClassVar[bool] = True
     phrase_template: ClassVar[str | None] = None  # the proposal, as a verb phrase
     done_template: ClassVar[str | None] = None  # what it did, once verified
 

@@ -93,6 +93,25 @@ def _registry() -> dict[str, Action]:
     return out
 
 
+_EXTENSION_KINDS: set[str] = set()  # registered by ``register`` (operators' ext.* kinds)
+
+
+def register(classes: Iterable[type[Action]]) -> None:
+    """Register actions made at start (an operator extension's ``ext.*`` kinds), replacing
+    the ones registered this way before. A kind an entry point already registered is
+    refused (``BadAction``): nothing replaces a built-in or a package's action."""
+    reg = _registry()
+    made = {cls.kind: cls() for cls in classes}
+    taken = sorted(k for k in made if k in reg and k not in _EXTENSION_KINDS)
+    if taken:
+        raise BadAction(f"{GROUP}: kind {taken[0]!r} is registered already")
+    for kind in _EXTENSION_KINDS - set(made):
+        reg.pop(kind, None)
+    reg.update(made)
+    _EXTENSION_KINDS.clear()
+    _EXTENSION_KINDS.update(made)
+
+
 def get(kind: str) -> Action:
     """The action of ``kind``; ``ActionRefused`` (shown verbatim) for an unknown kind."""
     action = _registry().get(kind)
@@ -113,6 +132,11 @@ def all_actions() -> tuple[Action, ...]:
 
 def kinds() -> tuple[str, ...]:
     return tuple(sorted(_registry()))
+
+
+def entry_kinds() -> tuple[str, ...]:
+    """The kinds the entry points registered (built-in and packages'), not extensions'."""
+    return tuple(sorted(set(_registry()) - _EXTENSION_KINDS))
 
 
 def where(kinds_: Iterable[str]) -> dict[str, str]:

@@ -53,7 +53,10 @@ def inspect_obj(box: dict[str, Any]) -> dict[str, Any]:
                       "Running": box["running"], "Pid": box["pid"] if box["running"] else 0,
                       "StartedAt": iso},
             "HostConfig": {"RestartPolicy": {"Name": box["restart_policy"],
-                                             "MaximumRetryCount": 0}},
+                                             "MaximumRetryCount": 0},
+                           "DeviceRequests": [{"Driver": "", "Count": -1, "DeviceIDs": None,
+                                               "Capabilities": [["gpu"]], "Options": {}}]
+                           if box.get("gpus") else None},
             "Config": {"Image": box["image"], "Cmd": box["command"].split()}}
 
 

@@ -30,7 +30,7 @@ def devices(state: State) -> list[str]:
 
 def device_opens(state: State) -> list[Open]:
     opens: list[Open] = []
-    for proc in sorted(state["processes"], key=lambda p: p["pid"]):
+    for proc in sorted(engine.visible_processes(state), key=lambda p: p["pid"]):
         gpus = sorted(int(i) for i in proc["gpu_memory_mib"])
         if proc["comm"].startswith("nvidia-persiste"):
             gpus = [g["index"] for g in state["gpus"]]

@@ -65,7 +65,7 @@ def main(argv: list[str], ctx: SimCall) -> int:
             if not text.isdigit():
                 ctx.error(f"bash: kill: {target}: arguments must be process or job IDs")
                 code = 1
-            elif engine.find_process(state, int(text)) is None:
+            elif engine.visible_process(state, int(text)) is None:
                 ctx.error(f"bash: kill: ({text}) - No such process")
                 code = 1
             else:

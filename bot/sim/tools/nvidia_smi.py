@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     Getter = Callable[[State, Gpu, float], Any]  # value(state, gpu, now)
 
 EXIT_INVALID_ARG = 2
+EXIT_NO_PERMISSION = 4
 EXIT_NO_DEVICE = 6
 EXIT_GPU_LOST = 15
 EXIT_LIB_MISMATCH = 18
@@ -121,7 +122,7 @@ def query_apps(state: State, gpus: list[Gpu], fields: list[str], fmt: set[str], 
                                else APP_FIELDS[f][0] for f in fields))
     if state["nvidia"]["sees_pids"]:
         for g in gpus:
-            for proc, mib in gpu_processes(state, g["index"]):
+            for proc, mib in gpu_processes(state, g["index"], listed=True):
                 lines.append(", ".join(
                     _cell(_app_value(APP_FIELDS[f][0], proc, mib, g, now), APP_FIELDS[f][1],
                           "nounits" in fmt) for f in fields))
@@ -255,9 +256,13 @@ def main(argv: list[str], ctx: SimCall) -> int:
 
 
 def _failure(ctx: SimCall, nv: dict[str, Any]) -> int | None:
-    """Failure modes of the whole tool: a hang, then a driver/library mismatch."""
+    """Failure modes of the whole tool: a hang, a login without access to the devices,
+    a driver/library mismatch."""
     if nv.get("hang_s"):
         ctx.sleep(float(nv["hang_s"]))
+    if nv.get("denied"):  # tests/fixtures/real/smi_nvml_insufficient_permissions.txt
+        ctx.out.write("Failed to initialize NVML: Insufficient Permissions\n")
+        return EXIT_NO_PERMISSION
     lib = nv.get("library_version")
     if lib and lib != nv["driver_version"]:
         short = ".".join(lib.split(".")[:2])

@@ -46,7 +46,7 @@ def _processes(state: State, gpus: list[dict[str, Any]]) -> list[str]:
     rows = []
     if state["nvidia"]["sees_pids"]:
         for g in gpus:
-            for proc, mib in gpu_processes(state, g["index"]):
+            for proc, mib in gpu_processes(state, g["index"], listed=True):
                 name = _name(proc["args"].split(" ", 1)[0], 36)
                 rows.append(_proc_line(str(g["index"]), "N/A", "N/A", str(proc["pid"]), "C",
                                        name, f"{mib}MiB"))

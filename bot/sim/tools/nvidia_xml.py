@@ -64,7 +64,8 @@ def _procs(state: State, g: Gpu) -> str:
     rows = [f"<process_info><pid>{p['pid']}</pid><type>C</type>"
             f"{_tag('process_name', p['args'].split(' ', 1)[0])}"
             f"<used_memory>{mib} MiB</used_memory></process_info>"
-            for p, mib in gpu_processes(state, g["index"])] if state["nvidia"]["sees_pids"] else []
+            for p, mib in gpu_processes(state, g["index"], listed=True)] \
+        if state["nvidia"]["sees_pids"] else []
     return "<processes>" + "".join(rows) + "</processes>"
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+from bot.sim import engine
+
 TYPE_CHECKING = False  # typing costs every sim command ~5 ms (bot.sim.state)
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -278,7 +280,7 @@ def main(argv: list[str], ctx: SimCall) -> int:
     state = ctx.read()
     now = ctx.now()
     try:
-        procs = _sort(_select(opts, state["processes"]), opts["sort"], now, state)
+        procs = _sort(_select(opts, engine.visible_processes(state)), opts["sort"], now, state)
     except PsError as exc:
         ctx.error(str(exc))
         return 1

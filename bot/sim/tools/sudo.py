@@ -1,5 +1,9 @@
 """``sudo [-n] [-E] [-H] [-u root] [--] CMD ARGS...``: the sim user is already root, so run
 CMD from PATH (our shims first); bot configurations for non-root users say ``sudo -n``.
+
+A scenario with ``sudo_refuses`` is a host whose sudoers has no rule for the login: every
+``sudo -n`` (and ``sudo -n -l``) answers as the real sudo 1.9 does, "sudo: a password is
+required", exit status 1 (tests/fixtures/real/sudo_n_password_required.txt).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ if TYPE_CHECKING:
 
 NO_ARG = {"-n", "--non-interactive", "-E", "--preserve-env", "-H", "--set-home", "-S"}
 LIST = {"-l", "--list"}
+REFUSED = "sudo: a password is required"
 
 
 def listed(argv: list[str], ctx: SimCall) -> int:
@@ -47,6 +52,9 @@ def main(argv: list[str], ctx: SimCall) -> int:
             return 1
     if i >= len(argv):
         ctx.error("usage: sudo [-n] command")
+        return 1
+    if ctx.read().get("sudo_refuses"):
+        ctx.error(REFUSED)
         return 1
     if listing:
         return listed(argv[i:], ctx)

@@ -144,7 +144,7 @@ def _status(ctx: SimCall, state: State, args: list[str]) -> int:
 
 
 def _unit_of(state: State, pid_text: str) -> str:
-    proc = engine.find_process(state, int(pid_text))
+    proc = engine.visible_process(state, int(pid_text))
     if proc is None:
         raise Fail(f"Failed to get unit for PID {pid_text}: PID {pid_text} does not exist.")
     owner = proc["owner"]
