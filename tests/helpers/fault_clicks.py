@@ -310,10 +310,14 @@ def joints_serve(workdir: Path, scenarios: list[str],
         server.stop()
 
 
+# what a real inventory says of a fault host beyond its address (the login's sudo)
+HOST_FIELDS: dict[str, dict[str, Any]] = {"sudo_refused": {"sudo": True}}
+
+
 def _host(scenario: str, sim: SimHost) -> dict[str, Any]:
     gpus = expected_gpus(scenario)
     return {"ssh": sim.target, "key": str(sim.key_path), "known_hosts": str(sim.known_hosts_path),
-            **({"gpus": gpus} if gpus else {})}
+            **({"gpus": gpus} if gpus else {}), **HOST_FIELDS.get(scenario, {})}
 
 
 # --- the sequences ----------------------------------------------------------------------
