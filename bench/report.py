@@ -73,7 +73,24 @@ def _startup(r: R) -> list[Row]:
          f"{r['fresh_ssh'] / r['diagnose']:.2f}x / "
          f"{r['controlmaster_parallel'] / r['diagnose']:.2f}x",
          "≤ 1.0 s; dominated by SSH", _ok(r["diagnose"] <= 1.0)),
+        *_via_serve(r, cpu),
     ]
+
+
+def _via_serve(r: R, cpu: R) -> list[Row]:
+    """A person's diagnosis asked of a running serve (issue 37), beside the same run's
+    standalone diagnosis, fresh ssh and ControlMaster."""
+    if "diagnose_via_serve" not in r:
+        return []
+    ours = r["diagnose_via_serve"]
+    return [(f"`incident-bot diagnose` through a running serve (warm pool), whole process "
+             f"({int(r['commands'])} commands)",
+             f"{_s(ours)} (CPU {_s(cpu['diagnose_via_serve'])}; the diagnosis inside serve "
+             f"{_s(r['serve_playbook_s'])}, process + HTTP {_s(ours - r['serve_playbook_s'])})",
+             f"standalone {_s(r['diagnose'])}; fresh ssh each {_s(r['fresh_ssh'])}; "
+             f"ControlMaster setup + parallel {_s(r['controlmaster_parallel'])}",
+             f"{r['diagnose'] / ours:.2f}x / {r['fresh_ssh'] / ours:.2f}x / "
+             f"{r['controlmaster_parallel'] / ours:.2f}x", "≤ 0.5 s", _ok(ours <= 0.5))]
 
 
 def _diagnose(r: R) -> list[Row]:
@@ -274,10 +291,103 @@ def _first(r: R) -> list[Row]:
     ]
 
 
+def _gate(r: R) -> list[Row]:
+    return [
+        ("health gate on a sim host, warm pool (readings; `dcgmi diag -r 1` then `-r 2`; the "
+         "CUDA smoke; the sim answers DCGM and the smoke at once)",
+         f"whole gate {_s(r['gate']['median_s'])} (p90 {_s(r['gate']['p90_s'])}): readings "
+         f"{_s(r['readings']['median_s'])}, dcgm {_s(r['dcgm']['median_s'])}, smoke "
+         f"{_s(r['smoke']['median_s'])}",
+         f"the readings level alone (the gate before issue 36) "
+         f"{_s(r['readings_alone']['median_s'])}",
+         f"{r['ratio']:.2f}x the time (gate / readings alone)", "-", "-"),
+    ]
+
+
+def _fleet_digest(r: R) -> list[Row]:
+    sizes = {int(x["hosts"]): x for x in r["sizes"]}
+    base = sizes[min(sizes)]
+    rows: list[Row] = []
+    for n, x in sorted(sizes.items()):
+        if n == min(sizes):
+            continue
+        per_host = (x["build_s"] + x["chart_s"]) / n
+        base_per_host = (base["build_s"] + base["chart_s"]) / int(base["hosts"])
+        rows.append((f"digest of a fleet day, {n} hosts ({r['step_s']:.0f} s samples; "
+                     "ranked by need, heatmaps past 8 hosts)",
+                     f"build {_s(x['build_s'])}, chart {_s(x['chart_s'])}; message "
+                     f"{x['blocks']} blocks, {x['needs']} hosts need a person, "
+                     f"{x['named']} named" + (", the rest counted" if x["cut_said"] else ""),
+                     f"{int(base['hosts'])} hosts: build {_s(base['build_s'])}, chart "
+                     f"{_s(base['chart_s'])}",
+                     f"{per_host / base_per_host:.2f}x per host", "no host left out unsaid",
+                     _ok(bool(x["cut_said"]))))
+    return rows
+
+
+BURST_STAGES = {  # stage -> (what it is, NVSentinel's figure it is beside, our goal)
+    "stored": ("alert → stored (the webhook answered 200)", None, None),
+    "placed": ("alert → placed in a storm (its row due in the next edit)", None, None),
+    "visible": ("alert → visible in Slack (own message or a storm's)", None, ("p99", 3.0)),
+    "diagnosed": ("alert → diagnosed", None, ("p99", 10.0)),
+    "dispatched": ("alert → auto fix dispatched", "dispatched", None),
+    "verified": ("alert → auto-fixed and verified", "back", ("p50", 20.0)),
+    "drained": ("alert → drained in Slurm (auto)", "quarantined", None),
+}
+NV_NAMES = {"quarantined": "detect → quarantined", "dispatched": "→ remediation dispatched",
+            "back": "→ back in service"}
+
+
+def _burst(r: R) -> list[Row]:
+    """One row per stage beside NVSentinel's published figure (their time / ours), then
+    the costs per incident."""
+    head = (f"burst: {r['hosts']} hosts through {r['replicas']} serve replicas, alerts within "
+            f"{r['spread_s']:.0f} s")
+    rows: list[Row] = []
+    for stage, (what, theirs, goal) in BURST_STAGES.items():
+        st = r["stages"].get(stage, {})
+        if not st or not st.get("n"):
+            continue
+        ours = f"p50 {_s(st['p50'])}, p99 {_s(st['p99'])}, max {_s(st['max'])} (n {st['n']})"
+        alt, ratio = "-", "-"
+        if theirs:
+            p50, p99 = r["nvsentinel"][theirs]
+            alt = f"NVSentinel {NV_NAMES[theirs]}: p50 {p50:g} s" + (f", p99 {p99:g} s"
+                                                                     if p99 else "")
+            ratio = f"{p50 / st['p50']:.2f}x p50" + (f", {p99 / st['p99']:.2f}x p99"
+                                                     if p99 else "")
+        verdict = "-"
+        if goal:
+            q, limit = goal
+            extra = " past the unit's restart window" if stage == "verified" else ""
+            verdict = _ok(st[q] <= limit)
+            goal_text = f"{q} ≤ {limit:g} s{extra}"
+        else:
+            goal_text = "-"
+        rows.append((f"{head}: {what}", ours, alt, ratio, goal_text, verdict))
+    sl = r["slack"]
+    idle = r.get("idle", {})
+    over = (f" ({r['bot_cpu_marginal_per_incident_s']:.3f} over the replicas' idle "
+            f"{1000 * idle['bot_cpu_per_s']:.0f} ms CPU/s)" if idle else "")
+    redis_over = (f" ({r['redis_marginal_per_incident']:.0f} over their idle "
+                  f"{idle['redis_per_s']:.0f}/s)" if idle else "")
+    rows.append((f"{head}: cost per incident",
+                 f"bots {r['bot_cpu_per_incident_s']:.3f} CPU-s{over}, Redis "
+                 f"{r['redis_commands_per_incident']:.0f} commands{redis_over}, Slack "
+                 f"{sl['posts_per_incident']:.2f} posts + {sl['updates_per_incident']:.2f} edits "
+                 f"({sl['top_level']} top-level messages, {sl['storms']} storms)",
+                 f"the simulated hosts (sshd, sessions, tools) "
+                 f"{r['sim_cpu_per_incident_s']:.3f} CPU-s per incident on the same "
+                 f"{r['cores']} cores", f"{r['sim_cpu_s'] / max(r['bot_cpu_s'], 1e-9):.1f}x "
+                 "hosts/bots CPU", "-", "-"))
+    return rows
+
+
 SECTIONS: dict[str, Callable[[R], list[Row]]] = {
     "digest": _digest, "sim": _sim,
     "startup": _startup, "diagnose": _diagnose, "ingest": _ingest, "slack": _slack,
-    "extract": _extract, "first": _first,
+    "extract": _extract, "first": _first, "gate": _gate, "fleetdigest": _fleet_digest,
+    "burst": _burst,
 }
 
 
@@ -298,7 +408,8 @@ def render(results: dict[str, R], facts: dict[str, str]) -> str:
              f"- CPU: {facts['cpu']}; cores: {facts['cores']}; load average before "
              f"{facts['load_before']}, after {facts['load_after']}",
              f"- Python {facts['python']}; Redis {facts['redis']}; {facts['openssh']}; "
-             f"torch {facts['torch']}; {facts['os']}", "",
+             f"torch {facts['torch']}; {facts['os']}",
+             *([f"- conditions: {facts['note']}"] if facts.get("note") else []), "",
              "| benchmark | ours | alternative (same run) | ratio | goal | result |",
              "|---|---|---|---|---|---|"]
     missed: dict[str, list[str]] = {}
@@ -309,7 +420,8 @@ def render(results: dict[str, R], facts: dict[str, str]) -> str:
                 missed.setdefault(name, []).append(row[0])
     lines += ["", "How each is measured: see the docstring at the top of each script in "
               "`bench/` (`startup.py`, `diagnose.py`, `ingest.py`, `bench_slack.py`, "
-              "`extract.py`, `digest_bench.py`, `bench_sim.py`, `first_message.py`). Ratios "
+              "`extract.py`, `digest_bench.py`, `bench_sim.py`, `first_message.py`, "
+              "`gate_levels.py`, `digest_fleet.py`, `burst.py`). Ratios "
               "are the alternative's "
               "time over ours (higher is better for us), except the extraction row (job time / "
               "bare time, lower is better). Wall times on a shared machine include waiting for a "

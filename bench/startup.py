@@ -3,8 +3,12 @@
   interpreter         ``python -c pass``: the floor every Python CLI pays
   --help              ``python -m bot.cli --help`` (the ``incident-bot`` entry point's code)
   diagnose imports    ``python -c "import bot.commands.diagnose, playbooks.runner, bot.ssh.pool"``
+                      (with ``--config`` the settings come too)
   diagnose            ``python -m bot.cli diagnose USER@127.0.0.1:PORT --playbook P --json``
                       on a sim host: a person's whole diagnosis, start-up to exit
+  diagnose via serve  ``python -m bot.cli diagnose gpu-01 --playbook P --json`` with
+                      ``INCIDENT_BOT_URL`` and ``INCIDENT_BOT_DIAGNOSE_TOKEN`` set: asked of a
+                      running ``serve`` (a real process, its pool warmed by one diagnosis)
   fresh ssh           the same commands, one ``ssh`` process each, one after another
   ControlMaster       master set up, then the same commands at once over it, then closed
 
@@ -19,14 +23,17 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import json
 import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +44,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from common import median_time  # noqa: E402
 from diagnose import ControlMaster, ssh_commands  # noqa: E402
 
+from bot.core.procs import free_port, stop_child  # noqa: E402
+from bot.rig.localredis import start_local_redis  # noqa: E402
 from bot.sim.sshd import SimHost, start_sim  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -65,9 +74,26 @@ def median_cpu(name: str, fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(walls)
 
 
-def process(argv: list[str], ok: tuple[int, ...] = (0,)) -> Callable[[], None]:
+def via_serve(host: SimHost, playbook: str, repeat: int) -> dict[str, float]:
+    """The same diagnosis asked of a running serve; and the diagnosis inside serve (its
+    playbook's own ``duration_s``), the part no client can remove."""
+    with tempfile.TemporaryDirectory(prefix="ib-startup-serve-") as tmp, \
+            running_serve(host, Path(tmp)) as url:
+        wall = median_cpu("diagnose_via_serve", process(via_serve_argv(playbook),
+                                                        env=serve_env(url)), repeat)
+        inside = []
+        for _ in range(repeat):
+            out = subprocess.run(via_serve_argv(playbook), env={**ENV, **serve_env(url)},
+                                 cwd=ROOT, capture_output=True, text=True, timeout=120,
+                                 check=True).stdout
+            inside.append(float(json.loads(out)["duration_s"]))
+    return {"diagnose_via_serve": wall, "serve_playbook_s": statistics.median(inside)}
+
+
+def process(argv: list[str], ok: tuple[int, ...] = (0,),
+            env: dict[str, str] | None = None) -> Callable[[], None]:
     def go() -> None:
-        rc = subprocess.run(argv, env=ENV, cwd=ROOT, stdin=subprocess.DEVNULL,
+        rc = subprocess.run(argv, env={**ENV, **(env or {})}, cwd=ROOT, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             timeout=120).returncode
         if rc not in ok:
@@ -101,18 +127,71 @@ def controlmaster_run(host: SimHost, commands: list[str]) -> None:
         cm.stop()
 
 
+DIAG_TOKEN = "bench-diagnose-token"
+
+
+@contextlib.contextmanager
+def running_serve(host: SimHost, workdir: Path) -> Iterator[str]:
+    """``incident-bot serve`` (a real process, terminal chat, no scheduler) with the sim
+    host as ``gpu-01``, its pool warmed by one diagnosis; yields its URL."""
+    redis = start_local_redis(workdir / "redis")
+    port = free_port()
+    config = workdir / "serve.yaml"
+    config.write_text(json.dumps({
+        "chat_backend": "terminal", "http": {"host": "127.0.0.1", "port": port},
+        "hosts": {"gpu-01": {"ssh": host.target, "key": str(host.key_path),
+                             "known_hosts": str(host.known_hosts_path)}},
+        "extra": {"scheduler": {"enabled": False}}}))
+    env = {**ENV, "REDIS_URL": redis.url, "INCIDENT_BOT_DIAGNOSE_TOKEN": DIAG_TOKEN}
+    with (workdir / "serve.log").open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve", "--config",
+                                 str(config)], env=env, cwd=ROOT, stdout=log, stderr=log,
+                                stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers(f"{url}/readyz"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log = (workdir / "serve.log").read_text()[-800:]
+                raise SystemExit(f"serve did not start: {log}")
+            time.sleep(0.1)
+        process(via_serve_argv("vram_idle"), env=serve_env(url))()  # the pool connects once
+        yield url
+    finally:
+        stop_child(proc)
+        redis.stop()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def serve_env(url: str) -> dict[str, str]:
+    return {"INCIDENT_BOT_URL": url, "INCIDENT_BOT_DIAGNOSE_TOKEN": DIAG_TOKEN}
+
+
+def via_serve_argv(playbook: str) -> list[str]:
+    return [sys.executable, "-m", "bot.cli", "diagnose", "gpu-01", "--playbook", playbook,
+            "--json"]
+
+
 def measure(host: SimHost, playbook: str, repeat: int) -> dict[str, float]:
     py = sys.executable
     commands, timing = probe_commands(host, playbook)
     module = "" if playbook == "auto" else f", playbooks.{playbook}"  # imported when it runs
-    imports = ("import bot.commands.diagnose, playbooks.runner, bot.ssh.pool, "
-               f"bot.config.settings{module}")
+    # what the ad-hoc path loads (an address, a key, a known_hosts file: no settings)
+    imports = f"import bot.commands.diagnose, playbooks.runner, bot.ssh.pool{module}"
     return {
         "commands": float(len(commands)), **timing,
         "interpreter": median_cpu("interpreter", process([py, "-c", "pass"]), repeat),
         "help": median_cpu("help", process([py, "-m", "bot.cli", "--help"]), repeat),
         "diagnose_imports": median_cpu("diagnose_imports", process([py, "-c", imports]), repeat),
         "diagnose": median_cpu("diagnose", process(diagnose_argv(host, playbook)), repeat),
+        **via_serve(host, playbook, repeat),
         "fresh_ssh": median_time(lambda: ssh_commands(host, commands), repeat),
         "controlmaster_parallel": median_time(lambda: controlmaster_run(host, commands), repeat),
     }
@@ -120,8 +199,8 @@ def measure(host: SimHost, playbook: str, repeat: int) -> dict[str, float]:
 
 def report(r: dict[str, Any]) -> None:
     print(f"whole processes, median seconds ({int(r['commands'])} commands for the ssh rows)")
-    for key in ("interpreter", "help", "diagnose_imports", "diagnose", "fresh_ssh",
-                "controlmaster_parallel"):
+    for key in ("interpreter", "help", "diagnose_imports", "diagnose", "diagnose_via_serve",
+                "fresh_ssh", "controlmaster_parallel"):
         print(f"  {key:<24}{r[key]:8.3f}")
     print("  CPU-seconds (user+sys, median): " + ", ".join(
         f"{k} {v:.3f}" for k, v in CPU.items()))
@@ -132,6 +211,9 @@ def report(r: dict[str, Any]) -> None:
     print(f"  one diagnosis's own figures: the playbook {r['playbook_s']:.3f} s, its GPU sampler "
           f"{r['sampler_s']:.3f} s (interpreter + imports + sampler is this host's floor: "
           f"{r['diagnose_imports'] + r['sampler_s']:.3f} s)")
+    print(f"  diagnose via serve {r['diagnose_via_serve']:.3f} s (aim <= 0.5 s): the diagnosis "
+          f"inside serve {r['serve_playbook_s']:.3f} s, the rest "
+          f"{r['diagnose_via_serve'] - r['serve_playbook_s']:.3f} s is the process and HTTP")
     print(f"  fresh ssh / diagnose {r['fresh_ssh'] / r['diagnose']:.2f}x; "
           f"ControlMaster (setup + parallel) / diagnose "
           f"{r['controlmaster_parallel'] / r['diagnose']:.2f}x")

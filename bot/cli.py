@@ -6,19 +6,20 @@ other exception into a logged error with an id: no traceback reaches the user.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
 import sys
-from typing import Annotated, cast
-
-import typer
-from typer import _click as click  # typer >= 0.20 builds its commands on this copy
-from typer.core import TyperCommand, TyperGroup
+from typing import TYPE_CHECKING, Any, cast
 
 from bot import __version__
-from bot.commands.common import CONTEXT_SETTINGS, EXIT_STATUS_HELP
+from bot.core.cli_style import CONTEXT_SETTINGS, EXIT_STATUS_HELP
 from bot.core.errors import UserError, log_internal
+
+if TYPE_CHECKING:  # typer is imported when a command is built: ``diagnose`` asked of a
+    import typer  # running serve never needs it (``bot.commands.diagnose_client``)
+    from typer import _click as click  # typer >= 0.20 builds its commands on this copy
 
 # Every subcommand: name -> (module in bot/commands/ that registers it, its one-line help).
 # Modules are imported only when their command runs (or its own --help is asked for), so
@@ -52,60 +53,76 @@ _LISTING = "incident_bot.listing"
 
 def load_command(name: str) -> click.Command:
     """Import the module that registers ``name`` and build its click command."""
+    import typer
+
     module = importlib.import_module(f"bot.commands.{COMMANDS[name][0]}")
     holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
                          rich_markup_mode=None, context_settings=CONTEXT_SETTINGS)
     module.register(holder)
     command = typer.main.get_group(holder).commands[name]
-    return cast(click.Command, command)
+    return cast("click.Command", command)
 
 
-class LazyGroup(TyperGroup):
-    """The top-level group: lists commands from ``COMMANDS``, imports one when it runs."""
+@functools.cache
+def build_app() -> typer.Typer:
+    """The top-level typer app; its group lists commands from ``COMMANDS`` and imports one
+    when it runs. Built on first use: importing typer (and the pydantic its parameters
+    are coerced with) is most of a short command's start-up."""
+    import typer
+    from typer.core import TyperCommand, TyperGroup
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
+    class LazyGroup(TyperGroup):
+        def list_commands(self, ctx: click.Context) -> list[str]:
+            return list(COMMANDS)
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in COMMANDS:
-            return None
-        if ctx.meta.get(_LISTING):  # the group's own --help needs names and one line each
-            line = COMMANDS[cmd_name][1]
-            return TyperCommand(cmd_name, help=line, short_help=line)
-        return load_command(cmd_name)
+        def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+            if cmd_name not in COMMANDS:
+                return None
+            if ctx.meta.get(_LISTING):  # the group's own --help needs names and one line
+                line = COMMANDS[cmd_name][1]
+                return TyperCommand(cmd_name, help=line, short_help=line)
+            return load_command(cmd_name)
 
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        ctx.meta[_LISTING] = True
-        try:
-            super().format_help(ctx, formatter)
-        finally:
-            ctx.meta.pop(_LISTING, None)
+        def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+            ctx.meta[_LISTING] = True
+            try:
+                super().format_help(ctx, formatter)
+            finally:
+                ctx.meta.pop(_LISTING, None)
+
+    app = typer.Typer(
+        name="incident-bot",
+        cls=LazyGroup,
+        help="Incident response for GPU hosts: alerts in, diagnosis over SSH, approvals in chat.",
+        epilog=EXIT_STATUS_HELP,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,  # plain help everywhere (rich's Markdown import: 0.25 s)
+        context_settings=CONTEXT_SETTINGS,
+    )
+
+    def show_version(value: bool) -> None:
+        if value:
+            typer.echo(f"incident-bot {__version__}")
+            raise typer.Exit(0)
+
+    # the option as a default, not in ``Annotated``: annotations are strings here, read
+    # against this module's globals, where typer is not (it is imported on first use)
+    @app.callback()
+    def _root(version: bool = typer.Option(
+            False, "--version", is_eager=True, callback=show_version,
+            help="Print the version and exit.")) -> None:
+        """Incident response for GPU hosts: alerts in, diagnosis over SSH, approvals in chat."""
+
+    return app
 
 
-app = typer.Typer(
-    name="incident-bot",
-    cls=LazyGroup,
-    help="Incident response for GPU hosts: alerts in, diagnosis over SSH, approvals in chat.",
-    epilog=EXIT_STATUS_HELP,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # plain help everywhere (rich's Markdown import alone costs 0.25 s)
-    context_settings=CONTEXT_SETTINGS,
-)
-
-
-def _show_version(value: bool) -> None:
-    if value:
-        typer.echo(f"incident-bot {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _root(version: Annotated[bool, typer.Option(
-        "--version", is_eager=True, callback=_show_version,
-        help="Print the version and exit.")] = False) -> None:
-    """Incident response for GPU hosts: alerts in, diagnosis over SSH, approvals in chat."""
+def __getattr__(name: str) -> Any:
+    """``bot.cli.app`` (what tests and tools import), built on first use."""
+    if name == "app":
+        return build_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,9 +130,18 @@ def main(argv: list[str] | None = None) -> int:
         level=os.environ.get("INCIDENT_BOT_LOG_LEVEL", "WARNING"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    command = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        rv = command.main(args=argv, prog_name="incident-bot", standalone_mode=False)
+        if args[:1] == ["diagnose"]:  # asked of a running serve: nothing else to load
+            from bot.commands.diagnose_client import fast_main
+
+            answered = fast_main(args[1:])
+            if answered is not None:
+                return answered
+        import typer
+
+        rv = typer.main.get_command(build_app()).main(args=args, prog_name="incident-bot",
+                                                      standalone_mode=False)
     except UserError as exc:
         if not getattr(exc, "shown", False):  # a config's problems: one line each
             for line in exc.message.splitlines() or [""]:

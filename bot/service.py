@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Route
 
 from bot.chat.backends import ChatApp, ChatPlugin, make_plugin
 from bot.chat.base import ChatBackend
@@ -31,6 +32,8 @@ from bot.extensions import load_and_install
 from bot.flow import reconcile, timers
 from bot.flow.assembly import Flow, build_flow
 from bot.flow.slash_handlers import FlowSlashHandlers
+from bot.ingest.diagnose import ROUTE as DIAGNOSE_ROUTE
+from bot.ingest.diagnose import DiagnoseEndpoint
 from bot.ingest.http import create_app
 from bot.paging.runner import build_paging
 from bot.paging.runner import run_forever as run_paging
@@ -84,17 +87,25 @@ class Service:
             self.chat_app.start()
 
     def start_outbox(self) -> None:
-        """The chat outbox's retry loop: what Slack refused (or spaced out) goes later."""
+        """The chat outbox's retry loop: what Slack refused (or spaced out) goes later;
+        and the storms' table renders (issue 37), which the outbox then sends."""
         t = threading.Thread(target=self.flow.outbox.run, args=(self.stop_event, 1.0),
                              name="chat-outbox", daemon=True)
         t.start()
         self.threads.append(t)
+        if self.flow.storms is not None:
+            s = threading.Thread(target=self.flow.storms.run, args=(self.stop_event,),
+                                 name="storm-tables", daemon=True)
+            s.start()
+            self.threads.append(s)
 
     def close(self) -> None:
         """Stop the consumer, hand the scheduler lease back, finish Slack work. Idempotent."""
         if self.stop_event.is_set():
             return
         self.stop_event.set()
+        if self.flow.storms is not None:
+            self.flow.storms.wake()
         if self.scheduler is not None:
             self.scheduler.stop()
         for t in self.threads:
@@ -110,6 +121,7 @@ class Service:
 
 def check_sections(settings: Settings) -> None:
     """Validate every ``extra`` section now: a typo fails at start, not at 3 a.m."""
+    from bot.config.gate import gate_settings
     from bot.config.inventory import diagnostics_settings
     from bot.domain.xid import xid_policy_from_extra
     from bot.extract.config import extract_settings
@@ -122,6 +134,7 @@ def check_sections(settings: Settings) -> None:
     extract_settings(settings.extra)
     xid_policy_from_extra(settings.extra)
     reconcile.reconcile_settings(settings.extra)
+    gate_settings(settings)
 
 
 def build_service(settings: Settings, *, runner: SSHRunner | None = None,
@@ -142,7 +155,9 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
                               fleet={p.name: p for p in policies_from_settings(settings)})
     chat_app = _chat_app(settings, stores, flow, desk, plugin, chat)
     closers: list[Service] = []  # uvicorn's graceful shutdown runs this before it exits
-    routes = chat_app.http_routes() if chat_app is not None else []
+    routes: list[BaseRoute] = list(chat_app.http_routes()) if chat_app is not None else []
+    routes.append(Route(DIAGNOSE_ROUTE, DiagnoseEndpoint(settings, flow.runner).handle,
+                        methods=["POST"]))
     app = create_app(settings, stores, extra_routes=routes, store=flow.incidents,
                      on_shutdown=[partial(_close_all, closers)])
     scheduler = _scheduler(settings, stores, flow, desk) if with_scheduler else None

@@ -48,6 +48,10 @@ class PlaybookOptions:
     pcie_replay_warn: int = 100  # PCIe replays since boot at or above this: degraded
     xid_policy: XidPolicy = DEFAULT_POLICY
     slurm_node: str | None = None  # the inventory's ``hosts.*.slurm_node``: drain it first
+    nvlink_error_warn: int = 100  # a link's CRC/replay errors at or above this: degraded
+    ib_flap_warn: int = 3  # an InfiniBand port that went down this often: flapping
+    ib_symbol_warn: int = 100  # symbol errors on a port at or above this: a marginal link
+    hot_c: int = 85  # a GPU at or above this temperature: degraded
 
     @property
     def window_s(self) -> float:

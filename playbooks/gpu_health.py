@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from bot.core import strings as S
 from bot.domain.findings import ProbeResult, Severity
 from bot.domain.headline import gpu_label
-from playbooks import probes
+from playbooks import device_clients, platform, probes
 from playbooks.base import PlaybookOptions, Probe, Report, Session
 from playbooks.commands import FABRIC_MANAGER_COMMAND, KERNEL_LOG_COMMAND
 from playbooks.gpu import summarize
@@ -46,7 +46,9 @@ def health_probes() -> dict[str, Probe[Any]]:
             "procs": Probe("process_states", f"ps -eo pid=,stat=,comm= && echo {ps.SECTION} && "
                            "ps -eo pid=,cgroup=", _states_and_units),
             "fabric": Probe("fabric_manager", FABRIC_MANAGER_COMMAND, str.strip),
-            "services": probes.units()}
+            "containers": device_clients.docker_names(),
+            "services": probes.units(),
+            **platform.platform_probes()}
 
 
 @dataclass(frozen=True)
@@ -101,15 +103,13 @@ def active_servers(rows: list[systemd.UnitRow]) -> tuple[str, ...]:
         ps.server_kind(r.unit.replace("-", " ")) or ps.server_kind(r.description))))
 
 
-def view(pending: Pending, host: str, named: frozenset[str] = frozenset()) -> Report:
-    """The GPU view every diagnosis carries: the verdicts and their findings. ``named``:
-    GPUs the playbook traced to a holder whose process this login cannot see (its unit or
-    container): held, not wedged, so the headline never contradicts the body."""
-    report = Report(host)
-    facts, got = collect(pending)
-    facts = replace(facts, named=named)
-    assess(facts, decide(facts), got, report)
-    return report
+def judge(facts: HealthFacts, got: Mapping[str, Any], options: PlaybookOptions
+          ) -> tuple[list[GpuView], list[platform.GpuIssue]]:
+    """Every GPU's verdict with its platform faults (PCIe, NVLink, heat) marked in (pure)."""
+    views = decide(facts)
+    issues = platform.gpu_issues(views, platform.reading(got), facts.xml, options)
+    platform.mark(views, issues)
+    return views, issues
 
 
 def _states_and_units(text: str) -> tuple[dict[int, tuple[str, str]], dict[int, str | None]]:
@@ -138,7 +138,8 @@ def run(session: Session, context: Mapping[str, Any]) -> Report:
 
 def assess(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
            report: Report) -> None:
-    """All gpu_health findings (pure over gathered data)."""
+    """All gpu_health findings (pure over gathered data); the reset it proposes is
+    ``playbooks/gpu_view.py``'s."""
     _tool_errors(facts, report)
     _summary(views, facts, report)
     for v in views:

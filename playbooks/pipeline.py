@@ -18,7 +18,7 @@ from typing import Any
 
 from bot.core import strings as S
 from bot.domain.findings import Finding, ProbeResult, Severity
-from playbooks import gpu_health
+from playbooks import gpu_health, gpu_view
 from playbooks.base import Report, Session
 from playbooks.parsers.refusal import RefusalKind, refused
 
@@ -33,7 +33,7 @@ def run_with_view(run: Callable[[Session, Mapping[str, Any]], Report], session: 
     """``run`` (a playbook) with the GPU view started before it and merged after it."""
     pending = gpu_health.start(session)
     own = run(session, context)
-    report = merge(gpu_health.view(pending, session.target.name, traced(own)), own)
+    report = merge(gpu_view.view(pending, session.target.name, traced(own)), own)
     refusals(session.results, report)
     return report
 
@@ -72,7 +72,8 @@ def refusals(results: list[ProbeResult], report: Report) -> None:
 
 def merge(view: Report, own: Report) -> Report:
     """The kind's report with the GPU view's findings in (pure). Order: how ``auto``
-    chose, the GPU view, then the kind's own findings; the kind's actions unchanged."""
+    chose, the GPU view, then the kind's own findings; the kind's actions first, then the
+    view's (a GPU reset with what it must stop around it)."""
     codes = {f.code for f in view.findings}
     own_codes = {f.code for f in own.findings}
     wedged = "gpu.wedged" in codes
@@ -81,7 +82,9 @@ def merge(view: Report, own: Report) -> Report:
                  if not (f.code == "gpu.held_idle" and own_codes & set(TRACED))]
     auto = [f for f in kept_own if f.code == "playbook.auto"]
     rest = [f for f in kept_own if f.code != "playbook.auto"]
-    out = Report(own.host, playbook=own.playbook, actions=list(own.actions))
+    ids = {a.id for a in own.actions}
+    out = Report(own.host, playbook=own.playbook, actions=[
+        *own.actions, *(a for a in view.actions if a.id not in ids)])
     for f in auto + kept_view + rest:
         if all((g.code, g.title) != (f.code, f.title) for g in out.findings):
             out.findings.append(f)

@@ -14,7 +14,12 @@ from collections.abc import Sequence
 from bot.domain.host_state import GpuState, ProcState, UnitState
 from bot.domain.slurm import SlurmJob, SlurmNode
 from playbooks.base import PlaybookOptions, Probe, cmd
-from playbooks.commands import QUERY_APPS_COMMAND, QUERY_GPU_COMMAND, QUERY_XML_COMMAND
+from playbooks.commands import (
+    QUERY_APPS_COMMAND,
+    QUERY_GPU_COMMAND,
+    QUERY_XML_COMMAND,
+    SAMPLE_GPU_COMMAND,
+)
 from playbooks.parsers import disk, host, nvidia, nvidia_xml, ps, slurm, systemd
 from playbooks.parsers.common import first_line, lines
 from playbooks.parsers.smi_errors import SmiError
@@ -40,21 +45,35 @@ CLEANUP_FIND_TESTS = ("-path '*/huggingface/hub/*' -o -path '*/hub/models--*' "
 ALL_SLURM_NODES = "TZ=UTC scontrol show node -o"  # reason times in UTC, whatever the zone
 
 
+# Reads the looping nvidia-smi's rows (``count, index, ...``) line by line (the shell's
+# ``read``: awk may wait to fill a 4 KiB buffer from a pipe) and prints them as the parser
+# has always read them (``index, ...``, samples separated by ``---``). A sample is complete
+# when it has ``count`` rows, or when an index repeats (a GPU missing from it); once ``n``
+# are, the loop is stopped. Lines that are not GPU rows (nvidia-smi's errors) pass through.
+SAMPLE_READ = (
+    'g=0; r=0; l=-1; while IFS= read -r x; do c=${x%%,*}; y=${x#*, }; i=${y%%,*}; '
+    'case "$c" in ""|*[!0-9]*) printf "%s\\n" "$x"; continue;; esac; '
+    'case "$i" in ""|*[!0-9]*) printf "%s\\n" "$x"; continue;; esac; '
+    'if [ $r -gt 0 ] && [ "$i" -le $l ]; then g=$((g+1)); r=0; [ $g -ge $n ] && break; fi; '
+    '[ $r -eq 0 ] && [ $g -gt 0 ] && echo ---; printf "%s\\n" "$y"; r=$((r+1)); l=$i; '
+    'if [ $r -ge "$c" ]; then g=$((g+1)); r=0; l=-1; [ $g -ge $n ] && break; fi; '
+    'done < "$d/f"')
+
+
 def gpu_samples(opts: PlaybookOptions) -> Probe[list[list[nvidia.GpuSample]] | SmiError]:
-    """Several ``--query-gpu`` samples started ``sample_interval_s`` apart, printed in order
-    and separated by ``---``. Each sample runs in the background into its own temp file,
-    so the window is the interval, not the interval plus every ``nvidia-smi`` call's own
-    run time (0.1-0.5 s each); the first failing sample's exit status is the probe's."""
-    query = QUERY_GPU_COMMAND
+    """``samples`` readings ``sample_interval_s`` apart from ONE ``nvidia-smi`` looping on
+    the host (``-lms``), read through a FIFO, stopped as soon as the last sample is
+    complete (issue 37): one tool start, not one per sample. Printed in order, separated
+    by ``---``. ``stdbuf -oL`` where present: the loop's rows come out as they are printed,
+    whatever nvidia-smi's own buffering. The probe's exit status is 0 when every sample was
+    read, else nvidia-smi's own (a driver/library mismatch, …)."""
     n = max(int(opts.samples), 1)
-    sep = nvidia.SAMPLE_SEPARATOR
-    pause = f"{max(opts.sample_interval_s, 0.0):g}"
-    loop = ('d=$(mktemp -d) || exit 1; trap \'rm -rf "$d"\' EXIT; pids=; i=0; '
-            f'while :; do {query} > "$d/$i" & pids="$pids $!"; i=$((i+1)); '
-            f'[ $i -ge {n} ] && break; sleep {pause}; done; '
-            'rc=0; for p in $pids; do wait "$p"; s=$?; [ $rc -eq 0 ] && rc=$s; done; '
-            f'i=0; while [ $i -lt {n} ]; do [ $i -gt 0 ] && echo {sep}; cat "$d/$i"; '
-            'i=$((i+1)); done; exit $rc')
+    every_ms = max(round(opts.sample_interval_s * 1000), 1)
+    loop = ('d=$(mktemp -d) || exit 1; p=; '
+            'trap \'[ -n "$p" ] && kill "$p" 2>/dev/null; rm -rf "$d"\' EXIT; '
+            'mkfifo "$d/f" || exit 1; sb=; command -v stdbuf >/dev/null 2>&1 && sb="stdbuf -oL"; '
+            f'$sb {SAMPLE_GPU_COMMAND} -lms {every_ms} > "$d/f" & p=$!; n={n}; '
+            f'{SAMPLE_READ}; if [ $g -ge $n ]; then exit 0; fi; wait "$p"; s=$?; p=; exit $s')
     return Probe("gpus", loop, nvidia.parse_gpu_samples,
                  timeout_s=opts.window_s + opts.command_timeout_s, required=True)
 

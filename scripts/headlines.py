@@ -50,10 +50,12 @@ outcome word.
   and the Approve click: nothing runs, and the message says it could not check.
 
 The headline's rule (`bot/domain/headline.py`): the first blocker in this order: a GPU
-tool that cannot answer, a broken or missing GPU, a full filesystem, wedged GPUs, the
-finding that the first proposed action able to name one fixes, a GPU tool the login may
-not run (or that is not installed), else the most severe finding. A holder is named by its
-unit, container or Slurm job, else by PID, command line and user; the biggest first.
+tool that cannot answer, a broken or missing GPU, a full filesystem, wedged GPUs, a fabric
+that is down (Fabric Manager, an InfiniBand port), the finding that the first proposed
+action able to name one fixes, a platform fault (NVLink errors, a downtrained PCIe link,
+slowed clocks, heat, a flapping or erring port), a GPU tool the login may not run (or that
+is not installed), else the most severe finding. A holder is named by its unit, container
+or Slurm job, else by PID, command line and user; the biggest first.
 
 The words (`bot/domain/outcome_word.py`): **Fixed** only when verify saw the fix on the host
 past its restart window; **Done** when the action did what it said but the headline's

@@ -21,7 +21,8 @@ a hash of item JSON); a global ZSET scores each incident id by when its *head* i
 - The audit entry of a late delivery (or a give-up) is written in the same script as the
   ack, so the timeline and the queue never disagree.
 - Parents first (issue 29): a second ZSET keeps the due incidents whose head is a top-level
-  post (an incident's own message, not a thread reply), kept by the same scripts as the due
+  post (an incident's own message, not a thread reply) or an urgent item (a storm's table,
+  issue 37: the one message that shows a whole burst), kept by the same scripts as the due
   ZSET. ``due_incidents`` lists those first, so when Slack's pace (about one post a second
   per channel) is the limit, twelve new incidents get their messages before anyone's
   evidence replies; each incident's own items keep their order.
@@ -83,6 +84,7 @@ class NewItem:
     thread_of: str = ""
     ref_ts: str = ""
     version: int = 0  # the render's sequence number: an older one never overwrites a newer
+    urgent: bool = False  # in the top-level lane though not a first post (a storm's table)
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class OutboxItem:
     uncertain: bool  # the last try may have reached Slack (timeout, reset): look before posting
     last_error: str
     token: str  # this claim's token; ack/release need it
+    urgent: bool = False  # queued urgent (a storm's table): first in line, first to Slack
 
     @property
     def key(self) -> str:
@@ -117,6 +120,7 @@ class OutboxItem:
 # first (its due time is in the due ZSET; throttled posts all share the next free slot).
 LANE = """
 local function top_level(item)
+  if item.lane == 'top' then return true end
   return item.op == 'post' and (item.thread_ts or '') == '' and (item.thread_of or '') == ''
 end
 local function mark(due_key, top_key, id, score, item)
@@ -436,7 +440,8 @@ def _item_json(item: NewItem, now: float) -> str:
     return json.dumps({
         "op": item.op.value, "purpose": item.purpose, "message": item.message,
         "channel": item.channel, "thread_ts": item.thread_ts, "thread_of": item.thread_of,
-        "ref_ts": item.ref_ts, "version": item.version, "attempts": 0, "due": now, "created": now,
+        "ref_ts": item.ref_ts, "version": item.version, "lane": "top" if item.urgent else "",
+        "attempts": 0, "due": now, "created": now,
         "claim": "", "claim_until": 0, "uncertain": False, "last_error": "",
     })
 
@@ -449,7 +454,7 @@ def _item(incident_id: str, seq: int, data: dict[str, Any]) -> OutboxItem:
         ref_ts=str(data.get("ref_ts") or ""), attempts=int(data["attempts"]),
         due=float(data["due"]), created=float(data["created"]),
         uncertain=bool(data.get("uncertain")), last_error=str(data.get("last_error") or ""),
-        token=str(data["claim"]))
+        token=str(data["claim"]), urgent=data.get("lane") == "top")
 
 
 def _audit_args(item: OutboxItem, note: AuditNote | None, now: float) -> list[str]:

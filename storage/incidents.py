@@ -45,6 +45,7 @@ from bot.domain.lifecycle import (
     is_transient,
 )
 from bot.domain.planner import Planner, PlanOutcome
+from bot.domain.xid import DEFAULT_POLICY, XidPolicy
 from storage import inflight, keys
 from storage.approvals import Withdrawal, mark_resolved_in, watch_pending, withdraw_in
 from storage.audit import AuditLog
@@ -94,7 +95,8 @@ class IncidentStore:
 
     def __init__(self, redis: Redis, *, group_wait_s: float = 30.0,
                  clock: Callable[[], float] = time.time, max_attempts: int = 50,
-                 id_block: int = 64, deadlines: StepDeadlines | None = None) -> None:
+                 id_block: int = 64, deadlines: StepDeadlines | None = None,
+                 xid_policy: XidPolicy = DEFAULT_POLICY) -> None:
         if not redis.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("IncidentStore needs a Redis client with decode_responses=True")
         self.redis = redis
@@ -106,6 +108,7 @@ class IncidentStore:
         self.ids = IdBlocks(redis, size=id_block)
         self.deadlines = deadlines or StepDeadlines()
         self.inflight = InflightRegistry(redis, clock)
+        self.xid_policy = xid_policy  # which Xids are the application's (storms, issue 36)
 
     # --- ingest ----------------------------------------------------------------------
     def ingest(self, alerts: Sequence[Alert]) -> IngestResult:
@@ -134,7 +137,8 @@ class IncidentStore:
     def _ingest_once(self, pipe: Pipeline, alerts: Sequence[Alert]) -> IngestResult:
         view = read_view(pipe, alerts)
         now = self.clock()
-        plan = Planner(view, now, self.group_wait_s, self.ids).run(list(alerts))
+        plan = Planner(view, now, self.group_wait_s, self.ids,
+                       xid_policy=self.xid_policy).run(list(alerts))
         write_plan(pipe, plan, view, now, open_deadline_s=self.deadlines.open_s)
         return IngestResult(plan.outcomes)
 
@@ -178,6 +182,23 @@ class IncidentStore:
         for incident in self.list(open_only=True):
             out[incident.state.value] = out.get(incident.state.value, 0) + 1
         return out
+
+    def glance(self, ids: Sequence[str]) -> builtins.list[tuple[str, str, str, str]]:
+        """``(id, host, state, updated)`` of each existing incident of ``ids``, in one
+        round trip and without the diagnosis (a storm's table lists every member each
+        second, and reads in full only the rows it shows and that changed)."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            for incident_id in ids:
+                pipe.hmget(keys.incident(incident_id), ["host", "state", "updated"])
+            rows = pipe.execute()
+        return [(i, str(host), str(state), str(updated or ""))
+                for i, (host, state, updated) in zip(ids, rows, strict=True)
+                if host is not None and state is not None]
+
+    def get_many(self, ids: Sequence[str]) -> builtins.list[Incident]:
+        """The incidents of ``ids`` that exist, in that order, in one round trip (a storm's
+        table reads every member at each render)."""
+        return self._load(ids)
 
     def _load(self, ids: Sequence[str]) -> builtins.list[Incident]:
         with self.redis.pipeline(transaction=False) as pipe:

@@ -52,7 +52,7 @@ SEEN_TTL_S = 7 * 86400  # how long a delivery stays "already applied"
 # the flow's parts are never clobbered.
 CORE_FIELDS = ("id", "host", "kind", "state", "severity", "count", "first_seen", "last_seen",
                "updated", "resolved_at", "cleared_at", "source", "parent_id", "hosts",
-               "fingerprints")
+               "fingerprints", "schema", "xids")  # xids: an Xid storm's tally, folded here
 _HMGET_MANY = """
 local out = {}
 for i, k in ipairs(KEYS) do out[i] = redis.call('HMGET', k, unpack(ARGV)) end

@@ -317,3 +317,58 @@ def outbox_due_top() -> str:
     """Sorted set: the part of ``outbox_due`` whose head is a top-level post (an incident's
     first message): sent before thread replies when Slack's pace is the limit (issue 29)."""
     return _k("outbox", "due", "top")
+
+
+# health history per node (issue 36: repeat offenders, the smoke baseline)
+def health_faults(host: str) -> str:
+    """Sorted set of ``FaultSeen`` JSON by time: the hardware faults each diagnosis saw."""
+    return _k("health", host, "faults")
+
+
+def health_gates(host: str) -> str:
+    """Sorted set of ``GatePass`` JSON by time: the gates that passed on this node."""
+    return _k("health", host, "gates")
+
+
+def health_smoke(host: str) -> str:
+    """Hash: GPU key (UUID) -> its last good smoke figures (JSON)."""
+    return _k("health", host, "smoke")
+
+
+def health_rma() -> str:
+    """Hash: host -> the ``RepeatOffence`` that sent it to RMA (JSON)."""
+    return _k("health", "rma")
+
+
+# --- storms: a burst of incidents in one channel as one growing message (issue 37) --------
+def storm_arrivals(channel: str) -> str:
+    """Sorted set: incident id → when its first message was due in ``channel`` (the last
+    minute's arrivals, trimmed as they age): the rate that starts a storm."""
+    return _k("storm", "arrivals", channel)
+
+
+def storm_active(channel: str, kind: str) -> str:
+    """The id of the storm now collecting ``kind``'s new incidents in ``channel``; expires
+    after a quiet spell (no new member), so the next incident gets its own message."""
+    return _k("storm", "active", channel, kind)
+
+
+def storm_seq() -> str:
+    """Counter: the number of the newest storm (its id is ``storm-N``)."""
+    return _k("storm", "seq")
+
+
+def storm(storm_id: str) -> str:
+    """Hash: one storm (id, channel, kind, started)."""
+    return _k("storm", storm_id)
+
+
+def storm_members(storm_id: str) -> str:
+    """Sorted set: incident id → when it joined the storm."""
+    return _k("storm", storm_id, "members")
+
+
+def storm_placed() -> str:
+    """Hash: incident id → the storm it joined, or ``-`` (its own message): one decision
+    per incident, taken when its first message is due and kept."""
+    return _k("storm", "placed")

@@ -22,7 +22,8 @@ from storage.claims import claim
 log = logging.getLogger(__name__)
 
 # KEYS[1] tier (or channel) state, KEYS[2] one message's gate; ARGV: emission interval
-# ms, burst tolerance ms, message gate ms (0: no message gate). Returns ms to wait.
+# ms, burst tolerance ms, message gate ms (0: no message gate), reserve ms (this call may
+# not take the last ``reserve`` of the burst: kept for urgent calls). Returns ms to wait.
 GRANT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -32,9 +33,10 @@ if gate_ms > 0 then
   if left > 0 then return left end
 end
 local interval, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local reserve = tonumber(ARGV[4] or '0')
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < now then tat = now end
-if tat - burst > now then return tat - burst - now end
+if tat - burst + reserve > now then return tat - burst + reserve - now end
 redis.call('SET', KEYS[1], tat + interval, 'PX', tat + interval - now + burst + 1000)
 if gate_ms > 0 then redis.call('SET', KEYS[2], '1', 'PX', gate_ms) end
 return 0
@@ -64,12 +66,13 @@ class SlackBudget:
         self._grant = redis.register_script(GRANT)
 
     def _run(self, state_key: str, gate_key: str, interval_s: float, burst: int,
-             gate_s: float) -> float:
+             gate_s: float, reserve: int = 0) -> float:
         interval_ms = max(1, int(interval_s * 1000))
         try:
             left = self._grant(keys=[state_key, gate_key],
                                args=[interval_ms, interval_ms * max(0, burst - 1),
-                                     int(gate_s * 1000)])
+                                     int(gate_s * 1000),
+                                     interval_ms * min(reserve, max(0, burst - 1))])
         except RedisError as exc:
             log.warning("slack budget unavailable: %s", exc)
             return 0.0
@@ -79,12 +82,17 @@ class SlackBudget:
         custom = (self.settings.per_minute or {}).get(method)
         return custom if custom is not None else TIERS.get(method, ("tier3", 50.0))[1]
 
-    def try_update(self, channel: str, ts: str, method: str = "chat.update") -> float:
-        """0 to send this message's edit now, else seconds to wait (message or tier)."""
+    def try_update(self, channel: str, ts: str, method: str = "chat.update", *,
+                   urgent: bool = False) -> float:
+        """0 to send this message's edit now, else seconds to wait (message or tier).
+        Only an ``urgent`` edit (a storm's table: the one message that shows a whole
+        burst, issue 37) may take the tier's last call of its burst: under a burst the
+        other edits wait for it, never the other way round."""
         tier = TIERS.get(method, ("tier3", 50.0))[0]
         return self._run(keys.slack_tier_budget(self.workspace, tier),
                          keys.chat_update_gate(channel, ts), 60.0 / self.per_minute(method),
-                         self.settings.burst, self.settings.message_interval_s)
+                         self.settings.burst, self.settings.message_interval_s,
+                         reserve=0 if urgent else 1)
 
     def try_call(self, method: str) -> float:
         """0 to make one call of ``method`` now (its tier), else seconds to wait."""

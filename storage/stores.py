@@ -16,12 +16,14 @@ from collections.abc import Callable
 from typing import cast
 
 from bot.domain.lifecycle import StepDeadlines
+from bot.domain.xid import DEFAULT_POLICY, XidPolicy
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
 from storage.chat_outbox import ChatOutboxStore
 from storage.claims import Claims
 from storage.connection import Redis, connect
 from storage.events import IncidentEvents
+from storage.health_history import HealthHistory
 from storage.home import HomeViewers
 from storage.incidents import IncidentStore
 from storage.jobs import JobStore
@@ -32,6 +34,7 @@ from storage.renders import RenderLedger
 from storage.samples import SampleStore
 from storage.silences import SilenceStore
 from storage.slack_budget import BudgetSettings, SlackBudget
+from storage.storms import StormStore
 from storage.usergroups import UsergroupCache
 
 Clock = Callable[[], float]
@@ -56,9 +59,10 @@ class Stores:
         self._raw.close()
 
     def incidents(self, *, group_wait_s: float = 30.0, clock: Clock = time.time,
-                  deadlines: StepDeadlines | None = None) -> IncidentStore:
+                  deadlines: StepDeadlines | None = None,
+                  xid_policy: XidPolicy = DEFAULT_POLICY) -> IncidentStore:
         return IncidentStore(self._text, group_wait_s=group_wait_s, clock=clock,
-                             deadlines=deadlines)
+                             deadlines=deadlines, xid_policy=xid_policy)
 
     def approvals(self) -> ApprovalStore:
         return ApprovalStore(self._text)
@@ -77,6 +81,10 @@ class Stores:
 
     def chat_outbox(self) -> ChatOutboxStore:
         return ChatOutboxStore(self._text)
+
+    def storms(self, *, window_s: float = 60.0, threshold: int = 10,
+               quiet_s: float = 300.0) -> StormStore:
+        return StormStore(self._text, window_s=window_s, threshold=threshold, quiet_s=quiet_s)
 
     def samples(self) -> SampleStore:
         return SampleStore(self._text)
@@ -100,6 +108,9 @@ class Stores:
 
     def claims(self) -> Claims:
         return Claims(self._text)
+
+    def health_history(self, *, clock: Clock = time.time) -> HealthHistory:
+        return HealthHistory(self._text, clock=clock)
 
     def scheduler_lease(self, ttl_s: float, token: str | None = None) -> Lease:
         return scheduler_lease(self._text, ttl_s, token)

@@ -20,6 +20,7 @@ from bot.core import fmt, strings
 from bot.domain.incident import Incident
 from bot.domain.kinds import DIAG_SUMMARY, REQUESTED_BY
 from bot.domain.lifecycle import IncidentState
+from bot.domain.xid_storm import storm_line
 
 MAX_LABELS = 6
 MAX_HOSTS = 20
@@ -91,4 +92,7 @@ def _facts(incident: Incident, now: float) -> str:
     shown = shown_labels(incident.labels)
     if shown:
         text += "\n" + strings.MSG_ALERT_LABELS.format(labels=", ".join(shown))
+    if incident.xids:  # an Xid storm folded: its count, since when, and what it may do
+        text += "\n" + escape(storm_line(incident.xids, now, held=incident.severity.value
+                                          != "critical"))
     return text

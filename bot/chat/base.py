@@ -34,6 +34,7 @@ class Section:
     fields: tuple[str, ...] = ()
     code: str | None = None  # preformatted block (commands, GPU tables)
     buttons: tuple[Button, ...] = ()  # shown right under this section (one action's Approve/Deny)
+    accessory: Button | None = None  # beside the text, in the same block (a table row's button)
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,8 @@ def section_blocks(section: Section) -> list[Block]:
             block["text"] = _mrkdwn(clip(section.text, SECTION_TEXT))
         if fields:
             block["fields"] = [_mrkdwn(clip(f, FIELD_TEXT)) for f in fields]
+        if section.accessory is not None:
+            block["accessory"] = _button(section.accessory)
         blocks.append(block)
     if section.code is not None and section.code.strip():
         blocks.append({"type": "section", "text": _mrkdwn(code_text(section.code)), "_code": True})

@@ -44,6 +44,9 @@ from storage.incidents import IncidentStore
 log = logging.getLogger(__name__)
 
 Delivered = Callable[[str, str, MessageRef], None]  # incident id, purpose, where it is now
+# incident id → (outbox id, purpose) of the message whose thread its card goes in (a
+# storm's table, issue 37), or None: its own message (or its group parent's thread)
+Placement = Callable[[str], tuple[str, str] | None]
 UNKNOWN_TRIES = 5  # an unexpected error (not Slack's refusal) is tried this often, then dropped
 CARD = "incident-card"  # the purpose of the incident's own message (posted once, then edited)
 
@@ -56,7 +59,8 @@ class DirectChat(Protocol):
     def post_once(self, channel: str, message: ChatMessage, thread: MessageRef | None,
                   key: str) -> MessageRef: ...
 
-    def update_once(self, ref: MessageRef, message: ChatMessage) -> None: ...
+    def update_once(self, ref: MessageRef, message: ChatMessage, *,
+                    urgent: bool = False) -> None: ...
 
     def find_posted(self, channel: str, thread: MessageRef | None, key: str,
                     oldest: float) -> MessageRef | None: ...
@@ -75,7 +79,8 @@ class _Plain:
         except Exception as exc:
             raise ChatSendError(f"{type(exc).__name__}: {exc}", transient=True) from exc
 
-    def update_once(self, ref: MessageRef, message: ChatMessage) -> None:
+    def update_once(self, ref: MessageRef, message: ChatMessage, *,
+                    urgent: bool = False) -> None:
         try:
             self.backend.update(ref, message)
         except Exception as exc:
@@ -98,8 +103,15 @@ class ChatOutbox:
         max_backoff_s: float = 5.0,
         late_after_s: float = 2.0,
         parents_first: bool = True,
+        placement: Placement | None = None,
+        post_spacing_s: float = 1.0,
     ) -> None:
         self.store, self.clock, self.on_delivered = store, clock, on_delivered
+        self.placement = placement  # decided when the card is sent, not when it is queued
+        # Slack's pace for posts in one channel: the n-th post a drain pass finds waiting
+        # for its channel is due n of these later, not all at the next slot (issue 37)
+        self.post_spacing_s = post_spacing_s
+        self._queue_ahead: dict[str, int] | None = None  # per channel, during a drain pass
         self.direct: DirectChat = backend if isinstance(backend, DirectChat) else _Plain(backend)
         self.backoff = Backoff(backoff_s, max_backoff_s)  # the one rule: bot/domain/backoff.py
         self.late_after_s = late_after_s  # a shorter wait (budget spacing) is not audited
@@ -113,7 +125,8 @@ class ChatOutbox:
 
     def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
              channel: str, thread: MessageRef | None = None, ref: MessageRef | None = None,
-             *, thread_of: str = "", deliver: bool = True) -> MessageRef | None:
+             *, thread_of: str = "", deliver: bool = True,
+             urgent: bool = False) -> MessageRef | None:
         """Queue one post or edit and try it now: the ref when delivered now, None when
         it waits (Slack refused, or an earlier item of the incident is still waiting).
         ``message.seq`` (a render's number) orders renders of one purpose: an older one
@@ -125,20 +138,25 @@ class ChatOutbox:
         waiting top-level posts before it (``ChatOutboxStore.due_incidents``); edits
         have their own budget and go at once.
         ``deliver`` False: only queued, for the retry loop to send (a caller that must
-        not wait on Slack, like the flow's event loop)."""
+        not wait on Slack, like the flow's event loop).
+        ``urgent``: listed with the first messages though it is an edit (a storm's table:
+        the one message that shows a whole burst goes before anyone's own edits)."""
         now = self.clock()
         item = NewItem(op=Op(op), purpose=purpose, message=message_to_json(message),
                        channel=ref.channel if ref is not None else channel,
                        thread_ts=thread.ts if thread is not None else "", thread_of=thread_of,
-                       ref_ts=ref.ts if ref is not None else "", version=message.seq)
+                       ref_ts=ref.ts if ref is not None else "", version=message.seq,
+                       urgent=urgent)
         seq = self.store.append(incident_id, item, now)
         if not deliver:
             self._queued.set()
             return None
         self._give_back_held(now)
         if (self.parents_first and item.op is Op.POST and not is_top_level(item)
-                and self.store.top_level_due(now)):
-            return None  # an incident's first message waits for the channel: it goes first
+                and self.store.top_level_due(now + self.post_spacing_s)):
+            # a first message (or a storm's table) waits for the channel's next slot: it
+            # takes it, not this reply sent inline a moment before the retry loop wakes
+            return None
         claimed = self._claim(incident_id, now, expect_seq=seq)
         return self._deliver(claimed) if claimed is not None else None
 
@@ -148,11 +166,15 @@ class ChatOutbox:
         now = self.clock() if now is None else now
         delivered = 0
         self._give_back_held(now)
-        for incident_id in self.store.due_incidents(now, parents_first=self.parents_first):
-            while (item := self._claim(incident_id, now)) is not None:
-                if self._deliver(item) is None:
-                    break
-                delivered += 1
+        self._queue_ahead = {}
+        try:
+            for incident_id in self.store.due_incidents(now, parents_first=self.parents_first):
+                while (item := self._claim(incident_id, now)) is not None:
+                    if self._deliver(item) is None:
+                        break
+                    delivered += 1
+        finally:
+            self._queue_ahead = None
         return delivered
 
     def run(self, stop: threading.Event, idle_s: float = 1.0,
@@ -265,7 +287,7 @@ class ChatOutbox:
         message = message_from_json(item.message)
         known = posted.get(item.purpose)
         if item.op is Op.POST and known is None:
-            thread = self._thread(item, posted)
+            thread = self._placed(item) or self._thread(item, posted)
             channel = thread.channel if thread is not None else item.channel
             found = self._find(item, channel, thread) if item.uncertain else None
             ref = found or self.direct.post_once(channel, message, thread, item.key)
@@ -276,7 +298,10 @@ class ChatOutbox:
             target = MessageRef(known.channel, known.ts)
         else:
             raise ChatSendError(f"nothing posted yet for {item.purpose}", transient=False)
-        self.direct.update_once(target, message)
+        if item.urgent:  # before every other edit for the workspace's update budget
+            self.direct.update_once(target, message, urgent=True)
+        else:
+            self.direct.update_once(target, message)
         return target, known.thread_ts if known is not None else target.ts
 
     def _find(self, item: OutboxItem, channel: str, thread: MessageRef | None) -> MessageRef | None:
@@ -290,6 +315,21 @@ class ChatOutbox:
             log.warning("chat outbox: cannot look for %s before posting again: %s",
                         item.key, exc.error)
             return None
+
+    def _placed(self, item: OutboxItem) -> MessageRef | None:
+        """The thread a card placed in a storm goes in: the storm's table. Asked when the
+        card is sent, so a card queued before its storm began goes there too; until the
+        table itself is out the card waits its turn (our spacing, not a refusal)."""
+        where = self.placement(item.incident_id) if (
+            self.placement is not None and item.purpose == CARD) else None
+        if where is None:
+            return None
+        owner, purpose = where
+        table = self.store.posted(owner).get(purpose)
+        if table is None:
+            raise ChatSendError(f"{owner} not posted yet", transient=True, retry_after_s=0.5,
+                                throttled=True)
+        return MessageRef(table.channel, table.ts)
 
     @staticmethod
     def _thread(item: OutboxItem, posted: dict[str, Posted]) -> MessageRef | None:
@@ -315,6 +355,7 @@ class ChatOutbox:
                                             {**detail, "error_id": error_id}), now)
             return
         wait = exc.retry_after_s if exc.retry_after_s is not None else self._backoff(item)
+        wait += self._turn(item, exc)
         log.info("chat outbox: %s (%s %s) refused (%s); again in %.1fs", item.key,
                  item.op.value, item.purpose, exc.error, wait)
         metrics.CHAT_OUTBOX.labels(outcome="deferred").inc()
@@ -322,6 +363,17 @@ class ChatOutbox:
                 if not exc.throttled and not item.last_error else None)  # its first refusal
         error = "" if exc.throttled else exc.error
         self.store.release(item, now + wait, error or item.last_error, exc.uncertain, note, now)
+
+    def _turn(self, item: OutboxItem, exc: ChatSendError) -> float:
+        """A post our own budget spaced out, in a drain pass: one more post is waiting for
+        this channel ahead of the next one. Without this every waiting post was due again
+        at the channel's next slot, one of them went and the rest were claimed and given
+        back each second: 200 storm members meant ~1,000 Redis commands a second."""
+        if self._queue_ahead is None or not exc.throttled or item.op is not Op.POST:
+            return 0.0
+        ahead = self._queue_ahead.get(item.channel, 0)
+        self._queue_ahead[item.channel] = ahead + 1
+        return ahead * self.post_spacing_s
 
     def _backoff(self, item: OutboxItem) -> float:
         return self.backoff.after(item.attempts)
@@ -376,12 +428,14 @@ def message_from_json(raw: str) -> ChatMessage:
 
 
 def _section(data: dict[str, Any]) -> Section:
+    accessory = data.get("accessory")
     return Section(text=str(data["text"]), fields=tuple(str(f) for f in data.get("fields") or ()),
                    code=data.get("code"),
-                   buttons=tuple(_button(b) for b in data.get("buttons") or ()))
+                   buttons=tuple(_button(b) for b in data.get("buttons") or ()),
+                   accessory=_button(accessory) if isinstance(accessory, dict) else None)
 
 
 def _button(data: dict[str, Any]) -> Button:
     return Button(label=str(data["label"]), action_id=str(data["action_id"]),
                   value=str(data["value"]), style=ButtonStyle(data.get("style") or "default"),
-                  confirm=data.get("confirm"))
+                  confirm=data.get("confirm"), url=data.get("url"))

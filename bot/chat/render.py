@@ -33,6 +33,7 @@ from bot.domain.hardware import outlasting
 from bot.domain.incident import Incident
 from bot.domain.incident_record import ActionPlan, StepResult
 from bot.domain.runbooks import runbook_links
+from bot.domain.xid_storm import storm_line
 
 MAX_GROUP_HOSTS = 20
 
@@ -139,6 +140,9 @@ def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float,
         context = summary.context_line(diagnosis)
         if context:  # the crash or reboot: context for the headline, never the headline
             text += "\n" + context
+    xids = tuple(getattr(incident, "xids", ()) or ())
+    if xids:  # an Xid storm folded into this incident: "Xid 45 ×224 since 10:02 UTC"
+        text += "\n" + escape(storm_line(xids, now, held=_val(incident.severity) != "critical"))
     hosts = tuple(getattr(incident, "hosts", ()) or ())
     if len(hosts) > 1:  # a group parent: a rack reboot is one message listing its hosts
         shown = ", ".join(escape(h) for h in hosts[:MAX_GROUP_HOSTS])
@@ -254,6 +258,12 @@ def _plan_section(host: str, plan: ActionPlan, diagnosis: Diagnosis,
         text += f"\n{decision}"
     show = clickable and (approval is None or approval.status is ApprovalStatus.PENDING)
     return Section(text=text, buttons=_buttons(host, plan) if show else ())
+
+
+def offer_buttons(host: str, plan: ActionPlan) -> tuple[Button, ...]:
+    """The buttons a pending offer shows on the card (Approve with the exact commands in
+    its confirm dialog, then Deny): a storm's table row offers the same first one."""
+    return _buttons(host, plan)
 
 
 def _buttons(host: str, plan: ActionPlan) -> tuple[Button, ...]:

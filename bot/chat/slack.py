@@ -241,15 +241,18 @@ class SlackBackend:
         self._changed()
         return MessageRef(channel=str(resp["channel"]), ts=str(resp["ts"]))
 
-    def update_once(self, ref: MessageRef, message: ChatMessage) -> None:
-        """One ``chat.update`` now (not coalesced), no sleeping; a refusal raises."""
+    def update_once(self, ref: MessageRef, message: ChatMessage, *,
+                    urgent: bool = False) -> None:
+        """One ``chat.update`` now (not coalesced), no sleeping; a refusal raises.
+        ``urgent``: may take the tier's last call (``SlackBudget.try_update``)."""
         if message.seq and self.ledger is not None and message.incident_id and \
                 message.seq <= self.ledger.applied(message.incident_id):
             log.info("render %s of incident %s not sent: a newer one was", message.seq,
                      message.incident_id)
             return
         budget = self.budget
-        if budget is not None and (wait := budget.try_update(ref.channel, ref.ts)) > 0:
+        if budget is not None and (wait := budget.try_update(ref.channel, ref.ts,
+                                                             urgent=urgent)) > 0:
             raise ChatSendError(BUDGET_WAIT, transient=True, retry_after_s=wait,
                                 throttled=True)
         payload = to_payload(message)

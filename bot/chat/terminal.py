@@ -177,8 +177,9 @@ class TerminalBackend:
         parts += [_rich(f) for f in section.fields]
         if section.code:
             parts.append(Text(to_plain(section.code), style="cyan"))
-        if section.buttons:
-            parts.append(self._buttons_line(section.buttons))
+        buttons = section.buttons + ((section.accessory,) if section.accessory else ())
+        if buttons:
+            parts.append(self._buttons_line(buttons))
         return Group(*parts)
 
     def _buttons_line(self, buttons: tuple[Button, ...]) -> Text:

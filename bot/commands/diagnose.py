@@ -1,5 +1,9 @@
 """`incident-bot diagnose TARGET --playbook NAME|auto [--json]`: one diagnosis over SSH.
 
+With ``INCIDENT_BOT_URL`` and ``INCIDENT_BOT_DIAGNOSE_TOKEN`` set, an inventory name is
+asked of the running ``serve`` (its warm pool; ``diagnose_client``), else diagnosed over
+this machine's own connection (issue 37).
+
 Exit status: 0 when diagnosed (findings or not, ``partial`` included), 1 when the host
 is unreachable (connect, host key, auth), 2 for bad arguments or config.
 """
@@ -9,29 +13,51 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from bot.commands.common import ConfigOpt, choices, playbook_names
+from bot.commands.diagnose_view import render
 from bot.core import strings as S
 from bot.core.errors import UserError
 
 if TYPE_CHECKING:  # imported where used: a person's diagnose should not wait on imports
-    from rich.console import Console
-    from rich.table import Table
 
-    from bot.domain.findings import Diagnosis
-
-_SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
-
+    from bot.ssh.base import SSHTarget
+    from bot.ssh.settings import SSHSettings
+    from playbooks.base import PlaybookOptions
 
 def run_diagnose(target_spec: str, playbook: str, *, as_json: bool,
                  config: str | Path | None,
                  ssh_key: str | None, known_hosts: str | None) -> int:
-    from bot.config.inventory import options_for, resolve
-    from bot.config.settings import load_settings
-    from bot.domain.findings import DiagnosisStatus
+    """A running ``serve`` first, when one is configured (``diagnose_client``: its warm
+    pool, nothing heavy imported here); else this machine's own connection."""
+    from bot.commands import diagnose_client
+
+    answer = (diagnose_client.ask(target_spec, playbook)
+              if not (ssh_key or known_hosts) else None)
+    has_key = bool(ssh_key)
+    if answer is None:
+        answer, has_key = _diagnose_here(target_spec, playbook, config, ssh_key, known_hosts)
+    if as_json:
+        print(json.dumps(answer), flush=True)
+    if answer.get("status") == "unreachable":  # one line, said once: no tables
+        raise UserError(diagnose_client.unreachable_line(answer, has_key=has_key), 1)
+    if not as_json:
+        from bot.commands.common import console
+        from bot.domain.findings import Diagnosis
+
+        render(Diagnosis.from_dict(answer), console())
+    return 0
+
+
+def _diagnose_here(target_spec: str, playbook: str, config: str | Path | None,
+                   ssh_key: str | None, known_hosts: str | None) -> tuple[dict[str, Any], bool]:
+    """Over this machine's own SSH connection: the diagnosis, and whether a key was
+    given. Without ``--config`` (an address, a key and a known_hosts file given) the
+    settings are not loaded at all: nothing in them applies, and their import alone is a
+    good part of a person's wait."""
     from bot.ssh.pool import ParamikoPool
     from playbooks import names, run_playbook
 
@@ -40,94 +66,39 @@ def run_diagnose(target_spec: str, playbook: str, *, as_json: bool,
     for flag, path in (("--ssh-key", ssh_key), ("--known-hosts", known_hosts)):
         if path and not os.path.isfile(os.path.expanduser(path)):
             raise UserError(f"{flag}: no such file: {path}", 2)
-    settings = load_settings(config)
-    if settings.extensions:  # the config's operator extensions add their findings
-        from bot.extensions import load_and_install
+    if config is None and "@" in target_spec:
+        target, options, ssh = _ad_hoc(target_spec, ssh_key, known_hosts)
+    else:
+        from bot.config.inventory import options_for, resolve
+        from bot.config.settings import load_settings
 
-        load_and_install(settings.extensions, str(config))
-    target = resolve(settings, target_spec, key=ssh_key, known_hosts=known_hosts)
-    with ParamikoPool(settings.ssh_defaults) as pool:
-        diagnosis = run_playbook(pool, target, playbook, options=options_for(settings, target))
-    if as_json:
-        print(json.dumps(diagnosis.to_dict()), flush=True)
-    if diagnosis.status is DiagnosisStatus.UNREACHABLE:  # one line, said once: no tables
-        raise UserError(unreachable_line(diagnosis, has_key=target.key_path is not None), 1)
-    if not as_json:
-        from bot.commands.common import console
+        settings = load_settings(config)
+        if settings.extensions:  # the config's operator extensions add their findings
+            from bot.extensions import load_and_install
 
-        render(diagnosis, console())
-    return 0
-
-
-def unreachable_line(d: Diagnosis, *, has_key: bool) -> str:
-    """Why the host could not be read, and what to pass when no key was given."""
-    finding = d.findings[0]
-    line = f"{finding.title} ({finding.evidence.get('address', d.host)}): {finding.detail}"
-    if finding.code == "ssh.auth_failed" and not has_key:
-        line += S.DIAG_NO_KEY_HINT
-    return line
+            load_and_install(settings.extensions, str(config))
+        target = resolve(settings, target_spec, key=ssh_key, known_hosts=known_hosts)
+        options, ssh = options_for(settings, target), settings.ssh_defaults
+    with ParamikoPool(ssh) as pool:
+        diagnosis = run_playbook(pool, target, playbook, options=options)
+    return diagnosis.to_dict(), target.key_path is not None
 
 
-def render(d: Diagnosis, console: Console) -> None:
-    """The readable form: a header line, findings, proposed actions, probes."""
-    from bot.domain.headline import choose
-    from bot.remediation.actions import fixes_of
+def _ad_hoc(spec: str, ssh_key: str | None,
+            known_hosts: str | None) -> tuple[SSHTarget, PlaybookOptions, SSHSettings]:
+    """``user@host:port`` with the defaults a config without this host would give it."""
+    from bot.ssh.base import SSHTarget
+    from bot.ssh.settings import SSHSettings
+    from playbooks.base import PlaybookOptions
 
-    console.print(f"[bold]{_plain(d.host)}[/] · {d.playbook} · {d.status.value} · "
-                  f"{d.duration_s:.2f} s")
-    headline = choose(d, fixes_of)  # the same rule and words as the Slack message
-    console.print(f"[bold]{_plain(headline.text)}[/]")
-    if headline.context:
-        console.print(_plain(headline.context))
-    findings = _table("Findings", "severity", "code", "finding")
-    for f in d.findings:
-        style = _SEVERITY_STYLE.get(f.severity.value, "")
-        findings.add_row(f"[{style}]{f.severity.value}[/]", _plain(f.code), _plain(f.title))
-    console.print(findings)
-    _per_gpu(d, console)
-    if d.actions:
-        actions = _table("Proposed actions", "id", "action", "params", "why")
-        for a in d.actions:
-            params = " ".join(f"{k}={v}" for k, v in a.params.items())
-            actions.add_row(_plain(a.id), _plain(a.kind), _plain(params), _plain(a.reason))
-        console.print(actions)
-    probes = _table("Probes", "probe", "exit", "seconds", "note")
-    for p in d.probes:
-        note = "timed out" if p.timed_out else (p.error or ("truncated" if p.truncated else ""))
-        probes.add_row(_plain(p.name), str(p.exit_status), f"{p.duration_s:.2f}", _plain(note))
-    console.print(probes)
+    def path(p: str | None) -> str | None:
+        return os.path.expanduser(p) if p else None
 
-
-def _per_gpu(d: Diagnosis, console: Console) -> None:
-    """The per-GPU tables, as plain text: the holders' (memory, utilisation, PID, unit)
-    and the verdict grid, as the Slack thread shows them."""
-    from bot.chat.summary import evidence_table
-
-    table = evidence_table(d)
-    if table is not None:
-        console.print(table.text, markup=False, highlight=False)
-        console.print(table.code or "", markup=False, highlight=False)
-    for f in d.findings:
-        if isinstance(f.evidence.get("grid"), str):
-            console.print(f.evidence["grid"], markup=False, highlight=False)
-
-
-def _table(title: str, *columns: str) -> Table:
-    """Wrap long values instead of cutting them: unit names must stay readable."""
-    from rich.table import Table
-
-    table = Table(title=title, expand=True)
-    for name in columns:
-        table.add_column(name, overflow="fold")
-    return table
-
-
-def _plain(text: str) -> str:
-    """Host text must not be read as rich markup (nor ``:ab:`` as an emoji: the console
-    is built with ``emoji=False``)."""
-    from bot.commands.common import plain
-
-    return plain(text)
+    try:
+        target = SSHTarget.parse(spec, key_path=path(ssh_key), known_hosts=path(known_hosts))
+    except ValueError:
+        raise UserError(S.DIAG_BAD_TARGET.format(target=spec), 2) from None
+    return target, PlaybookOptions(), SSHSettings()
 
 
 if TYPE_CHECKING:

@@ -47,7 +47,8 @@ def digest_now(config: Path | None, out: Path, hours: float) -> DigestResult:
         raise UserError(f"cannot create output directory {out}: {exc.strerror}", 2) from None
     runner = DigestRunner(stores.samples(), TerminalBackend(), out,
                           incidents=StoreIncidents(stores.incidents()),
-                          actions=AuditActions(stores.audit()), cfg=digest_cfg)
+                          actions=AuditActions(stores.audit()), cfg=digest_cfg,
+                          rma=stores.health_history().rma)
     try:
         return runner.now("terminal", hours)
     finally:

@@ -35,6 +35,10 @@ class DiagnosticsSettings(StrictModel):
     journal_vacuum_size: str = Field("500M", pattern=r"^[1-9][0-9]{0,5}[KMGT]$")
     command_timeout_s: float = Field(10.0, gt=0, le=600)
     du_timeout_s: float = Field(8.0, gt=0, le=600)
+    nvlink_error_warn: int = Field(100, ge=1)
+    ib_flap_warn: int = Field(3, ge=1)
+    ib_symbol_warn: int = Field(100, ge=1)
+    hot_c: int = Field(85, ge=30, le=130)
 
 
 def diagnostics_settings(settings: Settings) -> DiagnosticsSettings:

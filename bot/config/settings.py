@@ -31,10 +31,12 @@ from bot.domain.validate import HOST_CHARS, SLURM_NODE_RE
 from bot.ssh.settings import SSHSettings
 
 SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
-              "INCIDENT_BOT_ALERT_TOKEN")
+              "INCIDENT_BOT_ALERT_TOKEN", "INCIDENT_BOT_DIAGNOSE_TOKEN")
 EXTRA_SECTIONS = frozenset(
     {"diagnostics", "remediation", "scheduler", "digest", "escalation", "extract",
-     "reconcile"})  # reconcile: issue 24 (bot/flow/reconcile.py)
+     "reconcile",  # reconcile: issue 24 (bot/flow/reconcile.py)
+     "xid_policy",  # bot/domain/xid.py (documented before it was accepted here)
+     "gate"})  # the graded health gate and repeat offenders (bot/config/gate.py)
 TARGET_RE = re.compile(r"^(?:(?P<user>[a-z_][a-z0-9_.-]{0,31})@)?"
                        rf"(?P<host>[{HOST_CHARS}]+?)(?::(?P<port>\d{{1,5}}))?$")
 
@@ -53,6 +55,15 @@ class HttpSettings(StrictModel):
     max_header_bytes: int = Field(16_384, ge=1024, le=1_048_576)
 
 
+class StormSettings(StrictModel):
+    """A burst as one message per kind (issue 37, ``bot/flow/storm.py``): more than
+    ``per_minute`` new incidents in a minute in the channel start a storm; it collects its
+    kind until ``quiet_s`` pass without a new one. ``per_minute: 0`` turns storms off."""
+
+    per_minute: int = Field(10, ge=0, le=10_000)
+    quiet_s: float = Field(300.0, gt=0, le=86_400)
+
+
 class SlackSettings(StrictModel):
     channel: str = ""
     escalation_channel: str = ""
@@ -61,6 +72,7 @@ class SlackSettings(StrictModel):
     slash_command: str = "/ir"
     socket_mode: bool | None = None  # None: on when SLACK_APP_TOKEN is set
     oncall: str = ""  # user group (S…) @mentioned on critical incidents
+    storm: StormSettings = Field(default_factory=StormSettings)
 
 
 class HostSettings(StrictModel):
@@ -195,6 +207,9 @@ class Settings(BaseSettings):
     slack_signing_secret: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     incident_bot_alert_token: SecretStr | None = None
+    # people's terminals asking serve for a diagnosis (``POST /diagnose``, issue 37): not
+    # the alert token, which every GPU host's agent holds
+    incident_bot_diagnose_token: SecretStr | None = None
 
     @field_validator("extra")
     @classmethod

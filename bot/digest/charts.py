@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from bot.core import strings
 from bot.digest.model import Digest, DigestSettings, Point, Waste, slope_per_s, split_metrics
 from bot.digest.render import MAX_WASTE_ROWS, fmt_gpu_minutes, fmt_period
 
@@ -114,14 +115,18 @@ def _draw_disk(ax: Axes, disks: Mapping[str, Mapping[str, Sequence[Point]]], end
         ax.legend(loc="upper left", fontsize=8)
 
 
-def _draw_waste(by_host: Axes, by_unit: Axes, waste: Waste) -> None:
-    """Wasted GPU-hours as horizontal bars, worst first: per host, and per holding unit."""
-    for ax, values, title in ((by_host, waste.by_host, "GPU-hours wasted by host"),
-                              (by_unit, waste.by_unit, "GPU-hours wasted by unit")):
-        top = sorted(values.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_WASTE_ROWS][::-1]
+def draw_waste(by_host: Axes, by_unit: Axes, waste: Waste) -> None:
+    """Wasted GPU-hours as horizontal bars, worst first: per host, and per holding unit;
+    the title says "N of M shown" when there are more than ``MAX_WASTE_ROWS``."""
+    for ax, values, what in ((by_host, waste.by_host, "host"), (by_unit, waste.by_unit, "unit")):
+        ranked = sorted(values.items(), key=lambda kv: (-kv[1], kv[0]))
+        top = ranked[:MAX_WASTE_ROWS][::-1]
         bars = ax.barh([k for k, _ in top], [v for _, v in top], color=IDLE_COLOR, alpha=0.7)
         ax.bar_label(bars, labels=[f"{v:.1f}" for _, v in top], padding=3, fontsize=8)
-        ax.set_title(title, loc="left", fontsize=10)
+        cut = (" " + strings.SHOWN_OF.format(shown=len(top), total=len(ranked))
+               if len(ranked) > len(top) else "")
+        ax.set_title(strings.CHART_WASTE_TITLE.format(what=what, cut=cut), loc="left",
+                     fontsize=10)
         ax.set_xlabel("GPU-hours (VRAM held at ~0% utilisation)")
         ax.tick_params(axis="y", labelsize=8)
         ax.set_xlim(0, max((v for _, v in top), default=1.0) * 1.2)
@@ -129,7 +134,8 @@ def _draw_waste(by_host: Axes, by_unit: Axes, waste: Waste) -> None:
 
 def render_chart(digest: Digest, series_by_host: Mapping[str, Mapping[str, Sequence[Point]]],
                  path: Path, cfg: DigestSettings | None = None, dpi: int = 100) -> Path:
-    """Draw the digest's hosts (worst idle-VRAM first, at most ``MAX_HOSTS``) to a PNG."""
+    """Draw the digest's hosts (most in need of a person first, at most ``MAX_HOSTS``)
+    to a PNG; ``bot.digest.fleet_chart.digest_chart`` picks this one for small fleets."""
     cfg = cfg or DigestSettings()
     hosts = [h for h in digest.hosts if h.host in series_by_host][:MAX_HOSTS]
     top = 1 if digest.waste.total > 0 else 0  # a last row of wasted GPU-hours bars
@@ -139,7 +145,7 @@ def render_chart(digest: Digest, series_by_host: Mapping[str, Mapping[str, Seque
     axes = fig.subplots(rows, 2, squeeze=False, width_ratios=(2.2, 1))
     fig.suptitle(f"GPU memory vs utilisation, disk fill — {fmt_period(digest.start, digest.end)}")
     if top:
-        _draw_waste(axes[-1][0], axes[-1][1], digest.waste)
+        draw_waste(axes[-1][0], axes[-1][1], digest.waste)
     for row, h in enumerate(hosts):
         gpus, disks = split_metrics(series_by_host[h.host])
         _draw_gpu(axes[row][0], h.host, gpus, h.idle_gpu_minutes, cfg)

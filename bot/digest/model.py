@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 from bot.digest.response_stats import ResponseRow
 from bot.digest.settings import DigestSchedule, DigestSettings  # noqa: F401 - re-exported
+from bot.domain.fleet_needs import HostNeed, slope_per_s
 from bot.domain.incident import IncidentSummary
+from bot.domain.repeat import RepeatOffence
 from bot.domain.slurm import DrainedNode
 
 Point = tuple[float, float]
@@ -145,6 +147,8 @@ class Digest:
     waste: Waste = field(default_factory=Waste)
     drained: tuple[DrainedNode, ...] = ()  # Slurm nodes out of the scheduler at its end
     response: tuple[ResponseRow, ...] = ()  # MTTA / MTTR per kind of the period's incidents
+    needs: tuple[HostNeed, ...] = ()  # hosts a person should look at, most urgent first
+    rma: tuple[RepeatOffence, ...] = ()  # nodes sent to RMA: a fault back after a passed gate
 
     @property
     def idle_gpu_minutes(self) -> float:
@@ -210,18 +214,6 @@ def gpu_stats(index: int, fields: Mapping[str, Sequence[Point]], cfg: DigestSett
         mem_total_mib=totals[-1][1] if totals else None,
         idle_minutes=idle_minutes(mem, util, cfg, start, end),
     )
-
-
-def slope_per_s(points: Sequence[Point]) -> float | None:
-    """Least-squares slope of value over time; None without two distinct timestamps."""
-    if len(points) < 2:
-        return None
-    mt = statistics.fmean(t for t, _ in points)
-    mv = statistics.fmean(v for _, v in points)
-    var = sum((t - mt) ** 2 for t, _ in points)
-    if var == 0:
-        return None
-    return sum((t - mt) * (v - mv) for t, v in points) / var
 
 
 def disk_stats(mount: str, fields: Mapping[str, Sequence[Point]]) -> DiskStats | None:

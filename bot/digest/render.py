@@ -9,14 +9,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from bot.chat.base import ChatMessage, Section
+from bot.chat.needs_view import needs_texts
 from bot.chat.text import clip, code_safe, escape
 from bot.core import fmt, strings
 from bot.digest.model import Digest, DiskStats, HostStats, JobRecord, Stat, Waste
 from bot.digest.response_stats import stats_lines
+from bot.domain.repeat import RepeatOffence
 from bot.domain.slurm import DrainedNode
 
-MAX_HOST_SECTIONS = 20  # Slack allows 50 blocks a message; leave room for the rest
-WASTE_BADGE_MINUTES = 30.0
+MAX_HOST_SECTIONS = 10  # the most urgent hosts in detail; the ranking names more
+NEEDS_SECTIONS = 2  # the ranking's lines, 3000 characters each: the message stays under
+WASTE_BADGE_MINUTES = 30.0  # Slack's ~13,200 characters of block text (storm_view.py)
 
 
 def fmt_gpu_minutes(minutes: float) -> str:
@@ -100,7 +103,7 @@ def _ranked(values: dict[str, float]) -> str:
     top = sorted(values.items(), key=lambda kv: (-kv[1], kv[0]))
     shown = [f"{escape(k)} {gpu_hours(v)}" for k, v in top[:MAX_WASTE_ROWS]]
     if len(top) > MAX_WASTE_ROWS:
-        shown.append(strings.DIGEST_MORE_HOSTS.format(count=len(top) - MAX_WASTE_ROWS))
+        shown.append(strings.SHOWN_OF.format(shown=MAX_WASTE_ROWS, total=len(top)))
     return ", ".join(shown)
 
 
@@ -124,19 +127,29 @@ def summary_section(d: Digest) -> Section:
     fields.append(_actions_line(d.actions))
     if d.drained:
         fields.append(drained_line(d.drained, d.end))
+    if d.rma:
+        fields.append(rma_line(d.rma, d.end))
     gpus = sum(len(h.gpus) for h in d.hosts)
     text = strings.DIGEST_SUMMARY.format(hosts=len(d.hosts), gpus=gpus,
                                          idle=fmt_gpu_minutes(d.idle_gpu_minutes))
     return Section(text=text, fields=tuple(fields))
 
 
+def needs_sections(d: Digest) -> list[Section]:
+    """The hosts ranked by what they need of a person, across every cause (issue 37), in
+    up to ``NEEDS_SECTIONS`` sections; the last says "N of M shown" when they do not fit."""
+    hosts = len({h.host for h in d.hosts} | {n.host for n in d.needs})
+    return [Section(t) for t in needs_texts(d.needs, hosts, strings.NEEDS_REST_DIGEST,
+                                            sections=NEEDS_SECTIONS)]
+
+
 def render_digest(d: Digest) -> ChatMessage:
     period = fmt_period(d.start, d.end)
-    sections = [summary_section(d)]
+    sections = [summary_section(d), *needs_sections(d)]
     sections += [host_section(h) for h in d.hosts[:MAX_HOST_SECTIONS]]
     if len(d.hosts) > MAX_HOST_SECTIONS:
-        more = len(d.hosts) - MAX_HOST_SECTIONS
-        sections.append(Section(strings.DIGEST_MORE_HOSTS.format(count=more)))
+        sections.append(Section(strings.HOSTS_SHOWN.format(shown=MAX_HOST_SECTIONS,
+                                                           total=len(d.hosts))))
     if not d.hosts:
         sections.append(Section(strings.DIGEST_NO_HOSTS))
     if d.jobs:
@@ -155,6 +168,17 @@ def render_digest(d: Digest) -> ChatMessage:
                        sections=tuple(sections), context=(context,))
 
 
+def rma_line(offences: tuple[RepeatOffence, ...], now: float) -> str:
+    """The nodes kept out for RMA: which fault came back, how long after a passed gate."""
+    shown = [strings.DIGEST_RMA_NODE.format(
+        host=escape(o.host), key=escape(clip(o.key, 60)),
+        after=fmt.duration(o.again_at - o.passed_at), ago=fmt.age(now, o.again_at))
+        for o in offences[:MAX_WASTE_ROWS]]
+    if len(offences) > MAX_WASTE_ROWS:
+        shown.append(strings.SHOWN_OF.format(shown=MAX_WASTE_ROWS, total=len(offences)))
+    return strings.DIGEST_RMA.format(nodes="; ".join(shown))
+
+
 def drained_line(nodes: tuple[DrainedNode, ...], now: float) -> str:
     """The Slurm nodes still out of the scheduler, each with who, why and for how long."""
     shown = [f"{escape(n.name)} {n.view} "
@@ -162,5 +186,5 @@ def drained_line(nodes: tuple[DrainedNode, ...], now: float) -> str:
              f"({escape(n.who)}: {escape(clip(n.reason or 'none', 80))})"
              for n in nodes[:MAX_WASTE_ROWS]]
     if len(nodes) > MAX_WASTE_ROWS:
-        shown.append(strings.DIGEST_MORE_HOSTS.format(count=len(nodes) - MAX_WASTE_ROWS))
+        shown.append(strings.SHOWN_OF.format(shown=MAX_WASTE_ROWS, total=len(nodes)))
     return strings.DIGEST_DRAINED.format(nodes="; ".join(shown))

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from bot.chat.base import ChatBackend, MessageRef
 from bot.core import metrics, strings
 from bot.digest.build import build_digest
-from bot.digest.charts import render_chart
+from bot.digest.fleet_chart import digest_chart
 from bot.digest.model import (
     ActionRecord,
     Digest,
@@ -32,6 +32,7 @@ from bot.digest.model import (
 from bot.digest.render import fmt_period, render_digest
 from bot.digest.response_stats import ResponseRow
 from bot.digest.waste import holder_unit
+from bot.domain.repeat import RepeatOffence
 from bot.domain.slurm import DrainedNode
 from storage.audit import AuditLog
 from storage.samples import SampleStore
@@ -68,10 +69,12 @@ class DigestRunner:
                  clock: Callable[[], float] = time.time,
                  drained: Callable[[], Iterable[DrainedNode]] | None = None,
                  response: Callable[[float, float], Iterable[ResponseRow]] | None = None,
+                 rma: Callable[[], Iterable[RepeatOffence]] | None = None,
                  ) -> None:
         self.samples, self.chat, self.out_dir = samples, chat, out_dir
         self.response = response  # MTTA / MTTR per kind over a period (issue 27)
         self.drained = drained  # the Slurm nodes out of the scheduler now (issue 26)
+        self.rma = rma  # the nodes sent to RMA as repeat offenders (issue 36)
         self.incidents, self.actions, self.jobs = incidents, actions, jobs
         self.cfg = cfg or DigestSettings()
         self.clock = clock
@@ -88,13 +91,14 @@ class DigestRunner:
             actions=self.actions.action_records(start, end) if self.actions else (),
             jobs=self.jobs.job_records() if self.jobs else (), cfg=self.cfg,
             drained=self.drained() if self.drained else (),
-            response=self.response(start, end) if self.response else ())
+            response=self.response(start, end) if self.response else (),
+            rma=self.rma() if self.rma else ())
         return digest, series
 
     def chart(self, digest: Digest, series: dict[str, dict[str, list[Point]]], tag: str) -> Path:
         stamp = datetime.fromtimestamp(digest.end, UTC).strftime("%Y%m%dT%H%M%SZ")
         name = f"digest-{_SAFE_NAME.sub('_', tag)[:40]}-{stamp}.png"
-        return render_chart(digest, series, self.out_dir / name, self.cfg)
+        return digest_chart(digest, series, self.out_dir / name, self.cfg)
 
     def run(self, channel: str, start: float, end: float,
             thread: MessageRef | None = None) -> DigestResult:

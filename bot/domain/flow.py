@@ -3,7 +3,9 @@
 An event is something that happened to an incident: its alert opened or cleared, a
 diagnosis finished or failed, an approval was clicked, denied or expired, an action
 started, was observed by its verification (or found not needed, or failed before it
-ran), an extraction's resume was queued, a person acked, resolved, snoozed or retried. An
+ran), the health gate observed the host before a return to service, more alerts folded
+into an Xid storm's tally, an extraction's resume was queued, a person acked, resolved,
+snoozed or retried. An
 effect is what must happen because of it: the transition's audit line (written with the
 record), the message re-rendered, a reply in the thread, a diagnosis or an action run,
 the other pending approvals withdrawn, an audit entry, an announcement on the events
@@ -32,6 +34,7 @@ from bot.domain.hardware import outlasting
 from bot.domain.incident import Incident, apply_transition
 from bot.domain.incident_record import (
     ActionPlan,
+    GateRecord,
     LastOutcome,
     ProbeOutput,
     Running,
@@ -48,6 +51,7 @@ from bot.domain.lifecycle import (
     StepTaken,
     can_transition,
 )
+from bot.domain.xid_storm import cleared
 
 S = IncidentState
 # a click on a button of a denied, expired, resolved or busy incident runs nothing
@@ -175,6 +179,30 @@ class ActionFailed(FlowEvent):
     """A failure before (or instead of) an action result: said, and the step failed."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class GateObserved(FlowEvent):
+    """The health gate ran on the host before a return to service (an extraction's
+    resume, a Slurm node, a verified repair closed as fixed), and ``gate`` is what each
+    level observed. ``message``: the gate's own words for the thread; ``say``: False when
+    a failure is the caller's to word (a drained node stays drained). ``repair``: it gates
+    a repaired host (a verified reset or reboot); ``rma``: the node is on the RMA list and
+    stays out whatever the levels said (why, in words); ``cleared_by``: the repair that
+    cleared the incident's Xid tallies, whatever the gate says."""
+
+    gate: GateRecord
+    message: str
+    say: bool = True
+    repair: bool = False
+    rma: str = ""
+    cleared_by: str = ""
+
+
+@dataclass(frozen=True)
+class XidsFolded(FlowEvent):
+    """More alerts folded into the incident's Xid tallies (the planner wrote the count):
+    its message shows "Xid 45 ×224 since 10:02 UTC", edited in place."""
 
 
 @dataclass(frozen=True)
@@ -550,6 +578,44 @@ def _action_failed(incident: Incident, event: ActionFailed) -> Decision:
     return new, ()
 
 
+def _gate_observed(incident: Incident, event: GateObserved) -> Decision:
+    """The gate's record stored and audited, its words in the thread. A repair the gate
+    keeps out (a failed level, or a node on the RMA list) is not fixed: the reason is its
+    outcome and a verified incident goes to action_failed; a passed one is re-rendered,
+    fixed as its verification said."""
+    gate = event.gate
+    new = replace(incident, gate=gate, updated=event.at)
+    if event.cleared_by and new.xids:
+        new = replace(new, xids=cleared(new.xids, event.cleared_by, event.at))
+    effects: list[Effect] = [Audit(event.by, "gate.passed" if gate.passed else "gate.failed",
+                                   gate.to_json())]
+    if gate.passed or event.say:
+        effects.append(ReplyInThread(event.message))
+    if not event.repair:
+        return new, tuple(effects)
+    if gate.passed:
+        return new, (*effects, PostMessage())
+    why = event.rma or strings.REPAIR_KEPT_OUT_GATE.format(
+        host=gate.host, reached=gate.reached, reasons="; ".join(gate.reasons[:4]) or "unknown")
+    effects.append(Audit(event.by, "repair.kept_out", {
+        "reasons": list(gate.reasons[:10]), "reached": gate.reached, "rma": bool(event.rma)}))
+    new = replace(new, last_outcome=LastOutcome(why))
+    if incident.state is S.VERIFIED:
+        new, moved = _move(new, S.ACTION_FAILED, event.at, event.by, why[:200])
+        effects.insert(0, moved)
+    if event.say:
+        effects.append(ReplyInThread(why))
+    return new, (*effects, PostMessage())
+
+
+def _xids_folded(incident: Incident, event: XidsFolded) -> Decision:
+    """The count edited on the message people already see; before it is posted (or
+    without a tally) nothing is said: the first post shows the count."""
+    if incident.xids and incident.chat is not None:
+        return incident, (PostMessage(),)
+    return incident, ()
+
+
 def _resume_queued(incident: Incident, event: ResumeQueued) -> Decision:
     new = replace(incident, job_id=event.job_id, updated=event.at)
     if incident.state is S.VERIFIED:
@@ -654,7 +720,8 @@ _HANDLERS: dict[type, Callable[[Incident, Any], Decision]] = {
     ApprovalExpired: _approval_expired, ActionStarted: _action_started,
     ActionObserved: _action_observed, RevertObserved: _revert_observed,
     ActionNotNeeded: _action_not_needed, ReprobeFailed: _reprobe_failed,
-    ActionFailed: _action_failed, ResumeQueued: _resume_queued,
+    ActionFailed: _action_failed, GateObserved: _gate_observed, XidsFolded: _xids_folded,
+    ResumeQueued: _resume_queued,
     ActionFinished: _action_finished, AlertCleared: _alert_cleared, Acked: _acked,
     ResolveAsked: _resolve_asked, SnoozeAsked: _snooze_asked, SnoozeEnded: _snooze_ended,
     EscalateAsked: _escalate_asked,

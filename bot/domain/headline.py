@@ -1,11 +1,13 @@
 """The headline: what blocks recovery, in words an on-call acts on. Pure.
 
 The rule, in one sentence: **the first blocker in this order: a GPU tool that cannot
-answer, a broken or missing GPU, a full filesystem, wedged GPUs, the finding that the
-first proposed action able to name one fixes, a GPU tool the login may not run (or that
-is not installed), else the most severe finding**; the crash or reboot
-(``boot.previous``) is never the headline but the context line under it. A refusal comes
-late: it says nothing about the GPUs, and a full disk or a named holder is what blocks.
+answer, a broken or missing GPU, a full filesystem, wedged GPUs, a fabric that is down
+(Fabric Manager, an InfiniBand port), the finding that the first proposed action able to
+name one fixes, a platform fault (NVLink errors, a downtrained PCIe link, slowed clocks,
+heat, a flapping or erring port), a GPU tool the login may not run (or that is not
+installed), else the most severe finding**; the crash or reboot (``boot.previous``) is
+never the headline but the context line under it. A refusal comes late: it says nothing
+about the GPUs, and a full disk or a named holder is what blocks.
 Hardware comes first because no action on a process helps a GPU that fell off the bus,
 and the host's GPUs cannot be judged while nvidia-smi is down; a full disk next because
 nothing recovers (no write, no restart, processes stuck in D state) until it has room.
@@ -30,6 +32,11 @@ REFUSED_TOOL = ("denied", "missing")  # the login may not run it, or it is not t
 XID_RE = re.compile(r"\bXid (\d+)\b")
 TIMED_OUT_RE = re.compile(r"timed out after (\S+ s)")
 JOURNAL_MOUNTS = ("/", "/var", "/var/log")
+EVERY_GPU = "all"  # a GPU reset's ``gpu`` parameter for every GPU at once
+# fabric and platform findings (playbooks/platform.py), most telling first
+FABRIC_DOWN = ("gpu.fabric_manager", "ib.port_down")
+PLATFORM = ("nvlink.errors", "pcie.downtrained", "gpu.clocks_slowed", "gpu.hot", "ib.link_flaps",
+            "ib.symbol_errors")
 
 
 class Fixes(StrEnum):
@@ -41,6 +48,7 @@ class Fixes(StrEnum):
     PID_HOLDING = "pid_holding"  # held GPU memory that process ``pid`` holds
     JOURNAL = "journal"  # a full filesystem the journal lives on
     PATHS = "paths"  # a full filesystem the ``paths`` are under
+    GPU_WEDGED = "gpu_wedged"  # a wedged GPU whose index is ``gpu`` (or ``all`` of them)
 
 
 # an action kind → what it fixes (the action registry's ``fixes_of``; None: nothing named)
@@ -71,7 +79,8 @@ def choose(d: Diagnosis, fixes_of: FixesOf) -> Headline:
     finding each proposed action's kind fixes."""
     found = list(enumerate(d.findings))
     pick = (_tool(found, HOST_WIDE_TOOL) or _broken(found) or _full(found) or _wedged(found)
-            or _action(d, found, fixes_of) or _tool(found, REFUSED_TOOL) or _most_severe(found))
+            or _platform(found, FABRIC_DOWN) or _action(d, found, fixes_of)
+            or _platform(found, PLATFORM) or _tool(found, REFUSED_TOOL) or _most_severe(found))
     if pick is None:
         return Headline(S.HEADLINE_NOTHING, (), _context(found, ()))
     return Headline(pick.text, pick.covers, _context(found, pick.covers), pick.since)
@@ -202,6 +211,19 @@ def _wedged(found: Sequence[tuple[int, Finding]]) -> Headline | None:
     return Headline(S.HEADLINE_WEDGED.format(n=n, s=_s(n), why=first), covers)
 
 
+def _platform(found: Sequence[tuple[int, Finding]], codes: tuple[str, ...]) -> Headline | None:
+    """The most telling fabric or platform finding, naming how many more of its kind."""
+    hits = [(i, f) for i, f in found if f.code in codes]
+    if not hits:
+        return None
+    _, f = min(hits, key=lambda p: (codes.index(p[1].code), p[0]))
+    same = tuple(j for j, g in hits if g.code == f.code)
+    text = _first_line(f)
+    if len(same) > 1:
+        text = S.HEADLINE_AND_MORE.format(text=text, n=len(same) - 1)
+    return Headline(text, same)
+
+
 def _reasons(f: Finding) -> list[str]:
     gpu = f.evidence.get("gpu")
     return [str(r) for r in (gpu.get("reasons") or [])] if isinstance(gpu, Mapping) else []
@@ -239,9 +261,16 @@ def fixed_by(action: ProposedAction, found: Sequence[tuple[int, Finding]],
         Fixes.PID_HOLDING: ("gpu.idle_vram_held", lambda f: action.params.get("pid") in _pids(f)),
         Fixes.JOURNAL: ("disk.full", lambda f: _mount(f) in JOURNAL_MOUNTS),
         Fixes.PATHS: ("disk.full", lambda f: _under(action.params.get("paths", ""), _mount(f))),
+        Fixes.GPU_WEDGED: ("gpu.wedged",
+                           lambda f: action.params.get("gpu") in (EVERY_GPU, str(_gpu_index(f)))),
     }
     code, match = matches[fixes]
     return next(((i, f) for i, f in found if f.code == code and match(f)), None)
+
+
+def _gpu_index(f: Finding) -> object:
+    gpu = f.evidence.get("gpu")
+    return gpu.get("index") if isinstance(gpu, Mapping) else None
 
 
 def _units(f: Finding) -> set[str]:

@@ -31,6 +31,7 @@ from bot.domain.incident_record import (
 )
 from bot.domain.lifecycle import IllegalTransition, IncidentState, is_terminal, transition
 from bot.domain.validate import valid_host
+from bot.domain.xid_storm import XidTally
 
 __all__ = [
     "EVENT_KINDS", "SCHEMA_VERSION", "WILDCARD", "Alert", "AlertStatus", "GroupWindow",
@@ -155,6 +156,7 @@ class Incident:
     escalated_by: str = ""
     snooze: Snooze | None = None
     gate: GateRecord | None = None
+    xids: tuple[XidTally, ...] = ()  # one tally per Xid folded in (bot/domain/xid_storm.py)
 
     @property
     def is_open(self) -> bool:
@@ -196,6 +198,7 @@ class Incident:
             "reboot": js(self.reboot), "host_reboot": js(self.host_reboot),
             "acked_by": self.acked_by, "resolved_by": self.resolved_by,
             "escalated_by": self.escalated_by, "snooze": js(self.snooze), "gate": js(self.gate),
+            "xids": [t.to_json() for t in self.xids],
         }
 
     def to_hash(self) -> dict[str, str]:
@@ -253,7 +256,7 @@ class Incident:
 
 
 _PART_FIELDS = ("diagnosis", "probe_output", "plans", "revert_plan", "results", "last_outcome",
-                "running", "chat", "progress", "reboot", "host_reboot", "snooze", "gate")
+                "running", "chat", "progress", "reboot", "host_reboot", "snooze", "gate", "xids")
 
 
 def flat(value: object) -> str:
@@ -305,6 +308,8 @@ def _structured(parts: dict[str, Any]) -> dict[str, Any]:
         "host_reboot": _opt(parts.get("host_reboot"), HostRebootMark.from_json),
         "snooze": _opt(parts.get("snooze"), Snooze.from_json),
         "gate": _opt(parts.get("gate"), GateRecord.from_json),
+        "xids": tuple(XidTally.from_json(t) for t in parts.get("xids") or ()
+                      if isinstance(t, dict)),
     }
 
 

@@ -227,23 +227,29 @@ class HostRebootMark:
 
 @dataclass(frozen=True)
 class GateRecord:
-    """What the GPU health gate said before a resume."""
+    """What the GPU health gate said before a return to service (a resume, a Slurm node,
+    a repair closed as fixed): each level with its status, duration and evidence."""
 
     job: str
     host: str
     passed: bool
     reasons: tuple[str, ...] = ()
     checks: dict[str, bool] = field(default_factory=dict)
+    reached: int = 0  # the last level that passed (1 readings, 2 dcgm, 3 smoke)
+    levels: tuple[dict[str, Any], ...] = ()  # playbooks.health_gate.LevelResult.to_json()
 
     def to_json(self) -> dict[str, Any]:
         return {"job": self.job, "host": self.host, "passed": self.passed,
-                "reasons": list(self.reasons), "checks": dict(self.checks)}
+                "reasons": list(self.reasons), "checks": dict(self.checks),
+                "reached": self.reached, "levels": [dict(x) for x in self.levels]}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> GateRecord:
         return cls(str(raw.get("job", "")), str(raw.get("host", "")),
                    bool(raw.get("passed", False)), tuple(raw.get("reasons") or ()),
-                   {str(k): bool(v) for k, v in (raw.get("checks") or {}).items()})
+                   {str(k): bool(v) for k, v in (raw.get("checks") or {}).items()},
+                   int(raw.get("reached") or 0),
+                   tuple(x for x in raw.get("levels") or () if isinstance(x, dict)))
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,9 @@ TRANSITIONS: dict[IncidentState, frozenset[IncidentState]] = {
     S.DENIED: frozenset({S.RESOLVED, S.DIAGNOSING}),
     S.EXPIRED: frozenset({S.RESOLVED, S.DIAGNOSING}),
     S.REMEDIATING: frozenset({S.VERIFIED, S.ACTION_FAILED}),
-    # an approved follow-up (Revert, Resume) acts again
-    S.VERIFIED: frozenset({S.RESUMED, S.RESOLVED, S.REMEDIATING}),
+    # an approved follow-up (Revert, Resume) acts again; a repair that verified but whose
+    # health gate then failed (or whose node is a repeat offender) is not back in service
+    S.VERIFIED: frozenset({S.RESUMED, S.RESOLVED, S.REMEDIATING, S.ACTION_FAILED}),
     S.ACTION_FAILED: frozenset({S.DIAGNOSING, S.RESOLVED, S.REMEDIATING, S.SNOOZED}),
     S.RESUMED: frozenset({S.RESOLVED, S.ACTION_FAILED, S.REMEDIATING}),
     S.SNOOZED: frozenset({S.RESOLVED, S.DIAGNOSING} | SNOOZABLE),

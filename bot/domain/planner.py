@@ -11,6 +11,10 @@ Rules (documented in docs/alerts.md):
   host's incident less than ``group_wait_s`` ago and that incident still open), the new
   incident is a child of that parent and the parent lists the host: one chat message per
   (kind, window). If not, the new incident is top level and starts a window itself.
+- An alert about an Xid (its ``xid`` label, or "Xid N" in its summary) counts on its
+  incident's tally for that Xid (``bot/domain/xid_storm.py``); while every Xid folded in is
+  the application's, the incident is at most a warning (no page) and joins no group (each
+  host's storm is its own count, its own message).
 - A resolved alert removes its fingerprint; with none left the incident resolves if its
   state allows, else it keeps its state and records that the alert cleared. Events
   (``vm_restart``) never resolve from their alert ending: the flow or a person does; nor
@@ -40,6 +44,8 @@ from bot.domain.incident import (
 )
 from bot.domain.lifecycle import IncidentState, can_transition
 from bot.domain.maintenance import MaintenanceWindow, in_window
+from bot.domain.xid import DEFAULT_POLICY, XidPolicy
+from bot.domain.xid_storm import XID_ALERT_ENDED, app_only, capped, cleared, gpu_of, tally, xid_of
 
 
 class PlanOutcome(StrEnum):
@@ -102,7 +108,8 @@ class Plan:
 class Planner:
     """Applies alerts one by one to a private copy of the view, recording the writes."""
 
-    def __init__(self, view: View, now: float, group_wait_s: float, ids: Iterator[str]) -> None:
+    def __init__(self, view: View, now: float, group_wait_s: float, ids: Iterator[str], *,
+                 xid_policy: XidPolicy = DEFAULT_POLICY) -> None:
         self.view = View(set(view.seen), dict(view.open_ids), dict(view.fp_ids),
                          dict(view.windows), dict(view.silences), dict(view.incidents),
                          view.maintenance)
@@ -111,6 +118,7 @@ class Planner:
         self.ids = ids
         self.plan = Plan()
         self.folded: set[str] = set()
+        self.xid_policy = xid_policy
 
     def run(self, alerts: list[Alert]) -> Plan:
         for alert in alerts:
@@ -186,19 +194,37 @@ class Planner:
         current_id = self.view.open_ids.get((alert.host, alert.kind))
         current = self.view.incidents.get(current_id) if current_id else None
         if current is not None and current.is_open:
-            folded = fold(current, alert, self.now)
+            folded = self._storm(fold(current, alert, self.now), alert)
             self._put(folded)
             self._set_fp(alert.fp, folded.id)
             self.folded.add(folded.id)
             return PlanOutcome.FOLDED, folded.id
         return self._open(alert)
 
+    def _storm(self, incident: Incident, alert: Alert) -> Incident:
+        """The alert's Xid counted on the incident, its severity capped while every Xid
+        is the application's."""
+        xid = xid_of(alert.labels, alert.details, alert.summary)
+        if xid is None:
+            return incident
+        tallies = tally(incident.xids, xid, gpu_of(alert.labels, alert.details), self.now,
+                        self.xid_policy)
+        return replace(incident, xids=tallies,
+                       severity=capped(incident.severity, tallies, self.xid_policy))
+
+    def _solo(self, alert: Alert) -> bool:
+        """An application's Xid storm: its own incident and message, never a group's."""
+        xid = xid_of(alert.labels, alert.details, alert.summary)
+        return xid is not None and app_only(tally((), xid, "", self.now, self.xid_policy))
+
     def _open(self, alert: Alert) -> tuple[PlanOutcome, str]:
         incident_id = next(self.ids)
-        window = self.view.windows.get(alert.kind)
+        solo = self._solo(alert)
+        window = None if solo else self.view.windows.get(alert.kind)
         parent = self.view.incidents.get(window.parent_id) if window else None
         if window_admits(window, parent, alert.host, self.now) and parent is not None:
-            child = Incident.open_from(incident_id, alert, self.now, parent_id=parent.id)
+            child = self._storm(Incident.open_from(incident_id, alert, self.now,
+                                                   parent_id=parent.id), alert)
             self._put(join_group(parent, alert.host, self.now))
             self._register(child, alert)
             self.plan.children.append((parent.id, child.id))
@@ -207,9 +233,9 @@ class Planner:
             self._note(child.id, alert.source, "opened", parent=parent.id, summary=alert.summary)
             self._note(parent.id, alert.source, "grouped", host=alert.host, child=child.id)
             return PlanOutcome.GROUPED, child.id
-        incident = Incident.open_from(incident_id, alert, self.now)
+        incident = self._storm(Incident.open_from(incident_id, alert, self.now), alert)
         self._register(incident, alert)
-        if self.group_wait_s > 0:
+        if self.group_wait_s > 0 and not solo:
             window = GroupWindow(alert.kind, incident.id, self.now + self.group_wait_s)
             self.view.windows[alert.kind] = window
             self.plan.windows[alert.kind] = window
@@ -235,6 +261,11 @@ class Planner:
             if by_fp:
                 self._set_fp(alert.fp, None)
             return PlanOutcome.UNMATCHED, None
+        xid = xid_of(alert.labels, alert.details, alert.summary)
+        if xid is not None and incident.xids:  # said on the message: the GPU recovered
+            incident = replace(incident, xids=cleared(incident.xids, XID_ALERT_ENDED, self.now,
+                                                      xid))
+            self._put(incident)
         remaining = tuple(f for f in incident.fingerprints if f != alert.fp) if by_fp else ()
         if by_fp:
             self._set_fp(alert.fp, None)

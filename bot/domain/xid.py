@@ -87,6 +87,9 @@ DEFAULT_RULES: tuple[XidRule, ...] = (
 @dataclass(frozen=True)
 class XidPolicy:
     rules: Mapping[int, XidRule]
+    # an application Xid pages (and its incident is critical) once this many fire within
+    # this many seconds on one host; None: never on its own (bot/domain/xid_storm.py)
+    storm_rate: tuple[int, float] | None = None
 
     def rule(self, xid: int) -> XidRule:
         """Unknown Xids are a warning to investigate, of unknown fault."""
@@ -105,13 +108,28 @@ def xid_policy_from_extra(extra: Mapping[str, Any]) -> XidPolicy:
     """``extra.xid_policy`` (``{xids: {79: {severity: critical, ...}}}``) over the
     defaults; a bad key or value is a ``ConfigError`` naming it."""
     section = extra.get("xid_policy") or {}
-    if not isinstance(section, Mapping) or set(section) - {"xids"}:
-        raise ConfigError("key 'extra.xid_policy': only 'xids' is allowed")
+    if not isinstance(section, Mapping) or set(section) - {"xids", "storm"}:
+        raise ConfigError("key 'extra.xid_policy': only 'xids' and 'storm' are allowed")
     rules = dict(DEFAULT_POLICY.rules)
     for key, entry in (section.get("xids") or {}).items():
         xid = _xid_key(key)
         rules[xid] = _entry(xid, entry, rules.get(xid))
-    return XidPolicy(rules)
+    return XidPolicy(rules, _storm(section.get("storm")))
+
+
+def _storm(raw: object) -> tuple[int, float] | None:
+    """``storm: {count: 100, within_s: 60}``: the rate past which an application Xid pages."""
+    if raw is None:
+        return None
+    where = "extra.xid_policy.storm"
+    if not isinstance(raw, Mapping) or set(raw) != {"count", "within_s"}:
+        raise ConfigError(f"key '{where}': a mapping of count and within_s")
+    count, within = raw["count"], raw["within_s"]
+    if not isinstance(count, int) or isinstance(count, bool) or count < 2:
+        raise ConfigError(f"key '{where}.count': a whole number, at least 2")
+    if not isinstance(within, int | float) or isinstance(within, bool) or within <= 0:
+        raise ConfigError(f"key '{where}.within_s': seconds, more than 0")
+    return count, float(within)
 
 
 def _xid_key(key: object) -> int:

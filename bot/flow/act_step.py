@@ -339,8 +339,13 @@ class ActStep:
             self._offer_other_parts(incident_id, result, target, step)
         if self.slurm is not None and result.ok and known is not None and known.drains:
             self.slurm.after_drain(incident_id, result, target)
+        if result.ok and known is not None and known.hands_to_rma:
+            self.followups.rma_bundle(incident_id, result)
         if self.slurm is not None and result.ok and known is not None and known.repair:
-            self.slurm.after_repair(incident_id, target)
+            # back in service only with proof: the gate since the repair began (kept out:
+            # not fixed, decided by the flow), the incident's Xids cleared by it
+            self.slurm.after_repair(incident_id, target, since=result.started_at or None,
+                                    by=known.clears_xids(result.params))
         freed = result.ok and frees_gpus(result.kind)
         host = self.incidents.require(incident_id).host
         jobs = self.hosts.interrupted_job_ids(host) if freed else []

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from bot.chat.base import ChatBackend
 from bot.chat.interactions import ApprovalCallbacks
 from bot.chat.outbox import ChatOutbox, remember_card
+from bot.config.gate import repeat_window_s
 from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings
 from bot.core import fmt, strings
@@ -25,6 +26,7 @@ from bot.digest.postmortem_render import to_thread_text
 from bot.digest.postmortem_source import load_postmortem, recent_postmortems
 from bot.digest.response_stats import response_stats, stats_lines
 from bot.domain.approval import ApprovalPolicy
+from bot.domain.xid import xid_policy_from_extra
 from bot.flow.act_step import ActStep
 from bot.flow.approve_step import ApproveStep
 from bot.flow.consumer import Consumer
@@ -39,8 +41,10 @@ from bot.flow.policy_step import PolicedDiagnosis, PolicyStep
 from bot.flow.progress_step import ProgressStep
 from bot.flow.reboot_step import RebootStep
 from bot.flow.reconcile import reconcile_settings
+from bot.flow.repeat_watch import RepeatWatch
 from bot.flow.runner import FlowRunner
 from bot.flow.slurm_step import SlurmStep
+from bot.flow.storm import Storms
 from bot.jobs.book import JobBook
 from bot.remediation.options import options_from_extra
 from bot.remediation.policy_gate import gate_from_settings
@@ -89,6 +93,7 @@ class Flow:
     policies: PolicyStep | None = None
     stats: Callable[[int], str] | None = None
     slurm: SlurmStep | None = None
+    storms: Storms | None = None  # issue 37: its render loop is started by ``bot/service.py``
 
     def consumer(self, diagnoses: Executor | None = None, workers: int = 0) -> Consumer:
         """A new consumer loop on the events stream (one per thread); ``diagnoses`` runs
@@ -113,7 +118,8 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     job_store = stores.jobs()  # over RQ's bytes client: jobs, links and resumes
     jobs = JobBook(job_store)
     incidents = stores.incidents(group_wait_s=settings.alerts.group_wait_s,
-                                 deadlines=reconcile_settings(settings.extra).deadlines())
+                                 deadlines=reconcile_settings(settings.extra).deadlines(),
+                                 xid_policy=xid_policy_from_extra(settings.extra))
     approvals, audit = stores.approvals(), stores.audit()
     policy = policy_from_settings(settings)
     options = options_from_extra(settings.extra, jobs=job_store)
@@ -125,16 +131,22 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     publisher = Publisher(incidents, approvals, renders, outbox, where,
                           oncall=settings.slack.oncall, runbooks=settings.runbooks, clock=clock,
                           can_escalate=can_escalate(settings, where))
+    storms = _storms(settings, stores, incidents, outbox, renders, publisher, clock)
     gate = gate_from_settings(settings, stores, clock=clock) if settings.policies else None
     plans = Plans(incidents, approvals, audit, policy, gate=gate, bot_user=BOT_USER, clock=clock)
     events = stores.events()
     closing_note = _postmortem_note(incidents, audit)
-    flow_runner = FlowRunner(incidents, publisher, plans, audit, events,
-                             Diagnoser(hosts, plans, publisher, bot_user=BOT_USER, clock=clock),
+    history = stores.health_history(clock=clock)  # passed gates, faults seen, the RMA list
+    repeats = RepeatWatch(history, audit, window_s=repeat_window_s(settings), clock=clock,
+                          bot_user=BOT_USER)
+    diagnoser = Diagnoser(hosts, plans, publisher, bot_user=BOT_USER, clock=clock,
+                          repeats=repeats)
+    flow_runner = FlowRunner(incidents, publisher, plans, audit, events, diagnoser,
                              closing_note=closing_note, bot_user=BOT_USER, clock=clock)
     diagnose = DiagnoseStep(flow_runner, bot_user=BOT_USER, clock=clock)
-    followups = Followups(incidents, plans, publisher, audit, runner, settings,
-                          gate_need_mib=options.gate_need_mib, bot_user=BOT_USER)
+    followups = Followups(flow_runner, incidents, plans, publisher, audit, runner, settings,
+                          gate_need_mib=options.gate_need_mib, bot_user=BOT_USER,
+                          history=history)
     slurm = SlurmStep(incidents, hosts, plans, publisher, followups, audit,
                       probe_timeout_s=options.probe_timeout_s, bot_user=BOT_USER)
     reboots = RebootStep(incidents, hosts, runner, plans, publisher, audit, diagnose,
@@ -157,7 +169,22 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
         progress=ProgressStep(incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
         actions=actions, clock=clock, flow_runner=flow_runner, closing_note=closing_note,
-        stats=_stats_report(incidents, audit, clock), policies=policies)
+        stats=_stats_report(incidents, audit, clock), policies=policies, storms=storms)
+
+
+def _storms(settings: Settings, stores: Stores, incidents: IncidentStore, outbox: ChatOutbox,
+            renders: RenderLedger, publisher: Publisher,
+            clock: Callable[[], float]) -> Storms | None:
+    """Storms (issue 37) wired into the publisher (placement of first messages) and the
+    outbox (a member's card goes in the storm's thread); None when turned off."""
+    cfg = settings.slack.storm
+    if cfg.per_minute <= 0:
+        return None
+    storms = Storms(stores.storms(threshold=cfg.per_minute, quiet_s=cfg.quiet_s), incidents,
+                    outbox, renders, clock=clock)
+    publisher.storms = storms
+    outbox.placement = storms.placement
+    return storms
 
 
 def _stats_report(incidents: IncidentStore, audit: AuditLog,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 
 from bot.core.errors import log_internal
-from bot.domain.flow import AlertCleared
+from bot.domain.flow import AlertCleared, XidsFolded
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
 from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
@@ -67,6 +67,9 @@ class Consumer:
                 self._diagnose(event["child"])  # the new host: diagnosed, in the thread
             elif kind in CLEARED and self.flow_runner is not None:
                 self.flow_runner.handle(incident_id, AlertCleared(self.clock(), self.bot_user))
+            elif kind == "incident.folded" and self.flow_runner is not None:
+                # an Xid storm's count, edited on its message (other folds say nothing new)
+                self.flow_runner.handle(incident_id, XidsFolded(self.clock(), self.bot_user))
         except StepTaken as taken:  # a duplicate or late delivery: someone else has it
             log.info("flow event skipped: %s", taken)
 
@@ -88,20 +91,25 @@ class Consumer:
                 self._handle_and_ack(entry_id, event)
             elif entry_id not in self._busy:
                 self._busy.add(entry_id)
-                if len(self._busy) > self.workers:  # it waits for a worker: say so now
-                    self._announce(event)
+                # placed in a storm at once (issue 37); waiting for a worker: its card now
+                self._announce(event, card=len(self._busy) > self.workers)
                 self.diagnoses.submit(self._handle_and_ack, entry_id, event)
         return len(batch)
 
-    def _announce(self, event: dict[str, str]) -> None:
-        """An opened incident's alert card queued now, before it waits for a diagnosis
-        worker (``Publisher.announce``); a failure only loses the early card."""
-        if event.get("type") != "incident.opened":
+    def _announce(self, event: dict[str, str], *, card: bool) -> None:
+        """A new incident's place in a storm decided as its event is read (issue 37: its
+        row is where it is seen, whoever diagnoses it when); with ``card``, an opened
+        incident's alert card queued now, before it waits for a diagnosis worker
+        (``Publisher.announce``). A failure only loses the early card."""
+        kind = event.get("type")
+        incident_id = event.get("child", "") if kind == "incident.grouped" else (
+            event.get("incident_id", "") if kind == "incident.opened" else "")
+        if not incident_id:
             return
         try:
-            self.publisher.announce(event.get("incident_id", ""))
+            self.publisher.announce(incident_id, card=card)
         except Exception as exc:
-            log_internal(exc, f"the early alert card of {event.get('incident_id', '')}")
+            log_internal(exc, f"the early alert card of {incident_id}")
 
     def _handle_and_ack(self, entry_id: str, event: dict[str, str]) -> None:
         try:

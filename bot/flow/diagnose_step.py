@@ -31,6 +31,7 @@ from bot.domain.lifecycle import FIRST_DIAGNOSIS, IncidentState
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
+from bot.flow.repeat_watch import RepeatWatch
 from bot.flow.runner import FlowRunner
 
 
@@ -48,17 +49,20 @@ class Diagnoser:
     render that fails here fails the diagnosis, before anything is stored)."""
 
     def __init__(self, hosts: Hosts, plans: Plans, publisher: Publisher, *,
-                 bot_user: str = "incident-bot",
-                 clock: Callable[[], float] = time.time) -> None:
+                 bot_user: str = "incident-bot", clock: Callable[[], float] = time.time,
+                 repeats: RepeatWatch | None = None) -> None:
         self.hosts = hosts
         self.plans = plans
         self.publisher = publisher
         self.bot_user = bot_user
         self.clock = clock
+        self.repeats = repeats  # a fault back after a passed gate: RMA (issue 36)
 
     def run(self, incident: Incident, evidence: bool) -> DiagnosisFinished:
         target = self.hosts.target_for(incident.host)
         diagnosis = self.hosts.diagnose(incident, target)
+        if self.repeats is not None and diagnosis.status is not DiagnosisStatus.UNREACHABLE:
+            diagnosis = self.repeats.check(incident, diagnosis)
         plans = (self.plans.make_plans(incident, diagnosis, target)
                  if target is not None and diagnosis.status is not DiagnosisStatus.UNREACHABLE
                  else [])

@@ -63,7 +63,8 @@ class Hosts:
         entry = self.settings.hosts.get(host)
         allowed = tuple(entry.allowed_path_prefixes) if entry else self.options.allowed_prefixes
         dirs = set(self.options.protected_dirs) | set(self.jobs.unfinished_output_dirs(host))
-        return replace(self.options, allowed_prefixes=allowed, protected_dirs=tuple(sorted(dirs)))
+        return replace(self.options, allowed_prefixes=allowed, protected_dirs=tuple(sorted(dirs)),
+                       expected_gpus=entry.gpus if entry else None)
 
     def diagnose(self, incident: Incident, target: SSHTarget | None) -> Diagnosis:
         """Run the incident kind's playbook; an unknown host is a finding, not a crash."""

@@ -30,6 +30,7 @@ from bot.chat.render import render_incident, thread_evidence
 from bot.core import strings
 from bot.domain.incident import Incident
 from bot.domain.lifecycle import IncidentState
+from bot.flow.storm import Storms
 from bot.flow.thread import message_ref, note, thread_ref
 from storage.approvals import ApprovalStore
 from storage.chat_outbox import Op
@@ -60,6 +61,9 @@ class Publisher:
         # False: no card while an incident waits for a diagnosis worker (``announce``; the
         # behaviour before issue 29, which ``bench/first_message.py`` measures beside ours)
         self.early_cards = True
+        # a burst of incidents as one message per kind (issue 37); None: every incident
+        # gets its own message (``bot.flow.storm``; set by ``build_flow``)
+        self.storms: Storms | None = None
 
     def render_stored(self, incident: Incident, seq: int = 0) -> ChatMessage | None:
         """The incident's message as its stored state says: the alert card while it is
@@ -91,21 +95,33 @@ class Publisher:
             return None
         ref = message_ref(incident)
         if ref is None:
+            if self._in_storm_waiting(incident):
+                return None  # its row in the storm's table; its card once diagnosed
             return self._first_post(incident, message)
+        if self.storms is not None:
+            self.storms.touch(incident_id)
         sent = self.outbox.send(incident_id, CARD, Op.UPDATE, message, ref.channel, ref=ref)
         if evidence:
             self._evidence(incident, ref.channel)
         return sent
 
-    def announce(self, incident_id: str) -> bool:
+    def announce(self, incident_id: str, *, card: bool = True) -> bool:
         """Queue the alert card of an incident still waiting for a diagnosis slot, without
         waiting on Slack (the event loop calls it): with more alerts than diagnosis
         workers, the ones queued get their message at Slack's pace, not after a hung
         probe elsewhere frees a worker. The diagnosis edits it. Only a top-level incident
-        that has no message yet (a grouped child goes in its parent's thread, later)."""
-        incident = self.incidents.get(incident_id) if self.early_cards else None
-        if (incident is None or incident.state is not IncidentState.OPEN or incident.parent_id
+        that has no message yet (a grouped child goes in its parent's thread, later).
+        With storms on, every new incident (a grouped one too) is first placed: in a storm
+        it gets no card of its own (``card`` False: placement only)."""
+        if not (card and self.early_cards) and self.storms is None:
+            return False
+        incident = self.incidents.get(incident_id)
+        if (incident is None or incident.state is not IncidentState.OPEN
                 or incident.chat is not None or incident.diagnosis is not None):
+            return False
+        if self.storms is not None and self.storms.place(incident, self.channel) is not None:
+            return True  # seen as a row of the storm's table (a grouped host too)
+        if incident.parent_id or not (card and self.early_cards):
             return False
         message = render_alert_card(incident, seq=self.renders.next_seq(incident_id),
                                     now=incident.updated or self.clock(), oncall=self.oncall,
@@ -155,7 +171,9 @@ class Publisher:
     def _first_post(self, incident: Incident, message: ChatMessage) -> MessageRef | None:
         """The card, then the per-GPU evidence table as the first reply under it. Both have
         fixed purposes: a second first post (the card still waiting) edits, never doubles."""
-        channel, parent_ref = self._where_to_post(incident)
+        in_storm = self.storms is not None and self.storms.storm_of(incident.id) is not None
+        # a storm's member goes in the storm's thread (the outbox puts it there when sent)
+        channel, parent_ref = (self.channel, None) if in_storm else self._where_to_post(incident)
         ref = self.outbox.send(incident.id, CARD, Op.POST, message, channel, thread=parent_ref)
         self._evidence(incident, channel)
         return ref
@@ -168,6 +186,12 @@ class Publisher:
             self.outbox.send(incident.id, "evidence", Op.POST,
                              ChatMessage(text=sections[0].text, sections=sections), channel,
                              thread_of=CARD)
+
+    def _in_storm_waiting(self, incident: Incident) -> bool:
+        """Placed (now, or earlier) in a storm and not diagnosed yet: no alert card of its
+        own, the storm's table shows it (``bot.flow.storm``)."""
+        storm = self.storms.place(incident, self.channel) if self.storms is not None else None
+        return storm is not None and incident.diagnosis is None
 
     def _where_to_post(self, incident: Incident) -> tuple[str, MessageRef | None]:
         """A grouped child is posted in its parent's thread (one channel message per

@@ -28,6 +28,7 @@ from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from bot.flow.slurm_step import SlurmStep
+from bot.remediation.actions.reboot import HostReboot
 from bot.remediation.reboot import BOOT_ID_CMD as BOOT_ID_CMD
 from bot.remediation.reboot import read_boot_id
 from bot.remediation.reboot import requested as requested
@@ -152,8 +153,10 @@ class RebootStep:
         else:
             text = strings.FLOW_REBOOT_BACK_OK.format(host=incident.host, boot=now_id)
         self._settle(incident, pending, now_id, not still, text)
-        if not still and self.slurm is not None and self.slurm.after_repair(incident.id, target):
-            self.publisher.publish(incident.id)
+        if not still and self.slurm is not None:  # back with proof: the gate, from the boot
+            self.slurm.after_repair(incident.id, target, since=None,
+                                    by=HostReboot().clears_xids({}))
+            self.publisher.publish(incident.id)  # with "Return to Slurm" when it passed
         self.follow_others(incident, target, now_id)
 
     def follow_others(self, incident: Incident, target: SSHTarget,

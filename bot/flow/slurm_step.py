@@ -6,10 +6,11 @@ verified DRAINING and, once no job runs there any more, says so in the thread
 (``describe``), offers the repair (a reboot, now that nothing runs there) and re-renders.
 
 After a verified repair (a GPU reset success, or a reboot whose host came back
-healthy) on a node this incident drained, ``after_repair`` runs the health gate, posts
-``followup.gate_note`` and offers "Return gpu-01 to Slurm" only when the gate passed; an
-approved return to Slurm runs behind the gate again (``gate_resume``), so a node never
-goes back to the scheduler on a gate that failed since.
+healthy) ``after_repair`` runs the health gate (``Followups.after_repair``: a repair the
+gate keeps out is not fixed, whether or not a node was drained); on a node this incident
+drained it posts ``followup.gate_note`` and offers "Return gpu-01 to Slurm" only when the
+gate passed; an approved return to Slurm runs behind the gate again (``gate_resume``), so
+a node never goes back to the scheduler on a gate that failed since.
 
 Which drain belongs to the incident is read from its audit trail (``execute`` records
 every result there), so nothing new is stored on the incident.
@@ -26,7 +27,7 @@ from bot.domain.action_result import ActionResult, Outcome
 from bot.domain.incident import Incident
 from bot.domain.incident_record import StepResult
 from bot.domain.slurm import DrainedNode
-from bot.flow.followups import Followups
+from bot.flow.followups import Followups, gate_job
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
@@ -44,11 +45,6 @@ log = logging.getLogger(__name__)
 _DONE = frozenset(f"action.{o.value}" for o in (Outcome.SUCCEEDED, Outcome.TIMED_OUT_BUT_DONE,
                                                 Outcome.NOOP))
 SEEN_DRAINED = "slurm.drained_seen"  # the audit mark: the thread was told DRAINED
-
-
-def gate_job(node: str) -> str:
-    """What the gate record names instead of an extraction job."""
-    return f"slurm:{node}"
 
 
 def _drains(kind: object) -> bool:
@@ -152,13 +148,15 @@ class SlurmStep:
             self._mark_seen(incident_id, result.params["node"])
             self._offer_repair(incident_id, result, target)
 
-    def after_repair(self, incident_id: str, target: SSHTarget) -> GateResult | None:
-        """The gate on a node this incident drained; "Return to Slurm" only if it passed."""
+    def after_repair(self, incident_id: str, target: SSHTarget,
+                     since: float | None = None, by: str = "") -> GateResult:
+        """The health gate on a repaired host (``Followups.after_repair``: kept out when it
+        fails); on a node this incident drained, "Return to Slurm" only if it passed."""
         drain = self.drain_of(incident_id)
+        node = drain.params["node"] if drain is not None else None
+        gate = self.followups.after_repair(incident_id, target, since=since, node=node, by=by)
         if drain is None:
-            return None
-        node = drain.params["node"]
-        gate = self.followups.gate(incident_id, target, gate_job(node), say_failed=False)
+            return gate
         incident = self.incidents.require(incident_id)
         self.publisher.reply(incident, followup.gate_note(drain, gate))
         action = followup.return_to_slurm(drain, gate)
@@ -223,6 +221,7 @@ class SlurmStep:
     def _offer_repair(self, incident_id: str, drain: ActionResult, target: SSHTarget) -> None:
         """The next rung once nothing runs on the node: reboot the host (each its own
         approval; the node returns to Slurm only through ``after_repair``)."""
+        self.followups.offer_rma(incident_id, target)  # a repeat offender: RMA beside it
         node = drain.params["node"]
         action = HostReboot.propose(target.name, {}, strings.SLURM_PROPOSE_REBOOT.format(
             node=node, host=target.name))

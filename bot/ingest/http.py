@@ -34,6 +34,7 @@ from bot.core.bodies import BadLength, BodyTooLarge, BodyTooSlow, read_capped
 from bot.core.errors import ConfigError, log_internal
 from bot.domain.incident import Alert
 from bot.domain.planner import PlanOutcome
+from bot.domain.xid import xid_policy_from_extra
 from bot.ingest import alertmanager, openapi, webhook
 from bot.ingest.group_commit import GroupCommit, observed
 from bot.ingest.mapping import Mapper
@@ -186,7 +187,8 @@ def create_app(settings: Settings, stores: Stores, *, extra_routes: Sequence[Bas
         mapper = Mapper(settings.alerts.kinds, inventory)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    store = store or stores.incidents(group_wait_s=settings.alerts.group_wait_s)
+    store = store or stores.incidents(group_wait_s=settings.alerts.group_wait_s,
+                                      xid_policy=xid_policy_from_extra(settings.extra))
     if settings.incident_bot_alert_token is None:
         log.warning("INCIDENT_BOT_ALERT_TOKEN is not set: every alert webhook call gets 401")
     alerts = AlertEndpoints(settings, store, mapper)

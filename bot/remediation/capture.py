@@ -53,7 +53,7 @@ def capture(runner: SSHRunner, target: SSHTarget, spec: Action, params: Mapping[
     owning = {p.unit for p in processes if p.alive and p.unit}
     owners = tuple(_owner(runner, target, name, t)  # a hostile name is never sent
                    for name in sorted(owning) if validate.is_valid(validate.unit_name, name))
-    owners += tuple(read_unit(runner, target, name, t) for name in spec.holder_units())
+    owners += spec.capture_holders(runner, target, params, t)
     avail = read_disk_avail(runner, target, t) if spec.capture_disks() else {}
     slurm = _slurm(runner, target, named, t)
     return CapturedState(

@@ -34,6 +34,7 @@ class RemediationOptions:
     allowed_prefixes: tuple[str, ...] = ("/data", "/shared", "/var")  # disk.cleanup only
     protected_dirs: tuple[str, ...] = ()  # output dirs of paused/queued jobs: never deleted
     gate_need_mib: int = 0  # health gate: free MiB every GPU needs before a resume (0: no check)
+    expected_gpus: int | None = None  # the inventory's count: a reset's gate checks it
     jobs: JobStore | None = None  # the bot's extraction queue, for extraction.resume
 
     def step_deadline(self, catalog_s: float) -> float:

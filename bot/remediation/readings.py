@@ -73,13 +73,6 @@ def read_disk_usage(runner: SSHRunner, target: SSHTarget,
     return usage_by_mount(ask(runner, target, probes.df(), timeout_s))
 
 
-def fabric_states(runner: SSHRunner, target: SSHTarget, timeout_s: float) -> list[str]:
-    """Each GPU's NVLink fabric state (``Completed``, ``In Progress``...); empty on a host
-    without NVSwitches (the field reads N/A) or when the document cannot be read."""
-    result, report = run_probe(runner, target, probes.gpu_xml(), timeout_s)
-    return [g.fabric_state for g in report.gpus if g.fabric_state] if result.ok else []
-
-
 def regular_files(runner: SSHRunner, target: SSHTarget, paths: list[str],
                   timeout_s: float) -> set[str]:
     """Which of ``paths`` are regular files now (``find`` exits 1 when one is missing)."""

@@ -59,7 +59,8 @@ def build_digest_runner(settings: Settings, stores: Stores, chat: ChatBackend,
                         incidents=StoreIncidents(incidents),
                         actions=AuditActions(stores.audit()), cfg=digest_cfg,
                         drained=drained_source(settings, runner),
-                        response=partial(period_response, incidents, stores.audit()))
+                        response=partial(period_response, incidents, stores.audit()),
+                        rma=stores.health_history().rma)
 
 
 def period_response(incidents: IncidentStore, audit: AuditLog, start: float,

@@ -55,6 +55,7 @@ def _process(p: dict[str, Any], boot_time: float, n_gpus: int) -> dict[str, Any]
         "vsz_kib": p["vsz_kib"], "pcpu": p["pcpu"], "pmem": p["pmem"], "stat": p["stat"],
         "gpu_memory_mib": _gpu_map(p["gpu_memory_mib"], n_gpus), "owner": dict(p["owner"]),
         "ignores": list(p.get("ignores") or []), "leaks_gpu_memory": p.get("leaks_gpu_memory"),
+        "holds_devices": bool(p.get("holds_devices")),
         "hidden": bool(p.get("hidden")),
     }
 
@@ -111,6 +112,8 @@ def build_state(sc: Scenario, now: float | None = None) -> dict[str, Any]:
         "journal": {"usage": parse_size(sc.journal.disk_usage), "path": sc.journal.path,
                     "lines": sc.journal.lines},
         "dmesg": sc.dmesg,
+        "infiniband": [i.model_dump() for i in sc.infiniband],
+        "dcgm": sc.dcgm.model_dump(), "smoke": sc.smoke.model_dump(),
         "memory": {"total": parse_size(sc.memory_total), "used": parse_size(sc.memory_used)},
         "commands": {line: c.model_dump() for line, c in sc.commands.items()},
         "pending": [],

@@ -20,7 +20,8 @@ TOOLS = {
     "nvidia-smi": "nvidia_smi", "systemctl": "systemctl", "ps": "ps", "kill": "kill",
     "df": "disk", "du": "disk", "lsof": "files", "fuser": "files", "journalctl": "journal",
     "uptime": "misc", "who": "misc", "crontab": "misc", "free": "misc", "dmesg": "misc",
-    "hostname": "misc", "docker": "docker", "sudo": "sudo",
+    "hostname": "misc", "docker": "docker", "sudo": "sudo", "ibstat": "infiniband",
+    "dcgmi": "dcgmi", "python3": "smoke", "nvidia-bug-report.sh": "bugreport",
 }
 SESSION = "__session__"
 STUB = "__stub__"  # a scenario's own program (``commands:``): bot.sim.tools.stub answers it
@@ -81,6 +82,13 @@ def enter_sandbox(workdir: str) -> bool:
 def run_tool(workdir: str, tool: str, argv: list[str]) -> int:
     from bot.sim.state import SimCall
 
+    if tool == "kill":
+        from bot.sim.tools import kill
+
+        jobs = kill.own_jobs(argv)
+        if jobs is not None:  # the session's own background job, as bash's kill "$!"
+            append_log(workdir, {"ts": time.time(), "job_control": tool, "argv": argv})
+            return kill.signal_jobs(*jobs)
     append_log(workdir, {"ts": time.time(), "tool": tool, "argv": argv})
     name = f"bot.sim.tools.{TOOLS[tool]}"
     __import__(name)

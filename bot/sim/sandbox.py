@@ -132,6 +132,9 @@ def main(args: list[str]) -> int:
     from bot.sim.reboot import write_boot_id
 
     write_boot_id(root, str(state["boot"]["id"]))
+    from bot.sim.tools.infiniband import write_sysfs
+
+    write_sysfs(str(root), state.get("infiniband") or [])
     (workdir / MARKER).write_text(f"{root}\n")
     os.execv(args[2], args[2:])
     return 127  # pragma: no cover - execv does not return

@@ -47,6 +47,13 @@ class GpuSpec(StrictModel):
                             "sw_thermal_slowdown"]] = Field(default_factory=list)
     pcie_replays: int = Field(default=0, ge=0)
     reset_fails: bool = False  # nvidia-smi --gpu-reset answers "Unknown Error" (exit 255)
+    # the PCIe link under load (an idle GPU reports gen 1: the driver power-manages the link)
+    pcie_gen: int = Field(default=5, ge=1, le=6)
+    pcie_gen_max: int = Field(default=5, ge=1, le=6)
+    pcie_width: int = Field(default=16, ge=1, le=32)
+    pcie_width_max: int = Field(default=16, ge=1, le=32)
+    nvlink_links: int = Field(default=0, ge=0, le=18)  # 18 on an H100 SXM
+    nvlink_errors: dict[int, dict[str, int]] = Field(default_factory=dict)  # link -> counter -> n
 
 
 class NvidiaSpec(StrictModel):
@@ -81,6 +88,7 @@ class ProcessSpec(StrictModel):
     owner: Owner = Field(default_factory=Owner)
     ignores: list[str] = Field(default_factory=list)  # signals it survives (e.g. TERM)
     leaks_gpu_memory: bool = False  # when killed its GPU memory stays held (a wedged GPU)
+    holds_devices: bool = False  # keeps /dev/nvidia* open with no GPU memory (a monitor)
     hidden: bool = False  # in a PID namespace the login cannot see (a sandboxed container):
     #                       not in ps, lsof, fuser or `systemctl status PID`; holds its memory
 
@@ -150,6 +158,53 @@ class ContainerSpec(StrictModel):
     ports: str = ""
     pid: int = 0
     gpus: bool = False  # `docker run --gpus all`: inspect shows the device request
+
+
+class IbPortSpec(StrictModel):
+    """One InfiniBand (or RoCE) port: what ``ibstat`` prints and sysfs holds."""
+
+    ca: str = Field(default="mlx5_0", pattern=r"^[A-Za-z0-9_]{1,32}$")
+    port: int = Field(default=1, ge=1, le=4)
+    state: Literal["Active", "Down", "Initializing", "Armed"] = "Active"
+    phys_state: Literal["LinkUp", "Polling", "Disabled", "Sleep", "LinkErrorRecovery"] = "LinkUp"
+    rate: int = 400
+    link_layer: Literal["InfiniBand", "Ethernet"] = "InfiniBand"
+    link_downed: int = Field(default=0, ge=0)
+    symbol_error: int = Field(default=0, ge=0)
+
+
+class DcgmFailure(StrictModel):
+    level: int = Field(default=1, ge=1, le=4)  # the first -r level whose run includes the test
+    test: str = "software"
+    gpus: list[int] = Field(default_factory=lambda: [0])
+    warning: str = ""
+
+
+class DcgmSpec(StrictModel):
+    """``dcgmi`` on the host: absent unless ``installed``; ``diag -r N -j`` answers 4.x JSON."""
+
+    installed: bool = False
+    version: str = "4.2.3"
+    failures: list[DcgmFailure] = Field(default_factory=list)
+    runtime_error: str = ""
+
+
+class SmokeGpuSpec(StrictModel):
+    matmul_tflops: float | None = None
+    mem_gbps: float | None = None
+    h2d_gbps: float | None = None
+    errors: list[str] = Field(default_factory=list)
+
+
+class SmokeSpec(StrictModel):
+    """What ``playbooks/smoke/gpu_smoke.py`` prints on this host (the sim runs no CUDA)."""
+
+    torch: bool = True  # importable
+    cuda: bool = True  # torch sees the GPUs
+    matmul_tflops: float = 640.0
+    mem_gbps: float = 2900.0
+    h2d_gbps: float = 52.0
+    gpus: dict[int, SmokeGpuSpec] = Field(default_factory=dict)
 
 
 class PreviousBoot(StrictModel):
@@ -225,6 +280,9 @@ class Scenario(StrictModel):
     memory_total: str | int = "1T"
     memory_used: str | int = "48G"
     sshd: SshdSpec = Field(default_factory=SshdSpec)
+    infiniband: list[IbPortSpec] = Field(default_factory=list)
+    dcgm: DcgmSpec = Field(default_factory=DcgmSpec)
+    smoke: SmokeSpec = Field(default_factory=SmokeSpec)
     commands: dict[str, CommandSpec] = Field(default_factory=dict)  # stubbed programs
 
     @field_validator("commands")

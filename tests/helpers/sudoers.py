@@ -30,7 +30,12 @@ CASES: list[tuple[str, dict[str, str]]] = [
     *[("systemd.dropin_revert", {"unit": u}) for u in UNITS],
     *[(k, {"pid": "440"}) for k in ("process.sigterm", "process.sigkill")],
     *[("gpu.reset", {"gpu": g}) for g in ("0", "7", "63")],
+    ("gpu.reset", {"gpu": "all", "release": "container:dcgm-exporter|unit:nvidia-dcgm.service|"
+                                            "unit:nvidia-fabricmanager.service|"
+                                            "unit:nvidia-persistenced.service"}),
+    ("gpu.reset", {"gpu": "3", "release": "container:dcgm_exporter.1"}),
     ("host.reboot", {}),
+    ("rma.handoff", {"incident": "INC-7"}),
     ("slurm.drain", {"node": "gpu-01", "reason": "GPU 2 fell off the bus (Xid 79)",
                      "incident": "INC-7"}),
     ("slurm.drain", {"node": "node-0.a_b", "reason": "ECC: 3 uncorrectable; GPU 0/1, +2",

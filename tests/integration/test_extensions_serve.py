@@ -181,7 +181,9 @@ def test_a_hostile_host_output_proposed_as_a_parameter_is_refused_and_nothing_ru
     assert '"approve' not in json.dumps(rig.card(incident.id))
     calls = [e for e in rig.liar.command_log() if "tool" in e]
     assert [c for c in calls if c["tool"] == "systemctl" and "restart" in c["argv"]] == []
-    assert not any("rm" in str(e.get("command", "")).split() for e in rig.liar.command_log())
+    # the hostile text never reaches a command (the GPU sampler's own `rm -rf "$d"` is not it)
+    assert not any("rm -rf /" in str(e.get("command", "")) or HOSTILE in str(e.get("command", ""))
+                   for e in rig.liar.command_log())
     assert not Path(rig.liar.state()["canary"]).exists()
 
 

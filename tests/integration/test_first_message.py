@@ -39,7 +39,9 @@ def settings(redis_url: str, hosts: dict[str, SimHost], api_url: str,
 
     return Settings.model_validate({
         "redis_url": redis_url, "hosts": {name: host(sim) for name, sim in hosts.items()},
-        "slack": {"channel": CHANNEL, "approvers": [ONCALL], "api_url": api_url},
+        # every incident's own parent is what is measured here: no storm (issue 37)
+        "slack": {"channel": CHANNEL, "approvers": [ONCALL], "api_url": api_url,
+                  "storm": {"per_minute": 0}},
         "alerts": {"group_wait_s": 0},
         "extra": {"scheduler": {"enabled": False},
                   "diagnostics": {"command_timeout_s": probe_timeout_s}},

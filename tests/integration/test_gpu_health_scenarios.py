@@ -55,7 +55,10 @@ def test_each_failure_mode_gets_its_verdicts_and_step(
     assert verdicts(d) == want, finding(d, "gpu.verdicts").detail
     assert step(d) == want_step
     assert not no_gpus_said(d)
-    assert d.actions == ()  # steps are findings: no unit stop, no kill, for hardware
+    # steps are findings: no unit stop, no kill, for hardware; a GPU whose step is a reset and
+    # that no process uses gets the reset itself, with what it stops around it (issue 36)
+    assert [a.kind for a in d.actions] == (["gpu.reset"] if scenario == "gpu_held_no_process"
+                                           else [])
 
 
 def test_lost_gpu_is_named_by_its_bus_and_the_xid(

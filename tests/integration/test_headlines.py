@@ -32,11 +32,26 @@ WANT: dict[str, tuple[str, str]] = {
     "disk_full_checkpoints": ("/data is 99% full: 27.2 GiB free of 3.4 TiB", "-"),
     "disk_full_ml": ("/ is 100% full: 0 B free of 200.0 GiB",
                      "vacuum the systemd journal down to 500M"),
+    "fabric_manager_down": ("nvidia-fabricmanager is failed on an NVSwitch host: NVLink "
+                            "traffic cannot flow", "-"),
+    "gpu_thermal": ("GPU 4 (9A:00.0): clocks slowed by HW thermal slowdown, SW thermal "
+                    "slowdown", "-"),
+    "gpu_wedged_dcgm_container": ("8 GPUs wedged: 68.5 GiB each held with no process, unit or "
+                                  "container using them", "reset every GPU"),
+    "ib_flapping": ("InfiniBand mlx5_0 port 1 went down 9 times since its counters were "
+                    "cleared (link flapping)", "-"),
+    "ib_port_down": ("InfiniBand mlx5_1 port 1 is Down (physical Polling): it was up and went "
+                     "down (1 time since its counters were cleared)", "-"),
+    "nvlink_errors": ("GPU 2 (3A:00.0): Xid 74, NVLink error", "-"),
+    "pcie_downtrained": ("GPU 5 (AB:00.0): PCIe link x8 of x16 (downtrained)", "-"),
+    "xid45_storm": ("Xid 45 on GPU 0000:2a:00 (pid 2211, python, train-70b.service): preemptive "
+                    "cleanup, due to previous errors — the application's fault, not the GPU's",
+                    "-"),
     "gpu_ecc_dbe": ("GPU 5 (AB:00.0): uncorrectable ECC error", "-"),
     "gpu_ecc_vllm": ("GPU 5 (AB:00.0): uncorrectable ECC error", SEED[1]),
     "gpu_held_hidden": (SEED[0].replace(UNIT, HIDDEN, 1), SEED[1]),
     "gpu_held_no_process": ("8 GPUs wedged: 68.5 GiB each held with no process, unit or "
-                            "container using them", "-"),
+                            "container using them", "reset every GPU"),
     "gpu_missing": ("GPU 7 (DB:00.0) is missing: 7 of 8 visible", "-"),
     "gpu_nvml_mismatch": ("driver/library mismatch: driver 580.95.05 loaded, library 580.105.08",
                           "-"),

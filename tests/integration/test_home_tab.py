@@ -74,7 +74,9 @@ def test_home_opened_publishes_the_fleet_and_refreshes_only_on_change(
     assert sender.post(opened("UALICE")).status_code == 200
     (call,) = slack_standin.wait_for("views.publish", 1)
     assert call.params["user_id"] == "UALICE"
-    fleet, open_, jobs = sections(slack_standin.home["UALICE"])
+    summary, needs, fleet, open_, jobs = sections(slack_standin.home["UALICE"])
+    assert summary.startswith("*2 hosts* · 5 GPUs: 2 busy · 2 held idle · 0 free · 1 broken")
+    assert needs.splitlines()[1:] == ["1. *gpu-01* · 2 GPUs holding VRAM idle now"]
     assert fleet.splitlines() == [
         ":red_circle: *gpu-01* · 2 GPUs: 0 busy · 2 held idle · 0 free · 0 broken",
         ":red_circle: *gpu-02* · 3 GPUs: 2 busy · 0 held idle · 0 free · 1 broken"]
@@ -88,7 +90,7 @@ def test_home_opened_publishes_the_fleet_and_refreshes_only_on_change(
     (incident,) = incidents.list(open_only=True)
     incidents.transition(incident.id, IncidentState.RESOLVED, "UALICE", "fixed by hand")
     assert app.home.refresh() == 1
-    assert sections(slack_standin.home["UALICE"])[1] == "_Nothing open._"
+    assert sections(slack_standin.home["UALICE"])[3] == "_Nothing open._"
     assert len(slack_standin.calls_of("views.publish")) == 2
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from bot.remediation import ActionResult, Outcome, execute, revert_result
 from bot.remediation.catalog import dropin_path
@@ -51,7 +52,8 @@ def test_sigterm_ignored_goes_to_sigkill_then_a_wedged_gpu_goes_to_reset(
 
     third_step = next_step(second)
     assert third_step is not None
-    assert (third_step["kind"], third_step["params"]) == ("gpu.reset", {"gpu": "0"})
+    assert third_step["kind"] == "gpu.reset"
+    assert third_step["params"] == {"gpu": "0", "release": ""}  # the daemons by unit name
     third = act(rem_pool, host, third_step, "U3", audit_log)
     assert third.outcome is Outcome.SUCCEEDED, third.summary
     assert gpu_used(host)[0] == 0 and gpu_used(host)[1] == 40000
@@ -129,14 +131,31 @@ def test_dropin_guard_keeps_the_unit_down_while_a_reservation_marker_exists(
     assert not Path(marker).exists()
 
 
-def test_a_single_gpu_reset_on_an_nvswitch_host_is_refused_with_a_reboot_proposed(
+A100_NVSWITCH: dict[str, Any] = {
+    "gpus": [{"count": 2, "name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920},
+             {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920,
+              "memory_reserved_mib": 30000}],
+    "units": {"nvidia-fabricmanager.service": {
+        "description": "NVIDIA fabric manager service", "active_state": "active",
+        "unit_file_state": "enabled",
+        "exec_start": "/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg"}},
+    "processes": [{"pid": 505, "args": "/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/"
+                   "fabricmanager.cfg", "comm": "nv-fabricmanage", "holds_devices": True,
+                   "owner": {"kind": "systemd", "name": "nvidia-fabricmanager.service"}}],
+}
+
+
+def test_one_gpu_of_an_nvswitch_baseboard_before_hopper_is_refused_every_gpu_proposed(
     sim_factory: SimFactory, rem_pool: ParamikoPool, audit_log: AuditLog
 ) -> None:
-    host = sim_factory("ladder", overrides={"nvidia": {"fabric": True}})
+    host = sim_factory("ladder", overrides=A100_NVSWITCH)
     result = act(rem_pool, host, {"kind": "gpu.reset", "params": {"gpu": 2}}, "U1", audit_log)
     assert result.outcome is Outcome.REFUSED, result.summary
-    assert "NVSwitch host (fabric state Completed)" in result.summary
-    assert "nvidia-fabricmanager stopped first" in result.summary
+    assert "NVSwitch baseboard before Hopper: GPU 2 cannot be reset alone" in result.summary
     assert tool_calls(host, "nvidia-smi", "--gpu-reset") == []
     assert gpu_used(host)[2] == 30000
-    assert [(p["kind"], p["params"]) for p in result.proposals] == [("host.reboot", {})]
+    ((kind, params, reason),) = [(p["kind"], p["params"], p["reason"]) for p in result.proposals]
+    assert (kind, params["gpu"]) == ("gpu.reset", "all")
+    assert "unit:nvidia-fabricmanager.service" in params["release"]  # stopped for this one
+    assert reason.startswith("Reset every GPU on gpu-03 (NVSwitch before Hopper: one GPU "
+                             "cannot be reset alone)")

@@ -278,8 +278,8 @@ class Handlers:
     def __init__(self) -> None:
         self.calls: list[tuple[object, ...]] = []
 
-    def status(self, user: str) -> SlashReply:
-        self.calls.append(("status", user))
+    def status(self, user: str, host: str | None = None) -> SlashReply:
+        self.calls.append(("status", user, host))
         return SlashReply("gpu-01: 8 GPUs, 0% util")
 
     def diag(self, user: str, host: str, playbook: str | None) -> SlashReply:
@@ -328,7 +328,7 @@ def test_slash_commands(slash_rig: SlackRig) -> None:
     by_text = {str(c.params["text"])[:9]: c.params["response_type"] for c in replies}
     assert by_text["gpu-01: 8"] == "ephemeral" and by_text["Diagnosin"] == "in_channel"
     assert any("error id" in str(c.params["text"]) for c in replies)  # a handler crash has an id
-    assert handlers.calls == [("status", "UALICE"), ("diag", "UALICE", "gpu-01", "vram_idle")]
+    assert handlers.calls == [("status", "UALICE", None), ("diag", "UALICE", "gpu-01", "vram_idle")]
 
 
 def test_settings_checks() -> None:

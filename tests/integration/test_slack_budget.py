@@ -81,3 +81,16 @@ def test_posts_in_one_channel_are_spaced_across_replicas(slack_standin: SlackSta
     assert second.at - first.at >= 1.0 - JITTER_S and third.at - second.at >= 1.0 - JITTER_S
     one.close()
     two.close()
+
+
+def test_an_urgent_edit_keeps_the_tiers_last_call_for_itself(redis: Redis) -> None:
+    """Three edits of the tier's burst: two ordinary ones go, the third waits, and an
+    urgent one (a storm's table, issue 37) still goes; under a burst the ordinary edits
+    wait for the table, never the other way round."""
+    budget = SlackBudget(redis, "ws-urgent", BudgetSettings(per_minute={"chat.update": 6.0},
+                                                            burst=3, message_interval_s=0.0))
+    assert budget.try_update("C1", "1.1") == 0
+    assert budget.try_update("C1", "1.2") == 0
+    assert budget.try_update("C1", "1.3") > 0, "the last call of the burst is kept"
+    assert budget.try_update("C1", "9.9", urgent=True) == 0
+    assert budget.try_update("C1", "9.9", urgent=True) > 0, "and then the tier is spent"

@@ -27,7 +27,7 @@ def declared() -> dict[str, str]:
 
 def test_pyproject_declares_exactly_the_built_in_action_classes() -> None:
     assert declared() == registry.builtin_entries()
-    assert len(declared()) == 19
+    assert len(declared()) == 20
 
 
 def test_every_registered_kind_is_its_class_and_loaded_once() -> None:

@@ -42,8 +42,13 @@ def test_formatters() -> None:
 def test_story_digest_message() -> None:
     msg = story_message()
     assert msg.header is not None and msg.header.startswith("Health digest · 2024-05-01 00:00")
-    summary, first, second, jobs = msg.sections
+    summary, needs, first, second, jobs = msg.sections
     assert "12 GPUs" in summary.text and "78.7 GPU-hours" in summary.text
+    # ranked by what they need of a person (issue 37): gpu-01's disk fills in hours and
+    # it held 8 GPUs idle; gpu-02 needs nothing
+    assert needs.text.splitlines() == [
+        "*Needs a person* · 1 of 2 hosts, most urgent first",
+        "1. *gpu-01* · /data full in 4 h 48 min (92% used) · VRAM held idle 78.7 GPU-h"]
     assert "Incidents: 1 opened · 1 resolved · 0 still open" in summary.fields
     assert "Time to resolve: median 18 min · worst 18 min" in summary.fields
     assert "Actions: systemd.stop_disable verified ×1" in summary.fields
@@ -82,8 +87,9 @@ def test_hostile_names_are_escaped() -> None:
 def test_many_hosts_are_capped_and_no_samples_is_said() -> None:
     many = {f"h{i:02d}": {"gpu0.util_pct": [(DAY0, 50.0)]} for i in range(MAX_HOST_SECTIONS + 5)}
     msg = render_digest(build_digest(DAY0, END, many, cfg=DigestSettings()))
-    assert len(msg.sections) == 1 + MAX_HOST_SECTIONS + 1
-    assert msg.sections[-1].text == "… and 5 more hosts"
+    assert len(msg.sections) == 1 + 1 + MAX_HOST_SECTIONS + 1  # summary, needs, hosts, cut
+    assert msg.sections[1].text.startswith("No host needs a person")
+    assert msg.sections[-1].text == f"{MAX_HOST_SECTIONS} of 15 hosts shown, most in need first"
     empty = render_digest(build_digest(DAY0, END, {}))
     assert "No host samples" in empty.sections[-1].text
     assert all(len(s.fields) <= 10 for s in msg.sections)  # Slack's limit per section

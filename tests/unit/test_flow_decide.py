@@ -30,11 +30,13 @@ from bot.domain.flow import (
     ApprovalClicked,
     ApprovalDenied,
     ApprovalExpired,
+    Audit,
     ClosingNote,
     DiagnosisFailed,
     DiagnosisFinished,
     EscalateAsked,
     FlowEvent,
+    GateObserved,
     PostMessage,
     Rediagnose,
     Refused,
@@ -52,11 +54,12 @@ from bot.domain.flow import (
     SnoozeEnded,
     Transitioned,
     WithdrawPending,
+    XidsFolded,
     decide,
     outcome_state,
 )
 from bot.domain.incident import Incident
-from bot.domain.incident_record import ActionPlan, Running, Snooze
+from bot.domain.incident_record import ActionPlan, ChatRefs, GateRecord, Running, Snooze
 from bot.domain.lifecycle import (
     FIRST_DIAGNOSIS,
     SNOOZABLE,
@@ -66,6 +69,7 @@ from bot.domain.lifecycle import (
     StepTaken,
     can_transition,
 )
+from bot.domain.xid_storm import XidTally
 
 S = IncidentState
 AT, BOT, USER = 1_700_000_000.0, "incident-bot", "U0ALICE"
@@ -75,6 +79,11 @@ APPROVAL = Approval("ap1", "INC-1", ApprovalAction.of(ACTION, ("systemctl stop v
 FOUND = Diagnosis("gpu-01", "vram_idle", DiagnosisStatus.OK, 0.4,
                   (Finding("gpu.idle_vram_held", Severity.CRITICAL, "8 GPUs held"),), (ACTION,))
 PLAN = ActionPlan(ACTION, ("systemctl stop vllm.service",), "ap1")
+PASSED = GateRecord("repair", "gpu-01", True, (), {"gpu_count": True}, 3,
+                    ({"level": "readings", "status": "passed"},))
+FAILED = GateRecord("repair", "gpu-01", False, ("dcgmi diag -r 2: memory failed on GPU 3",),
+                    {}, 1, ({"level": "readings", "status": "passed"},
+                         {"level": "dcgm", "status": "failed"}))
 
 
 def result(ok: bool) -> ActionResult:
@@ -113,6 +122,8 @@ EVENT_SAMPLES: dict[type[FlowEvent], FlowEvent] = {
     SnoozeAsked: SnoozeAsked(AT, USER, 3600),
     SnoozeEnded: SnoozeEnded(AT, BOT),
     EscalateAsked: EscalateAsked(AT, USER),
+    GateObserved: GateObserved(AT, BOT, FAILED, "health gate failed", repair=True),
+    XidsFolded: XidsFolded(AT, BOT),
 }
 
 
@@ -147,6 +158,8 @@ def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | ty
         SnoozeAsked: lambda: S.SNOOZED if state in SNOOZABLE else stays,
         SnoozeEnded: lambda: S.AWAITING_APPROVAL if state is S.SNOOZED else stays,
         EscalateAsked: lambda: stays,
+        GateObserved: lambda: S.ACTION_FAILED if state is S.VERIFIED else stays,
+        XidsFolded: lambda: stays,
     }
     return rules[type(event)]()
 
@@ -338,3 +351,67 @@ def test_a_persons_decisions_are_announced_and_refused_where_they_do_not_apply()
         assert any(isinstance(e, WithdrawPending) for e in retry)
     _, no = decide(incident(S.VERIFIED), RetryClicked(AT, USER))
     assert [type(e) for e in no] == [Refused]
+
+
+def test_a_passed_gate_is_stored_audited_and_said_and_a_repair_is_rerendered() -> None:
+    new, effects = decide(incident(S.VERIFIED), GateObserved(AT, BOT, PASSED, "gate passed"))
+    assert (new.state, new.gate) == (S.VERIFIED, PASSED)
+    assert effects == (Audit(BOT, "gate.passed", PASSED.to_json()), ReplyInThread("gate passed"))
+    _, repaired = decide(incident(S.VERIFIED),
+                         GateObserved(AT, BOT, PASSED, "gate passed", repair=True))
+    assert repaired[-1] == PostMessage() and not any(isinstance(e, Transitioned)
+                                                     for e in repaired)
+
+
+def test_a_repair_the_gate_keeps_out_is_not_fixed() -> None:
+    """verified -> action_failed with the gate's reasons as the outcome, said once."""
+    new, effects = decide(incident(S.VERIFIED),
+                          GateObserved(AT, BOT, FAILED, "health gate failed", repair=True))
+    why = ("gpu-01 is not back in service: the repair verified, but the health gate stopped "
+           "at level 1: dcgmi diag -r 2: memory failed on GPU 3")
+    assert new.state is S.ACTION_FAILED and new.last_outcome is not None
+    assert new.last_outcome.summary == why and new.gate == FAILED
+    assert effects[0] == Transitioned(BOT, why[:200])
+    assert Audit(BOT, "gate.failed", FAILED.to_json()) in effects
+    assert Audit(BOT, "repair.kept_out", {"reasons": list(FAILED.reasons), "reached": 1,
+                                          "rma": False}) in effects
+    assert [e.text for e in effects if isinstance(e, ReplyInThread)] == [
+        "health gate failed", why]
+    # a drained node: the caller words the failure (stays drained); still not fixed
+    quiet, said = decide(incident(S.VERIFIED), GateObserved(
+        AT, BOT, FAILED, "health gate failed", say=False, repair=True))
+    assert quiet.state is S.ACTION_FAILED
+    assert not any(isinstance(e, ReplyInThread) for e in said)
+    # a resume's gate that failed changes no state: the resume is blocked by its caller
+    blocked, said = decide(incident(S.VERIFIED), GateObserved(AT, BOT, FAILED, "failed"))
+    assert blocked.state is S.VERIFIED and blocked.last_outcome is None
+    assert said == (Audit(BOT, "gate.failed", FAILED.to_json()), ReplyInThread("failed"))
+
+
+def test_a_node_on_the_rma_list_is_kept_out_whatever_the_levels_said() -> None:
+    rma = "gpu-01 is not back in service: it is on the RMA list (gpu.broken:5d came back)"
+    kept = replace(PASSED, passed=False, reasons=(rma,))
+    new, effects = decide(incident(S.VERIFIED),
+                          GateObserved(AT, BOT, kept, "failed", repair=True, rma=rma))
+    assert new.state is S.ACTION_FAILED and new.last_outcome is not None
+    assert new.last_outcome.summary == rma
+    assert any(isinstance(e, Audit) and e.action == "repair.kept_out" and e.detail["rma"]
+               for e in effects)
+
+
+def test_a_repair_clears_the_incidents_xids_whatever_the_gate_says() -> None:
+    xid = XidTally(79, 3, AT - 300, AT - 200, ("3",))
+    for record in (PASSED, FAILED):
+        new, _ = decide(incident(S.VERIFIED, xids=(xid,)), GateObserved(
+            AT, BOT, record, "", repair=True, cleared_by="the reset of GPU 3"))
+        assert (new.xids[0].cleared_at, new.xids[0].cleared_by) == (AT, "the reset of GPU 3")
+
+
+def test_a_folded_xid_storm_edits_the_posted_message_only() -> None:
+    xid = XidTally(45, 224, AT - 600, AT, ("0",), app=True)
+    posted = ChatRefs("C1", "1.0", "1.0")
+    same, effects = decide(incident(S.AWAITING_APPROVAL, xids=(xid,), chat=posted),
+                           XidsFolded(AT, BOT))
+    assert same.state is S.AWAITING_APPROVAL and effects == (PostMessage(),)
+    assert decide(incident(S.DIAGNOSING, xids=(xid,)), XidsFolded(AT, BOT))[1] == ()
+    assert decide(incident(S.AWAITING_APPROVAL, chat=posted), XidsFolded(AT, BOT))[1] == ()

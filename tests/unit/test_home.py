@@ -13,6 +13,7 @@ from bot.chat.home import (
     host_line,
     render_home,
 )
+from bot.core import strings
 from bot.domain.maintenance import MaintenanceWindow
 from bot.domain.slurm import DrainedNode
 from bot.domain.windows import parse_window
@@ -46,6 +47,11 @@ def test_render_home_lists_the_fleet_incidents_and_jobs() -> None:
     texts = [b["text"]["text"] for b in view["blocks"] if b["type"] in ("header", "section")]
     assert texts == [
         "Fleet",
+        "*2 hosts* · 16 GPUs: 8 busy · 8 held idle · 0 free · 0 broken · *1 need a person* · "
+        "2 incidents open · 0 nodes drained",
+        "*Needs a person* · 1 of 2 hosts, most urgent first\n"
+        "1. *gpu-01* · 8 GPUs holding VRAM idle now",
+        "Hosts",
         ":red_circle: *gpu-01* · 8 GPUs: 0 busy · 8 held idle · 0 free · 0 broken\n"
         "*gpu-02* · 8 GPUs: 8 busy · 0 held idle · 0 free · 0 broken",
         "Open incidents",
@@ -60,7 +66,10 @@ def test_render_home_lists_the_fleet_incidents_and_jobs() -> None:
 def test_empty_fleet_says_so() -> None:
     texts = [b["text"]["text"] for b in render_home(Fleet(NOW))["blocks"]
              if b["type"] == "section"]
-    assert texts == ["_No host samples yet (is the sampler or agent running?)_",
+    assert texts == ["*0 hosts* · 0 GPUs: 0 busy · 0 held idle · 0 free · 0 broken · "
+                     "*0 need a person* · 0 incidents open · 0 nodes drained",
+                     strings.NEEDS_NONE,
+                     "_No host samples yet (is the sampler or agent running?)_",
                      "_Nothing open._", "_No extraction is running._"]
 
 

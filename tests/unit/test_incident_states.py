@@ -45,6 +45,7 @@ ALLOWED = {
     (S.RESUMED, S.FAILED),
     # follow-up actions approved from the same message (Revert, Resume, an alternative)
     (S.VERIFIED, S.REMEDIATING),
+    (S.VERIFIED, S.FAILED),  # the health gate after a verified repair failed (issue 36)
     (S.FAILED, S.REMEDIATING),
     (S.RESUMED, S.REMEDIATING),
     # the unhappy paths and snoozing

@@ -41,7 +41,8 @@ SAMPLE = {"unit": UNIT, "pid": "38514", "node": "gpu-01", "job": "4242", "overri
           "unit_file_state": "enabled", "active_state": "active", "gpu": "3",
           "timeout_stop_s": "30", "marker": "/run/incident-bot/gpu-reservation", "size": "500M",
           "paths": "/data/a.pt|/data/b.pt", "need_bytes": "0", "reason": "GPU 3 fell off the bus",
-          "incident": "INC-7", "mount": "/data", "full_pct": "90"}
+          "incident": "INC-7", "mount": "/data", "full_pct": "90",
+          "release": "container:dcgm-exporter|unit:nvidia-persistenced.service"}
 
 
 @dataclass(frozen=True)

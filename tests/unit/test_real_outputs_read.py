@@ -18,7 +18,20 @@ import pytest
 
 from bot.chat.listeners import Click
 from bot.domain.host_state import ProcState
-from playbooks.parsers import disk, host, kernel, nvidia, nvidia_xml, ps, slurm, systemd
+from playbooks.parsers import (
+    dcgm,
+    disk,
+    host,
+    infiniband,
+    kernel,
+    nvidia,
+    nvidia_xml,
+    nvlink,
+    pcie,
+    ps,
+    slurm,
+    systemd,
+)
 from playbooks.parsers.refusal import RefusalKind, ToolRefusal, refusal
 from playbooks.parsers.smi_errors import SmiError, SmiErrorKind
 
@@ -134,6 +147,14 @@ READ: dict[str, tuple[Callable[[str], Any], Callable[[str, Any], bool]]] = {
     "slurm_squeue_unlimited.txt": (slurm.parse_jobs, _truthy),
     "slurm_ps_job_tree.txt": (_ps_tree, lambda text, got: any(
         slurm.job_of_stepd(r[-1]) for r in got)),
+    "dcgmi_diag_json_3x_per_gpu.json": (dcgm.parse_diag_json,
+                                        lambda text, got: bool(got.tests) and not got.error),
+    "ibstat_mlx4_active.txt": (infiniband.parse_ibstat, _truthy),
+    "ibstat_mlx5_initializing.txt": (infiniband.parse_ibstat, _truthy),
+    "kmsg_xid74_nvlink.txt": (kernel.parse_kernel_log, _kernel_value),
+    "nvlink_e_h100.txt": (nvlink.parse_nvlink_errors, _truthy),
+    "smi_query_pcie_l40s_idle.txt": (pcie.parse_pcie, _truthy),
+    "smi_query_pcie_x8_of_x16.txt": (pcie.parse_pcie, _truthy),
     "slack/block_actions_button.json": (lambda t: Click.from_body(json.loads(t)),
                                         lambda text, got: bool(got.user and got.action_id)),
     "slack/socket_mode_frames.json": (json.loads, lambda text, got: bool(

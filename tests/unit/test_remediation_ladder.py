@@ -44,7 +44,8 @@ def test_sigterm_ignored_proposes_sigkill() -> None:
 def test_killed_but_memory_held_with_no_process_proposes_a_reset_of_that_gpu() -> None:
     step = next_step(result("process.sigkill", Outcome.FAILED, {"pid": "777"},
                             evidence=WEDGED))
-    assert step is not None and (step["kind"], step["params"]) == ("gpu.reset", {"gpu": "0"})
+    assert step is not None and step["kind"] == "gpu.reset"
+    assert step["params"] == {"gpu": "0", "release": ""}  # release: the daemons' units
     assert "40000 MiB with no process" in step["reason"]
 
 

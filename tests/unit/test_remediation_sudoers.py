@@ -53,8 +53,12 @@ def test_the_journal_probe_that_needs_root_is_allowed() -> None:
         ["tee", "/etc/systemd/system/x.service.d/override.conf"],
         ["tee", "/etc/sudoers.d/x"],
         ["mkdir", "-p", "/etc/sudoers.d"],
-        ["nvidia-smi", "--gpu-reset"],
+        ["nvidia-smi", "--gpu-reset", "-i", "0,1"],
         ["nvidia-smi", "--gpu-reset", "-i", "64"],
+        ["docker", "stop", "dcgm-exporter", "other"],
+        ["docker", "rm", "-f", "dcgm-exporter"],
+        ["docker", "exec", "dcgm-exporter", "sh"],
+        ["docker", "stop", "-t", "0", "x"],
         ["systemctl", "mask", "--force", "a.service", "b.service"],
     ],
 )

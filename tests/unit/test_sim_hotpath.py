@@ -38,6 +38,10 @@ READ_ONLY = [
     ["lsof", "-n", "/dev/nvidia0"], ["fuser", "-v", "/dev/nvidia0"], ["who", "-b"],
     ["journalctl", "--list-boots", "--no-pager"], ["dmesg"], ["hostname"],
     ["docker", "ps", "-aq", "--no-trunc"],
+    ["nvidia-smi", "--query-gpu=index,pci.bus_id,pcie.link.gen.current,pcie.link.gen.max,"
+     "pcie.link.width.current,pcie.link.width.max,temperature.gpu,utilization.gpu",
+     "--format=csv,noheader,nounits"],
+    ["nvidia-smi", "nvlink", "-e"],
 ]
 
 

@@ -7,5 +7,7 @@ Add, don't inline.
 
 from bot.core.strings.diagnosis import *  # noqa: F403
 from bot.core.strings.extensions import *  # noqa: F403
+from bot.core.strings.fleet import *  # noqa: F403
+from bot.core.strings.health import *  # noqa: F403
 from bot.core.strings.messages import *  # noqa: F403
 from bot.core.strings.operations import *  # noqa: F403

@@ -25,8 +25,7 @@ DIGEST_DISK_FULL_IN = "full in {days}"
 DIGEST_DISK_NOT_FILLING = "not filling"
 DIGEST_JOBS_TITLE = "Jobs"
 DIGEST_NO_HOSTS = "No host samples were stored in this period (is the sampler or agent running?)"
-DIGEST_MORE_HOSTS = "… and {count} more hosts"
-DIGEST_CONTEXT = "{start} → {end} · hosts ordered by VRAM held idle"
+DIGEST_CONTEXT = "{start} → {end} · hosts ordered by what they need of a person, then VRAM held idle"
 DIGEST_CHART_TITLE = "GPU memory vs utilisation and disk fill, {period}"
 DIGEST_CHART_WRITTEN = "chart: {path}"
 DIGEST_NOTHING_CONFIGURED = ("no digest channel configured: set slack.channel or "
@@ -196,9 +195,6 @@ FLOW_REBOOT_BACK_OK = "{host} is back (new boot {boot}); re-diagnosed: the probl
 FLOW_REBOOT_BACK_STILL = "{host} is back (new boot {boot}), but the problem is still there: {still}"
 FLOW_REBOOT_NOT_BACK = ("{host} did not answer with a new boot id within {mins} min of the "
                         "reboot request: check its console.")
-REM_GPU_NVSWITCH = ("{host} is an NVSwitch host (fabric state {state}): a reset there takes "
-                    "every GPU and NVSwitch of the baseboard together, with nvidia-fabricmanager "
-                    "stopped first and started after, so GPU {gpu} alone is not reset")
 REM_PROPOSE_REBOOT_NVSWITCH = ("reboot {host}: on an NVSwitch host that resets every GPU and the "
                                "fabric together (by hand instead: stop nvidia-fabricmanager, "
                                "`nvidia-smi -r` with every GPU idle, start it again)")
@@ -416,11 +412,15 @@ ACT_RISK_SIGTERM = "asks the process to exit; waits its unit's TimeoutStopSec"
 ACT_TITLE_SIGKILL = "killed"
 ACT_RISK_SIGKILL = "SIGKILL: no cleanup, unsaved work is lost; GPU memory may stay held"
 ACT_TITLE_GPU_RESET = "reset"
-ACT_RISK_GPU_RESET = ("resets one GPU: refused while any process uses it; the NVIDIA daemons "
-                      "that hold it (persistenced, dcgm-exporter, fabricmanager) are stopped "
-                      "around the reset and started again")
+ACT_RISK_GPU_RESET = ("resets the GPU (or every GPU): refused while any process uses it; what "
+                      "holds its device files (persistenced, DCGM, dcgm-exporter as a unit or a "
+                      "container, Fabric Manager where needed) is stopped around the reset and "
+                      "started again, also when the reset fails")
 ACT_TITLE_REBOOT = "rebooted"
 ACT_RISK_REBOOT = "reboots the host: every process on it stops; units enabled at boot start"
+ACT_TITLE_RMA = "handed to RMA"
+ACT_RISK_RMA = ("runs nvidia-bug-report.sh on the host (a few minutes of driver queries); the "
+                "node stays out of service for the RMA")
 ACT_TITLE_DROPIN = "installed the incident-bot drop-in for"
 ACT_RISK_DROPIN = "changes how systemd restarts the unit (Restart=on-failure, a start guard)"
 ACT_TITLE_DROPIN_REVERT = "removed the incident-bot drop-in for"

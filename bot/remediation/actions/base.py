@@ -29,7 +29,7 @@ from bot.domain.headline import Fixes
 from bot.domain.host_state import CapturedState, UnitState
 from bot.remediation import steps
 from bot.remediation.spec import ActionRefused, ParamSpec, RemoteStep
-from bot.ssh.base import SSHTarget
+from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.base import action_id
 
 if TYPE_CHECKING:
@@ -105,6 +105,7 @@ class Action:
     drains: ClassVar[bool] = False  # takes a Slurm node out: watched until DRAINED
     returns_node: ClassVar[bool] = False  # gives a node back to Slurm: behind the gate
     overrides_gate: ClassVar[bool] = False  # runs although the health gate failed
+    hands_to_rma: ClassVar[bool] = False  # a verified one keeps the node's RMA evidence bundle
     fixes: ClassVar[Fixes | None] = None  # which finding it can be shown to fix
     quiet_now: ClassVar[bool] = False  # its verification is about a file, not the alert
     words_from_summary: ClassVar[bool] = False  # its words depend on what ran (the rungs)
@@ -176,8 +177,10 @@ class Action:
         """Capture the GPUs and their holders before acting."""
         return self.frees_gpus if self.captures_gpus is None else self.captures_gpus
 
-    def holder_units(self) -> tuple[str, ...]:
-        """Units read as owners at capture (the daemons a GPU reset stops and starts)."""
+    def capture_holders(self, runner: SSHRunner, target: SSHTarget, p: Mapping[str, str],
+                        timeout_s: float) -> tuple[UnitState, ...]:
+        """What it stops and starts again around itself, read as owners at capture (the
+        units and containers a GPU reset releases); most: nothing."""
         return ()
 
     def read_back_gpus(self) -> bool:
@@ -248,6 +251,11 @@ class Action:
     def done(self, p: Mapping[str, str]) -> str:
         """What it did, once verified ("" when it has no words of its own)."""
         return self.done_template.format(**p) if self.done_template else ""
+
+    def clears_xids(self, p: Mapping[str, str]) -> str:
+        """The repair, in words, that clears an incident's Xid tallies once it verified
+        ("the reset of GPU 3"); "" for an action that clears none."""
+        return ""
 
     def risk_as_revert(self, risk: str) -> str:
         """The risk a Revert button of this kind shows (``risk``: the offer's own)."""

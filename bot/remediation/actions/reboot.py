@@ -35,6 +35,9 @@ class HostReboot(Action):
     def subject(self, p: Mapping[str, str], host: str) -> str:
         return host
 
+    def clears_xids(self, p: Mapping[str, str]) -> str:
+        return strings.XID_CLEARED_BY_REBOOT
+
     def verify(self, ctx: ActionRun, captured: CapturedState, patient: bool = True
                ) -> Verification:
         """Proven later (host back, new boot id): this only records the request, not

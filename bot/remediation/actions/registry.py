@@ -6,9 +6,9 @@ ones are declared in ``pyproject.toml`` like any other (``BUILTIN_MODULES`` name
 modules, and a test keeps the two equal). The group is read once, on first use, and
 cached: nothing is imported until an action is asked for.
 
-An editable install made before the group existed has no entry points of ours; then the
-built-in modules are loaded from ``BUILTIN_MODULES`` (logged: reinstall to read them from
-the metadata).
+An editable install made before the group existed, or before a built-in kind was added,
+lacks entry points of ours; the built-in kinds it does not list are then loaded from
+``BUILTIN_MODULES`` (logged: reinstall to read them from the metadata).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import functools
 import importlib
 import logging
 from collections.abc import Iterable
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import entry_points
 
 from bot.remediation.actions.base import Action
 from bot.remediation.spec import ActionRefused
@@ -32,7 +32,7 @@ BUILTIN_MODULES = (
     "bot.remediation.actions.process", "bot.remediation.actions.gpu_reset",
     "bot.remediation.actions.reboot", "bot.remediation.actions.journal",
     "bot.remediation.actions.disk_cleanup", "bot.remediation.actions.slurm",
-    "bot.remediation.actions.extraction",
+    "bot.remediation.actions.extraction", "bot.remediation.actions.rma",
 )
 
 
@@ -41,16 +41,18 @@ class BadAction(RuntimeError):
 
 
 def _declared() -> list[tuple[str, str]]:
-    """(kind, "module:Class") for every entry of the group; the built-ins when the
-    installed metadata of this package predates the group."""
-    found = list(entry_points(group=GROUP))
-    ours = [ep for ep in found if _dist(ep) == DISTRIBUTION]
-    if not ours:
-        log.info("no %s entry points of %s installed (an editable install older than "
-                    "them): loading the built-in actions; reinstall (pip install -e .) to "
-                    "read them from the package metadata", GROUP, DISTRIBUTION)
-        return [*builtin_entries().items(), *((ep.name, ep.value) for ep in found)]
-    return [(ep.name, ep.value) for ep in found]
+    """(kind, "module:Class") for every entry of the group, and every built-in kind the
+    installed metadata does not list yet (an editable install made before the group, or
+    before a built-in kind was added, still runs the package's own actions)."""
+    found = [(ep.name, ep.value) for ep in entry_points(group=GROUP)]
+    listed = {kind for kind, _ in found}
+    missing = [(k, v) for k, v in builtin_entries().items() if k not in listed]
+    if missing:
+        log.info("%d built-in actions are not in the installed %s entry points of %s (an "
+                 "editable install older than them): loaded from the package; reinstall "
+                 "(pip install -e .) to read them from the package metadata", len(missing),
+                 GROUP, DISTRIBUTION)
+    return [*found, *missing]
 
 
 def builtin_entries() -> dict[str, str]:
@@ -63,12 +65,6 @@ def builtin_entries() -> dict[str, str]:
                     and "kind" in vars(cls)):
                 out[cls.kind] = f"{name}:{cls.__name__}"
     return out
-
-
-def _dist(ep: EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    name = getattr(dist, "name", "") or ""
-    return name.lower().replace("_", "-")
 
 
 def load_entry(kind: str, value: str) -> Action:

@@ -1,7 +1,8 @@
 """``lsof`` (``+L1`` deleted-but-open files, device paths, ``-p``, ``-t``) and ``fuser``
 (``-v``, ``-k``, ``-m``-less device lookups). Every GPU process holds ``/dev/nvidiactl``,
 ``/dev/nvidia-uvm`` and one ``/dev/nvidiaN`` per GPU it uses; nvidia-persistenced holds
-all GPUs, as on a real host (a bot must not blame it).
+all GPUs, as on a real host (a bot must not blame it), and so does a monitor that keeps the
+device files open without GPU memory (``holds_devices``: dcgm-exporter, nv-hostengine).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def device_opens(state: State) -> list[Open]:
     opens: list[Open] = []
     for proc in sorted(engine.visible_processes(state), key=lambda p: p["pid"]):
         gpus = sorted(int(i) for i in proc["gpu_memory_mib"])
-        if proc["comm"].startswith("nvidia-persiste"):
+        if proc["comm"].startswith("nvidia-persiste") or proc.get("holds_devices"):
             gpus = [g["index"] for g in state["gpus"]]
             paths = ["/dev/nvidiactl", *(f"/dev/nvidia{i}" for i in gpus)]
         elif gpus:

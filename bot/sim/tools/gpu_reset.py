@@ -1,6 +1,8 @@
 """``nvidia-smi --gpu-reset [-i N]`` (alias ``-r``): the driver's messages and exit codes.
 
-A GPU with any process on it cannot be reset ("In use by another client", exit 255);
+A GPU with any process on it, or while anything keeps the device files open (a daemon unit,
+or a process such as a containerised dcgm-exporter: ``holds_devices``), cannot be reset
+("In use by another client", exit 255);
 otherwise its memory left behind by dead processes (``memory_reserved_mib``) is cleared.
 """
 
@@ -52,8 +54,9 @@ def main(argv: list[str], ctx: SimCall) -> int:
             ctx.print(f"No devices were found matching the given identifier: {index}")
             return 6
         busy = [g for g in gpus if engine.gpu_processes(state, g["index"])]
-        if not busy and any(_active(state, u) for u in DEVICE_HOLDERS):
-            busy = list(gpus)  # the daemon keeps /dev/nvidia* open: not a compute app
+        if not busy and (any(_active(state, u) for u in DEVICE_HOLDERS)
+                         or any(p.get("holds_devices") for p in state["processes"])):
+            busy = list(gpus)  # a daemon keeps /dev/nvidia* open: not a compute app
         if busy:
             ctx.print("The following GPUs could not be reset:")
             for g in busy:

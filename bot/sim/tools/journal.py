@@ -69,14 +69,15 @@ def _vacuum(ctx: SimCall, target: int) -> None:
               f"{journal['path']}/{state['boot']['id']}.")
 
 
-def kernel_lines(state: State) -> str:
-    """``journalctl -k``: the kernel ring buffer of this boot, journald's short format."""
+def kernel_lines(state: State, unix: bool = False) -> str:
+    """``journalctl -k``: the kernel ring buffer of this boot, journald's short format (or
+    ``-o short-unix``: epoch seconds with microseconds)."""
     out = []
     for line in state["dmesg"]:
         text = line.split("] ", 1)[1] if line.startswith("[") and "] " in line else line
         secs = line[1:].split("]", 1)[0].strip() if line.startswith("[") else "0"
         when = state["boot"]["time"] + (float(secs) if secs.replace(".", "").isdigit() else 0)
-        stamp = time.strftime("%b %d %H:%M:%S", time.gmtime(when))
+        stamp = f"{when:.6f}" if unix else time.strftime("%b %d %H:%M:%S", time.gmtime(when))
         out.append(f"{stamp} {state['host']} kernel: {text}\n")
     return "".join(out)
 
@@ -102,6 +103,10 @@ def _opts(argv: list[str]) -> dict[str, Any]:
             opts[arg[2:]] = True
         elif arg in ("-k", "--dmesg"):
             opts["kernel"] = True
+        elif arg in ("-o", "--output"):
+            opts["output"], i = argv[i + 1], i + 1
+        elif name == "--output":
+            opts["output"] = value
         elif arg.startswith("-") and arg not in ("--no-pager", "-q", "--quiet", "-a", "-e",
                                                  "--utc", "-x"):
             opts.setdefault("ignored", []).append(arg)
@@ -122,7 +127,7 @@ def main(argv: list[str], ctx: SimCall) -> int:
         ctx.print(f"Archived and active journals take up {human(state['journal']['usage'])} "
                   "in the file system.")
     elif opts.get("kernel"):
-        ctx.out.write(kernel_lines(state))
+        ctx.out.write(kernel_lines(state, opts.get("output") == "short-unix"))
     elif "vacuum" in opts:
         try:
             _vacuum(ctx, block_size(opts["vacuum"]))

@@ -1,8 +1,16 @@
 """``kill`` (bash's builtin is disabled on sim hosts by ``simrc``, so this shim answers):
-signals only the simulated process table, never a real PID. Messages are bash's.
+signals the simulated process table, never a machine's PID. Messages are bash's.
+
+One exception, what bash's own ``kill "$!"`` does on a real host: a probe that started a
+background job (the looping ``nvidia-smi`` sampler) ends it. That job is a real process of
+this very session (same process group, which sshd gave the session alone), so only it can
+be signalled: :func:`own_jobs` says when every target is one, and ``bot.sim.run`` then
+forwards the signal and logs it as job control, not as a call on the simulated host.
 """
 
 from __future__ import annotations
+
+import os
 
 from bot.sim import engine
 
@@ -70,4 +78,35 @@ def main(argv: list[str], ctx: SimCall) -> int:
                 code = 1
             else:
                 engine.kill_process(state, int(text), signal, ctx.now())
+    return code
+
+
+def own_jobs(argv: list[str]) -> tuple[int, list[int]] | None:
+    """``(signal number, pids)`` when ``argv`` signals only real processes of the caller's
+    own process group (its background jobs), else None: then the simulated table answers."""
+    try:
+        name, targets = parse(argv)
+    except ValueError:
+        return None
+    number = {v: int(k) for k, v in SIGNALS.items()}.get(name)
+    if number is None or not targets or not all(t.isdigit() for t in targets):
+        return None
+    pids = [int(t) for t in targets]
+    group = os.getpgid(0)
+    for pid in pids:
+        try:
+            if pid <= 1 or pid == os.getpid() or os.getpgid(pid) != group:
+                return None
+        except OSError:
+            return None
+    return number, pids
+
+
+def signal_jobs(number: int, pids: list[int]) -> int:
+    code = 0
+    for pid in pids:
+        try:
+            os.kill(pid, number)
+        except OSError:
+            code = 1
     return code

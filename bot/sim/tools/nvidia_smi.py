@@ -62,6 +62,11 @@ GPU_FIELDS: dict[str, tuple[str, Getter]] = {  # field -> (unit or "", getter)
     "pstate": ("", lambda s, g, now: g["perf"]),
     "fan.speed": ("%", lambda s, g, now: "[N/A]" if g["fan"] == "N/A" else g["fan"]),
     "ecc.errors.uncorrected.volatile.total": ("", lambda s, g, now: g["ecc_errors"]),
+    # an idle GPU power-manages its link down to gen 1, as real ones do
+    "pcie.link.gen.current": ("", lambda s, g, now: g["pcie_gen"] if g["utilization_gpu"] else 1),
+    "pcie.link.gen.max": ("", lambda s, g, now: g["pcie_gen_max"]),
+    "pcie.link.width.current": ("", lambda s, g, now: g["pcie_width"]),
+    "pcie.link.width.max": ("", lambda s, g, now: g["pcie_width_max"]),
 }
 GPU_ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id",
                "persistence-mode": "persistence_mode", "utilization.gpu": "utilization.gpu"}
@@ -229,11 +234,36 @@ def _with_sample(state: State, sample: int | None) -> State:
     return {**state, "gpus": [{**g, "utilization_gpu": sample} for g in state["gpus"]]}
 
 
+def nvlink(argv: list[str], ctx: SimCall) -> int:
+    """``nvidia-smi nvlink -e`` (``--errorcounters``): three counters per link, as drivers
+    535-580 print them; a GPU without NVLink prints its header only."""
+    if not {"-e", "--errorcounters"} & set(argv):
+        ctx.print("Invalid combination of input arguments. Please run 'nvidia-smi nvlink -h' "
+                  "for help.")
+        return EXIT_INVALID_ARG
+    state = ctx.read()
+    failed = _failure(ctx, state["nvidia"])
+    if failed is not None:
+        return failed
+    for g in select_gpus(state, None):
+        if g.get("lost"):
+            continue
+        ctx.print(f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})")
+        errors = g.get("nvlink_errors") or {}
+        for link in range(int(g.get("nvlink_links") or 0)):
+            counts = errors.get(str(link)) or {}
+            for counter in ("Replay Errors", "Recovery Errors", "CRC Errors"):
+                ctx.print(f"\t Link {link}: {counter}: {int(counts.get(counter, 0))}")
+    return 0
+
+
 def main(argv: list[str], ctx: SimCall) -> int:
     from bot.sim.tools import gpu_reset
 
     if gpu_reset.wanted(argv):
         return gpu_reset.main(argv, ctx)
+    if argv[:1] == ["nvlink"]:
+        return nvlink(argv[1:], ctx)
     try:
         opts = parse_args(argv)
         state = ctx.read()  # once: each read is a file load and due events applied
