@@ -2,10 +2,11 @@
 
 An event is something that happened to an incident: its alert opened or cleared, a
 diagnosis finished or failed, an approval was clicked, denied or expired, an action
-started, was observed by its verification (or found not needed, or failed before it
-ran), the health gate observed the host before a return to service, more alerts folded
-into an Xid storm's tally, an extraction's resume was queued, a person acked, resolved,
-snoozed or retried. An
+started, was observed by its verification (a revert's undoing the step it followed), was
+found not needed by a re-probe that read the host, or could not be checked because the
+re-probe could not read it, or failed before it ran, the health gate observed the host
+before a return to service, more alerts folded into an Xid storm's tally, an
+extraction's resume was queued, a person acked, resolved, snoozed or retried. An
 effect is what must happen because of it: the transition's audit line (written with the
 record), the message re-rendered, a reply in the thread, a diagnosis or an action run,
 the other pending approvals withdrawn, an audit entry, an announcement on the events

@@ -291,7 +291,11 @@ def joints_serve(workdir: Path, scenarios: list[str],
             "alerts": {"group_wait_s": 0},
             "ssh_defaults": {"connect_timeout_s": 3},
             "slack": {"channel": CHANNEL, "approvers": [APPROVER], "api_url": standin.api_url},
-            "extra": {"scheduler": {"enabled": False},
+            # the leader's sweep settles a reboot once the host is back (every second here);
+            # nothing else it runs is wanted here
+            "extra": {"scheduler": {"jobs": {
+                "approval_expiry": {"every_s": 1}, "progress": {"every_s": 3600},
+                "escalation": {"every_s": 3600}, "sampling": {"every_s": 3600}}},
                       "diagnostics": {"samples": 2, "sample_interval_s": 0.1,
                                       "command_timeout_s": 3.0},
                       "remediation": {"verify_timeout_s": 8, "settle_s": 0.3,

@@ -24,6 +24,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "headlines.md"
 UNIT = "vllm-kimi-k25-int4.service"
 SEED = (f"{UNIT}, auto-started at boot, holds 8 GPUs × 75.8 GiB at 0% since boot (22 min)",
         f"stop {UNIT} and keep it from starting at boot (frees 606.2 GiB)")
+# the step a GPU fault's verdict calls for, offered as its action's button (issue 35)
+REBOOT = "reboot the host (every process on it stops)"
 # fault host -> (headline, first proposed action or "-"), as `incident-bot diagnose` (auto) says
 HIDDEN = "vllm-kimi-k25-int4.service (process not visible to this login)"
 WANT: dict[str, tuple[str, str]] = {
@@ -54,11 +56,11 @@ WANT: dict[str, tuple[str, str]] = {
                             "container using them", "reset every GPU"),
     "gpu_missing": ("GPU 7 (DB:00.0) is missing: 7 of 8 visible", "-"),
     "gpu_nvml_mismatch": ("driver/library mismatch: driver 580.95.05 loaded, library 580.105.08",
-                          "-"),
+                          REBOOT),
     "gpu_nvml_denied": ("nvidia-smi was refused: Failed to initialize NVML: Insufficient "
                         "Permissions (the login's permissions, not a GPU fault)", "-"),
-    "gpu_smi_hang": ("could not read the GPUs: nvidia-smi timed out after 1.6 s", "-"),
-    "gpu_xid79": ("GPU 3 (5D:00.0) fell off the bus (Xid 79)", "-"),
+    "gpu_smi_hang": ("could not read the GPUs: nvidia-smi timed out after 1.6 s", REBOOT),
+    "gpu_xid79": ("GPU 3 (5D:00.0) fell off the bus (Xid 79)", REBOOT),
     "healthy": ("8 GPUs: 8 busy", "-"),
     "hostile": ("gpu-hog-$(touch <workdir>/CANARY).service, auto-started at boot, holds "
                 "2 GPUs × 75.2 GiB at 0% since boot (22 min)", "-"),
