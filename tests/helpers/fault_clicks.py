@@ -81,9 +81,11 @@ def host_shows(sim: SimHost) -> list[str]:
         if gpu.get("remap_failure"):
             out.append(f"GPU {i} failed a row remap")
         idle = gpu.get("visible", True) and not gpu.get("utilization_gpu")
-        held = sum(mib for _, mib in engine.gpu_processes(state, i))
+        procs = engine.gpu_processes(state, i)
+        held = sum(mib for _, mib in procs)
         if idle and held >= HELD_MIB:
-            out.append(f"GPU {i} holds {held} MiB at 0%")
+            by = ", ".join(_holder(p) for p, _ in procs)
+            out.append(f"GPU {i} holds {held} MiB at 0% (by {by})")
         if idle and gpu.get("memory_reserved_mib", 0) >= HELD_MIB:
             out.append(f"GPU {i} wedged: {gpu['memory_reserved_mib']} MiB held by no process")
     nvidia = state["nvidia"]
@@ -96,6 +98,18 @@ def host_shows(sim: SimHost) -> list[str]:
         if fs["type"] not in ("tmpfs", "nfs4") and room < fs["size"] * FULL_FRACTION:
             out.append(f"{fs['mount']} is full")
     return out
+
+
+def _holder(proc: dict[str, Any]) -> str:
+    """A GPU holder as the headline would name it: its unit or container, else its PID."""
+    owner = proc.get("owner") or {}
+    return str(owner.get("name") or f"PID {proc['pid']}")
+
+
+def holders_of(shown: str) -> list[str]:
+    """The holders a ``host_shows`` line names ("GPU 0 holds 2048 MiB at 0% (by PID 3391)")."""
+    _, by, names = shown.rpartition(" (by ")
+    return names.rstrip(")").split(", ") if by else []
 
 
 def changes_since(sim: SimHost, mark: int) -> list[str]:

@@ -21,7 +21,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers.fault_clicks import Joints, Settled, Snapshot, joints_serve, run
+from tests.helpers.fault_clicks import (
+    Joints,
+    Settled,
+    Snapshot,
+    holders_of,
+    joints_serve,
+    run,
+)
 from tests.helpers.fault_hosts import fault_hosts
 
 pytestmark = pytest.mark.timeout(900)
@@ -60,9 +67,13 @@ def clickable(rig: Joints) -> list[str]:
 def condition(seen: Settled, shot: Snapshot) -> list[str]:
     """What the host shows of the condition the first message named: a GPU wedged with no
     process is the condition where the headline says wedged; elsewhere it is a finding of
-    its own beside the headline (the ladder host's spare GPU)."""
+    its own beside the headline (the ladder host's spare GPU). Where the headline names a
+    holder, a GPU held at 0% is the condition when that holder is among what holds it (a
+    user's 2 GiB sweep below the stopped unit is a finding of its own, said below)."""
     wedged = "wedged" in seen.first
-    return [c for c in shot.shows if wedged or "wedged" not in c]
+    named = "holds" in seen.first
+    return [c for c in shot.shows if (wedged or "wedged" not in c) and not (
+        named and holders_of(c) and not any(h in seen.first for h in holders_of(c)))]
 
 
 def no_false_word(seen: Settled) -> None:
@@ -130,3 +141,21 @@ def test_an_alert_that_clears_keeps_a_hardware_fault_open(rig: Joints, scenario:
             assert "alert cleared" in shot.text and "still there" in shot.text, shot.text
         else:
             assert shot.state == "resolved", (shot.state, shot.text)
+
+
+def test_a_stop_is_judged_on_what_its_holder_held(rig: Joints) -> None:
+    """two_holders: the vLLM unit holds 75.8 GiB on each of 8 GPUs, a user's sweep 2 GiB on
+    GPU 0. Stopping the unit frees what the unit held: the stop is Fixed (the host shows
+    the unit's memory gone), and the message says what still holds a GPU, the sweep, with
+    its PID, GPU and memory, without calling the stop a failure."""
+    seen = settled(rig, "chain", "two_holders")
+    assert seen is not None and seen.clicked
+    done = seen.steps["approve"]
+    assert done.shows == ["GPU 0 holds 2048 MiB at 0% (by PID 3391)"], done.shows
+    assert done.state == "verified", (done.state, done.text)
+    assert done.lead.startswith("Fixed: vllm-kimi-k25-int4.service stopped and disabled; "
+                                "8/8 GPUs free of it; still holding GPUs, not this action's "
+                                "to free: PID 3391"), done.lead
+    assert "on GPU 0, 2.0 GiB" in done.lead, done.lead
+    assert not re.search(r"Not fixed|Action failed|failed", done.text), done.text
+

@@ -128,6 +128,10 @@ EXTRACT_PARENT_GONE = "worker process is gone; exiting so the retry never runs n
 
 # --- remediation (bot/remediation, `incident-bot act`, issue 6) ---------------------------
 REM_GPUS_FREE = "{free}/{total} GPUs free (max {max} MiB)"
+# issue 35: a stop is judged on what its subject held; other holders are said, not blamed
+REM_GPUS_FREE_OF_IT = "{free}/{total} GPUs free of it"
+REM_OTHERS_STILL = "still holding GPUs, not this action's to free: {who}"
+REM_OTHER_HOLDER = "PID {pid}{unit} on GPU {gpus}, {gib} GiB"
 REM_STATE_OK = "state confirmed"
 REM_RESPAWN_UNIT = "{unit} came back: PID {pid} (was {was}) runs under it again"
 REM_UNIT_NOW = "{unit} is {active}, unit file {file}"
