@@ -15,7 +15,7 @@ from bot.remediation.followup import offers
 from bot.remediation.options import options_from_extra
 from bot.remediation.outcome import decide, summarize
 from bot.remediation.steps import hard_failure, skip_reason
-from bot.remediation.verify import gpu_range
+from bot.remediation.verify import gpu_detail, gpu_range, others_on
 from playbooks.parsers.common import size_bytes
 from playbooks.parsers.nvidia import parse_gpu_states
 from playbooks.parsers.ps import cgroup_units
@@ -133,6 +133,25 @@ def test_affected_gpus_follow_the_holders_or_every_used_gpu_when_pids_are_hidden
     assert cap.affected_gpus({999}, 1024) == ()
     hidden = CapturedState(cap.kind, cap.params, cap.host, 1.0, units=cap.units, gpus=cap.gpus)
     assert hidden.affected_gpus({440}, 1024) == tuple(range(8))
+
+
+def test_a_stop_is_judged_on_its_own_holder_not_a_neighbour_on_the_same_gpu() -> None:
+    """two_holders: the unit's PID 440 on every GPU, a user's sweep (PID 3391, 2 GiB) on
+    GPU 0. After the stop GPU 0 still shows the sweep's 2 GiB: free of it, and so counted;
+    a GPU holding more than the neighbour had (the unit back) is not."""
+    cap = _captured()
+    cap = CapturedState(cap.kind, cap.params, cap.host, 1.0, units=cap.units, gpus=cap.gpus,
+                        holders=(*cap.holders, GpuHolder(3391, "GPU-0", 2048.0, "session-1.scope")))
+    others = others_on(cap, {440}, UNIT)
+    assert others == {0: 2048.0}
+    # a holder under the unit itself is the unit's (a respawn counts against the stop)
+    assert others_on(cap, {999}, UNIT) == {0: 2048.0}
+    after = [GpuState(0, "GPU-0", 2048.0, 97887.0),
+             *(GpuState(i, f"GPU-{i}", 0.0, 97887.0) for i in range(1, 8))]
+    assert gpu_detail(after, tuple(range(8)), 1024, others) == "8/8 GPUs free of it"
+    back = [GpuState(0, "GPU-0", 79648.0, 97887.0), *after[1:]]
+    assert gpu_detail(back, tuple(range(8)), 1024, others) == "7/8 GPUs free of it"
+    assert gpu_detail(after, tuple(range(8)), 1024) == "7/8 GPUs free (max 2048 MiB)"
 
 
 def test_result_round_trips_through_json_with_its_capture() -> None:
