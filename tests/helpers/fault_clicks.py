@@ -21,6 +21,7 @@ Nothing here sleeps for a moment: every wait is for a state, with a deadline.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -34,7 +35,9 @@ from bot.rig.localredis import LocalRedis, start_local_redis
 from bot.rig.signed import SignedSender
 from bot.rig.slack_standin import SlackStandIn
 from bot.sim import engine
+from bot.sim.sandbox import root_of
 from bot.sim.sshd import SimHost, start_sim
+from bot.sim.tools.disk import mount_of
 from storage.approvals import ApprovalStore
 from storage.chat_outbox import ChatOutboxStore
 from storage.connection import connect
@@ -69,6 +72,7 @@ def host_shows(sim: SimHost) -> list[str]:
     wedged (memory held by no process), a broken, lost or missing GPU, a GPU tool that
     cannot answer, a full filesystem. Empty: the host is as a healthy one."""
     state = sim.state()
+    _release_deleted(sim, state)
     out: list[str] = []
     for gpu in state["gpus"]:
         i = gpu["index"]
@@ -98,6 +102,21 @@ def host_shows(sim: SimHost) -> list[str]:
         if fs["type"] not in ("tmpfs", "nfs4") and room < fs["size"] * FULL_FRACTION:
             out.append(f"{fs['mount']} is full")
     return out
+
+
+def _release_deleted(sim: SimHost, state: dict[str, Any]) -> None:
+    """A scenario file deleted in the host's sandbox gives its bytes back to its mount, as
+    the host's own df says (``bot.sim.tools.disk.release_deleted``, which runs in the
+    sandbox): read here through the sshd's mount namespace (``/proc/PID/root``). A host
+    whose sshd is gone is left as its state file says (full stays full)."""
+    root = root_of(sim.workdir)
+    base = Path(f"/proc/{sim.pid}/root") / (root or "").lstrip("/")
+    if root is None or sim.pid <= 0 or not base.is_dir():
+        return
+    for f in state.get("files") or []:
+        fs = mount_of(state["filesystems"], f["path"])
+        if fs is not None and not os.path.lexists(base / f["path"].lstrip("/")):
+            fs["used"] = max(fs["used"] - int(f["size"]), 0)
 
 
 def _holder(proc: dict[str, Any]) -> str:
