@@ -75,8 +75,9 @@ def merge(view: Report, own: Report) -> Report:
     """The kind's report with the GPU view's findings in (pure). Order: how ``auto``
     chose, the GPU view, then the kind's own findings; the kind's actions first, then the
     view's (a GPU reset with what it must stop around it, a reboot: the buttons its step
-    names). A reboot waits where the kind proposes something of its own (``_waiting``):
-    it is said as a person's step for after those, and offered on the look after them."""
+    names). A reboot waits where the kind proposes something of its own or finds a full
+    disk (``_waiting``, ``URGENT``): it is said as a person's step for after those, and
+    offered on the look after them."""
     codes = {f.code for f in view.findings}
     own_codes = {f.code for f in own.findings}
     wedged = "gpu.wedged" in codes
@@ -86,7 +87,7 @@ def merge(view: Report, own: Report) -> Report:
     auto = [f for f in kept_own if f.code == "playbook.auto"]
     rest = [f for f in kept_own if f.code != "playbook.auto"]
     ids = {a.id for a in own.actions}
-    if own.actions:
+    if own.actions or own_codes & URGENT:
         kept_view, waiting = _waiting(kept_view)
         ids |= waiting
     out = Report(own.host, playbook=own.playbook, actions=[
@@ -95,6 +96,11 @@ def merge(view: Report, own: Report) -> Report:
         if all((g.code, g.title) != (f.code, f.title) for g in out.findings):
             out.findings.append(f)
     return out
+
+
+# what the kind finds that a reboot must wait for even before anything is proposed for it
+# (a full disk's cleanup is planned by the flow, not the playbook): a reboot frees no byte
+URGENT = frozenset({"disk.full"})
 
 
 def _waiting(findings: list[Finding]) -> tuple[list[Finding], set[str]]:

@@ -111,7 +111,7 @@ def test_disk_full_scenario(pool: ParamikoPool, sims: Callable[[str], SimHost]) 
     # reboot beside the vacuum would kill the extraction and free no byte
     assert actions(d) == [("disk.journal_vacuum", {"size": "500M"})]
     said = next(f.title for f in d.findings if f.code == "gpu.step")
-    assert said.startswith("For a person") and "once the proposals above are done" in said
+    assert said.startswith("For a person") and "once the problem above is dealt with" in said
 
 
 def test_healthy_host(pool: ParamikoPool, sims: Callable[[str], SimHost]) -> None:

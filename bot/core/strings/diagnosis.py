@@ -150,9 +150,9 @@ GPU_STEP_PERSON = "For a person (no button for it here): {step}"
 GPU_STEP_RESET_HELD = ("reset {gpus} (nvidia-smi -r) once no process uses it (now {pids}); "
                        "Retry then, and the reset is offered")
 GPU_STEP_RESET_BLOCKED = "reset {gpus} (nvidia-smi -r) once what holds its device files is stopped (above); Retry then, and the reset is offered"
-GPU_STEP_REBOOT_LATER = ("reboot the host if the GPUs are still wedged once the proposals "
-                         "above are done (a reboot stops every process); Retry then, and the "
-                         "reboot is offered")
+GPU_STEP_REBOOT_LATER = ("reboot the host if the GPUs are still wedged once the problem "
+                         "above is dealt with (a reboot stops every process); Retry then, and "
+                         "the reboot is offered")
 GPU_STEP_TEXT = {
     "restart_app": "restart the application that hit the error",
     "reset_gpu": "reset the GPU (nvidia-smi -r) once nothing uses it, then re-check",
