@@ -212,10 +212,9 @@ def _reconciler(settings: Settings, flow: Flow) -> Callable[[threading.Event], N
     (any replica's consumer claims it), a stuck action is read back from its host, never
     run again (verified if its effect is there, else failed with Retry)."""
     cfg = reconcile.reconcile_settings(settings.extra)
-    sweep = partial(reconcile.reconcile_once, flow.incidents, flow.audit, flow.clock,
-                    rediagnose=lambda i: flow.events.publish("incident.opened", i),
-                    settle_action=flow.act.settle_interrupted, publish=flow.publisher.publish,
-                    max_attempts=cfg.max_attempts)
+    sweep = partial(reconcile.reconcile_once, flow.flow_runner, flow.incidents, flow.audit,
+                    flow.clock, rediagnose=lambda i: flow.events.publish("incident.opened", i),
+                    settle_action=flow.act.settle_interrupted, max_attempts=cfg.max_attempts)
     return partial(reconcile.run_forever, flow.incidents, sweep, every_s=cfg.every_s)
 
 

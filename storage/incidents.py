@@ -29,14 +29,13 @@ from redis.client import Pipeline
 from redis.exceptions import WatchError
 
 from bot.domain.approval import Resolver
-from bot.domain.flow import Transitioned
+from bot.domain.flow import StepRedriven, Transitioned
 from bot.domain.incident import (
     Alert,
     AlertStatus,
     Incident,
     apply_transition,
 )
-from bot.domain.incident_record import LastOutcome
 from bot.domain.lifecycle import (
     FIRST_DIAGNOSIS,
     IncidentState,
@@ -241,7 +240,8 @@ class IncidentStore:
 
     def commit(self, incident_id: str,
                decide: Callable[[Incident], tuple[Incident, tuple[E, ...]]], *,
-               owner: str | None = None) -> tuple[Incident, tuple[E, ...]]:
+               owner: str | None = None,
+               expect: Inflight | None = None) -> tuple[Incident, tuple[E, ...]]:
         """The flow runner's one write per event: WATCH the incident (and its in-flight
         entry), read it once, ``decide`` (pure: the record in, the new record and the
         effects out), then one MULTI/EXEC: the fields that changed and, when the state
@@ -249,18 +249,26 @@ class IncidentStore:
         writes with it (audit line, in-flight owner and deadline, the open set, the
         resolved event and the withdrawals). The same transient state again is the step's
         re-entry claim (``StepTaken`` when its owner is alive). Another writer in between
-        makes it read and decide again; an exception from ``decide`` writes nothing."""
+        makes it read and decide again; an exception from ``decide`` writes nothing.
+        ``expect``: the in-flight entry the reconciler saw; ``StepTaken`` (nothing written)
+        when it is no longer the entry, and a ``StepRedriven`` effect re-drives it in the
+        same MULTI (released, or held by ``owner`` while the action is read back)."""
         who = owner or step_owner()
         return cast(tuple[Incident, tuple[E, ...]], self._retrying(
-            lambda pipe: self._commit_once(pipe, incident_id, decide, who)))
+            lambda pipe: self._commit_once(pipe, incident_id, decide, who, expect)))
 
     def _commit_once(self, pipe: Pipeline, incident_id: str,
                      decide: Callable[[Incident], tuple[Incident, tuple[E, ...]]],
-                     owner: str) -> tuple[Incident, tuple[E, ...]]:
+                     owner: str, expect: Inflight | None = None) -> tuple[Incident, tuple[E, ...]]:
         current = self._watch_incident(pipe, incident_id)
         entry = inflight.watch_entry(pipe, incident_id)
+        if expect is not None and entry != expect:
+            raise StepTaken(incident_id, current.state, "its step changed since the sweep saw it")
         new, effects = decide(current)
         now = self.clock()
+        step = next((e for e in effects if isinstance(e, StepRedriven)), None)
+        if step is not None:
+            return self._redrive(pipe, current, new, entry, step, owner, now), effects
         moved = next((e for e in effects if isinstance(e, Transitioned)), None)
         if moved is not None and new.state is current.state and new.state in FIRST_DIAGNOSIS:
             return self._reenter(pipe, current, entry, owner, moved.actor, moved.reason,
@@ -330,46 +338,32 @@ class IncidentStore:
         return new
 
     # --- the reconciler's writes (bot/flow/reconcile.py) -------------------------------
-    def redrive(self, seen: Inflight, actor: str, reason: str) -> Inflight | None:
-        """Release an abandoned step for anyone to claim, one attempt more, with a fresh
-        deadline; audited ``incident.redriven``. None when the entry changed meanwhile."""
-        def write(pipe: Pipeline, current: Incident, now: float) -> Inflight:
-            fresh = replace(seen, owner="", attempts=seen.attempts + 1,
-                            deadline=now + self.deadlines.for_state(seen.state))
-            inflight.enter(pipe, fresh)
-            detail = {"state": seen.state.value, "owner": seen.owner,
-                      "attempts": fresh.attempts, "reason": reason}
-            self.audit.add_to(pipe, current.id, actor, "incident.redriven", detail, None, ts=now)
-            return fresh
-
-        return self._if_unchanged(seen, write)
-
-    def take_over(self, seen: Inflight, actor: str, reason: str, grace_s: float) -> bool:
-        """The reconciler owns an abandoned action for ``grace_s`` while it records the
-        failure (so no second sweep does it too); audited ``incident.redriven``."""
-        def write(pipe: Pipeline, current: Incident, now: float) -> bool:
-            inflight.enter(pipe, replace(seen, owner=step_owner(), deadline=now + grace_s,
-                                         attempts=seen.attempts + 1))
-            detail = {"state": seen.state.value, "owner": seen.owner, "reason": reason,
-                      "then": "read_back"}
-            self.audit.add_to(pipe, current.id, actor, "incident.redriven", detail, None, ts=now)
-            return True
-
-        return bool(self._if_unchanged(seen, write))
-
-    def give_up(self, seen: Inflight, goal: IncidentState, actor: str,
-                reason: str) -> Incident | None:
-        """Stop re-driving: move to ``goal`` (a state with Retry) with ``reason`` as the
-        outcome, the entry removed in the same MULTI. None when the entry changed."""
-        def write(pipe: Pipeline, current: Incident, now: float) -> Incident:
-            new = replace(apply_transition(current, goal, now), last_outcome=LastOutcome(reason))
-            pipe.hset(keys.incident(current.id), mapping=new.to_hash())
-            inflight.leave(pipe, current.id)
-            detail = {"from": current.state.value, "to": goal.value, "reason": reason}
-            self.audit.add_to(pipe, current.id, actor, "transition", detail, None, ts=now)
-            return new
-
-        return self._if_unchanged(seen, write)
+    def _redrive(self, pipe: Pipeline, current: Incident, new: Incident,
+                 entry: Inflight | None, step: StepRedriven, owner: str,
+                 now: float) -> Incident:
+        """An abandoned step re-driven (``StepRedriven``, decided on ``StepAbandoned``), one
+        attempt more, audited ``incident.redriven``: released for anyone to claim with a
+        fresh deadline, or held by ``owner`` for ``hold_s`` while the reconciler reads the
+        action back (so no second sweep does it too)."""
+        if entry is None:
+            raise StepTaken(current.id, current.state, "no step in flight to re-drive")
+        attempts = entry.attempts + 1
+        detail: dict[str, Any] = {"state": entry.state.value, "owner": entry.owner}
+        if step.hold_s is None:
+            fresh = replace(entry, owner="", attempts=attempts,
+                            deadline=now + self.deadlines.for_state(entry.state))
+            detail |= {"attempts": attempts, "reason": step.reason}
+        else:
+            fresh = replace(entry, owner=owner, deadline=now + step.hold_s, attempts=attempts)
+            detail |= {"reason": step.reason, "then": "read_back"}
+        fields = _changed(current, new)
+        pipe.multi()
+        if fields:
+            pipe.hset(keys.incident(current.id), mapping=fields)
+        inflight.enter(pipe, fresh)
+        self.audit.add_to(pipe, current.id, step.actor, "incident.redriven", detail, None, ts=now)
+        pipe.execute()
+        return new
 
     def drop_stale(self, seen: Inflight) -> bool:
         """Remove an entry whose incident is gone or elsewhere (nothing to re-drive)."""
@@ -385,23 +379,6 @@ class IncidentStore:
             return True
 
         return bool(self._retrying(once))
-
-    def _if_unchanged(self, seen: Inflight, write: Callable[[Pipeline, Incident, float], Any]
-                      ) -> Any:
-        """WATCH the incident and its entry, re-check state and owner are what the sweep
-        saw, then run ``write``'s commands in one MULTI; None when anything changed."""
-        def once(pipe: Pipeline) -> Any:
-            current = self._watch_incident(pipe, seen.incident_id)
-            entry = inflight.watch_entry(pipe, seen.incident_id)
-            if entry != seen or current.state is not seen.state:
-                return None
-            now = self.clock()
-            pipe.multi()
-            out = write(pipe, current, now)
-            pipe.execute()
-            return out
-
-        return self._retrying(once)
 
     def _watch_incident(self, pipe: Pipeline, incident_id: str) -> Incident:
         pipe.watch(keys.incident(incident_id))

@@ -6,8 +6,9 @@ domain → core (``tests/helpers/imports.py`` ``LAYERS``: nothing imports a row 
 own), bot/config reads no remediation, chat or jobs, and storage/ imports only bot.domain
 and bot.core; no import cycle, imports inside functions included. bot/extract (the
 worker's torch run) imports no storage; bot/jobs, the flow, remediation, chat and ingest
-never load torch. The checker lives in tests/helpers/imports.py; the tests at the bottom
-plant violations in a synthetic tree to prove it reports each rule.
+never load torch; no module under bot/chat/ writes incident state (tests/helpers/writers.py).
+The checker lives in tests/helpers/imports.py; the tests at the bottom plant violations in
+a synthetic tree to prove it reports each rule.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tests.helpers.imports import (
     violations,
 )
 from tests.helpers.names import action_kinds, clashing_classes, kind_literals, nx_sets
+from tests.helpers.writers import READS, WRITES, incident_writers, store_methods
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -232,6 +234,53 @@ def test_no_action_kind_string_outside_its_own_module() -> None:
     assert len(owners) >= 19
     found = kind_literals(ROOT, owners)
     assert not found, "action kinds spelled outside their module:\n" + "\n".join(found)
+
+
+# --- the chat layer renders and delivers ---------------------------------------------
+
+def test_no_chat_module_writes_an_incident() -> None:
+    """A delivered card is the flow's ``CardDelivered`` event; no module under bot/chat/
+    imports the flow or calls one of ``IncidentStore``'s writing methods."""
+    found = incident_writers(ROOT)
+    assert not found, "incident state written from bot/chat/:\n" + "\n".join(found)
+
+
+def test_every_incident_store_method_is_a_read_or_a_write() -> None:
+    """A new method of ``IncidentStore`` must be classed before the chat rule trusts it."""
+    assert store_methods(ROOT) == READS | WRITES and not READS & WRITES
+
+
+CHAT_OK = {
+    "storage/incidents.py": "class IncidentStore:\n    def get(self, i): ...\n"
+                            "    def update(self, i, f): ...\n",
+    "bot/chat/home.py": "from storage.incidents import IncidentStore\n"
+                        "def show(incidents: IncidentStore, backend, ref, m):\n"
+                        "    backend.update(ref, m)\n"
+                        "    return incidents.get('1')\n",
+    "bot/flow/keep.py": "def keep(incidents, i):\n    incidents.update(i, lambda x: x)\n",
+}
+
+
+@pytest.mark.parametrize(("body", "found"), [
+    ("from storage.incidents import IncidentStore\n"
+     "def keep(store: IncidentStore, i):\n    store.update(i, lambda x: x)\n",
+     ["bot.chat.card:3 store.update() writes an incident"]),
+    ("class Card:\n    def __init__(self, incidents):\n        self.known = incidents\n"
+     "    def keep(self, i):\n        self.known.commit(i, lambda x: (x, ()))\n",
+     ["bot.chat.card:5 self.known.commit() writes an incident"]),
+    ("from storage.incidents import IncidentStore\n"
+     "def keep(r, i):\n    IncidentStore(r).transition(i, 'resolved', 'bot', 'x')\n",
+     ["bot.chat.card:3 IncidentStore(r).transition() writes an incident"]),
+    ("def keep(stores, i):\n    s = stores.incidents()\n    s.drop_stale(i)\n",
+     ["bot.chat.card:3 s.drop_stale() writes an incident"]),
+    ("def on_card(i):\n    from bot.flow import runner\n    runner.handle(i)\n",
+     ["bot.chat.card:2 imports bot.flow", "bot.chat.card:2 imports bot.flow.runner"]),
+])
+def test_a_chat_module_writing_an_incident_is_reported(tmp_path: Path, body: str,
+                                                       found: list[str]) -> None:
+    root = _tree(tmp_path, CHAT_OK)
+    assert incident_writers(root) == []  # reads, a backend's update, the flow's own write
+    assert incident_writers(_tree(tmp_path, {"bot/chat/card.py": body})) == found
 
 
 def test_a_kind_string_outside_its_module_is_reported(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any, Protocol, runtime_checkable
 
 from bot.chat.base import (
@@ -35,15 +35,14 @@ from bot.chat.base import (
 )
 from bot.core import metrics
 from bot.domain.backoff import Backoff
-from bot.domain.incident_record import ChatRefs
-from storage.approvals import ApprovalStore
 from storage.chat_outbox import AuditNote, ChatOutboxStore, NewItem, Op, OutboxItem, Posted
 from storage.connection import StorageError
-from storage.incidents import IncidentStore
 
 log = logging.getLogger(__name__)
 
-Delivered = Callable[[str, str, MessageRef], None]  # incident id, purpose, where it is now
+# incident id, purpose, where it is now: the delivery report (the flow makes the card's
+# a ``CardDelivered`` event, ``bot/flow/delivery.py``; the chat layer writes no incident)
+Delivered = Callable[[str, str, MessageRef], None]
 # incident id → (outbox id, purpose) of the message whose thread its card goes in (a
 # storm's table, issue 37), or None: its own message (or its group parent's thread)
 Placement = Callable[[str], tuple[str, str] | None]
@@ -382,28 +381,6 @@ class ChatOutbox:
 def is_top_level(item: NewItem) -> bool:
     """A post that opens its own thread (an incident's message), not a reply or an edit."""
     return item.op is Op.POST and not item.thread_ts and not item.thread_of
-
-
-def remember_card(store: ChatOutboxStore, incidents: IncidentStore,
-                  approvals: ApprovalStore) -> Delivered:
-    """The ``on_delivered`` the flow needs: once the incident's card is in Slack, keep
-    where it is (``Incident.chat``, the thread it sits in included) and tell its approvals
-    which message holds their buttons, whichever replica or retry delivered it."""
-
-    def delivered(incident_id: str, purpose: str, ref: MessageRef) -> None:
-        if purpose != CARD:
-            return
-        posted = store.posted(incident_id).get(CARD)
-        chat = ChatRefs(ref.channel, ref.ts, posted.thread_ts if posted else ref.ts)
-        incident = incidents.get(incident_id)
-        if incident is None:
-            return
-        if incident.chat != chat:  # an edit of a known card changes nothing
-            incident = incidents.update(incident_id, lambda i: replace(i, chat=chat))
-        for plan in incident.plans:
-            approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
-
-    return delivered
 
 
 def _token() -> str:

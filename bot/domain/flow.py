@@ -6,10 +6,12 @@ started, was observed by its verification (a revert's undoing the step it follow
 found not needed by a re-probe that read the host, or could not be checked because the
 re-probe could not read it, or failed before it ran, the health gate observed the host
 before a return to service, more alerts folded into an Xid storm's tally, an
-extraction's resume was queued, a person acked, resolved, snoozed or retried. An
+extraction's resume was queued, its card was delivered to chat, the reconciler found its
+step abandoned, a person acked, resolved, snoozed or retried. An
 effect is what must happen because of it: the transition's audit line (written with the
 record), the message re-rendered, a reply in the thread, a diagnosis or an action run,
-the other pending approvals withdrawn, an audit entry, an announcement on the events
+the other pending approvals withdrawn, approvals told which message holds their buttons,
+an audit entry, an announcement on the events
 stream, the closing note. ``decide`` does no I/O: the runner (``bot/flow/runner.py``)
 loads the incident once, calls it, commits the new record once and applies the effects;
 what an effect finds out comes back as the next event.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 from bot.core import mrkdwn, strings
@@ -35,6 +38,7 @@ from bot.domain.hardware import outlasting
 from bot.domain.incident import Incident, apply_transition
 from bot.domain.incident_record import (
     ActionPlan,
+    ChatRefs,
     GateRecord,
     LastOutcome,
     ProbeOutput,
@@ -44,6 +48,7 @@ from bot.domain.incident_record import (
 )
 from bot.domain.kinds import playbook_for
 from bot.domain.lifecycle import (
+    ACTING,
     FIRST_DIAGNOSIS,
     MAX_SNOOZE_S,
     SNOOZABLE,
@@ -214,6 +219,32 @@ class ResumeQueued(FlowEvent):
 
 
 @dataclass(frozen=True)
+class CardDelivered(FlowEvent):
+    """The incident's card is in chat (whichever replica or retry delivered it): where it
+    is (``chat``: channel, message, the thread it sits in), so later steps edit that same
+    message and its buttons know their message. Reported by the chat outbox; the chat
+    layer itself never writes the incident."""
+
+    chat: ChatRefs
+
+
+@dataclass(frozen=True)
+class StepAbandoned(FlowEvent):
+    """The reconciler found the incident's transient step abandoned (its owner gone or its
+    deadline passed): ``state`` and ``attempts`` as its in-flight entry read when the
+    sweep looked (the runner's commit re-checks that entry under WATCH and raises
+    ``StepTaken`` when it changed). ``max_attempts``: interruptions of a diagnosis before
+    it gives up; ``hold_s``: how long the reconciler owns an action step while it reads
+    the host back."""
+
+    state: IncidentState
+    attempts: int
+    reason: str
+    max_attempts: int = 3
+    hold_s: float = 120.0
+
+
+@dataclass(frozen=True)
 class ActionFinished(FlowEvent):
     """The approval's action step is over (whatever happened): its mark goes."""
 
@@ -269,6 +300,37 @@ class Transitioned(Effect):
 
 
 @dataclass(frozen=True)
+class StepRedriven(Effect):
+    """The abandoned step's in-flight entry re-driven in the same transaction as the record
+    (storage applies it, as it does ``Transitioned``), one attempt more and audited
+    ``incident.redriven``: released for anyone to claim with a fresh deadline
+    (``hold_s`` None), or held by the committing owner for ``hold_s`` while the
+    reconciler reads the action back (so no second sweep does it too)."""
+
+    actor: str
+    reason: str
+    hold_s: float | None = None
+
+
+class Then(StrEnum):
+    """What the reconciler does after its event is committed."""
+
+    REDIAGNOSE = "rediagnose"  # re-send the alert: a diagnosis only reads the host
+    READ_BACK = "read_back"  # settle the action from what the host shows, never run it again
+    GAVE_UP = "gave_up"  # diagnosis_failed with Retry: nothing more to do
+    DROP = "drop"  # the entry outlived its state: remove it, nothing to re-drive
+
+
+@dataclass(frozen=True)
+class SweepNext(Effect):
+    """Handed back to the reconciler (the runner does not run it): what to do next, and
+    why (the reason it saw, or the words it gave up with)."""
+
+    then: Then
+    reason: str
+
+
+@dataclass(frozen=True)
 class PostMessage(Effect):
     """Render the stored incident and post it, or edit its message."""
 
@@ -316,6 +378,15 @@ class WithdrawPending(Effect):
     reason: str
     keep: str = ""
     only: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class AttachApprovals(Effect):
+    """Tell these approvals which message holds their buttons (expiry edits it)."""
+
+    approval_ids: tuple[str, ...]
+    channel: str
+    ts: str
 
 
 @dataclass(frozen=True)
@@ -626,6 +697,38 @@ def _resume_queued(incident: Incident, event: ResumeQueued) -> Decision:
     return new, ()
 
 
+def _card_delivered(incident: Incident, event: CardDelivered) -> Decision:
+    """Keep where the card is when that changed (an edit of a known card changes
+    nothing), and attach the plans' approvals to that message either way: a plan offered
+    after the first delivery learns its message from the next edit."""
+    new = incident
+    if incident.chat != event.chat:
+        new = replace(incident, chat=event.chat, updated=event.at)
+    ids = tuple(plan.approval_id for plan in new.plans)
+    attach = (AttachApprovals(ids, event.chat.channel, event.chat.ts),) if ids else ()
+    return new, attach
+
+
+def _step_abandoned(incident: Incident, event: StepAbandoned) -> Decision:
+    """Every incident settles. An action step is never run twice: taken over and read back
+    from the host. A diagnosis is re-driven (it only reads), until ``max_attempts``
+    interruptions leave it ``diagnosis_failed`` with the reason and Retry. An entry whose
+    incident is elsewhere is only dropped."""
+    if incident.state is not event.state:
+        return incident, (SweepNext(Then.DROP, event.reason),)
+    if event.state in ACTING:
+        return incident, (StepRedriven(event.by, event.reason, hold_s=event.hold_s),
+                          SweepNext(Then.READ_BACK, event.reason))
+    interrupted = event.attempts + 1
+    if interrupted >= event.max_attempts:
+        text = strings.FLOW_DIAGNOSIS_INTERRUPTED.format(n=interrupted)
+        failed = replace(incident, last_outcome=LastOutcome(text))
+        new, moved = _move(failed, S.DIAGNOSIS_FAILED, event.at, event.by, text)
+        return new, (moved, PostMessage(), SweepNext(Then.GAVE_UP, text))
+    return incident, (StepRedriven(event.by, event.reason),
+                      SweepNext(Then.REDIAGNOSE, event.reason))
+
+
 def _action_finished(incident: Incident, event: ActionFinished) -> Decision:
     return replace(incident, running=None, updated=event.at), (PostMessage(),)
 
@@ -722,7 +825,8 @@ _HANDLERS: dict[type, Callable[[Incident, Any], Decision]] = {
     ActionObserved: _action_observed, RevertObserved: _revert_observed,
     ActionNotNeeded: _action_not_needed, ReprobeFailed: _reprobe_failed,
     ActionFailed: _action_failed, GateObserved: _gate_observed, XidsFolded: _xids_folded,
-    ResumeQueued: _resume_queued,
+    ResumeQueued: _resume_queued, CardDelivered: _card_delivered,
+    StepAbandoned: _step_abandoned,
     ActionFinished: _action_finished, AlertCleared: _alert_cleared, Acked: _acked,
     ResolveAsked: _resolve_asked, SnoozeAsked: _snooze_asked, SnoozeEnded: _snooze_ended,
     EscalateAsked: _escalate_asked,

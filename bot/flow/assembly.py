@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from bot.chat.base import ChatBackend
 from bot.chat.interactions import ApprovalCallbacks
-from bot.chat.outbox import ChatOutbox, remember_card
+from bot.chat.outbox import ChatOutbox
 from bot.config.gate import repeat_window_s
 from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings
@@ -31,6 +31,7 @@ from bot.flow.act_step import ActStep
 from bot.flow.approve_step import ApproveStep
 from bot.flow.consumer import Consumer
 from bot.flow.decide_step import DecideStep
+from bot.flow.delivery import CardDeliveries
 from bot.flow.diagnose_step import Diagnoser, DiagnoseStep
 from bot.flow.dispatch import FlowCallbacks
 from bot.flow.followups import Followups
@@ -126,7 +127,7 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     renders = stores.renders()
     hosts = Hosts(settings, runner, jobs, options, clock)
     sent = stores.chat_outbox()
-    outbox = ChatOutbox(sent, chat, clock, on_delivered=remember_card(sent, incidents, approvals))
+    outbox = ChatOutbox(sent, chat, clock)  # its deliveries reach the flow below
     where = channel or settings.slack.channel or "incidents"
     publisher = Publisher(incidents, approvals, renders, outbox, where,
                           oncall=settings.slack.oncall, runbooks=settings.runbooks, clock=clock,
@@ -143,6 +144,9 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
                           repeats=repeats)
     flow_runner = FlowRunner(incidents, publisher, plans, audit, events, diagnoser,
                              closing_note=closing_note, bot_user=BOT_USER, clock=clock)
+    # a delivered card is an event (CardDelivered): the chat layer never writes the incident
+    outbox.on_delivered = CardDeliveries(flow_runner, outbox, bot_user=BOT_USER,
+                                         clock=clock).delivered
     diagnose = DiagnoseStep(flow_runner, bot_user=BOT_USER, clock=clock)
     followups = Followups(flow_runner, incidents, plans, publisher, audit, runner, settings,
                           gate_need_mib=options.gate_need_mib, bot_user=BOT_USER,

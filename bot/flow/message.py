@@ -9,7 +9,8 @@ than the last applied one. Nothing is rendered from a click's payload.
 Every post goes through ``bot/chat/outbox.py``: delivered at once when Slack takes it,
 else kept in Redis and retried (5xx, 429, timeouts) in order per incident, never twice.
 The card's place (``Incident.chat``) and its approvals' message are recorded when it is
-delivered (``remember_card``), whichever replica or retry delivers it.
+delivered, whichever replica or retry delivers it: the outbox reports the delivery and
+the flow handles it as an event (``bot/flow/delivery.py``, ``CardDelivered``).
 
 The message is posted when the diagnosis starts (issue 29): before there is a diagnosis it
 renders as the alert card (``bot.chat.alert_card``: what fired, "diagnosing…"), and the

@@ -10,7 +10,7 @@ propose it again. Buttons carry only the approval's opaque id.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 from bot.chat.policy_notes import note_for
@@ -107,6 +107,11 @@ class Plans:
         if ref is not None:
             self.approvals.attach_message(plan.approval_id, ref.channel, ref.ts)
         return plan
+
+    def attach_message(self, approval_ids: Sequence[str], channel: str, ts: str) -> None:
+        """Each approval learns the message that holds its button (expiry edits it)."""
+        for approval_id in approval_ids:
+            self.approvals.attach_message(approval_id, channel, ts)
 
     def override_policy(self) -> ApprovalPolicy:
         """The gate override always needs two distinct approvers (the two-person rule)."""

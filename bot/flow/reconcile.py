@@ -2,19 +2,22 @@
 
 Like rq's registry cleanup (``StartedJobRegistry.cleanup``) under its maintenance lock:
 one replica per period (``InflightRegistry.claim_sweep``) reads the in-flight set and, for
-each abandoned step, re-checks under WATCH that state and owner are still what it saw
-(``IncidentStore.redrive`` / ``take_over`` / ``give_up``), then:
+each abandoned step, hands ``StepAbandoned`` to the flow runner with the entry it saw
+(``FlowRunner.handle(..., expect=entry)``: the commit re-checks it under WATCH, and
+``StepTaken`` when it changed). ``bot/domain/flow.py`` decides, purely:
 
 - open or diagnosing: release the step (one attempt more, audited ``incident.redriven``)
   and ``rediagnose`` it: diagnosis only reads the host, so running it twice is harmless;
   past ``max_attempts`` interruptions the incident goes to ``diagnosis_failed`` with the
   reason, so its message shows Retry instead of "diagnosing" forever;
 - approved or remediating: never run an action twice. The reconciler takes the step over
-  (``take_over``: no second sweep does it too) and ``settle_action`` reads the host back
-  with the action's own checks (``ActStep.settle_interrupted``): its effect is there, the
-  incident is verified ("read back after the bot was interrupted"); not there or the host
-  unreachable, it fails with Retry. One transition and one result line either way.
+  (held for ``grace_s``: no second sweep does it too) and ``settle_action`` reads the host
+  back with the action's own checks (``ActStep.settle_interrupted``): its effect is there,
+  the incident is verified ("read back after the bot was interrupted"); not there or the
+  host unreachable, it fails with Retry. One transition and one result line either way;
+- an entry whose incident is gone or elsewhere is dropped.
 
+What the reconciler does after the commit comes back as ``Handled.sweep`` (``SweepNext``).
 Every collaborator is a parameter: the service wires them (no context bag).
 """
 
@@ -29,12 +32,13 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from bot.core import strings
 from bot.core.errors import ConfigError, log_internal
 from bot.core.schema import StrictModel
-from bot.domain.lifecycle import ACTING, IncidentState, StepDeadlines
+from bot.domain.flow import StepAbandoned, Then
+from bot.domain.lifecycle import StepDeadlines, StepTaken
+from bot.flow.runner import FlowRunner
 from storage.audit import AuditLog
-from storage.incidents import IncidentStore
+from storage.incidents import IncidentStore, UnknownIncident
 from storage.inflight import Inflight, step_owner
 
 log = logging.getLogger(__name__)
@@ -82,9 +86,9 @@ class Redrive:
     reason: str
 
 
-def reconcile_once(incidents: IncidentStore, audit: AuditLog, clock: Callable[[], float], *,
-                   rediagnose: Callable[[str], object], settle_action: Callable[[str, str], bool],
-                   publish: Callable[[str], object], max_attempts: int = 3,
+def reconcile_once(runner: FlowRunner, incidents: IncidentStore, audit: AuditLog,
+                   clock: Callable[[], float], *, rediagnose: Callable[[str], object],
+                   settle_action: Callable[[str, str], bool], max_attempts: int = 3,
                    grace_s: float = 120.0) -> list[Redrive]:
     """One sweep over the in-flight set (run it under ``claim_sweep``)."""
     now = clock()
@@ -93,10 +97,11 @@ def reconcile_once(incidents: IncidentStore, audit: AuditLog, clock: Callable[[]
         reason = entry.abandoned(now)
         if reason is None:
             continue
+        event = StepAbandoned(now, ACTOR, entry.state, entry.attempts, reason,
+                              max_attempts=max_attempts, hold_s=grace_s)
         try:
-            done.append(_settle(incidents, entry, reason, rediagnose=rediagnose,
-                                settle_action=settle_action, publish=publish,
-                                max_attempts=max_attempts, grace_s=grace_s))
+            done.append(_settle(runner, incidents, entry, event, rediagnose=rediagnose,
+                                settle_action=settle_action))
         except Exception as exc:  # one incident must not stop the sweep
             error_id = log_internal(exc, f"re-driving incident {entry.incident_id}")
             audit.append(entry.incident_id, ACTOR, "incident.redrive_failed",
@@ -104,30 +109,30 @@ def reconcile_once(incidents: IncidentStore, audit: AuditLog, clock: Callable[[]
     return done
 
 
-def _settle(incidents: IncidentStore, entry: Inflight, reason: str, *,
-            rediagnose: Callable[[str], object], settle_action: Callable[[str, str], bool],
-            publish: Callable[[str], object], max_attempts: int, grace_s: float) -> Redrive:
-    incident = incidents.get(entry.incident_id)
-    if incident is None or incident.state is not entry.state:
+def _settle(runner: FlowRunner, incidents: IncidentStore, entry: Inflight,
+            event: StepAbandoned, *, rediagnose: Callable[[str], object],
+            settle_action: Callable[[str, str], bool]) -> Redrive:
+    """``StepAbandoned`` decided and committed on the entry it saw, then what comes next."""
+    incident_id, reason = entry.incident_id, event.reason
+    try:
+        handled = runner.handle(incident_id, event, expect=entry)
+    except UnknownIncident:
         incidents.drop_stale(entry)
-        return Redrive(entry.incident_id, RedriveOutcome.DROPPED, reason)
-    if entry.state in ACTING:
-        if not incidents.take_over(entry, ACTOR, reason, grace_s):
-            return Redrive(entry.incident_id, RedriveOutcome.RACED, reason)
-        settled = settle_action(entry.incident_id, reason)
-        return Redrive(entry.incident_id,
+        return Redrive(incident_id, RedriveOutcome.DROPPED, reason)
+    except StepTaken:
+        return Redrive(incident_id, RedriveOutcome.RACED, reason)
+    (after,) = handled.sweep
+    if after.then is Then.DROP:
+        incidents.drop_stale(entry)
+        return Redrive(incident_id, RedriveOutcome.DROPPED, reason)
+    if after.then is Then.READ_BACK:
+        settled = settle_action(incident_id, reason)
+        return Redrive(incident_id,
                        RedriveOutcome.READ_BACK if settled else RedriveOutcome.LEFT, reason)
-    interrupted = entry.attempts + 1
-    if interrupted >= max_attempts:
-        text = strings.FLOW_DIAGNOSIS_INTERRUPTED.format(n=interrupted)
-        if incidents.give_up(entry, IncidentState.DIAGNOSIS_FAILED, ACTOR, text) is None:
-            return Redrive(entry.incident_id, RedriveOutcome.RACED, reason)
-        publish(entry.incident_id)
-        return Redrive(entry.incident_id, RedriveOutcome.GAVE_UP, text)
-    if incidents.redrive(entry, ACTOR, reason) is None:
-        return Redrive(entry.incident_id, RedriveOutcome.RACED, reason)
-    rediagnose(entry.incident_id)
-    return Redrive(entry.incident_id, RedriveOutcome.REDIAGNOSED, reason)
+    if after.then is Then.GAVE_UP:
+        return Redrive(incident_id, RedriveOutcome.GAVE_UP, after.reason)
+    rediagnose(incident_id)
+    return Redrive(incident_id, RedriveOutcome.REDIAGNOSED, reason)
 
 
 def run_forever(incidents: IncidentStore, sweep: Callable[[], list[Redrive]],

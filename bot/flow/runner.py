@@ -6,11 +6,13 @@ it, then writes the new record in one MULTI/EXEC (with the transition's audit li
 in-flight owner, the resolved event and the withdrawals when the state changed; another
 writer in between makes it read and decide again). Then the effects are applied, in
 order, by small executors: the message posted or edited (``Publisher``), a reply or the
-result line in the thread, the other pending approvals withdrawn (``Plans``), an audit
+result line in the thread, the other pending approvals withdrawn and approvals attached to
+their message (``Plans``), an audit
 entry, an announcement on the events stream, the closing note, and the diagnosis
 (``Diagnoser``), whose result comes back as the next event. An approved action is not run
 here: it is handed back (``Handled.runs``) to the step that owns the action executor, and
-what it observes comes back through ``handle`` as events too.
+what it observes comes back through ``handle`` as events too; so is what the reconciler
+does after an abandoned step (``Handled.sweep``: re-diagnose, read back, drop).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from bot.core.errors import log_internal
 from bot.domain.action_result import ActionResult
 from bot.domain.flow import (
     Announce,
+    AttachApprovals,
     Audit,
     ClosingNote,
     DiagnosisFailed,
@@ -38,6 +41,8 @@ from bot.domain.flow import (
     RunAction,
     RunDiagnosis,
     SayResult,
+    StepRedriven,
+    SweepNext,
     Told,
     Transitioned,
     WithdrawPending,
@@ -49,6 +54,7 @@ from bot.flow.plans import Plans
 from storage.audit import AuditLog
 from storage.events import IncidentEvents
 from storage.incidents import IncidentStore
+from storage.inflight import Inflight
 
 
 class DiagnosisRun(Protocol):
@@ -77,6 +83,7 @@ class Handled:
     told: str | None = None  # said to the person who asked: done
     runs: tuple[RunAction, ...] = ()  # approved actions for the action executor
     rediagnose: bool = False  # diagnose again, off the click
+    sweep: tuple[SweepNext, ...] = ()  # what the reconciler does next
 
 
 class FlowRunner:
@@ -97,10 +104,13 @@ class FlowRunner:
         self.bot_user = bot_user
         self.clock = clock
 
-    def handle(self, incident_id: str, event: FlowEvent) -> Handled:
+    def handle(self, incident_id: str, event: FlowEvent, *,
+               expect: Inflight | None = None) -> Handled:
         """Decide ``event`` on the stored incident, commit, apply the effects. Raises what
-        ``decide`` raises (``IllegalTransition``, ``StepTaken``): nothing was written."""
-        incident, effects = self.incidents.commit(incident_id, lambda i: decide(i, event))
+        ``decide`` raises (``IllegalTransition``, ``StepTaken``): nothing was written.
+        ``expect``: the in-flight entry the reconciler saw (``StepTaken`` when it moved)."""
+        incident, effects = self.incidents.commit(incident_id, lambda i: decide(i, event),
+                                                  expect=expect)
         done = Handled(incident)
         for effect in effects:
             done = self._apply(done, effect)
@@ -108,7 +118,7 @@ class FlowRunner:
 
     def _apply(self, done: Handled, effect: Effect) -> Handled:
         incident = done.incident
-        if isinstance(effect, Transitioned):
+        if isinstance(effect, Transitioned | StepRedriven):
             return done  # written with the record
         if isinstance(effect, PostMessage):
             self._post(incident, effect)
@@ -119,6 +129,8 @@ class FlowRunner:
         elif isinstance(effect, WithdrawPending):
             self.plans.withdraw_pending(incident, effect.actor, keep=effect.keep,
                                         reason=effect.reason, only=effect.only)
+        elif isinstance(effect, AttachApprovals):
+            self.plans.attach_message(effect.approval_ids, effect.channel, effect.ts)
         elif isinstance(effect, Audit):
             self.audit.append(incident.id, effect.actor, effect.action, dict(effect.detail))
         elif isinstance(effect, Announce):
@@ -133,6 +145,8 @@ class FlowRunner:
             return replace(done, runs=(*done.runs, effect))
         elif isinstance(effect, Rediagnose):
             return replace(done, rediagnose=True)
+        elif isinstance(effect, SweepNext):
+            return replace(done, sweep=(*done.sweep, effect))
         elif isinstance(effect, Refused):
             return replace(done, refused=effect.text)
         elif isinstance(effect, Told):

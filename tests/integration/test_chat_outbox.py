@@ -17,26 +17,17 @@ import pytest
 from redis import Redis
 
 from bot.chat.base import ChatMessage, MessageRef
-from bot.chat.outbox import CARD, ChatOutbox, message_to_json, remember_card
+from bot.chat.outbox import CARD, ChatOutbox, message_to_json
 from bot.chat.slack import SlackBackend, make_client, shared_backend
-from bot.domain.approval import ApprovalAction, ApprovalPolicy
-from bot.domain.findings import ProposedAction
-from bot.domain.incident import Alert
-from bot.domain.incident_record import ActionPlan, ChatRefs
 from bot.rig.localredis import LocalRedis, start_local_redis
 from bot.rig.slack_standin import Call, SlackStandIn
-from storage.approvals import ApprovalStore
 from storage.audit import AuditEntry, AuditLog
 from storage.chat_outbox import ChatOutboxStore, NewItem, Op, OutboxItem, Posted
 from storage.connection import StorageError, connect
-from storage.incidents import IncidentStore
 from storage.renders import RenderLedger
 from storage.slack_budget import BudgetSettings, SlackBudget, workspace_of
 from storage.stores import Stores
 from tests.fixtures.slack import BOT_TOKEN, CHANNEL, slack_test_settings
-
-POLICY = ApprovalPolicy(approvers=frozenset({"UALICE"}), allow_self_approval=False,
-                        two_person=frozenset(), expiry_s=600)
 
 
 def backend(standin: SlackStandIn) -> SlackBackend:
@@ -326,27 +317,6 @@ def test_an_item_appends_in_the_callers_transaction(redis: Redis) -> None:
         pipe.execute()
     assert store.pending_items("42") == [(1, "post", CARD, 0)]
     assert store.due_incidents(1000.0) == ["42"]
-
-
-def test_remember_card_keeps_the_refs_and_attaches_the_approvals(
-        slack_standin: SlackStandIn, redis: Redis) -> None:
-    incidents, approvals, store = IncidentStore(redis), ApprovalStore(redis), ChatOutboxStore(redis)
-    incident, _ = incidents.open_or_fold(Alert("alertmanager", "gpu-01", "vram_idle"))
-    action = ProposedAction("a1", "systemd.stop_disable", {"unit": "vllm.service"}, "frees")
-    approval = approvals.create(incident.id, ApprovalAction.of(action, ()), evidence_hash="e",
-                                requested_by="alertmanager", now=time.time(), policy=POLICY)
-    plan = ActionPlan(action, ("systemctl stop vllm.service",), approval.id)
-    incidents.update(incident.id, lambda i: replace(i, plans=(plan,)))
-    outbox = ChatOutbox(store, backend(slack_standin),
-                        on_delivered=remember_card(store, incidents, approvals))
-    slack_standin.fail("chat.postMessage", times=1)
-    assert outbox.send(incident.id, CARD, Op.POST, card("v1"), CHANNEL) is None
-    assert incidents.require(incident.id).chat is None, "not delivered, nothing to remember"
-    assert outbox.drain_once(time.time() + 60) == 1  # the retry, from the drain
-    (posted,) = slack_standin.top_level(CHANNEL)
-    assert incidents.require(incident.id).chat == ChatRefs(CHANNEL, posted["ts"], posted["ts"])
-    stored = approvals.get(approval.id)
-    assert stored is not None and stored.message_ts == posted["ts"]
 
 
 def test_a_render_that_lost_the_race_never_overwrites_a_newer_one(redis: Redis) -> None:

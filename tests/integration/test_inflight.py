@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from redis import Redis
 
 from bot.core.errors import ConfigError
+from bot.domain.flow import StepAbandoned, decide
 from bot.domain.incident import Alert, AlertStatus
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, IncidentState, StepDeadlines, StepTaken
 from bot.flow.reconcile import RedriveOutcome, reconcile_once, reconcile_settings
+from bot.flow.runner import FlowRunner
 from storage import keys
 from storage.audit import AuditLog
 from storage.incidents import IncidentStore
@@ -122,11 +126,18 @@ class Calls:
         self.failed.append((incident_id, reason))
         return True
 
+    def publish(self, incident_id: str, evidence: bool = False) -> None:
+        """The runner's ``PostMessage`` (the message re-rendered), recorded."""
+        self.published.append(incident_id)
+
     def sweep(self, store: IncidentStore, clock: Clock) -> list[tuple[str, RedriveOutcome]]:
-        out = reconcile_once(store, AuditLog(store.redis), clock,
-                             rediagnose=self.rediagnosed.append,
-                             settle_action=self.settle,
-                             publish=self.published.append, max_attempts=3)
+        audit = AuditLog(store.redis)
+        # the runner's effects for StepAbandoned: the record and its step (storage), the
+        # message (this publisher) and what the sweep does next; nothing else is reached
+        runner = FlowRunner(store, self, None, audit, None, None,  # type: ignore[arg-type]
+                            clock=clock)
+        out = reconcile_once(runner, store, audit, clock, rediagnose=self.rediagnosed.append,
+                             settle_action=self.settle, max_attempts=3)
         return [(r.incident_id, r.outcome) for r in out]
 
 
@@ -198,9 +209,12 @@ def test_a_sweep_rechecks_what_it_saw(store: IncidentStore, clock: Clock) -> Non
     assert seen is not None
     clock.now += 5
     store.transition(iid, S.DIAGNOSING, "bot", "re-entered by itself", owner="A")  # new deadline
-    assert store.redrive(seen, "reconciler", "late") is None
-    assert store.give_up(seen, S.DIAGNOSIS_FAILED, "reconciler", "late") is None
+    for event in (StepAbandoned(clock.now, "reconciler", S.DIAGNOSING, 0, "late"),
+                  StepAbandoned(clock.now, "reconciler", S.DIAGNOSING, 2, "late")):
+        with pytest.raises(StepTaken):  # a re-drive and a give-up of the entry it saw
+            store.commit(iid, lambda i, e=event: decide(i, e), expect=seen)
     assert store.require(iid).state is S.DIAGNOSING
+    assert store.inflight.get(iid) == replace(seen, deadline=1035.0)  # the step's own
 
 
 def test_a_leftover_entry_is_dropped(store: IncidentStore, redis: Redis, clock: Clock) -> None:

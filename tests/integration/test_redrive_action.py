@@ -47,9 +47,8 @@ def _killed_while_acting(world: Loop, redis_url: str,
     assert ctx.outbox.flush(10)  # the card's evidence reply, held to Slack's pace, is out
     assert ctx.act.recover_stalled(max_age_s=0) == []  # an action step is the reconciler's
     rediagnosed: list[str] = []
-    sweep = partial(reconcile_once, ctx.incidents, ctx.audit, ctx.clock,
-                    rediagnose=rediagnosed.append, settle_action=ctx.act.settle_interrupted,
-                    publish=ctx.publisher.publish)
+    sweep = partial(reconcile_once, ctx.flow_runner, ctx.incidents, ctx.audit, ctx.clock,
+                    rediagnose=rediagnosed.append, settle_action=ctx.act.settle_interrupted)
     return incident_id, sweep
 
 

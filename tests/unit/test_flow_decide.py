@@ -30,7 +30,9 @@ from bot.domain.flow import (
     ApprovalClicked,
     ApprovalDenied,
     ApprovalExpired,
+    AttachApprovals,
     Audit,
+    CardDelivered,
     ClosingNote,
     DiagnosisFailed,
     DiagnosisFinished,
@@ -52,6 +54,10 @@ from bot.domain.flow import (
     SayResult,
     SnoozeAsked,
     SnoozeEnded,
+    StepAbandoned,
+    StepRedriven,
+    SweepNext,
+    Then,
     Transitioned,
     WithdrawPending,
     XidsFolded,
@@ -124,6 +130,8 @@ EVENT_SAMPLES: dict[type[FlowEvent], FlowEvent] = {
     EscalateAsked: EscalateAsked(AT, USER),
     GateObserved: GateObserved(AT, BOT, FAILED, "health gate failed", repair=True),
     XidsFolded: XidsFolded(AT, BOT),
+    CardDelivered: CardDelivered(AT, BOT, ChatRefs("C1", "1.0", "1.0")),
+    StepAbandoned: StepAbandoned(AT, "reconciler", S.DIAGNOSING, 2, "deadline passed 1s ago"),
 }
 
 
@@ -160,6 +168,9 @@ def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | ty
         EscalateAsked: lambda: stays,
         GateObserved: lambda: S.ACTION_FAILED if state is S.VERIFIED else stays,
         XidsFolded: lambda: stays,
+        CardDelivered: lambda: stays,
+        # the sample's third interruption of a diagnosis: given up, with Retry
+        StepAbandoned: lambda: S.DIAGNOSIS_FAILED if state is S.DIAGNOSING else stays,
     }
     return rules[type(event)]()
 
@@ -415,3 +426,105 @@ def test_a_folded_xid_storm_edits_the_posted_message_only() -> None:
     assert same.state is S.AWAITING_APPROVAL and effects == (PostMessage(),)
     assert decide(incident(S.DIAGNOSING, xids=(xid,)), XidsFolded(AT, BOT))[1] == ()
     assert decide(incident(S.AWAITING_APPROVAL, chat=posted), XidsFolded(AT, BOT))[1] == ()
+
+
+POSTED = ChatRefs("C1", "1.0", "1.0")
+
+
+@pytest.mark.parametrize("state", sorted(set(IncidentState), key=lambda s: s.value))
+def test_a_delivered_card_is_kept_and_its_approvals_attached_in_every_state(
+        state: IncidentState) -> None:
+    before = incident(state, chat=None)
+    new, effects = decide(before, CardDelivered(AT, BOT, POSTED))
+    assert new == replace(before, chat=POSTED, updated=AT)  # only where the card is
+    assert effects == (AttachApprovals(("ap1",), "C1", "1.0"),)  # no transition, no post
+
+
+def test_an_edit_of_the_known_card_changes_nothing_but_still_attaches() -> None:
+    before = incident(S.VERIFIED, chat=POSTED, plans=(PLAN, replace(PLAN, approval_id="ap2")))
+    new, effects = decide(before, CardDelivered(AT, BOT, POSTED))
+    assert new is before, "the same record: the runner writes nothing"
+    # a follow-up offered after the first delivery learns its message from the next edit
+    assert effects == (AttachApprovals(("ap1", "ap2"), "C1", "1.0"),)
+
+
+def test_a_card_moved_elsewhere_is_kept_where_it_is_now() -> None:
+    """A card placed in a storm's thread, or delivered again after a lost ack: its new
+    message and thread replace the old ones."""
+    moved = ChatRefs("C2", "2.0", "1.5")
+    new, effects = decide(incident(S.AWAITING_APPROVAL, chat=POSTED),
+                          CardDelivered(AT, BOT, moved))
+    assert new.chat == moved and new.updated == AT
+    assert effects == (AttachApprovals(("ap1",), "C2", "2.0"),)
+
+
+def test_a_card_without_plans_attaches_nothing() -> None:
+    new, effects = decide(incident(S.DIAGNOSING, chat=None, plans=()),
+                          CardDelivered(AT, BOT, POSTED))
+    assert new.chat == POSTED and effects == ()
+    same, none = decide(new, CardDelivered(AT + 5, BOT, POSTED))
+    assert same is new and none == ()
+
+
+def test_the_delivered_reference_replaces_the_stored_one_whole() -> None:
+    """Equality is the whole reference: the outbox reports no permalink, so a stored one
+    is replaced by the delivery's (as ``remember_card`` did before it was an event)."""
+    linked = replace(POSTED, permalink="https://slack.example/archives/C1/p10")
+    new, _ = decide(incident(S.RESOLVED, chat=linked), CardDelivered(AT, BOT, POSTED))
+    assert new.chat == POSTED
+
+
+# --- the reconciler's decisions (StepAbandoned) -------------------------------------------
+
+REC, WHY = "reconciler", "owner host:1:2 is gone"
+
+
+def abandoned(state: IncidentState, attempts: int = 0, max_attempts: int = 3) -> StepAbandoned:
+    return StepAbandoned(AT, REC, state, attempts, WHY, max_attempts=max_attempts, hold_s=90.0)
+
+
+@pytest.mark.parametrize("state", [S.OPEN, S.DIAGNOSING])
+def test_an_abandoned_diagnosis_is_released_and_diagnosed_again(state: IncidentState) -> None:
+    before = incident(state)
+    for attempts in (0, 1):
+        new, effects = decide(before, abandoned(state, attempts))
+        assert new is before, "the record is unchanged: only its step is re-driven"
+        assert effects == (StepRedriven(REC, WHY), SweepNext(Then.REDIAGNOSE, WHY))
+
+
+@pytest.mark.parametrize(("attempts", "max_attempts"), [(2, 3), (5, 3), (0, 1)])
+def test_a_diagnosis_interrupted_too_often_is_given_up_with_retry(attempts: int,
+                                                                  max_attempts: int) -> None:
+    new, effects = decide(incident(S.DIAGNOSING), abandoned(S.DIAGNOSING, attempts, max_attempts))
+    text = strings.FLOW_DIAGNOSIS_INTERRUPTED.format(n=attempts + 1)
+    assert new.state is S.DIAGNOSIS_FAILED and new.updated == AT
+    assert new.last_outcome is not None and new.last_outcome.summary == text
+    assert effects == (Transitioned(REC, text), PostMessage(), SweepNext(Then.GAVE_UP, text))
+
+
+def test_an_open_incident_nobody_picked_up_too_often_is_given_up_too() -> None:
+    """As ``give_up`` did: open -> diagnosis_failed is in the table, with Retry."""
+    new, effects = decide(incident(S.OPEN), abandoned(S.OPEN, 2))
+    assert new.state is S.DIAGNOSIS_FAILED and can_transition(S.OPEN, S.DIAGNOSIS_FAILED)
+    assert isinstance(effects[-1], SweepNext) and effects[-1].then is Then.GAVE_UP
+
+
+@pytest.mark.parametrize("state", [S.APPROVED, S.REMEDIATING])
+@pytest.mark.parametrize("attempts", [0, 7])
+def test_an_abandoned_action_is_taken_over_and_read_back_never_run_again(
+        state: IncidentState, attempts: int) -> None:
+    before = incident(state, running=Running("systemd.stop_disable", USER, AT - 100, "ap1"))
+    new, effects = decide(before, abandoned(state, attempts))
+    assert new is before  # the read-back decides the outcome, from the host
+    assert effects == (StepRedriven(REC, WHY, hold_s=90.0), SweepNext(Then.READ_BACK, WHY))
+    assert not any(isinstance(e, RunAction | Transitioned) for e in effects)
+
+
+@pytest.mark.parametrize("seen", [S.OPEN, S.DIAGNOSING, S.APPROVED, S.REMEDIATING])
+@pytest.mark.parametrize("state", sorted(set(IncidentState), key=lambda s: s.value))
+def test_an_entry_that_outlived_its_state_is_only_dropped(seen: IncidentState,
+                                                          state: IncidentState) -> None:
+    if state is seen:
+        return
+    before = incident(state)
+    assert decide(before, abandoned(seen, 9)) == (before, (SweepNext(Then.DROP, WHY),))
