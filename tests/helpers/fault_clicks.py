@@ -304,8 +304,11 @@ def host_of(sequence: str, scenario: str) -> str:
 
 @contextmanager
 def joints_serve(workdir: Path, scenarios: list[str],
-                 sequences: tuple[str, ...] = SEQUENCES) -> Iterator[Joints]:
-    """One serve with a host per (sequence, scenario); stopped by PID at the end."""
+                 sequences: tuple[str, ...] = SEQUENCES,
+                 only: Mapping[str, list[str]] | None = None) -> Iterator[Joints]:
+    """One serve with a host per (sequence, scenario), a sequence named in ``only`` on
+    those of ``scenarios`` only (a host nothing drives costs a sshd and a serve's warm
+    connection for nothing); stopped by PID at the end."""
     server = start_local_redis(workdir / "redis")
     standin = SlackStandIn(token=BOT_TOKEN).start()
     serve = ServeProcess(workdir / "bot.yaml", server.url, workdir / "serve.log")
@@ -315,6 +318,8 @@ def joints_serve(workdir: Path, scenarios: list[str],
     try:
         for seq in sequences:
             for scenario in scenarios:
+                if only is not None and seq in only and scenario not in only[seq]:
+                    continue
                 host = host_of(seq, scenario)
                 sims[host] = start_sim(scenario, workdir=workdir / f"sim-{host}")
                 names[host] = scenario
