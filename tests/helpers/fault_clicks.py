@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -132,16 +133,40 @@ def holders_of(shown: str) -> list[str]:
 
 
 def changes_since(sim: SimHost, mark: int) -> list[str]:
-    """The calls that change the host, logged by its tools after entry ``mark``."""
+    """The calls that change the host after log entry ``mark``: a simulated tool's own
+    entry, or a session's command line where the tool is the host's own (``rm`` runs in
+    the sandbox unshimmed: only the session logs it)."""
     out = []
     for entry in sim.command_log()[mark:]:
         tool, argv = entry.get("tool"), entry.get("argv") or []
+        if tool is None:
+            argv = _remote_argv(str(entry.get("command") or ""))
+            tool, argv = (argv[0], argv[1:]) if argv else (None, [])
+            if tool is None or (Path(sim.workdir) / "bin" / tool).exists():
+                continue  # a simulated tool logs its own call
         if tool not in CHANGES:
             continue
         verbs = CHANGES[tool]
         if verbs is None or any(a.split("=")[0] in verbs for a in argv[:3]):
             out.append(" ".join([str(tool), *map(str, argv)])[:200])
     return out
+
+
+def _remote_argv(command: str) -> list[str]:
+    """The argv a session ran, unwrapped from the runner's ``[sudo -n] timeout -k 2 N sh -c
+    CMD`` (``bot/ssh/channel.py``); [] for what does not parse as one command."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    if words[:2] == ["sudo", "-n"]:
+        words = words[2:]
+    if len(words) == 7 and words[0] == "timeout" and words[4:6] == ["sh", "-c"]:
+        try:
+            words = shlex.split(words[6])
+        except ValueError:
+            return []
+    return words
 
 
 @dataclass
