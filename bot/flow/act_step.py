@@ -69,11 +69,21 @@ def unread(fresh: Diagnosis) -> str | None:
     if fresh.status is DiagnosisStatus.UNREACHABLE:
         said = [f.detail or f.title for f in fresh.findings]
         return "; ".join(said)[:300] or strings.FLOW_NO_ANSWER
-    if fresh.status is DiagnosisStatus.OK:
+    if fresh.status is DiagnosisStatus.OK and not cut_off(fresh):
         return None
     failed = [f"{p.name}: {strings.FLOW_TIMED_OUT if p.timed_out else p.error}"
               for p in fresh.probes if p.timed_out or p.error]
     return "; ".join(failed)[:300] or strings.FLOW_NO_ANSWER
+
+
+def cut_off(fresh: Diagnosis) -> bool:
+    """The re-probe lost the host itself: no session, or probes whose session never ran
+    (a frozen sshd: no answer opening one). What such a diagnosis proposes is no reading
+    of the host: a frozen host reads as a hung nvidia-smi, whose step is a reboot, so
+    "still proposed" would send the reboot to a host that cannot take it and wait for a
+    boot that never comes. A probe the host ran past its deadline (a hung tool) has a
+    session and no transport error: that is a reading."""
+    return fresh.status is DiagnosisStatus.UNREACHABLE or any(p.error for p in fresh.probes)
 
 
 class ActStep:
@@ -239,7 +249,7 @@ class ActStep:
         known = find(action.kind)
         if (known is None or known.reprobe_first) and not action.offered:
             fresh = self.hosts.diagnose(incident, target)
-            if not still_proposed(fresh, action):
+            if cut_off(fresh) or not still_proposed(fresh, action):
                 self._not_needed(incident, approval, user, fresh)
                 return
         self.flow_runner.handle(incident.id, ActionStarted(self.clock(), user, action.kind))
@@ -305,9 +315,10 @@ class ActStep:
 
     def _not_needed(self, incident: Incident, approval: Approval, user: str,
                     fresh: Diagnosis) -> None:
-        """The fresh diagnosis does not propose the action. Read in full: the finding no
-        longer holds, do not act, say what the host looks like now. Not read in full (no
-        session, probes that did not answer): could not check, nothing ran, Retry."""
+        """The fresh diagnosis does not propose the action, or lost the host (``cut_off``).
+        Read in full: the finding no longer holds, do not act, say what the host looks
+        like now. Not read in full (no session, probes that did not answer): could not
+        check, nothing ran, Retry."""
         said = action_phrase(approval.action.proposed(), incident.diagnosis)
         why = unread(fresh)
         if why is not None:

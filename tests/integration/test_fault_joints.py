@@ -48,12 +48,14 @@ pytestmark = pytest.mark.timeout(900)
 
 FULL = os.environ.get("INCIDENT_BOT_JOINTS_FULL") == "1"
 # one host per fault family: a unit holding GPUs (seed), two holders ranked (two_holders),
-# a holder in a hidden PID namespace, a hardware fault that outlives its alert, a probe
-# refused by sudo, a full disk with a cleanup, a fabric port down, the healthy control
-FAMILIES = ["seed", "two_holders", "gpu_held_hidden", "gpu_ecc_dbe", "sudo_refused",
-            "disk_full_checkpoints", "ib_port_down", "healthy"]
-# the hosts a broken host at the click is tried on: a stop (seed) and a cleanup (the disk)
-AT_CLICK = ["seed", "disk_full_checkpoints"]
+# a holder in a hidden PID namespace, a hardware fault that outlives its alert, a GPU off
+# the bus (a reboot), a probe refused by sudo, a full disk with a cleanup, a fabric port
+# down, the healthy control
+FAMILIES = ["seed", "two_holders", "gpu_held_hidden", "gpu_ecc_dbe", "gpu_xid79",
+            "sudo_refused", "disk_full_checkpoints", "ib_port_down", "healthy"]
+# the hosts a broken host at the click is tried on: a stop (seed), a cleanup (the disk)
+# and a reboot (gpu_xid79: a frozen host reads as a hung nvidia-smi, whose step is one)
+AT_CLICK = ["seed", "disk_full_checkpoints", "gpu_xid79"]
 # a few hosts through every sequence, as the full matrix would drive them (comma-separated)
 PICKED = [h for h in os.environ.get("INCIDENT_BOT_JOINTS_HOSTS", "").split(",") if h]
 SCENARIOS = fault_hosts() if FULL else PICKED or FAMILIES
