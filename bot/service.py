@@ -25,12 +25,16 @@ from bot.chat.backends import ChatApp, ChatPlugin, make_plugin
 from bot.chat.base import ChatBackend
 from bot.chat.home_tab import FleetSource, fleet_source
 from bot.chat.interactions import ApprovalDesk, audit_sink
+from bot.chat.outbox import LOOP as OUTBOX_LOOP
 from bot.chat.policy_desk import PolicyApprovalDesk
 from bot.config.policy import maintenance_from_settings, policies_from_settings
 from bot.config.settings import Settings
+from bot.core.heartbeat import Heartbeats
 from bot.extensions import load_and_install
 from bot.flow import reconcile, timers
 from bot.flow.assembly import Flow, build_flow
+from bot.flow.consumer import LOOP as CONSUMER_LOOP
+from bot.flow.data_loss import DataLossWatch
 from bot.flow.slash_handlers import FlowSlashHandlers
 from bot.ingest.diagnose import ROUTE as DIAGNOSE_ROUTE
 from bot.ingest.diagnose import DiagnoseEndpoint
@@ -41,11 +45,13 @@ from bot.paging.service import PagingService
 from bot.schedule.leader import LeaderScheduler
 from bot.ssh.base import SSHRunner
 from bot.ssh.pool import ParamikoPool
+from storage.connection import StorageError
 from storage.stores import Stores, open_stores
 
 log = logging.getLogger(__name__)
 ACTION_WORKERS = 4  # approved actions running at once per replica (each holds SSH channels)
 DIAGNOSIS_WORKERS = 8  # incidents diagnosed at once per replica: a hung probe holds one
+LOOP_GRACE_S = 10.0  # a loop failing (or silent) this long makes /readyz 503
 
 
 @dataclass
@@ -60,6 +66,11 @@ class Service:
     paging: PagingService | None = None
     diagnoses: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(
         max_workers=DIAGNOSIS_WORKERS, thread_name_prefix="flow-diagnosis"))
+    # the background loops /readyz answers for; the steps a Redis refusal cut short; the
+    # watch that notices Redis losing its data (issue 39)
+    heartbeats: Heartbeats = field(default_factory=Heartbeats)
+    interrupted: reconcile.CutShort = field(default_factory=reconcile.CutShort)
+    data_loss: DataLossWatch | None = None
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
 
@@ -67,11 +78,19 @@ class Service:
         """The flow consumer thread, the scheduler, and the chat backend's own side (Slack's
         Socket Mode when configured)."""
         consumer = self.flow.consumer(self.diagnoses, DIAGNOSIS_WORKERS)
+        consumer.interrupted, consumer.heartbeats = self.interrupted, self.heartbeats
+        self.flow.act.cut_short = self.interrupted
+        cfg = reconcile.reconcile_settings(self.settings.extra)
+        self.heartbeats.watch(CONSUMER_LOOP, LOOP_GRACE_S)
+        self.heartbeats.watch(OUTBOX_LOOP, LOOP_GRACE_S)
+        self.heartbeats.watch(reconcile.LOOP, 2 * cfg.every_s + LOOP_GRACE_S)
         t = threading.Thread(target=consumer.run_forever, args=(self.stop_event,),
                              name="flow-consumer", daemon=True)
         t.start()
         self.threads.append(t)
-        r = threading.Thread(target=_reconciler(self.settings, self.flow), args=(self.stop_event,),
+        loop = _reconciler(self.settings, self.flow, self.interrupted, self.heartbeats,
+                           self.data_loss)
+        r = threading.Thread(target=loop, args=(self.stop_event,),
                              name="reconciler", daemon=True)
         r.start()
         self.threads.append(r)
@@ -90,7 +109,8 @@ class Service:
         """The chat outbox's retry loop: what Slack refused (or spaced out) goes later;
         and the storms' table renders (issue 37), which the outbox then sends."""
         t = threading.Thread(target=self.flow.outbox.run, args=(self.stop_event, 1.0),
-                             name="chat-outbox", daemon=True)
+                             kwargs={"heartbeats": self.heartbeats}, name="chat-outbox",
+                             daemon=True)
         t.start()
         self.threads.append(t)
         if self.flow.storms is not None:
@@ -110,7 +130,10 @@ class Service:
             self.scheduler.stop()
         for t in self.threads:
             t.join(timeout=5)
-        self.flow.outbox.flush(5)  # what can still go to Slack goes now
+        try:
+            self.flow.outbox.flush(5)  # what can still go to Slack goes now
+        except StorageError as exc:  # Redis away or refusing: the outbox keeps it for later
+            log.warning("chat outbox not flushed at shutdown: %s", exc)
         self.diagnoses.shutdown(wait=True)
         if self.flow.actions is not None:
             self.flow.actions.shutdown(wait=True)
@@ -158,12 +181,18 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
     routes: list[BaseRoute] = list(chat_app.http_routes()) if chat_app is not None else []
     routes.append(Route(DIAGNOSE_ROUTE, DiagnoseEndpoint(settings, flow.runner).handle,
                         methods=["POST"]))
+    heartbeats = Heartbeats()
     app = create_app(settings, stores, extra_routes=routes, store=flow.incidents,
-                     on_shutdown=[partial(_close_all, closers)])
+                     on_shutdown=[partial(_close_all, closers)], heartbeats=heartbeats)
     scheduler = _scheduler(settings, stores, flow, desk) if with_scheduler else None
+    watch = DataLossWatch(stores.epochs(clock=flow.clock), flow.incidents, flow.audit,
+                          flow.publisher, clock=flow.clock)
+    watch.start()  # joins the data epoch (or begins it on empty data): Redis must answer
+    flow.events.on_lost_group = watch.lost_group
     service = Service(settings=settings, stores=stores, flow=flow, app=app, desk=desk,
                       chat_app=chat_app, scheduler=scheduler,
-                      paging=build_paging(settings, stores))
+                      paging=build_paging(settings, stores), heartbeats=heartbeats,
+                      data_loss=watch)
     closers.append(service)
     return service
 
@@ -207,15 +236,30 @@ def _scheduler(settings: Settings, stores: Stores, flow: Flow, desk: ApprovalDes
     return build_leader(settings, stores, flow.chat, runner=flow.runner, extra_jobs=jobs)
 
 
-def _reconciler(settings: Settings, flow: Flow) -> Callable[[threading.Event], None]:
+def _reconciler(settings: Settings, flow: Flow, interrupted: reconcile.CutShort,
+                heartbeats: Heartbeats, watch: DataLossWatch | None
+                ) -> Callable[[threading.Event], None]:
     """The re-drive loop (issue 24): a stuck diagnosis is re-sent as ``incident.opened``
     (any replica's consumer claims it), a stuck action is read back from its host, never
-    run again (verified if its effect is there, else failed with Retry)."""
+    run again (verified if its effect is there, else failed with Retry). Each period this
+    replica first checks Redis still holds its data and re-drives the steps a Redis
+    refusal cut short here (issue 39)."""
     cfg = reconcile.reconcile_settings(settings.extra)
     sweep = partial(reconcile.reconcile_once, flow.flow_runner, flow.incidents, flow.audit,
                     flow.clock, rediagnose=lambda i: flow.events.publish("incident.opened", i),
-                    settle_action=flow.act.settle_interrupted, max_attempts=cfg.max_attempts)
-    return partial(reconcile.run_forever, flow.incidents, sweep, every_s=cfg.every_s)
+                    settle_action=flow.act.settle_interrupted, max_attempts=cfg.max_attempts,
+                    interrupted=interrupted)
+
+    def local_pass() -> list[reconcile.Redrive]:
+        if watch is not None:
+            watch.check()
+        for incident_id, why in interrupted.waiting_for_hosts():  # read back once it answers
+            if flow.act.settle_interrupted(incident_id, why, only_if_reachable=True):
+                interrupted.discard(incident_id)
+        return sweep(only_interrupted=True)
+
+    return partial(reconcile.run_forever, flow.incidents, sweep, every_s=cfg.every_s,
+                   local_pass=local_pass, heartbeats=heartbeats)
 
 
 def _close_all(services: list[Service]) -> None:

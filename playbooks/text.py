@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bot.core.visible import visible
+
 
 def plural(n: int) -> str:
     return "" if n == 1 else "s"
@@ -19,6 +21,8 @@ def duration(secs: float) -> str:
 
 
 def printable(text: str, limit: int = 300) -> str:
-    """Host text made safe to show on one line: control characters become '?', cut short."""
-    clean = "".join(c if c.isprintable() else "?" for c in text)
+    """Host text made safe to show on one line, cut short: bidi, control and zero-width
+    characters spelled out (``\\u202e``, ``bot.core.visible``), anything else that does
+    not print (a newline, an unassigned code point) shown as '?'."""
+    clean = "".join(c if c.isprintable() else "?" for c in visible(text))
     return clean if len(clean) <= limit else clean[: limit - 1] + "…"

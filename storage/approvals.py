@@ -40,6 +40,7 @@ from storage.approval_scripts import (
     WITHDRAW_LUA,
 )
 from storage.audit import GLOBAL_MAXLEN, MAX_TEXT, AuditLog
+from storage.connection import lost_while_watching
 
 RETENTION_S = 30 * 86400  # decided records are kept this long after expiry, for audits
 
@@ -144,7 +145,9 @@ class ApprovalStore:
         for _ in range(3):
             try:
                 return self._store_new(approval, policy)
-            except WatchError:  # its incident resolved meanwhile: it is stored withdrawn
+            except WatchError as exc:  # its incident resolved meanwhile: stored withdrawn
+                if (lost := lost_while_watching(exc)) is not None:
+                    raise lost from None  # Redis refused, not a conflict
                 continue
         return self._store_new(approval, policy)
 

@@ -2,7 +2,9 @@
 
 Used wherever "exactly one replica does this" is decided: the scheduler's per-slot firing
 guard, escalation's once-per-incident post, the chat per-message spacing
-(``storage/slack_budget.py``) and the leases (``storage/leases.py``).
+(``storage/slack_budget.py``), the leases (``storage/leases.py``), a signed Slack request
+accepted once (its timestamp and signature, for Slack's five-minute window), the data
+epoch (``storage/epoch.py``, no expiry) and the one announcement of a data loss.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 from redis import Redis
 
 
-def claim(conn: Redis, key: str, value: str, ttl_s: float) -> bool:
-    """Take ``key`` for ``ttl_s`` seconds; False when someone else holds it."""
+def claim(conn: Redis, key: str, value: str, ttl_s: float | None) -> bool:
+    """Take ``key`` for ``ttl_s`` seconds (None: for good); False when someone else holds it."""
+    if ttl_s is None:
+        return bool(conn.set(key, value, nx=True))
     return bool(conn.set(key, value, nx=True, px=max(1, int(ttl_s * 1000))))
 
 
@@ -28,8 +32,9 @@ class Claims:
     def __init__(self, conn: Redis) -> None:
         self._conn = conn
 
-    def claim(self, key: str, value: str, ttl_s: float) -> bool:
-        """Take ``key`` for ``ttl_s`` seconds; False when someone else holds it."""
+    def claim(self, key: str, value: str, ttl_s: float | None) -> bool:
+        """Take ``key`` for ``ttl_s`` seconds (None: for good); False when someone else
+        holds it."""
         return claim(self._conn, key, value, ttl_s)
 
     def unclaim(self, key: str) -> None:

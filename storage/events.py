@@ -9,11 +9,17 @@ until acknowledged, so a crash between read and ack means a redelivery, not a lo
 
 Each entry is a flat dict: ``type`` (the event), ``incident_id``, then the fields
 (``host``, ``kind``, ...).
+
+Redis may lose the stream and its groups (restarted without its data, a failover to an
+empty replica): a group read then answers NOGROUP. The group is created again at once and
+the read retried, so the next alert is handled, and ``on_lost_group`` is told (the flow's
+data-loss watch), instead of failing every read for good with a cached "it exists".
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from redis import Redis
 from redis.client import Pipeline
@@ -24,6 +30,12 @@ from storage import keys
 MAXLEN = 100_000  # approximate cap; consumers keep up or read pending entries first
 
 Entry = tuple[str, dict[str, str]]
+T = TypeVar("T")
+
+
+def lost_group(exc: BaseException) -> bool:
+    """Redis says the stream or its group is not there (it lost its data)."""
+    return isinstance(exc, ResponseError) and str(exc).startswith("NOGROUP")
 
 
 def _s(value: object) -> str:
@@ -47,6 +59,8 @@ class IncidentEvents:
         self.redis = redis
         self.stream = keys.incident_events()
         self._groups: set[str] = set()
+        # told (group name) when a read found the group gone and made it again
+        self.on_lost_group: Callable[[str], object] | None = None
 
     def publish(self, kind: str, incident_id: str, /, **fields: object) -> str:
         entry_id = self.redis.xadd(self.stream, event_fields(kind, incident_id, fields),  # type: ignore[arg-type]
@@ -70,25 +84,38 @@ class IncidentEvents:
                 raise
         self._groups.add(group)
 
+    def _in_group(self, group: str, read: Callable[[], T]) -> T:
+        """``read`` on the group; when Redis lost it (NOGROUP), make it again and retry once."""
+        self.ensure_group(group)
+        try:
+            return read()
+        except ResponseError as exc:
+            if not lost_group(exc):
+                raise
+        self._groups.discard(group)
+        self.ensure_group(group)
+        if self.on_lost_group is not None:
+            self.on_lost_group(group)
+        return read()
+
     def consume(self, group: str, consumer: str, block_ms: int | None = None,
                 count: int = 100) -> list[Entry]:
         """New entries for this consumer; ``block_ms`` waits for some (None: don't wait)."""
-        self.ensure_group(group)
-        reply = self.redis.xreadgroup(group, consumer, {self.stream: ">"}, count=count,
-                                      block=block_ms)
+        reply = self._in_group(group, lambda: self.redis.xreadgroup(
+            group, consumer, {self.stream: ">"}, count=count, block=block_ms))
         return _entries(reply[0][1]) if reply else []  # type: ignore[index]
 
     def pending(self, group: str, consumer: str, count: int = 100) -> list[Entry]:
         """Entries delivered to this consumer and not acknowledged (read after a restart)."""
-        self.ensure_group(group)
-        reply = self.redis.xreadgroup(group, consumer, {self.stream: "0"}, count=count)
+        reply = self._in_group(group, lambda: self.redis.xreadgroup(
+            group, consumer, {self.stream: "0"}, count=count))
         return _entries(reply[0][1]) if reply else []  # type: ignore[index]
 
     def claim_stale(self, group: str, consumer: str, min_idle_ms: int,
                     count: int = 100) -> list[Entry]:
         """Take over entries another consumer read and never acknowledged (it died)."""
-        self.ensure_group(group)
-        reply = self.redis.xautoclaim(self.stream, group, consumer, min_idle_ms, count=count)
+        reply = self._in_group(group, lambda: self.redis.xautoclaim(
+            self.stream, group, consumer, min_idle_ms, count=count))
         return _entries([r for r in reply[1] if r])  # type: ignore[index]
 
     def ack(self, group: str, *entry_ids: str) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
@@ -36,6 +36,7 @@ from bot.domain.incident import (
     Incident,
     apply_transition,
 )
+from bot.domain.incident_record import ChatRefs
 from bot.domain.lifecycle import (
     FIRST_DIAGNOSIS,
     IncidentState,
@@ -48,6 +49,7 @@ from bot.domain.xid import DEFAULT_POLICY, XidPolicy
 from storage import inflight, keys
 from storage.approvals import Withdrawal, mark_resolved_in, watch_pending, withdraw_in
 from storage.audit import AuditLog
+from storage.connection import lost_while_watching
 from storage.events import IncidentEvents
 from storage.inflight import Inflight, InflightRegistry, step_owner
 from storage.ingest import IdBlocks, read_view, write_plan
@@ -67,6 +69,8 @@ class AlertSilenced(Exception):
 
 class Contention(RuntimeError):
     """Too many concurrent writers on the same keys; the caller should retry (HTTP 503)."""
+
+    refusal = "contention"  # what ``storage.connection.refusal`` names it
 
 
 @dataclass(frozen=True)
@@ -110,11 +114,14 @@ class IncidentStore:
         self.xid_policy = xid_policy  # which Xids are the application's (storms, issue 36)
 
     # --- ingest ----------------------------------------------------------------------
-    def ingest(self, alerts: Sequence[Alert]) -> IngestResult:
-        """Apply a batch atomically; raises ``Contention`` after too many conflicts."""
+    def ingest(self, alerts: Sequence[Alert], *,
+               chats: Mapping[str, ChatRefs] | None = None) -> IngestResult:
+        """Apply a batch atomically; raises ``Contention`` after too many conflicts.
+        ``chats``: alert fingerprint → the message an incident it creates takes over (the
+        data-loss watch re-opening a lost incident edits its old message, issue 39)."""
         if not alerts:
             return IngestResult()
-        return self._retrying(lambda pipe: self._ingest_once(pipe, alerts))
+        return self._retrying(lambda pipe: self._ingest_once(pipe, alerts, chats or {}))
 
     def open_or_fold(self, alert: Alert) -> tuple[Incident, bool]:
         """One firing alert: (its incident, whether it was created)."""
@@ -133,11 +140,16 @@ class IncidentStore:
         _, incident_id = self.ingest([alert]).outcomes[0]
         return self.get(incident_id) if incident_id else None
 
-    def _ingest_once(self, pipe: Pipeline, alerts: Sequence[Alert]) -> IngestResult:
+    def _ingest_once(self, pipe: Pipeline, alerts: Sequence[Alert],
+                     chats: Mapping[str, ChatRefs]) -> IngestResult:
         view = read_view(pipe, alerts)
         now = self.clock()
         plan = Planner(view, now, self.group_wait_s, self.ids,
                        xid_policy=self.xid_policy).run(list(alerts))
+        for alert, (outcome, incident_id) in zip(alerts, plan.outcomes, strict=True):
+            chat = chats.get(alert.fp)
+            if chat is not None and outcome is PlanOutcome.CREATED and incident_id is not None:
+                plan.incidents[incident_id] = replace(plan.incidents[incident_id], chat=chat)
         write_plan(pipe, plan, view, now, open_deadline_s=self.deadlines.open_s)
         return IngestResult(plan.outcomes)
 
@@ -146,7 +158,9 @@ class IncidentStore:
             try:
                 with self.redis.pipeline(transaction=True) as pipe:
                     return attempt(pipe)
-            except WatchError:
+            except WatchError as exc:
+                if (lost := lost_while_watching(exc)) is not None:
+                    raise lost from None  # Redis refused, not a conflict: no retry storm
                 time.sleep(random.uniform(0, 0.001 * min(n + 1, 20)))
         raise Contention(f"gave up after {self.max_attempts} conflicting attempts")
 

@@ -319,6 +319,28 @@ def outbox_due_top() -> str:
     return _k("outbox", "due", "top")
 
 
+# the ground under the bot (issue 39)
+def epoch() -> str:
+    """String: this Redis's data epoch (JSON: a random id and when it began), written once
+    when the bot first finds the data empty; gone or different means the data was lost."""
+    return _k("epoch")
+
+
+def data_loss(epoch_id: str) -> str:
+    """Claim: the one replica that announces the loss of epoch ``epoch_id``."""
+    return _k("epoch", "lost", epoch_id)
+
+
+def write_probe(replica: str) -> str:
+    """String with a short expiry: ``/readyz``'s proof that Redis takes a write now."""
+    return _k("readyz", replica)
+
+
+def slack_request(timestamp: str, signature: str) -> str:
+    """Claim: one signed Slack request (its timestamp and signature) seen, for the window
+    in which its signature is valid: the same request again is a replay."""
+    return _k("slack", "seen", timestamp, signature.removeprefix("v0="))
+
 # health history per node (issue 36: repeat offenders, the smoke baseline)
 def health_faults(host: str) -> str:
     """Sorted set of ``FaultSeen`` JSON by time: the hardware faults each diagnosis saw."""

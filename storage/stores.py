@@ -17,11 +17,13 @@ from typing import cast
 
 from bot.domain.lifecycle import StepDeadlines
 from bot.domain.xid import DEFAULT_POLICY, XidPolicy
+from storage import keys
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
 from storage.chat_outbox import ChatOutboxStore
 from storage.claims import Claims
 from storage.connection import Redis, connect
+from storage.epoch import EpochStore
 from storage.events import IncidentEvents
 from storage.health_history import HealthHistory
 from storage.home import HomeViewers
@@ -50,6 +52,11 @@ class Stores:
         """Raises ``StorageError`` when the server does not answer (``/readyz``)."""
         self._text.ping()
 
+    def write_probe(self, replica: str) -> None:
+        """One tiny write with a short expiry: raises ``StorageError`` when Redis answers
+        PING but refuses writes (out of memory, read-only, MISCONF): ``/readyz``."""
+        self._text.set(keys.write_probe(replica), "1", px=10_000)
+
     def aof_config(self) -> dict[str, str]:
         """The server's ``append*`` settings (``CONFIG GET``): are acks on disk."""
         return cast(dict[str, str], self._text.config_get("append*"))
@@ -72,6 +79,9 @@ class Stores:
 
     def events(self) -> IncidentEvents:
         return IncidentEvents(self._text)
+
+    def epochs(self, *, clock: Clock = time.time) -> EpochStore:
+        return EpochStore(self._text, clock)
 
     def silences(self) -> SilenceStore:
         return SilenceStore(self._text)

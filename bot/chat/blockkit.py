@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from bot.chat.base import Button, ButtonStyle, ChatMessage, Section
-from bot.chat.text import FENCE, clip, inline_code
+from bot.chat.text import FENCE, clip, inline_code, visible
 from bot.core import fmt, strings
 
 MAX_BLOCKS = 50
@@ -36,9 +37,29 @@ Block = dict[str, Any]
 
 
 def to_payload(message: ChatMessage) -> dict[str, Any]:
-    """Arguments for chat.postMessage / chat.update: fallback text plus blocks."""
+    """Arguments for chat.postMessage / chat.update: fallback text plus blocks, every text
+    shown with its hidden characters spelled out (before the limits cut it to size)."""
+    message = visible_message(message)
     fallback = message.text.strip() or (message.header or "").strip() or "incident-bot"
     return {"text": clip(fallback, FALLBACK_TEXT), "blocks": to_blocks(message)}
+
+
+def visible_message(message: ChatMessage) -> ChatMessage:
+    """Every text a person reads through ``visible``; ids, values and URLs kept."""
+    def section(s: Section) -> Section:
+        return replace(s, text=visible(s.text), fields=tuple(visible(f) for f in s.fields),
+                       code=visible(s.code) if s.code is not None else None,
+                       buttons=tuple(button(b) for b in s.buttons))
+
+    def button(b: Button) -> Button:
+        return replace(b, label=visible(b.label),
+                       confirm=visible(b.confirm) if b.confirm is not None else None)
+
+    return replace(message, text=visible(message.text),
+                   header=visible(message.header) if message.header is not None else None,
+                   sections=tuple(section(s) for s in message.sections),
+                   buttons=tuple(button(b) for b in message.buttons),
+                   context=tuple(visible(c) for c in message.context))
 
 
 def to_blocks(message: ChatMessage) -> list[Block]:

@@ -23,6 +23,7 @@ from slack_sdk import WebClient
 
 from bot.chat.coalesce import wait_turn
 from bot.chat.home import Fleet, HostGpus, IncidentRow, JobRow, classify_gpus, render_home
+from bot.chat.text import visible_payload
 from bot.domain.maintenance import MaintenanceWindow
 from bot.domain.slurm import DrainedNode
 from bot.jobs.states import JobState, JobStatus
@@ -109,7 +110,8 @@ class HomePublisher:
                 wait_turn(lambda: budget.try_call("views.publish"))
             elif budget.try_call("views.publish") > 0:
                 return False  # the next refresh catches up; never spend over the budget
-        self.client.views_publish(user_id=user, view=view)  # slack_sdk's handlers retry
+        # slack_sdk's handlers retry
+        self.client.views_publish(user_id=user, view=visible_payload(view))
         self.viewers.mark_shown(user, view_digest(view))
         return True
 

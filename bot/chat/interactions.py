@@ -27,6 +27,7 @@ from bot.domain.approval import (
     refusal_is_self,
 )
 from storage.approvals import ApprovalStore, ClaimResult
+from storage.connection import refusal
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +246,14 @@ class ApprovalDesk:
         try:
             self._audit_fn(incident_id, actor or strings.AUDIT_UNKNOWN_USER, action, detail)
         except Exception as exc:  # an audit outage is logged loudly, never silent
-            log_internal(exc, "audit")
+            if (why := refusal(exc)) is None:
+                log_internal(exc, "audit")
+                return
+            # Redis said "not now" (stopped, out of memory…): not a bug of ours, but the
+            # entry is lost, so it is said with what it was (issue 39's chaos run)
+            metrics.refused(why, "audit")
+            log.warning("audit entry lost, Redis refused (%s): %s %s by %s %s: %s", why,
+                        incident_id, action, actor, detail, exc)
 
 
 _AUDIT_ACTION: dict[tuple[str, ClaimOutcome, bool], str] = {

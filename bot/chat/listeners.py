@@ -10,6 +10,7 @@ the clicker hears back privately (an ephemeral) with the outcome or the refusal'
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from collections.abc import Callable
@@ -20,19 +21,23 @@ from typing import Any
 from slack_bolt import App
 
 from bot.chat import slash as slash_mod
-from bot.chat.base import Ephemeral
+from bot.chat.base import ChatSendError, Ephemeral
 from bot.chat.blockkit import DENY_CALLBACK, REASON_BLOCK, REASON_INPUT, deny_modal
+from bot.chat.click_check import MessageCheck
 from bot.chat.interactions import ApprovalDesk, Decision
-from bot.chat.slack import SlackBackend
-from bot.core import strings
+from bot.chat.slack import ChatDeliveryError, SlackBackend
+from bot.chat.text import visible
+from bot.core import metrics, strings
 from bot.core.errors import log_internal
 from bot.domain.validate import INCIDENT_ID
+from storage.connection import refusal
 
 APPROVE_RE = re.compile(r"^(approve|revert)(:\d+)?$")
 DENY_RE = re.compile(r"^deny(:\d+)?$")
 INCIDENT_RE = re.compile(r"^incident_(ack|resolve|snooze|retry|escalate)(:\d+)?$")
 EVIDENCE_RE = re.compile(r"^evidence(:\d+)?$")
 RUNBOOK_RE = re.compile(r"^runbook(:\d+)?$")
+log = logging.getLogger(__name__)
 INCIDENT_VALUE_RE = re.compile(rf"^({INCIDENT_ID})(?:\|(\d{{1,7}}))?$")
 
 
@@ -71,9 +76,12 @@ class Listeners:
         handlers: slash_mod.SlashHandlers,
         command: str,
         executor: Executor,
+        *,
+        messages: MessageCheck | None = None,
     ) -> None:
         self.desk, self.backend, self.handlers = desk, backend, handlers
         self.command, self.executor = command, executor
+        self.messages = messages  # each click held against the message it came from
         self._inflight: set[Future[None]] = set()
         self._lock = threading.Lock()
 
@@ -102,12 +110,20 @@ class Listeners:
             try:
                 fn(*args)
             except Exception as exc:  # a worker must survive one bad request
-                error_id = log_internal(exc, f"slack listener {fn.__name__}")
-                if tell is not None and tell.channel and tell.user:
+                why = refusal(exc)
+                if why is not None:  # Redis said "not now": not a bug, and nothing was done
+                    metrics.refused(why, "slack")
+                    log.warning("slack listener %s: Redis refused (%s): %s", fn.__name__,
+                                why, exc)
+                    text = strings.STORE_UNAVAILABLE_CLICK
+                elif isinstance(exc, ChatDeliveryError | ChatSendError):  # Slack said no
+                    log.warning("slack listener %s: Slack refused: %s", fn.__name__, exc)
+                    text = strings.SLACK_UNAVAILABLE_CLICK
+                else:
+                    error_id = log_internal(exc, f"slack listener {fn.__name__}")
                     text = strings.INTERNAL_ERROR.format(error_id=error_id)
-                    self.backend.ephemeral(
-                        Ephemeral(user=tell.user, text=text, channel=tell.channel)
-                    )
+                if tell is not None and tell.channel and tell.user:
+                    self._say(Ephemeral(user=tell.user, text=text, channel=tell.channel))
 
         future = self.executor.submit(run)
         with self._lock:
@@ -130,7 +146,16 @@ class Listeners:
         ack()
 
     def _approve(self, click: Click) -> None:
+        if (refused := self._elsewhere(click)) is not None:
+            self._tell(click, refused)
+            return
         self._answer(click, self.desk.approve(click.value, click.user))
+
+    def _elsewhere(self, click: Click) -> str | None:
+        """The refusal when the clicked approval's buttons are on another message."""
+        if self.messages is None:
+            return None
+        return self.messages.approval(click.value, click.user, click.channel, click.ts)
 
     def deny(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
         click = Click.from_body(body)
@@ -138,9 +163,12 @@ class Listeners:
         ack()
 
     def _deny_click(self, click: Click) -> None:
-        refusal = self.desk.check(click.value, click.user)
-        if refusal is not None:
-            self._answer(click, refusal)
+        if (refused := self._elsewhere(click)) is not None:
+            self._tell(click, refused)
+            return
+        decision = self.desk.check(click.value, click.user)
+        if decision is not None:
+            self._answer(click, decision)
             return
         current = self.desk.store.get(click.value)
         kind = current.kind if current is not None else ""
@@ -158,6 +186,10 @@ class Listeners:
         value = INCIDENT_VALUE_RE.match(click.value)
         if verb is None or value is None:
             self._tell(click, strings.APPROVAL_NOT_FOUND)
+            return
+        if self.messages is not None and (refused := self.messages.incident(
+                value.group(1), click.user, click.channel, click.ts)) is not None:
+            self._tell(click, refused, value.group(1))
             return
         text = self.desk.incident(verb.group(1), value.group(1), click.user,
                                   int(value.group(2) or 0))
@@ -192,6 +224,9 @@ class Listeners:
         ack()
 
     def _deny_submit(self, click: Click, reason: str) -> None:
+        if (refused := self._elsewhere(click)) is not None:  # the modal's click, held again
+            self._tell(click, refused)
+            return
         self._answer(click, self.desk.deny(click.value, click.user, reason))
 
     def _answer(self, click: Click, decision: Decision) -> None:
@@ -201,8 +236,16 @@ class Listeners:
 
     def _tell(self, click: Click, text: str, incident_id: str = "") -> None:
         if click.channel and click.user:  # no user: refused and audited, nobody to tell
-            self.backend.ephemeral(Ephemeral(user=click.user, text=text, channel=click.channel,
-                                             extra={"incident_id": incident_id}))
+            self._say(Ephemeral(user=click.user, text=text, channel=click.channel,
+                                extra={"incident_id": incident_id}))
+
+    def _say(self, note: Ephemeral) -> None:
+        """The private answer, when Slack takes it: a Slack outage loses the ephemeral
+        (the decision stands and the message shows it), it is not an error of ours."""
+        try:
+            self.backend.ephemeral(note)
+        except (ChatDeliveryError, ChatSendError) as exc:
+            log.warning("could not tell %s privately (Slack refused): %s", note.user, exc)
 
     def slash(
         self, ack: Callable[..., None], body: dict[str, Any], respond: Callable[..., Any]
@@ -210,12 +253,12 @@ class Listeners:
         try:
             cmd = slash_mod.parse(str(body.get("text", "")), self.command)
         except slash_mod.UsageError as exc:
-            ack(text=str(exc), response_type="ephemeral")
+            ack(text=visible(str(exc)), response_type="ephemeral")
             return
         user = str(body.get("user_id", ""))
         if isinstance(cmd, slash_mod.Help):
             help_text = slash_mod.run(cmd, self.handlers, user, self.command).text
-            ack(text=help_text, response_type="ephemeral")
+            ack(text=visible(help_text), response_type="ephemeral")
             return
         self._submit(self._slash, cmd, user, respond)
         ack()
@@ -224,10 +267,15 @@ class Listeners:
         try:
             reply = slash_mod.run(cmd, self.handlers, user, self.command, guard=self.desk.refusal)
         except Exception as exc:  # answer the person with an id to quote
-            reply = slash_mod.SlashReply(
-                strings.INTERNAL_ERROR.format(error_id=log_internal(exc, "slash"))
-            )
-        respond(text=reply.text, response_type="in_channel" if reply.in_channel else "ephemeral")
+            why = refusal(exc)
+            if why is not None:  # Redis said "not now": nothing was done, say so
+                metrics.refused(why, "slack")
+                reply = slash_mod.SlashReply(strings.STORE_UNAVAILABLE_CLICK)
+            else:
+                reply = slash_mod.SlashReply(
+                    strings.INTERNAL_ERROR.format(error_id=log_internal(exc, "slash")))
+        respond(text=visible(reply.text),
+                response_type="in_channel" if reply.in_channel else "ephemeral")
 
 
 def _obj(value: Any) -> dict[str, Any]:

@@ -34,9 +34,10 @@ from bot.chat.base import (
     Section,
 )
 from bot.core import metrics
+from bot.core.heartbeat import Heartbeats
 from bot.domain.backoff import Backoff
 from storage.chat_outbox import AuditNote, ChatOutboxStore, NewItem, Op, OutboxItem, Posted
-from storage.connection import StorageError
+from storage.connection import StorageError, refusal
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,9 @@ Delivered = Callable[[str, str, MessageRef], None]
 # storm's table, issue 37), or None: its own message (or its group parent's thread)
 Placement = Callable[[str], tuple[str, str] | None]
 UNKNOWN_TRIES = 5  # an unexpected error (not Slack's refusal) is tried this often, then dropped
+LOOP = "outbox"  # its name in ``Heartbeats``
 CARD = "incident-card"  # the purpose of the incident's own message (posted once, then edited)
+STORM_TABLE = "storm-table"  # the purpose of a storm's message (issue 37)
 
 
 @runtime_checkable
@@ -177,10 +180,11 @@ class ChatOutbox:
         return delivered
 
     def run(self, stop: threading.Event, idle_s: float = 1.0,
-            reclaim_every_s: float = 5.0) -> None:
+            reclaim_every_s: float = 5.0, heartbeats: Heartbeats | None = None) -> None:
         """The retry loop for a thread: drain, then wait until the next item is due. At
         start and every ``reclaim_every_s``, claims of dead senders on this machine (a
-        killed ``serve`` before this one) are taken back first."""
+        killed ``serve`` before this one) are taken back first. Each pass is a heartbeat
+        (``LOOP``): ``/readyz`` says so when Redis refuses the loop for long."""
         reclaim_at = 0.0
         while not stop.is_set():
             try:
@@ -189,8 +193,14 @@ class ChatOutbox:
                     reclaim_at = time.monotonic() + reclaim_every_s
                 self.drain_once()
                 nxt = self.store.next_due()
+                if heartbeats is not None:
+                    heartbeats.ok(LOOP)
             except StorageError as exc:  # Redis away: chat waits with it, nothing is lost
-                log.warning("chat outbox: storage unavailable: %s", exc)
+                why = refusal(exc) or "error"
+                metrics.refused(why, LOOP)
+                log.warning("chat outbox: storage unavailable (%s): %s", why, exc)
+                if heartbeats is not None:
+                    heartbeats.failed(LOOP, f"Redis refused: {why}")
                 nxt = None
             wait = idle_s if nxt is None else min(idle_s, max(0.02, nxt - self.clock()))
             if self._queued.wait(wait):  # woken by a queued item (or ``stop``'s next look)
@@ -275,6 +285,11 @@ class ChatOutbox:
             try:
                 self.on_delivered(item.incident_id, item.purpose, ref)
             except Exception as exc:
+                if (why := refusal(exc)) is not None:  # Redis said "not now": not our bug
+                    metrics.refused(why, LOOP)  # (chaos seed 500: OOM as a card went out)
+                    log.warning("chat outbox: %s delivered, but Redis refused recording "
+                                "where (%s): %s", item.key, why, exc)
+                    return ref
                 error_id = uuid.uuid4().hex[:12]
                 log.error("chat outbox: error %s in on_delivered for %s", error_id, item.key,
                           exc_info=exc)

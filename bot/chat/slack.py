@@ -39,7 +39,7 @@ from bot.chat.slack_retry import (
     waiting_handlers,
     with_handlers,
 )
-from bot.chat.text import clip
+from bot.chat.text import clip, visible, visible_payload
 from bot.config.settings import Settings, secret
 from bot.core import metrics, strings
 from storage.renders import RenderLedger
@@ -163,7 +163,7 @@ class SlackBackend:
             "chat.postEphemeral",
             note.extra.get("incident_id", ""),
             lambda: self.waiting.chat_postEphemeral(
-                channel=note.channel, user=note.user, text=note.text
+                channel=note.channel, user=note.user, text=visible(note.text)
             ),
         )
 
@@ -175,14 +175,15 @@ class SlackBackend:
                 channel=ref.channel,
                 thread_ts=ref.ts,
                 file=str(path),
-                title=title,
+                title=visible(title),
                 filename=path.name,
             ),
         )
 
     def open_modal(self, trigger_id: str, view: dict[str, Any]) -> None:
         self._call(
-            "views.open", "", lambda: self.waiting.views_open(trigger_id=trigger_id, view=view)
+            "views.open", "",
+            lambda: self.waiting.views_open(trigger_id=trigger_id, view=visible_payload(view))
         )
 
     def fetch_message(self, ref: MessageRef) -> dict[str, Any] | None:

@@ -8,6 +8,14 @@ under a cap, its signature checked, and its shape, so nothing unsigned is parsed
 mounts in the bot's Starlette service (several replicas behind
 a load balancer are fine: claims are atomic in Redis); Socket Mode is used when
 ``SLACK_APP_TOKEN`` is set and no public URL exists.
+
+A signed request is accepted once (issue 39): its timestamp and signature are claimed in
+Redis (``SeenRequests``) for as long as the signature is valid, so the same bytes sent
+again within Slack's five minutes (an approver's ``/ir silence …`` replayed after the
+silence was removed) are refused, 401 like Bolt's own verification failures, with
+``X-Slack-No-Retry``; an Events API retry of a request already taken (Slack's own, with
+``X-Slack-Retry-Num``) gets its 200 without being handled again. Redis refusing the claim
+is a 503 with ``Retry-After``: nothing was handled.
 """
 
 from __future__ import annotations
@@ -30,15 +38,25 @@ from starlette.routing import Route
 
 from bot.chat import slack_edge
 from bot.chat import slash as slash_mod
+from bot.chat.click_check import MessageCheck
 from bot.chat.home_tab import FleetSource, HomePublisher, HomeRefresher, register_home
-from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk, AuditFn, GroupResolver
+from bot.chat.interactions import (
+    ApprovalCallbacks,
+    ApprovalDesk,
+    AuditFn,
+    GroupResolver,
+    audit_sink,
+)
 from bot.chat.listeners import Listeners
 from bot.chat.slack import SlackBackend, SlackGroups, make_client, shared_backend
 from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings, secret
-from bot.core import strings
+from bot.core import metrics, strings
 from bot.core.bodies import BadLength, BodyTooLarge, BodyTooSlow, read_capped
 from bot.core.errors import ConfigError, log_internal
+from storage import keys
+from storage.claims import Claims
+from storage.connection import StorageError, refusal
 from storage.slack_budget import workspace_of
 from storage.stores import Stores
 
@@ -46,6 +64,21 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1_048_576
 BODY_TIMEOUT_S = 30.0
+RETRY_AFTER_S = 5
+
+
+class SeenRequests:
+    """Signed Slack requests accepted once: ``(timestamp, signature)`` claimed (``SET NX``,
+    ``storage/claims.py``) until the signature's window closes."""
+
+    def __init__(self, claims: Claims, clock: Callable[[], float] = time.time) -> None:
+        self.claims = claims
+        self.clock = clock
+
+    def first(self, stamp: str, signature: str) -> bool:
+        """True the first time this signed request is seen; raises ``StorageError``."""
+        ttl = max(1.0, int(stamp) + slack_edge.MAX_SKEW_S + 5 - self.clock())
+        return self.claims.claim(keys.slack_request(stamp, signature), "1", ttl)
 
 
 @dataclass
@@ -61,12 +94,13 @@ class SlackApp:
     refresher: HomeRefresher | None = None  # pokes ``home.refresh`` on every chat change
     signing_secret: str = ""  # checked by ``slack_edge`` before Bolt reads the body
     body_timeout_s: float = BODY_TIMEOUT_S  # ``http.body_timeout_s``
+    seen: SeenRequests | None = None  # each signed request accepted once
     socket_token: str | None = None  # Socket Mode's xapp- token, when it is wanted
     socket: Any = None  # the connected Socket Mode handler (``start``)
 
     def routes(self, path: str = "/slack/events") -> list[Route]:
         return slack_routes(self.bolt, path, self.signing_secret,
-                            body_timeout_s=self.body_timeout_s)
+                            body_timeout_s=self.body_timeout_s, seen=self.seen)
 
     def http_routes(self) -> list[Route]:
         """What the bot's HTTP service mounts: ``/slack/events``, none over Socket Mode."""
@@ -140,8 +174,10 @@ def create_slack_app(
     bolt.error(_our_bug)
     executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slack-work")
     listeners = Listeners(
-        desk, backend, slash or slash_mod.Unavailable(), settings.slack.slash_command, executor
-    )
+        desk, backend, slash or slash_mod.Unavailable(), settings.slack.slash_command, executor,
+        messages=MessageCheck(stores.approvals(), stores.incidents(),
+                              audit or audit_sink(stores.audit()), storms=stores.storms(),
+                              outbox=stores.chat_outbox()))
     listeners.register(bolt)
     publisher = refresher = None
     if home is not None:  # the App Home tab: app_home_opened → views.publish
@@ -156,14 +192,16 @@ def create_slack_app(
         if not socket_token:
             raise ConfigError("Socket Mode needs SLACK_APP_TOKEN (an xapp- token)")
     return SlackApp(bolt, backend, desk, executor, listeners, publisher, refresher, signing_secret,
-                    settings.http.body_timeout_s, socket_token)
+                    settings.http.body_timeout_s, SeenRequests(stores.claims(), clock),
+                    socket_token)
 
 
 def slack_routes(app: App, path: str = "/slack/events", signing_secret: str = "", *,
                  limit: int = MAX_BODY_BYTES, body_timeout_s: float = BODY_TIMEOUT_S,
-                 clock: Callable[[], float] = time.time) -> list[Route]:
+                 clock: Callable[[], float] = time.time,
+                 seen: SeenRequests | None = None) -> list[Route]:
     """Starlette routes for Bolt: size, signature and shape first (``slack_edge``), then
-    dispatch in a thread so the event loop never blocks."""
+    once only (``seen``), then dispatch in a thread so the event loop never blocks."""
 
     async def events(request: Request) -> Response:
         try:
@@ -179,14 +217,46 @@ def slack_routes(app: App, path: str = "/slack/events", signing_secret: str = ""
         if refusal is not None:
             return _refuse(refusal.status, refusal.reason)
         try:
-            slack_edge.parse(body, request.headers.get("content-type"))
+            parsed = slack_edge.parse(body, request.headers.get("content-type"))
             bolt_request = to_bolt_request(request, body)
         except slack_edge.ShapeError as exc:
             return _refuse(400, str(exc))
+        if seen is not None:
+            again = await _seen_before(seen, request, parsed)
+            if again is not None:
+                return again
         bolt_response = await run_in_threadpool(app.dispatch, bolt_request)
         return to_starlette_response(bolt_response)
 
     return [Route(path, events, methods=["POST"])]
+
+
+async def _seen_before(seen: SeenRequests, request: Request,
+                       parsed: dict[str, Any]) -> Response | None:
+    """None for a request's first delivery; else its answer: a replay (401), Slack's own
+    retry of an event already taken (200), or Redis refusing the claim (503)."""
+    stamp = request.headers.get("x-slack-request-timestamp", "")
+    signature = request.headers.get("x-slack-signature", "")
+    try:
+        if await run_in_threadpool(seen.first, stamp, signature):
+            return None
+    except StorageError as exc:
+        why = refusal(exc)
+        if why is None:
+            error_id = log_internal(exc, "slack request ledger")
+            return _refuse(500, strings.INTERNAL_ERROR.format(error_id=error_id))
+        metrics.refused(why, "slack")
+        log.warning("slack request refused, Redis unavailable (%s): %s", why, exc)
+        return JSONResponse({"error": strings.SLACK_STORE_UNAVAILABLE}, status_code=503,
+                            headers={"Retry-After": str(RETRY_AFTER_S)})
+    kind = str(parsed.get("type") or ("slash_command" if parsed.get("command") else "other"))
+    metrics.SLACK_REPLAYS.labels(kind=kind).inc()
+    if kind == "event_callback" and request.headers.get("x-slack-retry-num"):
+        log.info("slack event retry of a request already taken: answered, not handled")
+        return Response(status_code=200)
+    log.warning("slack request replayed (%s, timestamp %s): refused", kind, stamp)
+    return JSONResponse({"error": strings.SLACK_REPLAYED}, status_code=401,
+                        headers={"X-Slack-No-Retry": "1"})
 
 
 def _our_bug(error: Exception, response: BoltResponse | None) -> BoltResponse | None:

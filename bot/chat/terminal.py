@@ -25,7 +25,7 @@ from rich.text import Text
 from bot.chat.base import Button, ChatBackend, ChatMessage, Ephemeral, MessageRef, Section
 from bot.chat.interactions import ApprovalDesk, AuditFn, Decision, GroupResolver
 from bot.chat.slash import DEFAULT_SNOOZE_S, parse_duration
-from bot.chat.text import mention, to_plain
+from bot.chat.text import mention, to_plain, visible
 from bot.config.settings import Settings
 from bot.core import strings
 from bot.core.errors import UserError
@@ -133,7 +133,7 @@ class TerminalBackend:
         if self.upload_dir is not None:
             self.upload_dir.mkdir(parents=True, exist_ok=True)
             shown = Path(shutil.copy2(path, self.upload_dir / path.name))
-        self.console.print(Text(f"📎 {title}: {shown}  (in #{ref.ts})"))
+        self.console.print(Text(f"📎 {visible(title)}: {shown}  (in #{ref.ts})"))
 
     def read_command(self, line: str) -> TerminalCommand:
         """Parse a typed line and check its number refers to a shown button."""

@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from bot.chat.text import visible
 from bot.commands.common import ConfigOpt, JsonOpt, sub_app
 from bot.config.settings import load_settings
 from bot.core import strings as S
@@ -95,7 +96,8 @@ def timeline_rows(entries: list[AuditEntry]) -> list[str]:
 
 
 def _print(lines: list[str]) -> None:
-    typer.echo("\n".join(lines))
+    """Alert and host text in the rows is shown with its hidden characters spelled out."""
+    typer.echo(visible("\n".join(lines)))
 
 
 def register(app: typer.Typer) -> None:

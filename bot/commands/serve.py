@@ -17,6 +17,7 @@ import typer
 
 from bot.commands.common import ConfigOpt
 from bot.config.settings import Settings
+from bot.core import strings
 from bot.core.errors import UserError
 from storage.stores import open_stores
 
@@ -36,7 +37,7 @@ def check_durability(redis_url: str) -> str:
     except RedisError as exc:
         if "unknown command" in str(exc).lower() or "NOPERM" in str(exc):
             return "unknown"
-        raise UserError(f"cannot reach Redis at {redis_url}: {exc}") from None
+        raise redis_unreachable(redis_url, exc) from None
     finally:
         stores.close()
     mode = f"appendonly={config.get('appendonly')} appendfsync={config.get('appendfsync')}"
@@ -46,16 +47,30 @@ def check_durability(redis_url: str) -> str:
     return mode
 
 
+def redis_unreachable(redis_url: str, exc: BaseException) -> UserError:
+    """The documented one line (exit status 2) for a Redis that does not answer at start:
+    the URL without its password, and what the client said."""
+    from bot.extract.config import redact
+
+    reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return UserError(strings.SERVE_REDIS_DOWN.format(url=redact(redis_url), reason=reason), 2)
+
+
 def build(settings: Settings, alerts_only: bool) -> tuple[Starlette, Callable[[], None],
                                                          Callable[[], None]]:
     """(app, start, stop): the whole bot (``bot.service``), or only the alert side."""
+    from storage.connection import StorageError
+
     if alerts_only:
         from bot.ingest.http import create_app
 
         return create_app(settings, open_stores(settings.redis_url)), _nothing, _nothing
     from bot.service import build_service
 
-    service = build_service(settings)  # the config passed `config check`'s list already
+    try:
+        service = build_service(settings)  # the config passed `config check`'s list already
+    except StorageError as exc:  # the assembly reads Redis (maintenance windows, the epoch)
+        raise redis_unreachable(settings.redis_url, exc) from None
     return service.app, service.start_background, service.close
 
 

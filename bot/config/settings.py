@@ -27,7 +27,7 @@ from bot.config.fleet_policy import (
 from bot.core.errors import ConfigError
 from bot.core.schema import StrictModel
 from bot.domain.paging import PagingPolicy
-from bot.domain.validate import HOST_CHARS, SLURM_NODE_RE
+from bot.domain.validate import HOST_CHARS, SLURM_NODE_RE, valid_host
 from bot.ssh.settings import SSHSettings
 
 SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
@@ -74,6 +74,11 @@ class SlackSettings(StrictModel):
     oncall: str = ""  # user group (S…) @mentioned on critical incidents
     storm: StormSettings = Field(default_factory=StormSettings)
 
+    @field_validator("api_url")
+    @classmethod
+    def _api_url(cls, v: str) -> str:
+        return http_url(v)
+
 
 class HostSettings(StrictModel):
     ssh: str  # user@host:port
@@ -98,8 +103,9 @@ class HostSettings(StrictModel):
         match = TARGET_RE.match(v)
         if not match:
             raise ValueError("must look like user@host:port")
-        if match["port"] is not None and not 1 <= int(match["port"]) <= 65535:
-            raise ValueError(f"port {int(match['port'])} out of range 1..65535")
+        host_in_range(match["host"])
+        if match["port"] is not None:
+            port_in_range(int(match["port"]))
         return v
 
 
@@ -121,11 +127,50 @@ PAGED_SEVERITIES = ("info", "warning", "critical")
 RUNBOOK_URL_MAX = 3000  # Slack's limit on a link button's url
 
 
+def port_in_range(port: int) -> int:
+    """A TCP port a host can listen on (1-65535), or a ValueError naming it."""
+    if not 0 < port < 65536:
+        raise ValueError(f"port {port} out of range 1..65535")
+    return port
+
+
+def host_in_range(host: str) -> str:
+    """A host name or address within DNS's limits (253 characters, labels of 1-63), or a
+    ValueError saying which limit it breaks."""
+    if not valid_host(host):
+        raise ValueError(f"host {host[:80]!r} is not a host name or address")
+    if ":" not in host and any(not 0 < len(label) < 64 for label in host.split(".")):
+        raise ValueError(f"host {host[:80]!r} has an empty label or one over 63 characters")
+    return host
+
+
+def redis_url_in_range(value: str) -> str:
+    """``redis://``, ``rediss://`` or ``unix://``, with a host and port in range."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:  # urlsplit's own "Port out of range 0-65535"
+        raise ValueError(f"not a Redis URL: {exc}") from None
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise ValueError(f"must start with redis://, rediss:// or unix://, got {value[:80]!r}")
+    if parts.scheme != "unix":
+        host_in_range(parts.hostname or "")
+        if port is not None:
+            port_in_range(port)
+    return value
+
+
 def http_url(value: str) -> str:
     """An absolute http(s) URL with a host, or a ValueError saying so."""
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in value):
         raise ValueError(f"must be an http(s) URL, got {value!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"port out of range 1..65535 in {value[:80]!r}") from None
+    if port is not None:
+        port_in_range(port)
     return value
 
 
@@ -210,6 +255,20 @@ class Settings(BaseSettings):
     # people's terminals asking serve for a diagnosis (``POST /diagnose``, issue 37): not
     # the alert token, which every GPU host's agent holds
     incident_bot_diagnose_token: SecretStr | None = None
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, v: str) -> str:
+        return redis_url_in_range(v)
+
+    @field_validator("hosts")
+    @classmethod
+    def _host_names(cls, v: dict[str, HostSettings]) -> dict[str, HostSettings]:
+        for name in v:
+            if not valid_host(name):
+                raise ValueError(f"{name[:80]!r} is not a host name ([A-Za-z0-9._:-], "
+                                 "at most 253)")
+        return v
 
     @field_validator("extra")
     @classmethod

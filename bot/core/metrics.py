@@ -145,3 +145,29 @@ def render() -> tuple[bytes, str]:
 CHAT_OUTBOX = _counter("chat_outbox_items", ("outcome",),
                        "Chat outbox items by outcome: delivered, delivered_late, deferred, "
                        "given_up.")
+
+# --- the ground under the bot (issue 39) -------------------------------------------------
+REDIS_REFUSALS = _counter("redis_refusals", ("reason", "where"),
+                          "Redis commands refused (oom, readonly, loading, misconf, maxclients, "
+                          "timeout, connection, busy, contention…), by reason and where "
+                          "(ingest, slack, readyz, consumer, outbox, reconciler).")
+REDIS_ACCEPTING = _gauge("redis_accepting_writes", (),
+                         "1 when /readyz's last write probe was taken, 0 when it was refused.")
+LOOP_PROGRESS_AGE = _gauge("loop_progress_age_seconds", ("loop",),
+                           "Seconds since each background loop (consumer, outbox, reconciler) "
+                           "last made progress; /readyz is 503 past its grace.")
+DATA_LOSSES = _counter("data_losses", ("kind",),
+                       "Times this replica found Redis had lost its data: wiped (the epoch "
+                       "gone or new) or rolled_back (the incident counter went back).")
+SLACK_REPLAYS = _counter("slack_replays", ("kind",),
+                         "Signed Slack requests refused as replays, by payload kind.")
+
+
+def refused(reason: str, where: str) -> None:
+    """Count one Redis refusal (``storage.connection.refusal``'s reason) at ``where``."""
+    REDIS_REFUSALS.labels(reason=reason, where=where).inc()
+
+
+def set_loop_ages(ages: Mapping[str, float]) -> None:
+    for name, age in ages.items():
+        LOOP_PROGRESS_AGE.labels(loop=name).set(round(age, 3))

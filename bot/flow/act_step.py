@@ -40,18 +40,20 @@ from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from bot.flow.readback import READ_BACK_ACTOR, Asked, Interrupted, read_back
 from bot.flow.reboot_step import RebootStep, requested
+from bot.flow.reconcile import CutShort
 from bot.flow.runner import FlowRunner
 from bot.flow.slurm_step import SlurmStep
 from bot.jobs.book import JobBook
 from bot.remediation.actions import Action, find
 from bot.remediation.actions.extraction import ResumeExtraction, ResumeOverride
-from bot.remediation.executor import execute
+from bot.remediation.executor import execute, sent_commands, stopped_midway
 from bot.remediation.followup import frees_gpus
 from bot.remediation.options import RemediationOptions
 from bot.ssh.base import SSHRunner, SSHTarget
 from playbooks.health_gate import gated
 from storage.audit import AuditLog
-from storage.incidents import IncidentStore
+from storage.connection import refusal
+from storage.incidents import IncidentStore, UnknownIncident
 
 log = logging.getLogger(__name__)
 STALLED_S = 900.0  # far past every step, verify and re-probe deadline of one action
@@ -108,17 +110,56 @@ class ActStep:
         self.bot_user = bot_user
         self.clock = clock
         self.slurm = slurm  # the drained node: watched, gated before it returns
+        # steps this process could not finish (Redis refused, the host stopped answering):
+        # the service's reconciler re-drives them (issue 39)
+        self.cut_short: CutShort | None = None
 
     def run_approved(self, approval: Approval, user: str) -> None:
-        """The whole action for one claimed approval; always ends with a re-render."""
+        """The whole action for one claimed approval; ends with its mark gone, re-rendered.
+
+        A Redis refusal (issue 39) is not an error of ours: nothing more can be written now,
+        so the step is left as it is, with its running mark, for the reconciler to read the
+        host back within a period of Redis taking writes again. A host that stopped
+        answering part-way is left the same way, for a read-back once it answers
+        (``_host_lost``)."""
         incident_id = approval.incident_id
+        left = False
         try:
-            self._run(approval, user)
+            left = self._run(approval, user)
         except Exception as exc:  # the claim is spent: say so on the message, with an id
+            if self._cut_short(incident_id, approval.kind, exc):
+                return
             error_id = log_internal(exc, f"action {approval.kind} for incident {incident_id}")
-            self.fail(incident_id, f"{approval.kind}: internal error {error_id}")
-        finally:
+            try:
+                self.fail(incident_id, f"{approval.kind}: internal error {error_id}")
+            except Exception as again:
+                if not self._cut_short(incident_id, approval.kind, again):
+                    raise
+                return
+        if left:
+            return
+        try:
             self.flow_runner.handle(incident_id, ActionFinished(self.clock(), self.bot_user))
+        except Exception as exc:
+            if not self._cut_short(incident_id, approval.kind, exc):
+                raise
+
+    def _cut_short(self, incident_id: str, kind: str, exc: BaseException) -> bool:
+        """A Redis refusal: logged as one (not an internal error) and the step handed to
+        the reconciler; an incident Redis no longer has (its data was lost: the data-loss
+        watch says so in chat) is left; False for anything else."""
+        if isinstance(exc, UnknownIncident):
+            log.warning("action %s: incident %s is gone from Redis (its data was lost?)",
+                        kind, incident_id)
+            return True
+        why = refusal(exc)
+        if why is None:
+            return False
+        log.warning("action %s for incident %s cut short, Redis refused (%s): %s", kind,
+                    incident_id, why, exc)
+        if self.cut_short is not None:
+            self.cut_short.add(incident_id, why)
+        return True
 
     def recover_stalled(self, max_age_s: float = STALLED_S) -> list[str]:
         """A ``running`` marker left outside an action step, long past every deadline: the
@@ -141,7 +182,7 @@ class ActStep:
         return stalled
 
     def settle_interrupted(self, incident_id: str, why: str, *,
-                           actor: str = READ_BACK_ACTOR) -> bool:
+                           actor: str = READ_BACK_ACTOR, only_if_reachable: bool = False) -> bool:
         """An action step (approved, remediating) whose owner is gone or whose deadline
         passed (the reconciler took it over): read the host back with the action's own
         checks, never run it again. Its effect is there: verified (through remediating
@@ -156,6 +197,8 @@ class ActStep:
             return False
         running = incident.running
         outcome = self._read_back(incident, running)
+        if only_if_reachable and outcome.seen is not None and not outcome.seen.reachable:
+            return False  # still silent: read it again next period, until the deadline
         self._audit_read_back(incident_id, actor, why, outcome)
         try:
             self._settle_state(incident, outcome, actor)
@@ -181,9 +224,27 @@ class ActStep:
         asked = Asked(approval.kind, dict(approval.action.params),
                       running.by, approval.evidence_hash, incident.id)
         seen = read_back(self.runner, target, asked, self.hosts.act_options(incident.host))
-        text = (seen.result.summary if seen.result is not None
-                else strings.FLOW_READ_BACK_FAILED.format(kind=asked.kind, seen=seen.seen))
+        sent = self._sent_before_lost(incident.id)
+        if seen.result is not None:
+            text = seen.result.summary
+            if sent is not None:  # it was the host that stopped, not the bot
+                text = text.replace(strings.FLOW_READ_BACK_AFTER_BOT, strings.
+                                    FLOW_READ_BACK_AFTER_LOST.format(host=incident.host))
+        elif sent is not None:
+            said = "; ".join(f"`{c}`" for c in sent) or "nothing"
+            text = (strings.FLOW_READ_BACK_LOST_SHOWS.format(kind=asked.kind, host=incident.host,
+                                                             sent=said, seen=seen.seen)
+                    if seen.reachable else strings.FLOW_STATE_UNKNOWN.format(
+                        kind=asked.kind, host=incident.host, sent=said))
+        else:
+            text = strings.FLOW_READ_BACK_FAILED.format(kind=asked.kind, seen=seen.seen)
         return Interrupted(asked.kind, text, seen)
+
+    def _sent_before_lost(self, incident_id: str) -> list[str] | None:
+        """What the action had sent when its host stopped answering (``_host_lost``'s
+        audit entry), or None when it was not the host that stopped."""
+        lost = [e for e in self.audit.timeline(incident_id) if e.action == "action.interrupted"]
+        return [str(c) for c in lost[-1].detail.get("sent") or []] if lost else None
 
     def _audit_read_back(self, incident_id: str, actor: str, why: str,
                          outcome: Interrupted) -> None:
@@ -240,31 +301,54 @@ class ActStep:
         """Record a failure that happened before (or instead of) an action result."""
         self.flow_runner.handle(incident_id, ActionFailed(self.clock(), self.bot_user, text))
 
-    def _run(self, approval: Approval, user: str) -> None:
+    def _run(self, approval: Approval, user: str) -> bool:
+        """True when the step was left for a read-back (its host stopped answering)."""
         incident = self.incidents.require(approval.incident_id)
         target, action = self.hosts.target_for(incident.host), approval.action
         if target is None:
             self.fail(incident.id, strings.FLOW_UNKNOWN_HOST.format(host=incident.host))
-            return
+            return False
         known = find(action.kind)
         if (known is None or known.reprobe_first) and not action.offered:
             fresh = self.hosts.diagnose(incident, target)
+            # not checked is not "gone": an unreachable host or a lost session is Could not check
             if cut_off(fresh) or not still_proposed(fresh, action):
                 self._not_needed(incident, approval, user, fresh)
-                return
+                return False
         self.flow_runner.handle(incident.id, ActionStarted(self.clock(), user, action.kind))
         before = self.reboots.boot_id(target) if known is not None and known.reboots else None
         result = self._act(incident, target, approval, user)
+        if result is not None and stopped_midway(result):
+            self._host_lost(incident, result, user)
+            return True
         first = True
         while result is not None:
             if requested(result):  # verified when the host is back (reboot_step)
                 self.reboots.on_requested(incident.id, result, before)
-                return
+                return False
             self._record(incident.id, result)
             if first and result.ok and user.startswith("policy:"):
                 self._policy_done(incident.id, approval)
             first = False
             result = self._follow_up(incident.id, result, target, user, approval.id)
+        return False
+
+    def _host_lost(self, incident: Incident, result: ActionResult, user: str) -> None:
+        """The host stopped answering part-way (issue 39): the step stays ``remediating``
+        with its running mark; what was sent is audited and said in the thread; the
+        reconciler reads the host back each period once it answers, and at the step's
+        deadline settles it from what it shows, or as unknown with what was sent."""
+        sent = sent_commands(result.commands)
+        entry = self.incidents.inflight.get(incident.id)
+        until = entry.deadline if entry is not None else self.clock()
+        self.audit.append(incident.id, user, "action.interrupted", {
+            "kind": result.kind, "why": "the host stopped answering", "sent": sent,
+            "seen": result.summary[:500]})
+        self.publisher.reply(incident, strings.FLOW_HOST_LOST.format(
+            kind=result.kind, host=incident.host,
+            until=time.strftime("%H:%M:%S", time.gmtime(until))))
+        if self.cut_short is not None:
+            self.cut_short.add(incident.id, "the host stopped answering", wait_for_host=True)
 
     def _policy_done(self, incident_id: str, approval: Approval) -> None:
         """The policy's "done without a click" note, once the action verified."""

@@ -2,6 +2,12 @@
 
 A consumer group on the events stream means each event is handled by one replica; an
 entry a dead replica read and never acknowledged is claimed by another after a while.
+
+When Redis refuses a step's write (out of memory, read-only, loading…), the event is not
+a bug: a diagnosis it cut short is handed to the reconciler (``CutShort``: re-driven
+within one period of Redis taking writes again) and acknowledged; any other event stays
+pending and is handled again, no sooner than its back-off. Each pass of the loop is a
+heartbeat (``/readyz``).
 """
 
 from __future__ import annotations
@@ -15,19 +21,27 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 
+from bot.core import metrics
 from bot.core.errors import log_internal
+from bot.core.heartbeat import Heartbeats
 from bot.domain.flow import AlertCleared, XidsFolded
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
 from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
+from bot.flow.reconcile import CutShort
 from bot.flow.runner import FlowRunner
+from storage.connection import refusal
 from storage.events import IncidentEvents
+from storage.incidents import UnknownIncident
 
 log = logging.getLogger(__name__)
 GROUP = "flow"
 STALE_MS = 120_000
 # resolved (its closing note), or its alert cleared while it stays open (a hardware fault)
 CLEARED = frozenset({"incident.resolved", "incident.alert_cleared"})
+LOOP = "consumer"  # its name in ``Heartbeats``
+RETRY_S, MAX_RETRY_S = 1.0, 8.0  # a refused event's back-off before it is handled again
+REFUSED_QUIET_S = 3.0  # a pass counts as progress only this long after a refused step
 
 
 def consumer_name() -> str:
@@ -56,6 +70,10 @@ class Consumer:
         self.bot_user = bot_user
         self.clock = clock
         self.name = consumer_name()
+        self.interrupted: CutShort | None = None  # diagnoses a refusal cut short
+        self.heartbeats: Heartbeats | None = None
+        self._retry: dict[str, tuple[float, float]] = {}  # entry id → (not before, back-off)
+        self._refused_at = 0.0  # when a step was last refused: no heartbeat for a while
 
     def handle(self, event: dict[str, str]) -> None:
         kind, incident_id = event.get("type", ""), event.get("incident_id", "")
@@ -83,7 +101,9 @@ class Consumer:
         event whose step failed because Redis went away stays pending and is handled again
         once it is back; entries still being handled are not picked up twice."""
         events = self.events
-        pending = [e for e in events.pending(GROUP, self.name) if e[0] not in self._busy]
+        now = time.monotonic()
+        pending = [e for e in events.pending(GROUP, self.name) if e[0] not in self._busy
+                   and self._retry.get(e[0], (0.0, 0.0))[0] <= now]
         batch = (pending or events.claim_stale(GROUP, self.name, STALE_MS)
                  or events.consume(GROUP, self.name, block_ms=block_ms))
         for entry_id, event in batch:
@@ -112,23 +132,72 @@ class Consumer:
             log_internal(exc, f"the early alert card of {incident_id}")
 
     def _handle_and_ack(self, entry_id: str, event: dict[str, str]) -> None:
+        if self.interrupted is not None and _diagnosis(event):
+            # handled here again (a pending entry): the reconciler must not re-drive it too
+            self.interrupted.discard(_diagnosed(event))
         try:
             try:
                 self.handle(event)
             except Exception as exc:  # one bad incident must not stop the loop
-                log_internal(exc, f"flow event {entry_id}")
+                if isinstance(exc, UnknownIncident):  # gone with Redis's data: said in chat
+                    log.warning("flow event %s: incident %s is gone from Redis", entry_id,
+                                event.get("incident_id"))
+                elif not self._refused(entry_id, event, exc):
+                    log_internal(exc, f"flow event {entry_id}")
+                elif not _diagnosis(event):
+                    return  # stays pending: handled again after its back-off
+            self._retry.pop(entry_id, None)
             self.events.ack(GROUP, entry_id)
         except Exception as exc:  # Redis away: the entry stays pending for the next look
             if self.diagnoses is None:
                 raise
-            log_internal(exc, f"ack of flow event {entry_id}")
+            if refusal(exc) is None:
+                log_internal(exc, f"ack of flow event {entry_id}")
         finally:
             self._busy.discard(entry_id)
+
+    def _refused(self, entry_id: str, event: dict[str, str], exc: BaseException) -> bool:
+        """A step Redis would not let finish: counted, the loop marked failing, a diagnosis
+        handed to the reconciler, the event's back-off doubled; False for anything else."""
+        why = refusal(exc)
+        if why is None:
+            return False
+        metrics.refused(why, LOOP)
+        log.warning("flow event %s (%s %s) cut short, Redis refused (%s): %s", entry_id,
+                    event.get("type"), event.get("incident_id"), why, exc)
+        self._refused_at = time.monotonic()
+        if self.heartbeats is not None:
+            self.heartbeats.failed(LOOP, f"Redis refused a step: {why}")
+        if self.interrupted is not None and _diagnosis(event):
+            self.interrupted.add(_diagnosed(event), why)
+        backoff = min(MAX_RETRY_S, self._retry.get(entry_id, (0.0, RETRY_S / 2))[1] * 2)
+        self._retry[entry_id] = (time.monotonic() + backoff, backoff)
+        return True
 
     def run_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
                 self.run_once()
+                if self.heartbeats is not None and \
+                        time.monotonic() - self._refused_at > REFUSED_QUIET_S:
+                    self.heartbeats.ok(LOOP)
             except Exception as exc:  # Redis blip: log, wait, go on
-                log_internal(exc, "flow consumer")
+                why = refusal(exc)
+                if why is None:
+                    log_internal(exc, "flow consumer")
+                else:
+                    metrics.refused(why, LOOP)
+                    log.warning("flow consumer: Redis refused (%s): %s", why, exc)
+                if self.heartbeats is not None:
+                    self.heartbeats.failed(LOOP, why or type(exc).__name__)
                 stop.wait(1.0)
+
+
+def _diagnosis(event: dict[str, str]) -> bool:
+    """The event starts a diagnosis (an opened incident, a host joining a group)."""
+    return event.get("type") in ("incident.opened", "incident.grouped")
+
+
+def _diagnosed(event: dict[str, str]) -> str:
+    """The incident a diagnosis event diagnoses (a joining host's own, for a group)."""
+    return event.get("child") or event.get("incident_id", "")

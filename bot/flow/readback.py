@@ -101,6 +101,9 @@ def read_back(runner: SSHRunner, target: SSHTarget, asked: Asked,
         return ReadBack(False, strings.FLOW_READ_BACK_UNREACHABLE.format(host=target.name,
                                                                            why=exc), False)
     except ProbeFailed as exc:
+        if exc.silent:  # no answer at all: the host is not there to be read
+            return ReadBack(False, strings.FLOW_READ_BACK_UNREACHABLE.format(
+                host=target.name, why=exc), False)
         return ReadBack(False, strings.FLOW_READ_BACK_UNREADABLE.format(why=exc))
     held = _held_gpus(captured, options) if spec.read_back_gpus() else []
     evidence = {**seen.evidence, "effect_holds": effect, "gpus_held": held}

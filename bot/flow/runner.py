@@ -17,6 +17,7 @@ does after an abandoned step (``Handled.sweep``: re-diagnose, read back, drop).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -52,9 +53,12 @@ from bot.domain.incident import Incident
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from storage.audit import AuditLog
+from storage.connection import refusal
 from storage.events import IncidentEvents
-from storage.incidents import IncidentStore
+from storage.incidents import IncidentStore, UnknownIncident
 from storage.inflight import Inflight
+
+log = logging.getLogger(__name__)
 
 
 class DiagnosisRun(Protocol):
@@ -164,16 +168,25 @@ class FlowRunner:
         try:
             self.publisher.publish(incident.id, evidence=effect.evidence)
         except Exception as exc:
-            log_internal(exc, f"the alert card of {incident.id}")
+            if refusal(exc) is not None:  # Redis refused: the diagnosis's end posts it
+                log.warning("the alert card of %s waits: Redis refused: %s", incident.id, exc)
+            else:
+                log_internal(exc, f"the alert card of {incident.id}")
 
     def _diagnose(self, done: Handled, effect: RunDiagnosis) -> Handled:
         """The diagnosis, then its outcome as the next event. Never silent: an error of ours
         anywhere in it (target, probes, planning, rendering, storing, posting) leaves the
-        incident ``diagnosis_failed`` with the error id and a Retry button, and says so."""
+        incident ``diagnosis_failed`` with the error id and a Retry button, and says so. A
+        Redis refusal is not an error of ours: raised as it is, the incident left
+        ``diagnosing`` for the reconciler to re-drive once Redis takes writes. Nor is an
+        incident gone with Redis's data (a wipe mid-diagnosis): raised for the consumer to
+        log as such; the data-loss watch says it in chat and re-opens what it held."""
         incident = done.incident
         try:
             return self.handle(incident.id, self.diagnoser.run(incident, effect.evidence))
         except Exception as exc:
+            if refusal(exc) is not None or isinstance(exc, UnknownIncident):
+                raise  # Redis said "not now" or lost it, not a bug of ours (issue 39)
             error_id = log_internal(exc, f"diagnosis of {incident.id}")
             current = self.incidents.require(incident.id)
             self.plans.withdraw_pending(current, self.bot_user, reason="diagnosis failed")

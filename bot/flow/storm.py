@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from bot.chat.base import Button, ButtonStyle, ChatMessage
 from bot.chat.incident_view import incident_buttons
-from bot.chat.outbox import CARD, ChatOutbox
+from bot.chat.outbox import CARD, STORM_TABLE, ChatOutbox
 from bot.chat.render import offer_buttons
 from bot.chat.storm_view import MAX_ROWS, StormRow, StormView, rank, render_storm
 from bot.chat.summary import headline_of
@@ -43,7 +43,7 @@ from storage.storms import Storm, StormStore
 
 log = logging.getLogger(__name__)
 
-TABLE = "storm-table"  # the outbox purpose of a storm's message
+TABLE = STORM_TABLE  # the outbox purpose of a storm's message
 ROW_CACHE = 10_000  # shown rows kept per process between renders
 
 

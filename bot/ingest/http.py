@@ -8,8 +8,11 @@ Answers, in the order they are checked (each with ``{"error": reason}``):
 (the declared Content-Length and the bytes actually streamed), 408 when the body does not
 arrive within ``http.body_timeout_s``, 400 when the body cannot be used (bad JSON, too
 deep, a lone surrogate, a 5000-digit number, a wrong shape), 503 with ``Retry-After``
-when Redis cannot take the write (Alertmanager and the
-agent retry, so nothing is lost), otherwise 200 with what happened to each alert.
+when Redis cannot take the write (out of memory, read-only, loading, MISCONF, too many
+clients, a timeout, contention: ``storage.connection.refusal``; Alertmanager and the agent
+retry, so nothing is lost, and nothing was half-written: the write is one MULTI),
+otherwise 200 with what happened to each alert. Each refusal is counted on ``/metrics``
+(``incident_bot_redis_refusals_total{reason,where}``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import contextlib
 import hmac
 import inspect
 import logging
+import os
+import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -32,6 +37,7 @@ from bot.core import metrics
 from bot.core import strings as S
 from bot.core.bodies import BadLength, BodyTooLarge, BodyTooSlow, read_capped
 from bot.core.errors import ConfigError, log_internal
+from bot.core.heartbeat import Heartbeats
 from bot.domain.incident import Alert
 from bot.domain.planner import PlanOutcome
 from bot.domain.xid import xid_policy_from_extra
@@ -40,10 +46,8 @@ from bot.ingest.group_commit import GroupCommit, observed
 from bot.ingest.mapping import Mapper
 from bot.ingest.schema import PayloadError
 from bot.jobs.status import refresh_job_metrics
-from storage.connection import StorageConnectionError as RedisConnectionError
 from storage.connection import StorageError as RedisError
-from storage.connection import StorageResponseError as ResponseError
-from storage.connection import StorageTimeoutError as RedisTimeoutError
+from storage.connection import refusal
 from storage.incidents import Contention, IncidentStore
 from storage.stores import Stores
 
@@ -51,7 +55,7 @@ log = logging.getLogger(__name__)
 
 Hook = Callable[[], Any]
 Parser = Callable[[bytes, Mapper], list[Alert]]
-_UNAVAILABLE_REPLIES = ("LOADING", "MISCONF", "READONLY", "MASTERDOWN", "TRYAGAIN")
+RETRY_AFTER_S = 5  # what a 503 asks Alertmanager, the agent and Slack to wait
 
 
 def _error(status: int, reason: str, route: str, **headers: str) -> JSONResponse:
@@ -61,10 +65,20 @@ def _error(status: int, reason: str, route: str, **headers: str) -> JSONResponse
 
 
 def redis_unavailable(exc: BaseException) -> bool:
-    """Errors that mean "Redis cannot take writes right now" (retry), not a bug of ours."""
-    if isinstance(exc, RedisConnectionError | RedisTimeoutError | Contention):
-        return True
-    return isinstance(exc, ResponseError) and str(exc).startswith(_UNAVAILABLE_REPLIES)
+    """Errors that mean "Redis cannot take writes right now" (retry), not a bug of ours:
+    out of memory, read-only, loading, MISCONF, too many clients, timeouts, contention."""
+    return refusal(exc) is not None
+
+
+def unavailable(exc: BaseException, where: str, route: str, reason: str) -> JSONResponse | None:
+    """The 503 with ``Retry-After`` for a Redis refusal (counted by its reason), else None:
+    the caller's error is a bug of ours."""
+    why = refusal(exc)
+    if why is None:
+        return None
+    metrics.refused(why, where)
+    log.warning("%s refused, Redis unavailable (%s): %s", route, why, exc)
+    return _error(503, reason, route, **{"Retry-After": str(RETRY_AFTER_S)})
 
 
 async def read_limited(request: Request, limit: int, deadline_s: float | None = None) -> bytes:
@@ -116,9 +130,9 @@ class AlertEndpoints:
             result = await (self.writer.submit(alerts) if self.writer is not None
                             else run_in_threadpool(self.ingest, alerts))
         except (RedisError, Contention) as exc:
-            if redis_unavailable(exc):
-                log.warning("alert ingest refused, store unavailable: %s", exc)
-                return _error(503, S.ALERT_STORE_UNAVAILABLE, route, **{"Retry-After": "5"})
+            refused = unavailable(exc, "ingest", route, S.ALERT_STORE_UNAVAILABLE)
+            if refused is not None:
+                return refused
             return _error(500, S.INTERNAL_ERROR.format(error_id=log_internal(exc, route)), route)
         self._count(alerts, [o for o, _ in result.outcomes])
         metrics.HTTP_REQUESTS.labels(route=route, status="200").inc()
@@ -133,21 +147,45 @@ class AlertEndpoints:
             counter.labels(source=alert.source).inc()
 
 
-def _health_routes(stores: Stores, store: IncidentStore) -> list[Route]:
+def readiness(stores: Stores, heartbeats: Heartbeats | None,
+              replica: str) -> tuple[int, dict[str, Any]]:
+    """``/readyz``: Redis answers PING *and* takes a write (out of memory, read-only and
+    MISCONF answer PING), and every background loop made progress within its grace
+    (``bot.core.heartbeat``); 503 with each reason otherwise."""
+    body: dict[str, Any] = {"status": "ok", "redis": "ok"}
+    try:
+        stores.ping()
+        stores.write_probe(replica)
+        metrics.REDIS_ACCEPTING.set(1)
+    except RedisError as exc:
+        why = refusal(exc) or "error"
+        metrics.refused(why, "readyz")
+        metrics.REDIS_ACCEPTING.set(0)
+        body.update(status="unavailable", redis=f"{why}: {str(exc)[:200]}")
+    stuck = heartbeats.stuck() if heartbeats is not None else []
+    if stuck:
+        body.update(status="unavailable", loops=[s.line() for s in stuck])
+    return (200 if body["status"] == "ok" else 503), body
+
+
+def _health_routes(stores: Stores, store: IncidentStore,
+                   heartbeats: Heartbeats | None) -> list[Route]:
+    replica = f"{socket.gethostname()}:{os.getpid()}"
+
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
-        try:
-            await run_in_threadpool(stores.ping)
-        except RedisError as exc:
-            return JSONResponse({"status": "unavailable", "redis": str(exc)[:200]}, 503)
-        return JSONResponse({"status": "ok", "redis": "ok"})
+        status, body = await run_in_threadpool(readiness, stores, heartbeats, replica)
+        return JSONResponse(body, status, headers={"Retry-After": str(RETRY_AFTER_S)}
+                            if status == 503 else None)
 
     async def openapi_endpoint(_: Request) -> Response:
         return JSONResponse(openapi.DOCUMENT)
 
     async def metrics_endpoint(_: Request) -> Response:
+        if heartbeats is not None:
+            metrics.set_loop_ages(heartbeats.ages())
         with contextlib.suppress(RedisError):
             metrics.set_incident_counts(await run_in_threadpool(store.counts_by_state))
             await run_in_threadpool(refresh_job_metrics, stores.jobs())
@@ -180,8 +218,10 @@ def _lifespan(on_startup: Sequence[Hook], on_shutdown: Sequence[Hook]) -> Any:
 
 def create_app(settings: Settings, stores: Stores, *, extra_routes: Sequence[BaseRoute] = (),
                on_startup: Sequence[Hook] = (), on_shutdown: Sequence[Hook] = (),
-               store: IncidentStore | None = None) -> Starlette:
-    """The ASGI app. ``extra_routes`` is where the chat side mounts ``/slack/events``."""
+               store: IncidentStore | None = None,
+               heartbeats: Heartbeats | None = None) -> Starlette:
+    """The ASGI app. ``extra_routes`` is where the chat side mounts ``/slack/events``;
+    ``heartbeats`` are the background loops ``/readyz`` answers for (none: alerts only)."""
     inventory = {name: host.ssh for name, host in settings.hosts.items()}
     try:
         mapper = Mapper(settings.alerts.kinds, inventory)
@@ -195,7 +235,7 @@ def create_app(settings: Settings, stores: Stores, *, extra_routes: Sequence[Bas
     routes: list[BaseRoute] = [
         Route("/alerts/alertmanager", alerts.alertmanager, methods=["POST"]),
         Route("/alerts", alerts.generic, methods=["POST"]),
-        *_health_routes(stores, store),
+        *_health_routes(stores, store, heartbeats),
         *extra_routes,
     ]
     app = Starlette(routes=routes, lifespan=_lifespan(on_startup, on_shutdown))

@@ -28,7 +28,7 @@ from bot.remediation.resume import preflight, resume_extraction
 from bot.remediation.rollback import describe, roll_back
 from bot.remediation.steps import all_skipped, hard_failure, precheck, run_steps
 from bot.remediation.verify import verify
-from bot.ssh.base import SSHError, SSHRunner, SSHTarget
+from bot.ssh.base import NOT_SENT_ERRORS, SSHError, SSHRunner, SSHTarget
 
 
 class AuditSink(Protocol):
@@ -150,23 +150,30 @@ def _remote(ctx: ActionRun, rendered: tuple[RemoteStep, ...], run: _Run,
     records: list[CommandRecord] = []
     try:
         return _act(ctx, rendered, run, captured, records)
-    except SSHError as exc:
-        return _lost(run, host, exc, records, captured)
-
-
-def _lost(run: _Run, host: str, exc: SSHError, records: list[CommandRecord],
-          captured: CapturedState) -> ActionResult:
-    """The host went away while the steps ran: nothing ran (unreachable), or some did and
-    nothing can say what they did (could not check, never failed or fixed)."""
-    ran = [r for r in records if r.ran]
-    if not ran:
-        return run.finish(Outcome.UNREACHABLE, strings.REM_UNREACHABLE.format(host=host, why=exc),
+    except (SSHError, ProbeFailed) as exc:  # the host stopped answering part-way (issue 39)
+        return run.finish(Outcome.UNREACHABLE, midway_summary(host, exc, records),
                           records=records, captured=captured)
-    said = ", ".join(f"`{r.command}`" for r in ran)
-    return run.finish(Outcome.COULD_NOT_CHECK,
-                      strings.REM_LOST_MID_ACTION.format(host=host, ran=said, why=exc),
-                      records=records, captured=captured,
-                      verification=Verification.could_not_check(str(exc)))
+
+
+def stopped_midway(result: ActionResult) -> bool:
+    """The host stopped answering after some of the action had been sent to it."""
+    return result.outcome is Outcome.UNREACHABLE and bool(sent_commands(result.commands))
+
+
+def midway_summary(host: str, why: object, records: list[CommandRecord]) -> str:
+    """The host stopped answering during the action: what was sent before it did (its
+    effect unknown), or that nothing was."""
+    sent = sent_commands(records)
+    if not sent:
+        return strings.REM_UNREACHABLE.format(host=host, why=why)
+    return strings.REM_LOST_MIDWAY.format(host=host, why=why,
+                                          sent="; ".join(f"`{c}`" for c in sent))
+
+
+def sent_commands(records: list[CommandRecord] | tuple[CommandRecord, ...]) -> list[str]:
+    """The commands that went to the host: not skipped, and not refused a channel."""
+    return [r.command for r in records
+            if r.command and not r.skipped and r.error not in NOT_SENT_ERRORS]
 
 
 def _refused(ctx: ActionRun, run: _Run, captured: CapturedState, refusal: Refusal) -> ActionResult:

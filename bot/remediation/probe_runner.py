@@ -27,6 +27,13 @@ class ProbeFailed(Exception):
         super().__init__(f"{probe.name}: {why}")
         self.probe = probe
 
+    @property
+    def silent(self) -> bool:
+        """The host gave no answer at all (timed out, or no channel): not a reading, an
+        absence of one (issue 39: a host that stopped answering)."""
+        return self.probe.timed_out or (self.probe.exit_status is None
+                                        and bool(self.probe.error))
+
 
 def plain(target: SSHTarget) -> SSHTarget:
     """The same host without the pool's ``sudo -n`` wrapper (reads need no root)."""

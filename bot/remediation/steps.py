@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from bot.domain.action_result import CommandRecord
 from bot.domain.host_state import CapturedState, ProcState, UnitState
-from bot.remediation.probe_runner import plain
+from bot.remediation.probe_runner import ProbeFailed, plain
 from bot.remediation.readings import read_journal_bytes, read_process, read_unit
 from bot.remediation.spec import RemoteStep
-from bot.ssh.base import Command
+from bot.ssh.base import Command, SSHError
 from playbooks.parsers.common import size_bytes
 
 if TYPE_CHECKING:
@@ -119,6 +119,17 @@ def reprobe(ctx: ActionRun, step: RemoteStep, captured: CapturedState,
         time.sleep(ctx.options.poll_interval_s)
 
 
+class HostLost(SSHError):
+    """The host stopped answering after a step was sent to it (issue 39): its re-probe
+    could not read it. Carries the step's record, so what was sent is never lost."""
+
+    kind = "unreachable"
+
+    def __init__(self, why: str, record: CommandRecord) -> None:
+        super().__init__(why)
+        self.record = record
+
+
 def run_one(ctx: ActionRun, step: RemoteStep, captured: CapturedState) -> CommandRecord:
     text = step.text(ctx.target.sudo)
     deadline = ctx.options.step_deadline(step.timeout_s)
@@ -126,8 +137,11 @@ def run_one(ctx: ActionRun, step: RemoteStep, captured: CapturedState) -> Comman
     record = CommandRecord.from_probe(step.name, text, probe, deadline)
     if record.ok:
         return record
-    return CommandRecord(**{**record.to_dict(),
-                            "reprobe": reprobe(ctx, step, captured, patient=probe.timed_out)})
+    try:
+        seen = reprobe(ctx, step, captured, patient=probe.timed_out)
+    except (ProbeFailed, SSHError) as exc:  # the host no longer answers: stop here
+        raise HostLost(str(exc), record) from None
+    return CommandRecord(**{**record.to_dict(), "reprobe": seen})
 
 
 def hard_failure(record: CommandRecord) -> bool:
@@ -151,7 +165,11 @@ def run_steps(ctx: ActionRun, steps: tuple[RemoteStep, ...], captured: CapturedS
         if reason is not None:
             records.append(CommandRecord(step.name, step.text(ctx.target.sudo), skipped=reason))
             continue
-        record = run_one(ctx, step, captured)
+        try:
+            record = run_one(ctx, step, captured)
+        except HostLost as lost:
+            records.append(lost.record)
+            raise
         records.append(record)
         failed = failed or hard_failure(record)
     return records

@@ -23,12 +23,16 @@ class LocalRedis:
     workdir: Path
     proc: subprocess.Popen[bytes] | None = None
     _owns_dir: bool = field(default=False, repr=False)
+    # more redis-server arguments (fault tests: ``--enable-debug-command local``, ...)
+    args: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout_s: float = 10.0) -> LocalRedis:
+    def start(self, timeout_s: float = 10.0, *, loading_ok: bool = False) -> LocalRedis:
+        """Start and wait until it answers PING (``loading_ok``: or answers LOADING, still
+        reading its AOF: fault tests catch that window)."""
         binary = shutil.which("redis-server")
         if binary is None:
             raise UserError("redis-server not found: install Debian's redis-server "
@@ -36,12 +40,13 @@ class LocalRedis:
         self.workdir.mkdir(parents=True, exist_ok=True)
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
                 "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-                "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning"]
+                "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning",
+                *self.args]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self._wait_ready(timeout_s)
+        self._wait_ready(timeout_s, (b"+PONG", b"-LOADING") if loading_ok else (b"+PONG",))
         return self
 
-    def _wait_ready(self, timeout_s: float) -> None:
+    def _wait_ready(self, timeout_s: float, answers: tuple[bytes, ...] = (b"+PONG",)) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
@@ -50,7 +55,7 @@ class LocalRedis:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
+                    if s.recv(16).startswith(answers):
                         return
             except OSError:
                 time.sleep(0.05)
@@ -66,6 +71,16 @@ class LocalRedis:
         self.kill()
         self.start()
 
+    def wipe(self, *args: str) -> None:
+        """SIGKILL, delete its data (AOF and all), start empty on the same port: a lost
+        volume, or a failover to an empty replica, as the bot sees it. ``args`` replace
+        the extra arguments for this start."""
+        self.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        if args:
+            self.args = args
+        self.start()
+
     def stop(self) -> None:
         if self.proc is not None:
             stop_child(self.proc)
@@ -73,8 +88,8 @@ class LocalRedis:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_local_redis(workdir: Path | None = None) -> LocalRedis:
+def start_local_redis(workdir: Path | None = None, args: tuple[str, ...] = ()) -> LocalRedis:
     owns = workdir is None
     path = Path(tempfile.mkdtemp(prefix="ib-redis-")) if workdir is None else workdir
-    server = LocalRedis(port=free_port(), workdir=path, _owns_dir=owns)
+    server = LocalRedis(port=free_port(), workdir=path, _owns_dir=owns, args=args)
     return server.start()

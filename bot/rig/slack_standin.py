@@ -4,9 +4,11 @@ It answers the methods the bot uses, records every call (method, arguments, toke
 keeps posted messages so ``conversations.replies`` and ``chat.update`` behave, accepts
 file uploads and ``response_url`` posts, and can be told to answer 429 with a
 ``Retry-After`` (or a 5xx) for the next N calls of a method, to answer every call with
-a 5xx or a 429 for a while (an outage), to refuse connections (Slack unreachable), or to
-act on a call and then drop the connection unanswered (a lost response). Tests and the demo point
-``slack.api_url`` at it; the bot's code cannot tell the difference.
+a 5xx or a 429 for a while (an outage), to refuse connections (Slack unreachable), to
+act on a call and then drop the connection unanswered (a lost response), or to act on
+every call and answer it only after a delay for a while (``slow``: the client's timeout).
+``on_call`` (when set) sees each Web API call as it is answered (the chaos checker).
+Tests and the demo point ``slack.api_url`` at it; the bot's code cannot tell the difference.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class SlackStandIn:
         self._faults: dict[str, _Fault] = {}
         self._outage: tuple[float, _Fault] | None = None  # (until monotonic, answer)
         self._lose: dict[str, int] = {}  # method → calls to act on, then drop unanswered
+        self._slow: tuple[float, float] | None = None  # (until monotonic, answer delay)
+        self.on_call: Callable[[Call], None] | None = None
         self._port = 0
         self._ids = itertools.count(1)
         self._cv = threading.Condition()
@@ -110,6 +114,11 @@ class SlackStandIn:
         """Answer every Web API call with ``status`` (and ``Retry-After``) for ``seconds``."""
         fault = _Fault(0, status, retry_after, "ratelimited" if status == 429 else error)
         self._outage = (time.monotonic() + seconds, fault)
+
+    def slow(self, seconds: float, delay_s: float) -> None:
+        """For ``seconds``, act on every Web API call but answer it ``delay_s`` late (past
+        the client's timeout: it cannot tell whether the call took effect)."""
+        self._slow = (time.monotonic() + seconds, delay_s)
 
     def lose_response(self, method: str, times: int = 1) -> None:
         """Act on the next ``times`` calls of ``method`` but close the connection without
@@ -177,6 +186,11 @@ class SlackStandIn:
         if answer is None:
             return 200, {"ok": False, "error": "unknown_method"}, {}
         body = {"ok": True, **answer(params)}
+        if self.on_call is not None:
+            self.on_call(Call(method, params, token))
+        slow = self._slow
+        if slow is not None and time.monotonic() < slow[0]:
+            time.sleep(slow[1])
         return (LOST if self._take_lost(method) else 200), body, {}
 
     def _record(self, call: Call) -> None:
@@ -343,7 +357,10 @@ def _handler_for(standin: SlackStandIn) -> type[BaseHTTPRequestHandler]:
             if status == LOST:
                 self.close_connection = True
                 return
-            send_json(self, status, body, headers, "application/json; charset=utf-8")
+            try:
+                send_json(self, status, body, headers, "application/json; charset=utf-8")
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (``slow``)
+                self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
             return

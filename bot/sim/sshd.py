@@ -333,3 +333,70 @@ def load_sim(workdir: Path) -> SimHost:
 def _stop_all() -> None:
     for host in list(_LIVE.values()):
         host.stop()
+
+
+# --- faults a host can suffer (issue 39): it freezes, or comes back with another key --------
+def host_processes(host: SimHost) -> list[int]:
+    """The host's sshd and everything under it (sessions, shells, tools), parents first."""
+    if host.pid <= 0:
+        return []
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [host.pid]
+    while todo:
+        pid = todo.pop(0)
+        out.append(pid)
+        todo.extend(sorted(children.get(pid, [])))
+    return out
+
+
+def _signal_all(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def freeze(host: SimHost) -> None:
+    """SIGSTOP the whole host: sshd, its sessions and any command still running, as a VM
+    whose hypervisor paused it (a connection stays open; nothing answers)."""
+    _signal_all(host_processes(host), signal.SIGSTOP)
+
+
+def thaw(host: SimHost) -> None:
+    """SIGCONT everything ``freeze`` stopped (children first is not needed: none ran)."""
+    _signal_all(host_processes(host), signal.SIGCONT)
+
+
+def restart_sshd(host: SimHost, *, new_host_key: bool = False, timeout_s: float = 10.0) -> None:
+    """Kill the host's sshd and every session under it (the client's connection drops),
+    then start sshd again on the same port, with a fresh host key when ``new_host_key``
+    (a reinstalled host: its known_hosts line no longer matches)."""
+    _signal_all(list(reversed(host_processes(host))), signal.SIGKILL)
+    if host._proc is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            host._proc.wait(timeout=5)
+    if new_host_key:
+        from bot.sim.keys import write_host_key
+
+        write_host_key(host.workdir)
+    proc = _launch(host.workdir, detach=False)
+    if not _wait_listening(proc, host.workdir, timeout_s):
+        raise UserError(f"sim sshd did not restart on 127.0.0.1:{host.port}: "
+                        f"{_log_tail(host.workdir)}")
+    host.pid, host._proc = proc.pid, proc
+    _LIVE[id(host)] = host
+
+
+def use_host_key(host: SimHost, private: bytes, public: str) -> None:
+    """Put a saved host key back (``restart_sshd`` then serves it again)."""
+    path = host.workdir / "host_ed25519"
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(private)
+    (host.workdir / "host_ed25519.pub").write_text(public)

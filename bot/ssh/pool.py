@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from bot.domain.findings import ProbeResult
-from bot.ssh.base import Command, HostUnreachable, SSHTarget
+from bot.ssh.base import NOT_SENT_ERRORS, Command, HostUnreachable, SSHTarget
 from bot.ssh.channel import execute
 from bot.ssh.connect import open_transport
 from bot.ssh.lib import paramiko
@@ -29,8 +29,7 @@ log = logging.getLogger(__name__)
 logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
 _Key = tuple[str, str, int, str | None, str | None]
 CHANNEL_RETRY_S = 0.05
-REFUSED = "the server refused every channel (MaxSessions?)"
-NO_ANSWER = "no answer from the host: timed out opening a session"
+REFUSED, NO_ANSWER = NOT_SENT_ERRORS[0], NOT_SENT_ERRORS[2]
 
 
 class _Stale(Exception):
@@ -177,8 +176,7 @@ class ParamikoPool:
         wait_until = start + command.timeout_s
         if not conn.slots.acquire(timeout=command.timeout_s):
             # its deadline passed while it queued: a timeout, as if it had run that long
-            return _failed(command, start, "no free SSH session slot before the deadline",
-                           timed_out=True)
+            return _failed(command, start, NOT_SENT_ERRORS[1], timed_out=True)
         try:
             chan = self._open_channel(conn, wait_until)
             if isinstance(chan, str):

@@ -88,8 +88,8 @@ class ServeProcess:
     def log(self) -> str:
         return self.logfile.read_text(errors="replace") if self.logfile.exists() else ""
 
-    def post_alert(self, payload: dict[str, Any]) -> httpx.Response:
-        return httpx.post(f"{self.url}/alerts/alertmanager", json=payload, timeout=10,
+    def post_alert(self, payload: dict[str, Any], timeout_s: float = 10) -> httpx.Response:
+        return httpx.post(f"{self.url}/alerts/alertmanager", json=payload, timeout=timeout_s,
                           headers={"Authorization": f"Bearer {ALERT_TOKEN}"})
 
 

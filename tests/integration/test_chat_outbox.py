@@ -4,6 +4,7 @@ delivered once, in order per incident, and the delay in the audit."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import threading
@@ -477,3 +478,22 @@ def test_a_claim_of_a_dead_sender_on_this_machine_is_taken_back_at_once(
     assert store.reclaim_dead(now + 1) == 1
     assert ChatOutbox(store, backend(slack_standin)).drain_once(now + 1) == 1
     assert [m["text"] for m in slack_standin.top_level(CHANNEL)] == ["v1"]
+
+
+def test_a_delivery_whose_record_redis_refuses_is_said_as_a_refusal(
+        slack_standin: SlackStandIn, redis: Redis, caplog: pytest.LogCaptureFixture) -> None:
+    """Chaos seed 500: Redis out of memory as a card went out. The card is in Slack; the
+    write that records where is refused: a warning and a counted refusal, not an error."""
+    from redis.exceptions import OutOfMemoryError
+
+    def refused(*_: object) -> None:
+        raise OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
+
+    outbox = ChatOutbox(ChatOutboxStore(redis), backend(slack_standin), on_delivered=refused)
+    with caplog.at_level(logging.WARNING):
+        ref = outbox.send("42", CARD, Op.POST, card("v1"), CHANNEL)
+    (posted,) = slack_standin.top_level(CHANNEL)
+    assert ref == MessageRef(CHANNEL, posted["ts"])
+    said = [r for r in caplog.records if "Redis refused recording where (oom)" in r.getMessage()]
+    assert said and said[0].levelno == logging.WARNING
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

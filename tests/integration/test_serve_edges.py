@@ -82,3 +82,24 @@ def test_trickled_headers_are_cut_off(serve: tuple[str, int]) -> None:
     url, _ = serve
     elapsed = [trickle_headers(url, limit_s=HEADER_TIMEOUT_S + 10) for _ in range(2)]
     assert all(HEADER_TIMEOUT_S * 0.9 <= e <= HEADER_TIMEOUT_S + 2 for e in elapsed), elapsed
+
+
+def test_serve_with_redis_unreachable_at_start_prints_one_line(tmp_path: Path) -> None:
+    """Issue 39: a traceback and "internal error …" used to reach the terminal; now the
+    documented line (docs/production.md), exit status 2, and the password never shown."""
+    config = tmp_path / "bot.yaml"
+    config.write_text("slack: {channel: C0EDGE, approvers: [UALICE]}\n"
+                      "extra: {scheduler: {enabled: false}}\n")
+    dead = free_port()  # nothing listens here
+    env = {**os.environ, "REDIS_URL": f"redis://:s3cret@127.0.0.1:{dead}/0",
+           "INCIDENT_BOT_ALERT_TOKEN": ALERT_TOKEN, "SLACK_SIGNING_SECRET": SECRET,
+           "SLACK_BOT_TOKEN": TOKEN}
+    env.pop("SLACK_APP_TOKEN", None)
+    proc = subprocess.run([sys.executable, "-m", "bot.cli", "serve", "--config", str(config)],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: cannot reach Redis at redis://***@127.0.0.1:{dead}/0: ")
+    assert "s3cret" not in proc.stderr

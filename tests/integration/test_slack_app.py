@@ -19,6 +19,7 @@ from bot.chat.slack_app import create_slack_app, socket_mode_handler, socket_mod
 from bot.chat.slash import SlashReply
 from bot.config.policy import policy_from_settings
 from bot.config.settings import Settings
+from bot.core import strings
 from bot.core.errors import ConfigError
 from bot.domain.approval import Approval, ApprovalAction, ApprovalStatus
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
@@ -349,6 +350,26 @@ def test_a_crash_behind_a_click_is_reported_with_an_id(
     approval, ref, blocks = post_incident(slack_rig)
     assert slack_rig.app is not None
 
+    def bug(*args: object, **kw: object) -> None:
+        raise KeyError("a bug of ours")
+
+    monkeypatch.setattr(slack_rig.app.desk.store, "claim", bug)
+    click(slack_rig, "UALICE", approval, ref, blocks)
+    slack_rig.drain()
+    (text,) = ephemerals(slack_rig.standin, "UALICE")
+    assert "error id" in text and slack_rig.approved == []
+    error_id = text.split("error id ")[1][:12]
+    assert error_id in caplog.text  # the id the person quotes finds the traceback
+
+
+def test_redis_refusing_behind_a_click_says_so_not_internal_error(
+    slack_rig: SlackRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis away or refusing (issue 39) is not a bug of ours: the clicker hears that
+    nothing was done and to try again, with no error id."""
+    approval, ref, blocks = post_incident(slack_rig)
+    assert slack_rig.app is not None
+
     def redis_down(*args: object, **kw: object) -> None:
         raise RedisConnectionError("Connection refused")
 
@@ -356,9 +377,7 @@ def test_a_crash_behind_a_click_is_reported_with_an_id(
     click(slack_rig, "UALICE", approval, ref, blocks)
     slack_rig.drain()
     (text,) = ephemerals(slack_rig.standin, "UALICE")
-    assert "error id" in text and slack_rig.approved == []
-    error_id = text.split("error id ")[1][:12]
-    assert error_id in caplog.text  # the id the person quotes finds the traceback
+    assert text == strings.STORE_UNAVAILABLE_CLICK and slack_rig.approved == []
 
 
 def test_socket_mode_uses_the_configured_api_url(slack_rig: SlackRig) -> None:

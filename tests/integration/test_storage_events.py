@@ -56,3 +56,22 @@ def test_audit_timeline_in_order_with_global_copy(redis: Redis) -> None:
 def test_evidence_hash_is_canonical() -> None:
     assert hash_evidence({"a": 1, "b": [1, 2]}) == hash_evidence({"b": [1, 2], "a": 1})
     assert hash_evidence({"a": 1}) != hash_evidence({"a": 2})
+
+
+def test_a_group_redis_lost_is_made_again_and_the_loss_is_told(redis: Redis) -> None:
+    """Issue 39: after Redis lost its data the cached "the group exists" made every read
+    fail with NOGROUP for good (164 times in 150 s) and the next alert was never handled."""
+    events = IncidentEvents(redis)
+    told: list[str] = []
+    events.on_lost_group = told.append
+    events.publish("incident.opened", "INC-1")
+    assert [f["incident_id"] for _, f in events.consume("flow", "c")] == ["INC-1"]
+    redis.flushdb()  # the data is gone: the stream and its group with it
+    events.publish("incident.opened", "INC-2")  # the next alert after the loss
+    for read in (lambda: events.pending("flow", "c"), lambda: events.consume("flow", "c"),
+                 lambda: events.claim_stale("flow", "c", 0)):
+        read()  # none raises NOGROUP
+    redis.flushdb()
+    events.publish("incident.opened", "INC-3")
+    assert [f["incident_id"] for _, f in events.consume("flow", "c")] == ["INC-3"]
+    assert told == ["flow", "flow"]

@@ -103,3 +103,38 @@ def test_bad_value_in_a_feature_section_fails_at_start(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         check_sections(settings)
     assert "extra.remediation.settle_s" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "reason"),
+    [
+        ("hosts: {gpu-01: {ssh: 'root@127.0.0.1:99999'}}\n", "hosts.gpu-01.ssh",
+         "port 99999 out of range 1..65535"),
+        ("hosts: {gpu-01: {ssh: 'root@127.0.0.1:0'}}\n", "hosts.gpu-01.ssh",
+         "port 0 out of range"),
+        (f"hosts: {{gpu-01: {{ssh: 'root@{'a' * 64}.example:22'}}}}\n", "hosts.gpu-01.ssh",
+         "over 63 characters"),
+        ("hosts: {'gpu 01': {ssh: 'root@10.0.0.1:22'}}\n", "hosts", "not a host name"),
+        ("redis_url: 'redis://localhost:70000/0'\n", "redis_url", "out of range"),
+        ("redis_url: 'http://localhost:6379/0'\n", "redis_url", "redis://"),
+        ("slack: {api_url: 'http://127.0.0.1:123456/api/'}\n", "slack.api_url",
+         "out of range"),
+    ],
+)
+def test_ports_and_hosts_refused_at_load_with_file_key_and_reason(
+        tmp_path: Path, text: str, key: str, reason: str) -> None:
+    """``ssh: root@127.0.0.1:99999`` used to pass the config and fail later as "neither a
+    host in the config nor user@host:port" (issue 39)."""
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    msg = info.value.message
+    assert str(path) in msg and f"key '{key}'" in msg and reason in msg, msg
+    assert "\n" not in msg
+
+
+def test_ports_at_the_edges_of_their_range_load(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, (
+        "redis_url: 'redis://localhost:65535/0'\n"
+        "hosts: {gpu-01: {ssh: 'root@10.0.0.1:1'}, gpu-02: {ssh: 'root@gpu-02.example:65535'}}\n")))
+    assert settings.hosts["gpu-01"].ssh.endswith(":1")

@@ -270,3 +270,31 @@ FLOW_READ_BACK_NO_GPUS = "the GPUs could not be read"
 FLOW_READ_BACK_HELD = "GPU {gpus} still in use"
 FLOW_READ_BACK_NOT_DONE = "the action's effect is not there"
 FLOW_READ_BACK_NOT_STARTED = "{kind}: interrupted before it ran; check the host, then Retry"
+# issue 39: a host that stops answering mid-action, and one that cannot be re-probed first
+FLOW_HOST_LOST = ("{kind}: {host} stopped answering while it ran; waiting for it to answer "
+                  "to read it back (until {until} UTC)")
+FLOW_STATE_UNKNOWN = ("{kind}: {host} stopped answering while it ran and has not answered "
+                      "since: its state is unknown. Sent to it before it stopped: {sent}. "
+                      "Nothing was run again; check the host, then Retry")
+FLOW_READ_BACK_LOST_SHOWS = ("{kind}: {host} stopped answering while it ran (sent to it: "
+                             "{sent}); read back once it answered again, it shows: {seen}; "
+                             "check the host, then Retry")
+FLOW_READ_BACK_AFTER_BOT = "read back after the bot was interrupted"
+FLOW_READ_BACK_AFTER_LOST = "read back once {host} answered again"
+FLOW_NOT_CHECKED = ("Not running {kind}: {host} could not be checked first ({why}); nothing "
+                    "was run. Retry once it answers.")
+
+# --- the ground under the bot (issue 39) ---------------------------------------------------
+DATA_LOSS_HEAD = (":warning: *The bot's store (Redis) lost its data* ({how}). Approvals, "
+                  "silences, snoozes and the audit from before are gone; buttons on older "
+                  "messages no longer act.")
+DATA_LOSS_WIPED = "restarted without its data, or a failover to an empty replica"
+DATA_LOSS_ROLLED_BACK = "a failover to a replica that was behind: recent changes are missing"
+DATA_LOSS_NOTHING = "It held no open incidents at the time: nothing was lost track of."
+DATA_LOSS_LOST = "It lost track of {n} open incident{s}:"
+DATA_LOSS_LINE = "• {id} · {host} · {kind}: {state}{what}"
+DATA_LOSS_RUNNING = " (`{kind}` had been sent to the host, approved by {who}: what it did is read from the host again)"
+DATA_LOSS_WAITING = " (its approval buttons no longer act)"
+DATA_LOSS_NEW = " → diagnosed again from the host as *{new}*"
+DATA_LOSS_THREAD = ("The bot's store lost {old} ({state}). This incident is *{new}* now, "
+                    "diagnosed again from the host; this message is its message.")

@@ -150,6 +150,8 @@ REM_FAILED_STEP = "`{command}` failed (exit {status}): {why}; {detail}"
 REM_FAILED_VERIFY = "ran {commands} on {host}, but the effect did not show: {detail}"
 REM_DRY_RUN = "dry run: would run {n} command(s) on {host}; nothing was run"
 REM_UNREACHABLE = "could not reach {host}: {why}; nothing was run"
+REM_LOST_MIDWAY = ("{host} stopped answering during the action ({why}); sent before it did, "
+                   "with no answer: {sent}")
 REM_CAPTURE_FAILED = "could not read the state of {subject} on {host} before acting ({why}); nothing was run"
 REM_UNIT_MISSING = "{unit} does not exist on {host}; nothing was run"
 REM_RESUMED = "resumed extraction job {job}: {state}, {done}/{total} done"
@@ -173,6 +175,8 @@ ALERT_STORE_UNAVAILABLE = "incident store (Redis) unavailable; nothing was recor
 INCIDENTS_NONE = "No incidents."
 INCIDENTS_UNKNOWN = "no incident {incident_id!r} (see `incident-bot incidents`)"
 INCIDENTS_REDIS_DOWN = "cannot reach Redis at {url}: {reason}"
+SERVE_REDIS_DOWN = ("cannot reach Redis at {url}: {reason} (serve needs Redis at start; "
+                    "check redis_url / REDIS_URL)")
 AUDIT_EMPTY = "{incident_id}: no audit entries"
 SILENCE_BAD = "cannot silence: {reason}"
 SILENCE_ADDED = "silenced {host}/{kind} until {until} (by {author})"
@@ -291,6 +295,15 @@ SLACK_NOT_UTF8 = "body is not UTF-8 text"
 SLACK_BAD_JSON = "{where} is not valid JSON"
 SLACK_BAD_SHAPE = "{field} must be {want}"
 SLACK_REFUSED = "request refused: {reason}"
+SLACK_REPLAYED = ("this signed request was already received (same timestamp and signature): "
+                  "a replay, refused")
+SLACK_STORE_UNAVAILABLE = "the bot's store (Redis) is unavailable; nothing was done, retry shortly"
+CLICK_OTHER_MESSAGE = ("This button is not on {id}'s message (it came from another message): "
+                       "nothing was done. Use the buttons on {id}'s current message.")
+SLACK_UNAVAILABLE_CLICK = ("Slack did not take the bot's answer to that click (it is failing "
+                           "or rate-limiting); try again in a moment.")
+STORE_UNAVAILABLE_CLICK = ("The bot's store (Redis) is not taking changes right now; nothing "
+                           "was done. Try again in a moment.")
 BODY_TOO_SLOW = "request body not received within {seconds:g} s"
 BAD_CONTENT_LENGTH = "Content-Length is not a number"
 JSON_TOO_DEEP = "JSON nested too deeply (at most {depth} levels)"

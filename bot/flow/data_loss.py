@@ -1,0 +1,224 @@
+"""When Redis loses the bot's data: notice, say so once, read the open work back (issue 39).
+
+Redis restarted without its volume, or a failover to an empty replica, and the bot's
+state is gone while Redis answers as if all were well: the next alert got 200 and was never
+posted, the consumer group was gone, and nothing said so. Each replica keeps the epoch it
+joined (``storage/epoch.py``) and, every reconciler period, a snapshot of the open
+incidents and the highest incident number; ``check`` compares them with Redis:
+
+- the epoch gone or new: the data was wiped; the incident counter below what it saw: a
+  failover to a replica that was behind (the incidents missing from Redis were lost);
+- then the counter is raised past every number handed out (old messages' buttons name
+  them), and the one replica that wins the announcement for the lost epoch says so in the
+  channel, once: which open incidents it lost track of and what each was doing (an action
+  sent to a host, an approval waiting), and re-opens each top-level one from its alert,
+  taking over its old message (``IncidentStore.ingest(chats=…)``), so the host is
+  diagnosed again: what the host shows now is what the message will say.
+
+The events stream's NOGROUP (the consumer group gone with the data) triggers a check at
+once (``IncidentEvents.on_lost_group``); the reconciler's loop runs one every period.
+What the bot learned after its last snapshot (at most one period) cannot be listed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from bot.chat.base import ChatMessage, Section
+from bot.chat.text import escape, mention
+from bot.core import metrics, strings
+from bot.domain.incident import Alert, Incident
+from bot.domain.lifecycle import ACTING, IncidentState
+from bot.flow.message import Publisher
+from storage.audit import AuditLog
+from storage.chat_outbox import Op
+from storage.epoch import Epoch, EpochStore
+from storage.incidents import IncidentStore
+from storage.inflight import step_owner
+
+log = logging.getLogger(__name__)
+ACTOR = "incident-bot"
+SOURCE = "recovered"  # the alert source of an incident re-opened after a data loss
+ID_MARGIN = 1000  # numbers other replicas reserved after our last look are skipped too
+PURPOSE = "data-loss"
+
+
+class LossKind(StrEnum):
+    WIPED = "wiped"
+    ROLLED_BACK = "rolled_back"
+
+
+@dataclass(frozen=True)
+class Loss:
+    """What one check found: how the data went, the open incidents lost, and the incident
+    each was re-opened as (by the replica that announced it)."""
+
+    kind: LossKind
+    lost: tuple[Incident, ...]
+    reopened: dict[str, str] = field(default_factory=dict)  # old id → new id
+    announced: bool = False
+
+
+class DataLossWatch:
+    """One replica's memory of the data (epoch, open incidents, highest number) and the
+    check against Redis; thread-safe (the reconciler and the consumer both call it)."""
+
+    def __init__(self, epochs: EpochStore, incidents: IncidentStore, audit: AuditLog,
+                 publisher: Publisher, *, clock: Callable[[], float] = time.time,
+                 reopen: bool = True) -> None:
+        self.epochs = epochs
+        self.incidents = incidents
+        self.audit = audit
+        self.publisher = publisher
+        self.clock = clock
+        self.reopen = reopen
+        self.epoch: Epoch | None = None
+        self.counter = 0
+        self.open: dict[str, Incident] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> Epoch:
+        """Join the epoch in Redis (begin one on empty data) and take the first snapshot."""
+        with self._lock:
+            self.epoch = self.epochs.begin()
+            self._snapshot()
+            return self.epoch
+
+    def check(self) -> Loss | None:
+        """Compare Redis with what this replica knew; a ``Loss`` when the data is gone."""
+        with self._lock:
+            if self.epoch is None:
+                self.epoch = self.epochs.begin()
+            now_epoch = self.epochs.read()
+            counter = self.epochs.incident_counter()
+            if now_epoch is None or now_epoch.id != self.epoch.id:
+                return self._lost(LossKind.WIPED, self.epoch, counter, tuple(self.open.values()))
+            current = {i.id: i for i in self.incidents.list(open_only=True)}
+            vanished = tuple(i for i in self.open.values() if i.id not in current
+                             and self.incidents.get(i.id) is None)
+            if counter < self.counter or vanished:
+                return self._lost(LossKind.ROLLED_BACK, self.epoch, counter, vanished)
+            self._snapshot(counter, current)
+            return None
+
+    def lost_group(self, group: str) -> None:
+        """The events stream's consumer group was gone (``on_lost_group``): check now."""
+        log.warning("consumer group %r was gone from Redis: checking for a data loss", group)
+        self.check()
+
+    # --- a loss -----------------------------------------------------------------------
+    def _lost(self, kind: LossKind, lost_epoch: Epoch, seen_counter: int,
+              known: tuple[Incident, ...]) -> Loss:
+        # a roll-back keeps the epoch: a new one marks it, so each loss is one epoch lost
+        self.epoch = self.epochs.begin() if kind is LossKind.WIPED \
+            else self.epochs.rotate(lost_epoch)
+        self.epochs.raise_counter(self.counter + ID_MARGIN)
+        gone = tuple(i for i in known if self.incidents.get(i.id) is None)
+        metrics.DATA_LOSSES.labels(kind=kind.value).inc()
+        log.error("Redis lost the bot's data (%s): epoch %s, incident counter %d (seen %d); "
+                  "%d open incidents gone: %s", kind.value, lost_epoch.id, seen_counter,
+                  self.counter, len(gone), ", ".join(i.id for i in gone) or "none")
+        # one announcement per lost epoch, whichever replicas notice it
+        loss = Loss(kind, gone)
+        if self.epochs.claim_announcement(lost_epoch, step_owner()):
+            reopened = self._reopen(gone) if self.reopen else {}
+            self._announce(loss, reopened, lost_epoch.id)
+            loss = Loss(kind, gone, reopened, announced=True)
+        self._snapshot()
+        return loss
+
+    def _reopen(self, gone: tuple[Incident, ...]) -> dict[str, str]:
+        """Each lost top-level incident re-opened from its alert (its group's hosts too),
+        taking over its old message: diagnosed again from the host."""
+        out: dict[str, str] = {}
+        for old in gone:
+            if old.parent_id is not None:
+                continue  # a grouped host comes back with its parent's hosts
+            alerts = [_alert(old, host) for host in (old.hosts or (old.host,))]
+            chats = {alerts[0].fp: old.chat} if old.chat is not None else {}
+            try:
+                result = self.incidents.ingest(alerts, chats=chats)
+            except Exception as exc:  # Redis refused again: the announcement says so
+                log.warning("re-opening %s after the data loss failed: %s", old.id, exc)
+                continue
+            new = result.outcomes[0][1]
+            if new is None:
+                continue
+            out[old.id] = new
+            self.audit.append(new, ACTOR, "incident.recovered",
+                              {"was": old.id, "state": old.state.value,
+                               "running": old.running.kind if old.running else ""})
+            self._thread_note(old, new)
+        return out
+
+    def _thread_note(self, old: Incident, new: str) -> None:
+        incident = self.incidents.get(new)
+        if incident is not None and incident.chat is not None:
+            self.publisher.reply(incident, strings.DATA_LOSS_THREAD.format(
+                old=old.id, new=new, state=_state(old)), purpose=PURPOSE)
+
+    def _announce(self, loss: Loss, reopened: dict[str, str], which: str) -> None:
+        """The one channel message (through the outbox: Slack may be down too) and its
+        audit entry, under an id of its own."""
+        how = strings.DATA_LOSS_WIPED if loss.kind is LossKind.WIPED \
+            else strings.DATA_LOSS_ROLLED_BACK
+        lines = [strings.DATA_LOSS_HEAD.format(how=how)]
+        if not loss.lost:
+            lines.append(strings.DATA_LOSS_NOTHING)
+        else:
+            n = len(loss.lost)
+            lines.append(strings.DATA_LOSS_LOST.format(n=n, s="" if n == 1 else "s"))
+            lines += [_line(i, reopened) for i in loss.lost]
+        text = "\n".join(lines)
+        key = f"data-loss-{which.replace(':', '-')}"
+        self.audit.append(key, ACTOR, "data.lost", {
+            "kind": loss.kind.value, "lost": [i.id for i in loss.lost], "reopened": reopened})
+        self.publisher.outbox.send(key, PURPOSE, Op.POST,
+                                   ChatMessage(text=text, sections=(Section(text),)),
+                                   self.publisher.channel)
+
+    def _snapshot(self, counter: int | None = None,
+                  current: dict[str, Incident] | None = None) -> None:
+        self.open = current if current is not None else {
+            i.id: i for i in self.incidents.list(open_only=True)}
+        top = max((_id_number(i) for i in self.open), default=0)
+        seen = self.epochs.incident_counter() if counter is None else counter
+        self.counter = max(self.counter, seen, top)
+
+
+def _alert(old: Incident, host: str) -> Alert:
+    """The alert that opened ``old`` (its first fingerprint keeps a later resolve working)."""
+    first = host == old.host
+    return Alert(source=SOURCE, host=host, kind=old.kind, summary=old.summary if first else "",
+                 severity=old.severity, labels=dict(old.labels) if first else {},
+                 details=dict(old.details) if first else {},
+                 fingerprint=old.fingerprints[0] if first and old.fingerprints else "")
+
+
+def _state(incident: Incident) -> str:
+    return incident.state.value.replace("_", " ")
+
+
+def _line(incident: Incident, reopened: dict[str, str]) -> str:
+    what = ""
+    if incident.running is not None and incident.state in ACTING:
+        who = mention(incident.running.by) if incident.running.by else "someone"
+        what = strings.DATA_LOSS_RUNNING.format(kind=escape(incident.running.kind), who=who)
+    elif incident.state is IncidentState.AWAITING_APPROVAL:
+        what = strings.DATA_LOSS_WAITING
+    new = reopened.get(incident.id)
+    tail = strings.DATA_LOSS_NEW.format(new=new) if new else ""
+    return strings.DATA_LOSS_LINE.format(id=incident.id, host=escape(incident.host),
+                                         kind=escape(incident.kind), state=_state(incident),
+                                         what=what) + tail
+
+
+def _id_number(incident_id: str) -> int:
+    tail = incident_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
