@@ -2,8 +2,10 @@
 from the sampled utilization, ``nvidia-smi -q -x``, the kernel log's Xid lines, the
 process table and the inventory's expected count.
 
-Its proposals are steps, stated as findings (restart the app, reset the GPU, reboot,
-drain and open a ticket): it never proposes stopping a unit for a hardware fault.
+The step its verdicts call for (restart the app, reset the GPU, reboot, drain and open a
+ticket) is said by ``playbooks/gpu_view.py``, which proposes the ones an action takes (a
+reset, a reboot) and words the rest as a person's: it never proposes stopping a unit for
+a hardware fault.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from playbooks.verdict import (
     decide,
     grid,
     host_error,
-    worst_step,
 )
 
 NAME = "gpu_health"
@@ -138,8 +139,9 @@ def run(session: Session, context: Mapping[str, Any]) -> Report:
 
 def assess(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
            report: Report) -> None:
-    """All gpu_health findings (pure over gathered data); the reset it proposes is
-    ``playbooks/gpu_view.py``'s."""
+    """All gpu_health findings (pure over gathered data) but the step: the step, the reset
+    and the reboot it proposes are ``playbooks/gpu_view.py``'s (its action classes import
+    this module through the health gate)."""
     _tool_errors(facts, report)
     _summary(views, facts, report)
     for v in views:
@@ -151,10 +153,6 @@ def assess(facts: HealthFacts, views: list[GpuView], got: Mapping[str, Any],
                     lines=facts.kernel.unbound[:5])
     _app_faults(facts, got.get("units", {}), report)
     _fabric(facts, got.get("fabric", ""), report)
-    step = worst_step(views)
-    if step is not None:
-        report.find("gpu.step", Severity.WARNING, S.GPU_STEP.format(
-            step=S.GPU_STEP_TEXT[step.value]), step=step.value)
 
 
 def _tool_errors(facts: HealthFacts, report: Report) -> None:

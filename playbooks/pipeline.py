@@ -14,6 +14,7 @@ that did not happen never passes for "nothing there" (the GPU view says nvidia-s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from bot.core import strings as S
@@ -73,7 +74,10 @@ def refusals(results: list[ProbeResult], report: Report) -> None:
 def merge(view: Report, own: Report) -> Report:
     """The kind's report with the GPU view's findings in (pure). Order: how ``auto``
     chose, the GPU view, then the kind's own findings; the kind's actions first, then the
-    view's (a GPU reset with what it must stop around it)."""
+    view's (a GPU reset with what it must stop around it, a reboot: the buttons its step
+    names). A reboot waits where the kind proposes something of its own or finds a full
+    disk (``_waiting``, ``URGENT``): it is said as a person's step for after those, and
+    offered on the look after them."""
     codes = {f.code for f in view.findings}
     own_codes = {f.code for f in own.findings}
     wedged = "gpu.wedged" in codes
@@ -83,12 +87,36 @@ def merge(view: Report, own: Report) -> Report:
     auto = [f for f in kept_own if f.code == "playbook.auto"]
     rest = [f for f in kept_own if f.code != "playbook.auto"]
     ids = {a.id for a in own.actions}
+    if own.actions or own_codes & URGENT:
+        kept_view, waiting = _waiting(kept_view)
+        ids |= waiting
     out = Report(own.host, playbook=own.playbook, actions=[
         *own.actions, *(a for a in view.actions if a.id not in ids)])
     for f in auto + kept_view + rest:
         if all((g.code, g.title) != (f.code, f.title) for g in out.findings):
             out.findings.append(f)
     return out
+
+
+# what the kind finds that a reboot must wait for even before anything is proposed for it
+# (a full disk's cleanup is planned by the flow, not the playbook): a reboot frees no byte
+URGENT = frozenset({"disk.full"})
+
+
+def _waiting(findings: list[Finding]) -> tuple[list[Finding], set[str]]:
+    """The view's steps that wait for the kind's own proposals (a reboot: it stops every
+    process, so the narrower fix goes first): each finding said as its ``otherwise``
+    words, and the ids of the buttons it withdraws."""
+    out: list[Finding] = []
+    withdrawn: set[str] = set()
+    for f in findings:
+        if f.evidence.get("button") and f.evidence.get("otherwise"):
+            withdrawn.add(str(f.evidence["button"]))
+            f = replace(f, title=str(f.evidence["otherwise"]),
+                        evidence={k: v for k, v in f.evidence.items()
+                                  if k not in ("button", "otherwise")})
+        out.append(f)
+    return out, withdrawn
 
 
 def _superseded(f: Finding, view_codes: set[str], wedged: bool) -> bool:

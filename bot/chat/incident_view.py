@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from bot.chat.base import Button, ButtonStyle, Section
 from bot.chat.text import escape, in_gib, mention
+from bot.chat.transcript import transcript_status
 from bot.core import strings
 from bot.domain.action_result import ActionResult
 from bot.domain.incident_record import LastOutcome, Running, Snooze
@@ -31,6 +32,8 @@ _BUTTONS: dict[str, tuple[str, ...]] = {
 }
 # where the "Raw evidence" button helps a decision still to make (verified: keep or revert);
 # ``/ir evidence`` works in every state
+# where a Retry may diagnose again (``bot.domain.flow.RETRYABLE``) besides its own buttons
+CHECK_AGAIN_STATES = frozenset({"no_action", "denied", "expired"})
 EVIDENCE_STATES = frozenset({"awaiting_approval", "diagnosis_failed", "no_action",
                              "action_failed", "denied", "expired", "verified"})
 _LABEL = {"ack": "Ack", "resolve": "Resolve", "retry": "Retry", "escalate": "Escalate"}
@@ -55,11 +58,17 @@ class Marks:
 
 
 def incident_buttons(state: str, incident_id: str, acked: bool, *,
-                     can_escalate: bool = True) -> tuple[Button, ...]:
+                     can_escalate: bool = True, check_again: bool = False
+                     ) -> tuple[Button, ...]:
     """The incident-level buttons for ``state`` (none on resolved or while acting); no
-    Escalate when escalation has nowhere to go (no channel, no group to mention)."""
+    Escalate when escalation has nowhere to go (no channel, no group to mention).
+    ``check_again``: a hardware fault whose alert cleared: Retry looks again (a probe that
+    no longer finds the fault resolves it) where the state allows one."""
     out: list[Button] = []
-    for verb in _BUTTONS.get(state, ()):
+    verbs = _BUTTONS.get(state, ())
+    if check_again and state in CHECK_AGAIN_STATES and "retry" not in verbs:
+        verbs = ("retry", *verbs)
+    for verb in verbs:
         if (verb == "ack" and acked) or (verb == "escalate" and not can_escalate):
             continue
         if verb == "snooze":
@@ -71,9 +80,12 @@ def incident_buttons(state: str, incident_id: str, acked: bool, *,
     return tuple(out)
 
 
-def state_sections(state: str, last: LastOutcome | None, findings: list[str]) -> list[Section]:
+def state_sections(state: str, last: LastOutcome | None, findings: list[str], *,
+                   led: bool = False) -> list[Section]:
     """The state's own note: why the diagnosis failed, what nothing-to-do found (beside the
-    headline), what failed. ``findings``: chat lines, already escaped (``summary``)."""
+    headline), what failed. ``findings``: chat lines, already escaped (``summary``).
+    ``led``: the message already leads with what failed ("Not fixed" or "Could not
+    check"): only the next step and the commands' evidence here."""
     if state == "diagnosis_failed":
         return [Section(strings.VIEW_DIAGNOSIS_FAILED.format(
             reason="; ".join(findings) or "no answer from the host"))]
@@ -83,6 +95,8 @@ def state_sections(state: str, last: LastOutcome | None, findings: list[str]) ->
     if state == "action_failed":
         summary = last.summary if last is not None else ""
         result = last.result if last is not None else None
+        if led:
+            return [Section(strings.VIEW_NEXT_STEP, code=failure_evidence(result) or None)]
         return [Section(strings.VIEW_ACTION_FAILED.format(
             what=escape(in_gib(summary) or "the last action")),
             code=failure_evidence(result) or None)]
@@ -95,8 +109,9 @@ def failure_evidence(result: ActionResult | None) -> str:
         return ""
     lines = []
     for c in result.commands:
-        timed = " (timed out)" if c.timed_out else ""
-        lines.append(f"$ {c.command or '?'}  → exit {c.exit_status}{timed}")
+        if not c.ran:  # its effect already held: it never ran
+            continue
+        lines.append(f"$ {c.command or '?'}  → {transcript_status(c)}")
         err = str(c.stderr or c.error or "").strip()
         if err:
             lines.append(f"  {err[:300]}")
@@ -109,8 +124,8 @@ def status_lines(marks: Marks) -> tuple[str, ...]:
     """Small lines: running, acknowledged, snoozed, escalated, resolved by a person."""
     lines = []
     if marks.running is not None:
-        lines.append(strings.VIEW_RUNNING.format(who=mention(marks.running.by),
-                                                 kind=escape(marks.running.kind)))
+        said = marks.running.said or escape(marks.running.kind)  # its words (escaped)
+        lines.append(strings.VIEW_RUNNING.format(who=mention(marks.running.by), kind=said))
     for who, text in ((marks.acked_by, strings.VIEW_ACKED),
                       (marks.escalated_by, strings.VIEW_ESCALATED),
                       (marks.resolved_by, strings.VIEW_RESOLVED_BY)):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.chat.approver_names import approver_list, utc_minute
+from bot.chat.summary import in_words
 from bot.chat.text import escape, mention, mentions
 from bot.core import metrics, strings
 from bot.core.errors import log_internal
@@ -188,7 +189,7 @@ class ApprovalDesk:
             )
         if not_run:  # the claim won, but the incident had moved on: nothing runs
             return Decision(O.CLAIMED, approval, not_run, "", acted=True)
-        text = strings.APPROVAL_GRANTED.format(who=mention(user), kind=approval.kind)
+        text = strings.APPROVAL_GRANTED.format(who=mention(user), kind=in_words(approval))
         return Decision(O.CLAIMED, approval, text, mark, acted=True)
 
     def _groups(self, user: str) -> frozenset[str]:
@@ -282,7 +283,8 @@ def reply_text(result: ClaimResult, user: str, policy: ApprovalPolicy) -> str:
         case O.UNAUTHORISED:
             if refusal_is_self(policy, user, a.requested_by):
                 return strings.APPROVAL_REFUSED_SELF
-            return strings.APPROVAL_REFUSED.format(kind=a.kind, who=approver_list(policy, a.kind))
+            return strings.APPROVAL_REFUSED.format(kind=in_words(a),
+                                                 who=approver_list(policy, a.kind))
         case O.EXPIRED:
             return strings.APPROVAL_EXPIRED.format(when=utc_minute(a.expires_at))
         case O.ALREADY_DONE:
@@ -290,7 +292,7 @@ def reply_text(result: ClaimResult, user: str, policy: ApprovalPolicy) -> str:
             return strings.APPROVAL_ALREADY_DONE.format(status=a.status.value, who=who)
         case O.DENIED:
             if result.changed:
-                return strings.APPROVAL_DENIED_OK.format(kind=a.kind, reason=escape(a.reason))
+                return strings.APPROVAL_DENIED_OK.format(kind=in_words(a), reason=escape(a.reason))
             return strings.APPROVAL_WAS_DENIED.format(
                 who=mentions([a.decided_by]), reason=escape(a.reason)
             )
@@ -299,7 +301,7 @@ def reply_text(result: ClaimResult, user: str, policy: ApprovalPolicy) -> str:
                 return strings.APPROVAL_NEED_SECOND.format(have=len(a.approvers), need=a.required)
             return strings.APPROVAL_SAME_PERSON
         case O.CLAIMED:
-            return strings.APPROVAL_GRANTED.format(who=mention(user), kind=a.kind)
+            return strings.APPROVAL_GRANTED.format(who=mention(user), kind=in_words(a))
         case O.CANCELLED:
             if a.resolved_by is not None:
                 return strings.APPROVAL_AFTER_RESOLVE.format(

@@ -29,6 +29,8 @@ from bot.chat.text import clip, code_safe, escape, in_gib, mentions
 from bot.core import strings
 from bot.domain.approval import Approval, ApprovalStatus
 from bot.domain.findings import Diagnosis, ProposedAction
+from bot.domain.hardware import outlasting
+from bot.domain.incident import Incident
 from bot.domain.incident_record import ActionPlan, StepResult
 from bot.domain.runbooks import runbook_links
 from bot.domain.xid_storm import storm_line
@@ -71,11 +73,15 @@ def render_incident(
     clickable = state in PLAN_BUTTON_STATES
     plans = shown_plans(state, plans, approvals)
     earlier = approved_actions(plans, approvals)
-    sections = [_headline(incident, diagnosis, now, oncall, earlier, results),
-                Section(summary.state_line(incident, now))]
+    lead = summary.outcome(state, getattr(incident, "last_outcome", None), earlier, diagnosis,
+                           results)
+    word = lead.word if lead is not None else None
+    sections = [_headline(incident, diagnosis, now, oncall, lead),
+                Section(summary.state_line(incident, now, word))]
     sections += [Section(line) for line in status_lines(marks)]
+    sections += _cleared(incident, state)
     sections += state_sections(state, getattr(incident, "last_outcome", None),
-                               _state_findings(state, diagnosis))
+                               _state_findings(state, diagnosis), led=lead is not None)
     sections += _also_found(state, diagnosis)
     settled = state in summary.OUTCOME_STATES
     sections += _plan_sections(incident.host, plans, diagnosis, approvals, clickable, settled)
@@ -85,7 +91,8 @@ def render_incident(
         sections.append(_revert_section(incident.host, revert, diagnosis,
                                         approvals.get(revert.approval_id), clickable, settled))
     buttons = incident_buttons(state, str(incident.id), bool(marks.acked_by),
-                               can_escalate=can_escalate)
+                               can_escalate=can_escalate,
+                               check_again=bool(_cleared(incident, state)))
     if diagnosis.probes and state in EVIDENCE_STATES:  # raw output on demand, in the thread
         buttons += (Button(strings.MSG_EVIDENCE_BUTTON, "evidence", str(incident.id)),)
     buttons += runbook_buttons(diagnosis, runbooks or {})
@@ -106,14 +113,24 @@ def runbook_buttons(diagnosis: Diagnosis, runbooks: Mapping[str, str]) -> tuple[
                         url=link.url) for link in runbook_links(diagnosis, runbooks))
 
 
+def _cleared(incident: IncidentLike, state: str) -> list[Section]:
+    """A hardware fault whose alert cleared: the alert is gone, the fault is not."""
+    cleared_at = getattr(incident, "cleared_at", None)
+    if not cleared_at or state == "resolved" or not isinstance(incident, Incident):
+        return []
+    faults = outlasting(incident)
+    if not faults:
+        return []
+    fault = clip("; ".join(summary.plain_title(f) for f in faults), 300)
+    return [Section(strings.VIEW_ALERT_CLEARED.format(when=_utc(cleared_at), fault=fault))]
+
+
 def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float,
-              oncall: str | None, earlier: Sequence[ProposedAction] = (),
-              results: Sequence[StepResult] = ()) -> Section:
+              oncall: str | None, lead: summary.Lead | None = None) -> Section:
     """The headline; a critical one starts with the on-call mention (in a block, so it
-    pings: with blocks, ``text`` is only the notification fallback)."""
+    pings: with blocks, ``text`` is only the notification fallback). Once a word leads
+    (``summary.outcome``), it heads the message and the headline becomes context."""
     mention = summary.oncall_mention(oncall) if _val(incident.severity) == "critical" else ""
-    lead = summary.outcome(_val(incident.state), getattr(incident, "last_outcome", None),
-                           earlier, diagnosis, results)
     if lead is not None:  # what was done and what is true now; the headline becomes context
         host = escape(incident.host)
         was = summary.headline(incident, diagnosis, now).removeprefix(f"{host}: ")
@@ -136,9 +153,9 @@ def _headline(incident: IncidentLike, diagnosis: Diagnosis, now: float,
 
 def approved_actions(plans: Sequence[ActionPlan],
                      approvals: Mapping[str, Approval]) -> list[ProposedAction]:
-    """The actions people approved, in the order they were offered."""
+    """The actions people approved and no revert undid since, in the order offered."""
     return [p.action for p in plans if (a := approvals.get(p.approval_id)) is not None
-            and a.status is ApprovalStatus.APPROVED]
+            and a.status is ApprovalStatus.APPROVED and not p.undone]
 
 
 def shown_plans(state: str, plans: Sequence[ActionPlan],
@@ -231,9 +248,10 @@ def _plan_section(host: str, plan: ActionPlan, diagnosis: Diagnosis,
     """The offer as a sentence with its buttons; once the incident is settled (verified,
     resumed, resolved) an approved offer is one line: who approved what, no "Proposed"."""
     if settled and approval is not None and approval.status is ApprovalStatus.APPROVED:
-        return Section(strings.MSG_PLAN_APPROVED.format(
+        line = strings.MSG_PLAN_APPROVED.format(
             mark=decision_line(approval), sentence=summary.action_done_sentence(plan.action,
-                                                                               diagnosis)))
+                                                                               diagnosis))
+        return Section(strings.MSG_PLAN_UNDONE.format(line=line) if plan.undone else line)
     text = summary.action_sentence(plan.action, diagnosis)
     decision = decision_line(approval)
     if decision:
@@ -256,9 +274,8 @@ def _buttons(host: str, plan: ActionPlan) -> tuple[Button, ...]:
                 Button(strings.MSG_DENY, "deny", plan.approval_id, ButtonStyle.DEFAULT))
     confirm = None
     if plan.destructive:
-        confirm = f"{strings.CONFIRM_TITLE.format(host=host)} {plan.action.kind}: " + "; ".join(
-            plan.commands
-        )
+        confirm = (f"{strings.CONFIRM_TITLE.format(host=host)} "
+                   f"{summary.action_phrase(plan.action)}: " + "; ".join(plan.commands))
     return (
         Button(strings.MSG_APPROVE, "approve", plan.approval_id, ButtonStyle.PRIMARY, confirm),
         Button(strings.MSG_DENY, "deny", plan.approval_id, ButtonStyle.DEFAULT),

@@ -15,11 +15,12 @@ from typing import Any, Protocol
 
 from bot.chat import cleanup_view
 from bot.chat.base import Section
-from bot.chat.text import clip, code_safe, escape
+from bot.chat.text import clip, code_safe, escape, in_gib
 from bot.core import fmt, strings
 from bot.domain import headline as hl
 from bot.domain import holding
-from bot.domain.action_result import ActionResult
+from bot.domain.action_result import ActionResult, Outcome, Seen
+from bot.domain.approval import Approval
 from bot.domain.findings import Diagnosis, Finding, ProposedAction
 from bot.domain.incident_record import LastOutcome, StepResult
 from bot.domain.outcome_word import OUTCOME_STATES as OUTCOME_STATES
@@ -161,13 +162,17 @@ def plain_title(finding: Finding) -> str:
     return _chat(finding.title)
 
 
-def state_line(incident: IncidentLike, now: float) -> str:
-    """``:raising_hand: Awaiting approval · incident INC-7 · opened 4 min ago``."""
+def state_line(incident: IncidentLike, now: float, word: OutcomeWord | None = None) -> str:
+    """``:raising_hand: Awaiting approval · incident INC-7 · opened 4 min ago``; once a word
+    leads that is not a fix (Done, Reverted, Not fixed, Could not check), the label is that
+    word: "Verified" is said only of a fix, never while the problem is there."""
     state = _val(incident.state)
     since = incident.first_seen or now
-    return strings.MSG_STATE_LINE.format(
-        icon=STATE_ICON.get(state, ":white_circle:"), label=state.replace("_", " ").capitalize(),
-        id=escape(incident.id), age=fmt.age(now, since))
+    icon, label = STATE_ICON.get(state, ":white_circle:"), state.replace("_", " ").capitalize()
+    if word in WORD_LABELS and state != "resolved":
+        icon, label = WORD_LABELS[word]
+    return strings.MSG_STATE_LINE.format(icon=icon, label=label, id=escape(incident.id),
+                                         age=fmt.age(now, since))
 
 
 def action_phrase(action: ProposedAction, diagnosis: Diagnosis | None = None) -> str:
@@ -183,6 +188,11 @@ def action_phrase(action: ProposedAction, diagnosis: Diagnosis | None = None) ->
     except KeyError:
         said = ""
     return said or _generic(action, p)
+
+
+def in_words(approval: Approval) -> str:
+    """An approval's action as a person reads it (its own words), never its kind."""
+    return action_phrase(approval.action.proposed())
 
 
 def is_revert(kind: str) -> bool:
@@ -310,6 +320,16 @@ LEADS = {
     OutcomeWord.RESUMED: (strings.MSG_LEAD_RESUMED, strings.MSG_WAS),
     OutcomeWord.FIXED: (strings.MSG_LEAD_FIXED, strings.MSG_WAS),
     OutcomeWord.DONE: (strings.MSG_LEAD_DONE, strings.MSG_NOT_FIXED),
+    OutcomeWord.NOT_FIXED: (strings.MSG_LEAD_NOT_FIXED, strings.MSG_STILL),
+    OutcomeWord.COULD_NOT_CHECK: (strings.MSG_LEAD_COULD_NOT_CHECK, strings.MSG_AS_LAST_SEEN),
+}
+# the state line's label once a word leads (the state itself is unchanged); Fixed and
+# Resumed keep the state's own label, and a resolved incident says Resolved (a decision)
+WORD_LABELS = {
+    OutcomeWord.DONE: (":ballot_box_with_check:", "Done"),
+    OutcomeWord.REVERTED: (":leftwards_arrow_with_hook:", "Reverted"),
+    OutcomeWord.NOT_FIXED: (":x:", "Not fixed"),
+    OutcomeWord.COULD_NOT_CHECK: (":grey_question:", "Could not check"),
 }
 
 
@@ -343,42 +363,73 @@ def _quiet_now(kind: str) -> bool:
     return known is not None and known.quiet_now
 
 
-def observed(state: str, result: ActionResult, earlier: Sequence[ProposedAction],
-             diagnosis: Diagnosis | None) -> Observed:
-    """What the outcome word is decided from: the action's facts and what verify saw."""
+def held_now(results: Sequence[StepResult]) -> int | None:
+    """GPUs the newest look at them saw holding memory (None: no result looked)."""
+    return next((r.held for r in reversed(results) if r.held is not None), None)
+
+
+def observed(state: str, last: LastOutcome | None, earlier: Sequence[ProposedAction],
+             diagnosis: Diagnosis | None, results: Sequence[StepResult] = ()
+             ) -> Observed | None:
+    """What the outcome word is decided from: the action's facts and what verify saw (a
+    step that never ran because the host could not be read: could not check)."""
+    if last is None:
+        return None
+    result = last.result
+    if result is None:
+        return Observed(state, Seen.COULD_NOT_CHECK) if last.could_not_check else None
     known = find(result.kind)
     undoes = known is not None and known.undoes
     resumes = known is not None and known.resumes
+    held = held_now(results)
     fixed = (not undoes and not resumes and result.ok
              and fixes_headline(result, earlier, diagnosis, fixes_of))
-    return Observed(state, result.ok, undoes, resumes, fixed)
+    return Observed(state, _seen(result), undoes, resumes, fixed, bool(held))
+
+
+def _seen(result: ActionResult) -> Seen | None:
+    """What its verify observed; an action that lost the host before verify: could not
+    check; one refused before it ran: nothing observed (None)."""
+    if result.verification is not None:
+        return result.verification.seen
+    if result.outcome in (Outcome.UNREACHABLE, Outcome.COULD_NOT_CHECK):
+        return Seen.COULD_NOT_CHECK
+    return None
 
 
 @dataclass(frozen=True)
 class Lead:
     """The settled message's first line and the template of the line under it (the
-    headline as context: ``Was: …``, ``Not fixed by this: …``, ``The alert: …``)."""
+    headline as context: ``Was: …``, ``Not fixed by this: …``, ``The alert: …``), and the
+    word it leads with."""
 
     text: str
     below: str
+    word: OutcomeWord | None = None
 
 
 def outcome(state: str, last: LastOutcome | None, earlier: Sequence[ProposedAction] = (),
             diagnosis: Diagnosis | None = None, results: Sequence[StepResult] = ()
             ) -> Lead | None:
     """``Fixed: X stopped and disabled; 8/8 GPUs free since 11:02 UTC`` for a verified,
-    resumed or resolved incident whose last action verified (None otherwise: the headline
-    still leads). ``earlier``: the approved actions before it (a lasting fix after the
-    stop names both). "Fixed" only when it fixed what the headline names, else "Done".
-    The time is when the action finished, never the render's clock; after a drop-in (whose
-    verification is about a file) what is true now is the newest earlier action's, from
-    ``results``."""
-    result = last.result if last is not None else None
-    word = outcome_word(observed(state, result, earlier, diagnosis)) if result else None
-    if result is None or word is None or word not in LEADS:
+    resumed or resolved incident whose last action verified; ``Not fixed: …`` or ``Could
+    not check: …`` for one whose verify saw the condition hold or could not read the host
+    (None otherwise: the headline still leads). ``earlier``: the approved actions before
+    it that were not undone (a lasting fix after the stop names both). "Fixed" only when it
+    fixed what the headline names, else "Done". The time is when the action finished,
+    never the render's clock; after a drop-in (whose verification is about a file) what
+    is true now is the newest earlier action's, from ``results``."""
+    word = outcome_word(observed(state, last, earlier, diagnosis, results))
+    if last is None or word is None or word not in LEADS:
         return None
-    parts = [done_phrase(result)]
     label, below = LEADS[word]
+    result = last.result
+    if result is None or word in (OutcomeWord.NOT_FIXED, OutcomeWord.COULD_NOT_CHECK):
+        said = escape(in_gib(_MIB_ASIDE.sub("", result.summary if result else last.summary)))
+        if word is OutcomeWord.NOT_FIXED and result is not None and is_revert(result.kind):
+            label = strings.MSG_LEAD_REVERT_FAILED
+        return Lead(label.format(done=said), below, word)
+    parts = [done_phrase(result)]
     if word is not OutcomeWord.REVERTED:
         before = [_done(a.kind, a.params) for a in earlier
                   if (a.kind, a.params) != (result.kind, result.params)
@@ -386,10 +437,15 @@ def outcome(state: str, last: LastOutcome | None, earlier: Sequence[ProposedActi
         parts = [p for p in before if p] + parts
     lead = label.format(done="; ".join(dict.fromkeys(parts)))
     now, done_at = _now_and_when(result, results)
+    if word is OutcomeWord.REVERTED and now:
+        held = held_now(results)
+        if held is not None:
+            now = (strings.MSG_REVERT_BACK if held else strings.MSG_REVERT_NOT_BACK).format(
+                now=now)
     if not now or not done_at:
-        return Lead(lead + (f"; {now}" if now else ""), below)
+        return Lead(lead + (f"; {now}" if now else ""), below, word)
     text = strings.MSG_LEAD_NOW.format(lead=lead, now=now, when=fmt.clock(done_at, now=done_at))
-    return Lead(text, below)
+    return Lead(text, below, word)
 
 
 def _now_and_when(result: ActionResult, results: Sequence[StepResult]) -> tuple[str, float]:
@@ -411,4 +467,3 @@ def outcome_lead(state: str, last: LastOutcome | None,
     """``outcome``'s first line, or "" while the headline leads."""
     lead = outcome(state, last, earlier, diagnosis, results)
     return lead.text if lead is not None else ""
-

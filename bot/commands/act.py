@@ -22,7 +22,7 @@ from bot.config.inventory import resolve
 from bot.config.settings import Settings, env_redis_url, load_settings
 from bot.core import strings
 from bot.core.errors import UserError
-from bot.domain.action_result import ActionResult, Outcome, Verification
+from bot.domain.action_result import ActionResult, Outcome, Seen, Verification
 from bot.remediation import catalog
 from bot.remediation.cleanup import unfinished_output_dirs
 from bot.remediation.executor import AuditSink, audit_refusal, cli_incident_id, execute
@@ -132,6 +132,11 @@ def _refused(settings: Settings, target: SSHTarget, kind: str, params: dict[str,
     audit_refusal(audit, incident, actor, kind, params, target, exc.message, None)
 
 
+def _reboot_seen(boot_id: str | None) -> Seen:
+    """A new boot id is the reboot seen; none is a host that never answered again."""
+    return Seen.FIXED if boot_id is not None else Seen.COULD_NOT_CHECK
+
+
 def _rebooted(pool: Any, target: SSHTarget, result: ActionResult, before: str | None,
               wait_s: float, options: RemediationOptions, audit: AuditSink | None) -> ActionResult:
     """A sent reboot, waited for: a new boot id within ``wait_s`` is success ("back after
@@ -149,7 +154,7 @@ def _rebooted(pool: Any, target: SSHTarget, result: ActionResult, before: str | 
     evidence = {"boot_id_before": before, "boot_id_after": seen.boot_id,
                 "waited_s": round(seen.waited_s, 1), "wait_s": wait_s}
     done = replace(result, outcome=outcome, summary=text,
-                   verification=Verification(seen.boot_id is not None, text, seen.waited_s,
+                   verification=Verification(_reboot_seen(seen.boot_id), text, seen.waited_s,
                                              evidence=evidence))
     if audit is not None:
         audit.append(result.incident_id or "", result.approver, "host.reboot_settled",

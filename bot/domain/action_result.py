@@ -11,10 +11,30 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from bot.core import strings
 from bot.domain.findings import ProbeResult
 from bot.domain.host_state import CapturedState
 
 EXCERPT_CHARS = 2000
+
+
+class Seen(StrEnum):
+    """What an action's verify observed on the host: the only source of an outcome word.
+
+    ``FIXED``: the host answered and shows the action's effect (past its restart window);
+    ``NOT_FIXED``: the host answered and does not show it; ``COULD_NOT_CHECK``: the host
+    could not be read (refused connection, timeout, host key changed, a probe that did
+    not answer), so nothing is known of the effect. Never inferred from an action that
+    raised nothing: each action's verify says which one it saw."""
+
+    FIXED = "fixed"
+    NOT_FIXED = "not_fixed"
+    COULD_NOT_CHECK = "could_not_check"
+
+    @classmethod
+    def of(cls, holds: bool) -> Seen:
+        """The host answered; ``holds``: what it showed is the action's effect."""
+        return cls.FIXED if holds else cls.NOT_FIXED
 
 
 class Outcome(StrEnum):
@@ -27,6 +47,7 @@ class Outcome(StrEnum):
     TIMED_OUT_BUT_DONE = "timed_out_but_done"  # deadline hit, yet the re-probe shows it worked
     DRY_RUN = "dry_run"  # commands shown, nothing run on the host
     UNREACHABLE = "unreachable"  # no SSH session: nothing ran
+    COULD_NOT_CHECK = "could_not_check"  # it ran (or may have), then the host could not be read
     REFUSED = "refused"  # the preflight said no: nothing ran; ``proposals`` says what instead
 
     @property
@@ -91,24 +112,39 @@ _RECORD_FIELDS = ("name", "command", "exit_status", "duration_s", "timed_out", "
 
 @dataclass(frozen=True)
 class Verification:
-    """Whether the intended effect holds, and the observations that say so."""
+    """What verify observed (``seen``), and the observations that say so; ``why``: what
+    failed when it could not check (in the transport's or the tool's words)."""
 
-    ok: bool
+    seen: Seen
     detail: str  # "8/8 GPUs free (max 0 MiB)"
     elapsed_s: float = 0.0
     respawned: bool = False
     evidence: dict[str, Any] = field(default_factory=dict)
+    why: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """The action's effect was seen on the host."""
+        return self.seen is Seen.FIXED
+
+    @classmethod
+    def could_not_check(cls, why: str, elapsed_s: float = 0.0) -> Verification:
+        return cls(Seen.COULD_NOT_CHECK, strings.REM_COULD_NOT_READ.format(why=why), elapsed_s,
+                   why=why)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "detail": self.detail, "elapsed_s": round(self.elapsed_s, 3),
-                "respawned": self.respawned, "evidence": self.evidence}
+        return {"seen": self.seen.value, "ok": self.ok, "detail": self.detail,
+                "elapsed_s": round(self.elapsed_s, 3), "respawned": self.respawned,
+                "evidence": self.evidence, "why": self.why}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verification:
-        return cls(ok=bool(data["ok"]), detail=str(data["detail"]),
+        """A stored verification; one written before ``seen`` existed says ``ok``."""
+        seen = Seen(data["seen"]) if data.get("seen") else Seen.of(bool(data["ok"]))
+        return cls(seen, detail=str(data["detail"]),
                    elapsed_s=float(data.get("elapsed_s", 0.0)),
                    respawned=bool(data.get("respawned", False)),
-                   evidence=dict(data.get("evidence") or {}))
+                   evidence=dict(data.get("evidence") or {}), why=str(data.get("why") or ""))
 
 
 @dataclass(frozen=True)

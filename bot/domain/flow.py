@@ -2,20 +2,21 @@
 
 An event is something that happened to an incident: its alert opened or cleared, a
 diagnosis finished or failed, an approval was clicked, denied or expired, an action
-started, was observed by its verification (or found not needed, or failed before it ran),
-the health gate observed the host before a return to service, a follow-up was offered,
-more alerts folded into an Xid storm's tally, another host joined its group, an
-extraction's resume was queued (its progress shown, its job ended), its card was
-delivered to chat, the reconciler found its step abandoned, an interrupted action was
-read back from the host, a reboot was sent, settled or followed on the host's other
-incidents, a drained Slurm node has nothing running any more, a person acked, resolved,
-snoozed or retried. An effect is what must happen because of it: the transition's audit
-line (written with the record), the message re-rendered, a reply in the thread, a
-diagnosis or an action run, the other pending approvals withdrawn, approvals told which
-message holds their buttons, an audit entry, an announcement on the events stream, the
-closing note. ``decide`` does no I/O: the runner (``bot/flow/runner.py``) loads the
-incident once, calls it, commits the new record once and applies the effects; what an
-effect finds out comes back as the next event.
+started, was observed by its verification (a revert's undoing the step it followed), was
+found not needed by a re-probe that read the host, or could not be checked because the
+re-probe could not read it, or failed before it ran, the health gate observed the host
+before a return to service, a follow-up was offered, more alerts folded into an Xid
+storm's tally, another host joined its group, an extraction's resume was queued (its
+progress shown, its job ended), its card was delivered to chat, the reconciler found its
+step abandoned, an interrupted action was read back from the host, a reboot was sent,
+settled or followed on the host's other incidents, a drained Slurm node has nothing
+running any more, a person acked, resolved, snoozed or retried. An effect is what must
+happen because of it: the transition's audit line (written with the record), the message
+re-rendered, a reply in the thread, a diagnosis or an action run, the other pending
+approvals withdrawn, approvals told which message holds their buttons, an audit entry, an
+announcement on the events stream, the closing note. ``decide`` does no I/O: the runner
+(``bot/flow/runner.py``) loads the incident once, calls it, commits the new record once
+and applies the effects; what an effect finds out comes back as the next event.
 
 The state table (``bot/domain/lifecycle.py``) guards every change: ``apply_transition``
 raises ``IllegalTransition`` and nothing is written. An event that no longer applies
@@ -32,9 +33,10 @@ from enum import StrEnum
 from typing import Any
 
 from bot.core import mrkdwn, strings
-from bot.domain.action_result import ActionResult
+from bot.domain.action_result import ActionResult, Outcome, Seen, Verification
 from bot.domain.approval import Approval
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
+from bot.domain.hardware import outlasting
 from bot.domain.incident import Incident, apply_transition
 from bot.domain.incident_record import (
     ActionPlan,
@@ -124,15 +126,18 @@ class DiagnosisFailed(FlowEvent):
 @dataclass(frozen=True)
 class ApprovalClicked(FlowEvent):
     """The click that won the approval's atomic claim (``by`` is the approver, or
-    ``policy:<name>`` for a fleet policy's automatic approval)."""
+    ``policy:<name>`` for a fleet policy's automatic approval). ``said``: the action in
+    the words a person reads (its own, ``Action.phrase``), never its kind."""
 
     approval: Approval
+    said: str = ""
 
 
 @dataclass(frozen=True)
 class ApprovalDenied(FlowEvent):
     approval: Approval
     reason: str = ""
+    said: str = ""  # the action in words
 
 
 @dataclass(frozen=True)
@@ -161,10 +166,23 @@ class RevertObserved(ActionObserved):
 
 @dataclass(frozen=True)
 class ActionNotNeeded(FlowEvent):
-    """The fresh diagnosis no longer proposes the approved action: nothing ran."""
+    """The fresh diagnosis (one that read the host in full) no longer proposes the
+    approved action: nothing ran."""
 
     kind: str
     now: str  # what the host looks like now, in the findings' words
+    said: str = ""  # the action in words
+
+
+@dataclass(frozen=True)
+class ReprobeFailed(FlowEvent):
+    """The fresh diagnosis before acting could not read the host (refused connection,
+    timeout, host key changed, probes that did not answer): nothing ran, and nothing is
+    known of whether the finding still holds. Could not check, never "no longer holds"."""
+
+    kind: str
+    why: str  # what failed, in the transport's or the tool's words
+    said: str = ""  # the action in words
 
 
 @dataclass(frozen=True)
@@ -254,6 +272,7 @@ class ActionReadBack(FlowEvent):
     text: str
     result: ActionResult | None = None
     settles: bool = True
+    could_not_check: str = ""  # what failed when the host could not be read (issue 35)
 
 
 @dataclass(frozen=True)
@@ -342,7 +361,9 @@ class ActionFinished(FlowEvent):
 @dataclass(frozen=True)
 class AlertCleared(FlowEvent):
     """The incident resolved (its alert cleared, or a person or the flow resolved it):
-    the flow re-renders it and posts the closing note."""
+    the flow re-renders it and posts the closing note. Or its alert cleared and it stayed
+    open (``Incident.cleared_at``: a hardware fault outlives its alert): the message says
+    the alert cleared and the fault is still there."""
 
 
 @dataclass(frozen=True)
@@ -459,11 +480,13 @@ class RunAction(Effect):
 
 @dataclass(frozen=True)
 class WithdrawPending(Effect):
-    """Cancel the incident's other pending approvals (``keep``: the one clicked)."""
+    """Cancel the incident's other pending approvals (``keep``: the one clicked); with
+    ``only``, just those approvals (a revert's: the follow-ups of the step it undid)."""
 
     actor: str
     reason: str
     keep: str = ""
+    only: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -601,7 +624,7 @@ def _approval_clicked(incident: Incident, event: ApprovalClicked) -> Decision:
     a click on an incident that resolved or moved on runs nothing and says why."""
     approval, user = event.approval, event.by
     if incident.state not in ACTABLE or incident.running is not None:
-        text = strings.FLOW_NOT_ACTABLE.format(kind=approval.kind, id=incident.id,
+        text = strings.FLOW_NOT_ACTABLE.format(kind=event.said or approval.kind, id=incident.id,
                                                state=incident.state.value)
         return incident, (Audit(user, "action.skipped", {"reason": text[:500]}),
                           ReplyInThread(text), Refused(text))
@@ -610,7 +633,7 @@ def _approval_clicked(incident: Incident, event: ApprovalClicked) -> Decision:
         new, moved = _move(incident, S.APPROVED, event.at, user, f"approved {approval.kind}",
                            approval.evidence_hash)
         effects += [moved, WithdrawPending(user, strings.WITHDRAWN_REASON, keep=approval.id)]
-    new = replace(new, running=Running(approval.kind, user, event.at, approval.id),
+    new = replace(new, running=Running(approval.kind, user, event.at, approval.id, event.said),
                   updated=event.at)
     return new, (*effects, PostMessage(), RunAction(approval, user))
 
@@ -621,7 +644,7 @@ def _approval_denied(incident: Incident, event: ApprovalDenied) -> Decision:
         new, moved = _move(incident, S.DENIED, event.at, event.by, event.reason or "denied")
         effects += [moved, WithdrawPending(event.by, f"denied {event.approval.kind}")]
     text = strings.FLOW_DENIED.format(user=mrkdwn.mention(event.by),  # a mention: <@U…>
-                                      kind=event.approval.kind,
+                                      kind=event.said or mrkdwn.escape(event.approval.kind),
                                       reason=mrkdwn.escape(event.reason or "-"))
     return new, (*effects, ReplyInThread(text), PostMessage())
 
@@ -661,9 +684,63 @@ def _action_observed(incident: Incident, event: ActionObserved) -> Decision:
     return new, (*effects, SayResult(result))
 
 
+def _revert_observed(incident: Incident, event: RevertObserved) -> Decision:
+    """A revert, as its verify saw it: stored and moved on as any result; the step it
+    undid is marked undone (so its fix no longer counts) and the follow-ups that step
+    offered (the lasting fix, a resume, its other reverts) are withdrawn: they were
+    offered for a host that is no longer as that step left it."""
+    new, effects = _action_observed(incident, event)
+    running = incident.running
+    reverting = _plan_of(incident, running.approval_id) if running is not None else None
+    if reverting is None or not reverting.follows:
+        return new, effects
+    undone = reverting.follows
+    result = event.result
+    if result.ok:
+        new = replace(new, plans=tuple(replace(p, undone=True) if p.approval_id == undone else p
+                                       for p in new.plans))
+    ran = result.ok or any(c.ran for c in result.commands)
+    followers = tuple(i for i in _followers(incident, undone) if i != reverting.approval_id)
+    if not ran or not followers:
+        return new, effects
+    withdraw = WithdrawPending(event.by, strings.FLOW_REVERT_WITHDREW, only=followers)
+    return new, (*effects, withdraw)
+
+
+def _plan_of(incident: Incident, approval_id: str) -> ActionPlan | None:
+    plans = (*incident.plans, *((incident.revert_plan,) if incident.revert_plan else ()))
+    return next((p for p in plans if p.approval_id == approval_id), None)
+
+
+def _followers(incident: Incident, step: str) -> list[str]:
+    """The approvals offered after ``step``, and after those, in order."""
+    plans = (*incident.plans, *((incident.revert_plan,) if incident.revert_plan else ()))
+    out: list[str] = []
+    frontier = {step}
+    while frontier:
+        nxt = [p.approval_id for p in plans if p.follows in frontier and p.approval_id not in out]
+        out += nxt
+        frontier = set(nxt)
+    return out
+
+
+def _reprobe_failed(incident: Incident, event: ReprobeFailed) -> Decision:
+    """The host could not be read before acting: nothing ran; could not check, with what
+    failed; action_failed, so Retry diagnoses again once the host answers."""
+    text = strings.FLOW_REPROBE_FAILED.format(kind=event.said or event.kind, why=event.why)
+    new = replace(incident.with_result(StepResult(False, text)),
+                  last_outcome=LastOutcome(text, could_not_check=event.why), updated=event.at)
+    effects: list[Effect] = [Audit(event.by, "action.skipped",
+                                   {"reason": "could not check", "why": event.why[:500]})]
+    if incident.state is S.APPROVED:
+        new, moved = _move(new, S.ACTION_FAILED, event.at, event.by, text[:200])
+        effects.insert(0, moved)
+    return new, (*effects, ReplyInThread(strings.FLOW_REPROBE_SAID.format(text=text)))
+
+
 def _action_not_needed(incident: Incident, event: ActionNotNeeded) -> Decision:
     """The finding no longer holds: nothing runs; the thread says what the host shows."""
-    text = strings.FLOW_NOT_ACTING.format(kind=event.kind, now=event.now)
+    text = strings.FLOW_NOT_ACTING.format(kind=event.said or event.kind, now=event.now)
     new = replace(incident, results=(StepResult(True, text),), updated=event.at)
     effects: list[Effect] = [Audit(event.by, "action.skipped",
                                    {"reason": "finding no longer holds", "now": event.now[:500]})]
@@ -797,8 +874,9 @@ def _read_back_line(incident: Incident, event: ActionReadBack) -> Incident:
         return incident
     if event.result is not None:
         line, last = StepResult.of(event.result), LastOutcome.of(event.result)
-    else:
-        line, last = StepResult(False, event.text), LastOutcome(event.text)
+    else:  # not there, or could not check (the host could not be read): never a verdict
+        line = StepResult(False, event.text)
+        last = LastOutcome(event.text, could_not_check=event.could_not_check)
     return replace(incident.with_result(line), last_outcome=last, running=None,
                    updated=event.at)
 
@@ -814,13 +892,31 @@ def _reboot_settled(incident: Incident, event: RebootSettled) -> Decision:
     """Only the step that waits for it (remediating) settles; its line with the move."""
     if incident.state is not S.REMEDIATING:
         raise StepTaken(incident.id, incident.state, "no reboot step waiting to settle")
-    done = replace(incident.with_result(StepResult(event.ok, event.text)), reboot=event.reboot)
+    done = replace(incident.with_result(StepResult(event.ok, event.text)), reboot=event.reboot,
+                   last_outcome=rebooted(incident.last_outcome, event.reboot.boot_id_after,
+                                         event.ok, event.text))
     goal = S.VERIFIED if event.ok else S.ACTION_FAILED
     new, moved = _move(done, goal, event.at, event.by, event.text[:200])
     detail = {"boot_id_after": event.reboot.boot_id_after, "ok": event.ok,
               "text": event.text[:500]}
     return new, (moved, Audit(event.by, "host.reboot_settled", detail),
                  ReplyInThread(event.text), PostMessage())
+
+
+def rebooted(last: LastOutcome | None, now_id: str | None, ok: bool,
+             text: str) -> LastOutcome | None:
+    """The reboot's result as it was seen once the host was back (the problem gone:
+    fixed; still there: not fixed) or never came back (could not check)."""
+    result = last.result if last is not None else None
+    if result is None:
+        return last
+    seen = Seen.COULD_NOT_CHECK if now_id is None else Seen.of(ok)
+    outcome = {Seen.FIXED: Outcome.SUCCEEDED, Seen.NOT_FIXED: Outcome.FAILED,
+               Seen.COULD_NOT_CHECK: Outcome.COULD_NOT_CHECK}[seen]
+    why = text if seen is Seen.COULD_NOT_CHECK else ""
+    verification = Verification(seen, text, evidence={"boot_id_after": now_id}, why=why)
+    return LastOutcome.of(replace(result, outcome=outcome, summary=text,
+                                  verification=verification))
 
 
 def _host_reboot_marked(incident: Incident, event: HostRebootMarked) -> Decision:
@@ -880,7 +976,16 @@ def _action_finished(incident: Incident, event: ActionFinished) -> Decision:
 
 
 def _alert_cleared(incident: Incident, event: AlertCleared) -> Decision:
-    return incident, (PostMessage(), ClosingNote())
+    """Resolved: re-rendered, the closing note. Kept open with its alert cleared (a
+    hardware fault): re-rendered, and the thread told the fault is still there."""
+    if incident.state is S.RESOLVED or incident.cleared_at is None:
+        return incident, (PostMessage(), ClosingNote())
+    faults = outlasting(incident)
+    if not faults:  # an event kind, or a state that cannot resolve: nothing to say yet
+        return incident, ()
+    text = strings.FLOW_ALERT_CLEARED_FAULT.format(
+        fault="; ".join(f.title for f in faults)[:300])
+    return incident, (PostMessage(), ReplyInThread(text))
 
 
 def _acked(incident: Incident, event: Acked) -> Decision:
@@ -959,7 +1064,8 @@ _HANDLERS: dict[type, Callable[[Incident, Any], Decision]] = {
     DiagnosisFinished: _diagnosis_finished, DiagnosisFailed: _diagnosis_failed,
     ApprovalClicked: _approval_clicked, ApprovalDenied: _approval_denied,
     ApprovalExpired: _approval_expired, ActionStarted: _action_started,
-    ActionObserved: _action_observed, ActionNotNeeded: _action_not_needed,
+    ActionObserved: _action_observed, RevertObserved: _revert_observed,
+    ActionNotNeeded: _action_not_needed, ReprobeFailed: _reprobe_failed,
     ActionFailed: _action_failed, GateObserved: _gate_observed, XidsFolded: _xids_folded,
     ResumeQueued: _resume_queued, CardDelivered: _card_delivered,
     StepAbandoned: _step_abandoned, ActionReadBack: _action_read_back,

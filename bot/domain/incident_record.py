@@ -30,15 +30,22 @@ class ActionPlan:
     commands: tuple[str, ...]
     approval_id: str
     destructive: bool = True  # destructive actions get a confirm dialog
+    # a follow-up: the approval of the step whose result offered it (a revert of that step
+    # withdraws it); "" for what the diagnosis proposed
+    follows: str = ""
+    undone: bool = False  # a revert put back what this (approved) step changed
 
     def to_json(self) -> dict[str, Any]:
+        extra = {"follows": self.follows} if self.follows else {}
         return {"action": self.action.to_dict(), "commands": list(self.commands),
-                "approval_id": self.approval_id}
+                "approval_id": self.approval_id, **extra,
+                **({"undone": True} if self.undone else {})}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ActionPlan:
         return cls(_action_from_json(raw["action"]), tuple(raw["commands"]),
-                   str(raw["approval_id"]))
+                   str(raw["approval_id"]), follows=str(raw.get("follows") or ""),
+                   undone=bool(raw.get("undone", False)))
 
 
 @dataclass(frozen=True)
@@ -52,21 +59,39 @@ class StepResult:
     kind: str = ""
     now: str = ""
     at: float = 0.0
+    held: int | None = None  # GPUs its verification saw still holding memory (None: not read)
 
     @classmethod
     def of(cls, result: ActionResult) -> StepResult:
-        seen = result.verification.detail if result.verification is not None else ""
+        v = result.verification
+        seen = v.detail if v is not None else ""
         return cls(result.ok, result.summary, result.kind, seen,
-                   result.started_at + result.duration_s if result.started_at else 0.0)
+                   result.started_at + result.duration_s if result.started_at else 0.0,
+                   held_gpus(v.evidence) if v is not None else None)
 
     def to_json(self) -> dict[str, Any]:
         extra = {"kind": self.kind, "now": self.now, "at": self.at} if self.kind else {}
+        if self.held is not None:
+            extra["held"] = self.held
         return {"ok": self.ok, "text": self.text, **extra}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> StepResult:
+        held = raw.get("held")
         return cls(bool(raw["ok"]), str(raw["text"]), str(raw.get("kind") or ""),
-                   str(raw.get("now") or ""), float(raw.get("at") or 0.0))
+                   str(raw.get("now") or ""), float(raw.get("at") or 0.0),
+                   int(held) if isinstance(held, int) else None)
+
+
+def held_gpus(evidence: dict[str, Any]) -> int | None:
+    """How many GPUs a verification saw holding memory: the GPUs a revert left in use
+    (``held_after``), or those a stop or kill still saw held (``held``); None when it did
+    not look at the GPUs."""
+    after = evidence.get("held_after")
+    if isinstance(after, int):
+        return after
+    held = evidence.get("held")
+    return len(held) if isinstance(held, list) and evidence.get("gpus") else None
 
 
 @dataclass(frozen=True)
@@ -76,6 +101,9 @@ class LastOutcome:
 
     summary: str
     result: ActionResult | None = None
+    # nothing ran because the host could not be read (the re-probe at the click, the
+    # read-back after an interruption): what failed. Could not check, never "gone".
+    could_not_check: str = ""
 
     @classmethod
     def of(cls, result: ActionResult) -> LastOutcome:
@@ -84,14 +112,16 @@ class LastOutcome:
     def to_json(self) -> dict[str, Any]:
         if self.result is not None:
             return self.result.to_dict()
-        return {"summary": self.summary}
+        extra = {"could_not_check": self.could_not_check} if self.could_not_check else {}
+        return {"summary": self.summary, **extra}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> LastOutcome:
         if "kind" in raw and "outcome" in raw:
             result = ActionResult.from_dict(raw)
             return cls(result.summary, result)
-        return cls(str(raw.get("summary") or ""))
+        return cls(str(raw.get("summary") or ""),
+                   could_not_check=str(raw.get("could_not_check") or ""))
 
 
 @dataclass(frozen=True)
@@ -122,14 +152,17 @@ class Running:
     by: str
     at: float
     approval_id: str = ""
+    said: str = ""  # the action in the words a person reads (chat-escaped)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "by": self.by, "at": self.at, "approval_id": self.approval_id}
+        extra = {"said": self.said} if self.said else {}
+        return {"kind": self.kind, "by": self.by, "at": self.at, "approval_id": self.approval_id,
+                **extra}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Running:
         return cls(str(raw.get("kind", "")), str(raw.get("by", "")), float(raw.get("at", 0.0)),
-                   str(raw.get("approval_id", "")))
+                   str(raw.get("approval_id", "")), str(raw.get("said") or ""))
 
 
 @dataclass(frozen=True)

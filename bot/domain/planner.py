@@ -17,7 +17,8 @@ Rules (documented in docs/alerts.md):
   host's storm is its own count, its own message).
 - A resolved alert removes its fingerprint; with none left the incident resolves if its
   state allows, else it keeps its state and records that the alert cleared. Events
-  (``vm_restart``) never resolve from their alert ending: the flow or a person does.
+  (``vm_restart``) never resolve from their alert ending: the flow or a person does; nor
+  does a hardware fault (``bot.domain.hardware``): the GPU is still broken.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from bot.domain.hardware import outlives_alert
 from bot.domain.incident import (
     EVENT_KINDS,
     Alert,
@@ -276,8 +278,8 @@ class Planner:
         for fp in incident.fingerprints:
             if self.view.fp_ids.get(fp) == incident.id:
                 self._set_fp(fp, None)
-        if incident.kind in EVENT_KINDS or not can_transition(incident.state,
-                                                              IncidentState.RESOLVED):
+        if (incident.kind in EVENT_KINDS or outlives_alert(incident)
+                or not can_transition(incident.state, IncidentState.RESOLVED)):
             self._put(replace(incident, fingerprints=(), cleared_at=self.now, updated=self.now))
             self._event("incident.alert_cleared", incident, state=incident.state.value)
             self._note(incident.id, actor, "alert.cleared", state=incident.state.value)

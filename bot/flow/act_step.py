@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from bot.chat.summary import action_phrase
 from bot.core import strings
 from bot.core.errors import log_internal
 from bot.domain.action_result import ActionResult
@@ -26,6 +27,7 @@ from bot.domain.flow import (
     ActionObserved,
     ActionReadBack,
     ActionStarted,
+    ReprobeFailed,
     ResumeQueued,
     RevertObserved,
 )
@@ -61,6 +63,30 @@ STALLED_S = 900.0  # far past every step, verify and re-probe deadline of one ac
 def still_proposed(fresh: Diagnosis, action: ApprovalAction) -> bool:
     """The approved action is still what the host needs (same kind and parameters)."""
     return any(a.kind == action.kind and a.params == action.params for a in fresh.actions)
+
+
+def unread(fresh: Diagnosis) -> str | None:
+    """Why a fresh diagnosis could not read the host (no session: the transport's words;
+    probes that timed out or failed at transport level: theirs), or None when it read it
+    in full. Only a full read may say a finding no longer holds."""
+    if fresh.status is DiagnosisStatus.UNREACHABLE:
+        said = [f.detail or f.title for f in fresh.findings]
+        return "; ".join(said)[:300] or strings.FLOW_NO_ANSWER
+    if fresh.status is DiagnosisStatus.OK and not cut_off(fresh):
+        return None
+    failed = [f"{p.name}: {strings.FLOW_TIMED_OUT if p.timed_out else p.error}"
+              for p in fresh.probes if p.timed_out or p.error]
+    return "; ".join(failed)[:300] or strings.FLOW_NO_ANSWER
+
+
+def cut_off(fresh: Diagnosis) -> bool:
+    """The re-probe lost the host itself: no session, or probes whose session never ran
+    (a frozen sshd: no answer opening one). What such a diagnosis proposes is no reading
+    of the host: a frozen host reads as a hung nvidia-smi, whose step is a reboot, so
+    "still proposed" would send the reboot to a host that cannot take it and wait for a
+    boot that never comes. A probe the host ran past its deadline (a hung tool) has a
+    session and no transport error: that is a reading."""
+    return fresh.status is DiagnosisStatus.UNREACHABLE or any(p.error for p in fresh.probes)
 
 
 class ActStep:
@@ -184,7 +210,8 @@ class ActStep:
         except IllegalTransition:  # the action's own thread (or a person) settled it
             return False
         if outcome.result is not None:
-            self._offer_after_read_back(incident_id, outcome.result)
+            self._offer_after_read_back(incident_id, outcome.result,
+                                        running.approval_id if running is not None else "")
         self.publisher.publish(incident_id)
         return True
 
@@ -236,23 +263,28 @@ class ActStep:
         """The one move out of the action step with its result line (``ActionReadBack``,
         decided in ``bot.domain.flow``); from approved a verified read-back goes through
         remediating first, as the state table does. ``IllegalTransition`` if it moved."""
+        unread = outcome.seen is not None and not outcome.seen.reachable
         event = ActionReadBack(self.clock(), actor, incident.state, running, outcome.text,
-                               outcome.result)
+                               outcome.result,
+                               could_not_check=outcome.seen.seen if unread and outcome.seen
+                               else "")
         done = self.flow_runner.handle(incident.id, event)
         remediating = IncidentState.REMEDIATING
         if event.seen is IncidentState.APPROVED and done.incident.state is remediating:
             self.flow_runner.handle(incident.id, replace(event, at=self.clock(),
                                                          seen=remediating))
 
-    def _offer_after_read_back(self, incident_id: str, result: ActionResult) -> None:
+    def _offer_after_read_back(self, incident_id: str, result: ActionResult,
+                               step: str = "") -> None:
         """What a verified action offers next (the lasting fix, the host's interrupted
         extraction as a button); no Revert: the state before the action was never read."""
         target = self.hosts.target_for(self.incidents.require(incident_id).host)
         if target is None:
             return
         jobs = self.hosts.interrupted_job_ids(result.host) if frees_gpus(result.kind) else []
-        for job in self.followups.offer_followups(incident_id, result, target, jobs[:1]):
-            self.followups.offer_resume(incident_id, job)
+        for job in self.followups.offer_followups(incident_id, result, target, jobs[:1],
+                                                  follows=step):
+            self.followups.offer_resume(incident_id, job, follows=step)
 
     def fail(self, incident_id: str, text: str) -> None:
         """Record a failure that happened before (or instead of) an action result."""
@@ -268,12 +300,8 @@ class ActStep:
         known = find(action.kind)
         if (known is None or known.reprobe_first) and not action.offered:
             fresh = self.hosts.diagnose(incident, target)
-            if fresh.status is DiagnosisStatus.UNREACHABLE:  # not checked is not "gone"
-                why = "; ".join(f.title for f in fresh.findings) or "no answer"
-                self.fail(incident.id, strings.FLOW_NOT_CHECKED.format(
-                    kind=action.kind, host=incident.host, why=why))
-                return False
-            if not still_proposed(fresh, action):
+            # not checked is not "gone": an unreachable host or a lost session is Could not check
+            if cut_off(fresh) or not still_proposed(fresh, action):
                 self._not_needed(incident, approval, user, fresh)
                 return False
         self.flow_runner.handle(incident.id, ActionStarted(self.clock(), user, action.kind))
@@ -291,7 +319,7 @@ class ActStep:
             if first and result.ok and user.startswith("policy:"):
                 self._policy_done(incident.id, approval)
             first = False
-            result = self._follow_up(incident.id, result, target, user)
+            result = self._follow_up(incident.id, result, target, user, approval.id)
         return False
 
     def _host_lost(self, incident: Incident, result: ActionResult, user: str) -> None:
@@ -360,10 +388,19 @@ class ActStep:
 
     def _not_needed(self, incident: Incident, approval: Approval, user: str,
                     fresh: Diagnosis) -> None:
-        """The finding no longer holds: do not act; say what the host looks like now."""
+        """The fresh diagnosis does not propose the action, or lost the host (``cut_off``).
+        Read in full: the finding no longer holds, do not act, say what the host looks
+        like now. Not read in full (no session, probes that did not answer): could not
+        check, nothing ran, Retry."""
+        said = action_phrase(approval.action.proposed(), incident.diagnosis)
+        why = unread(fresh)
+        if why is not None:
+            self.flow_runner.handle(incident.id, ReprobeFailed(self.clock(), user, approval.kind,
+                                                               why, said))
+            return
         now = "; ".join(f.title for f in fresh.findings) or strings.FLOW_NO_FINDINGS
         self.flow_runner.handle(incident.id, ActionNotNeeded(self.clock(), user, approval.kind,
-                                                             now))
+                                                             now, said))
 
     def _record(self, incident_id: str, result: ActionResult) -> None:
         """Store one result as what verify observed (remediating → verified | failed, the
@@ -373,17 +410,17 @@ class ActStep:
         self.flow_runner.handle(incident_id, observed(self.clock(), self.bot_user, result))
 
     def _follow_up(self, incident_id: str, result: ActionResult, target: SSHTarget,
-                   user: str) -> ActionResult | None:
+                   user: str, step: str = "") -> ActionResult | None:
         """Offer what comes after ``result`` (Revert, a refusal's alternatives, the
-        ladder's next rung, the lasting fix: each its own approval); return the chained
-        resume's result, or None."""
+        ladder's next rung, the lasting fix: each its own approval, marked as following
+        ``step``, the approval that ran it); return the chained resume's result, or None."""
         if result.ok and is_resume(result.kind):
             self._mark_resumed(incident_id, result.params["job"])
             return None
         partial = bool(result.verification and result.verification.evidence.get("partial"))
         known = find(result.kind)
         if known is not None and known.previewed and (result.ok or partial):
-            self._offer_other_parts(incident_id, result, target)
+            self._offer_other_parts(incident_id, result, target, step)
         if self.slurm is not None and result.ok and known is not None and known.drains:
             self.slurm.after_drain(incident_id, result, target)
         if result.ok and known is not None and known.hands_to_rma:
@@ -396,23 +433,24 @@ class ActStep:
         freed = result.ok and frees_gpus(result.kind)
         host = self.incidents.require(incident_id).host
         jobs = self.hosts.interrupted_job_ids(host) if freed else []
-        resumes = self.followups.offer_followups(incident_id, result, target, jobs[:1])
+        resumes = self.followups.offer_followups(incident_id, result, target, jobs[:1],
+                                                 follows=step)
         if not resumes:
             return None
         if not self.options.chain_resume:
-            self.followups.offer_resume(incident_id, resumes[0])
+            self.followups.offer_resume(incident_id, resumes[0], follows=step)
             return None
         incident = self.incidents.require(incident_id)
         return self._gated_resume(incident_id, target, resumes[0], user,
                                   incident.evidence_hash or None, None)
 
     def _offer_other_parts(self, incident_id: str, result: ActionResult,
-                           target: SSHTarget) -> None:
+                           target: SSHTarget, step: str = "") -> None:
         """After one part of a disk cleanup, the parts it left, each its own approval again
         (the act step's preflight re-checks every file when one is clicked)."""
         stored = self.incidents.require(incident_id).diagnosis
         for action in rest(stored, result.params["paths"]) if stored is not None else []:
-            self.followups.offer(incident_id, action, target)
+            self.followups.offer(incident_id, action, target, follows=step)
 
     def _mark_resumed(self, incident_id: str, job_id: str) -> None:
         self.jobs.link(job_id, incident_id)

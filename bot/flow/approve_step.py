@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 
+from bot.chat.summary import action_phrase
 from bot.domain.approval import Approval
 from bot.domain.flow import ApprovalClicked, ApprovalDenied, ApprovalExpired
 from bot.flow.act_step import ActStep
@@ -21,6 +22,11 @@ from bot.flow.runner import FlowRunner
 from storage.incidents import UnknownIncident
 
 log = logging.getLogger(__name__)
+
+
+def said(approval: Approval) -> str:
+    """The approved action in the words a person reads (its own), never its kind."""
+    return action_phrase(approval.action.proposed())
 
 
 class ApproveStep:
@@ -39,8 +45,8 @@ class ApproveStep:
         """Accept the claimed approval (message says running), then act off this thread.
         None when it runs; else why nothing ran (the claim won just before the incident
         resolved or moved on), so the desk tells the clicker that, not "running now"."""
-        handled = self.flow_runner.handle(approval.incident_id,
-                                     ApprovalClicked(self.clock(), user, approval))
+        handled = self.flow_runner.handle(approval.incident_id, ApprovalClicked(
+            self.clock(), user, approval, said(approval)))
         if handled.refused is not None:
             return handled.refused
         for run in handled.runs:
@@ -51,8 +57,8 @@ class ApproveStep:
         return None
 
     def on_denied(self, approval: Approval, user: str, reason: str) -> None:
-        self.flow_runner.handle(approval.incident_id,
-                           ApprovalDenied(self.clock(), user, approval, reason))
+        self.flow_runner.handle(approval.incident_id, ApprovalDenied(
+            self.clock(), user, approval, reason, said(approval)))
 
     def on_expired(self, approval: Approval) -> None:
         try:

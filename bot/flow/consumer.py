@@ -37,6 +37,8 @@ from storage.incidents import UnknownIncident
 log = logging.getLogger(__name__)
 GROUP = "flow"
 STALE_MS = 120_000
+# resolved (its closing note), or its alert cleared while it stays open (a hardware fault)
+CLEARED = frozenset({"incident.resolved", "incident.alert_cleared"})
 LOOP = "consumer"  # its name in ``Heartbeats``
 RETRY_S, MAX_RETRY_S = 1.0, 8.0  # a refused event's back-off before it is handled again
 REFUSED_QUIET_S = 3.0  # a pass counts as progress only this long after a refused step
@@ -83,7 +85,7 @@ class Consumer:
                     self.flow_runner.handle(incident_id, HostGrouped(
                         self.clock(), self.bot_user, event["child"]))
                 self._diagnose(event["child"])  # the new host: diagnosed, in the thread
-            elif kind == "incident.resolved" and self.flow_runner is not None:
+            elif kind in CLEARED and self.flow_runner is not None:
                 self.flow_runner.handle(incident_id, AlertCleared(self.clock(), self.bot_user))
             elif kind == "incident.folded" and self.flow_runner is not None:
                 # an Xid storm's count, edited on its message (other folds say nothing new)

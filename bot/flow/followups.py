@@ -74,7 +74,7 @@ class Followups:
         self.history = history  # passed gates, the smoke baseline, the RMA list (issue 36)
 
     def offer_followups(self, incident_id: str, result: ActionResult, target: SSHTarget,
-                        jobs: list[str]) -> list[str]:
+                        jobs: list[str], *, follows: str = "") -> list[str]:
         """Store every offer as an approval (Revert as the revert plan); return the jobs
         whose resume was offered, for the caller to chain or leave as buttons. An offer
         already pending on the incident (same kind and parameters) is not offered twice."""
@@ -84,41 +84,42 @@ class Followups:
         resumes: list[str] = []
         for action in followup.offers(result, jobs):
             if revert is not None and action == revert:
-                self._offer_revert(incident_id, action, target)
+                self._offer_revert(incident_id, action, target, follows)
             elif is_resume(action.kind):
                 resumes.append(action.params["job"])
             elif not self.plans.pending(incident_id, action):
-                self.offer(incident_id, action, target)
+                self.offer(incident_id, action, target, follows=follows)
         return resumes
 
     def _offer_revert(self, incident_id: str, action: ProposedAction,
-                      target: SSHTarget) -> None:
+                      target: SSHTarget, follows: str = "") -> None:
         """A Revert approval, shown apart from the other plans (it undoes what just ran).
         An earlier Revert still pending stays offered, among the plans."""
         risk = get(action.kind).risk_as_revert(action.risk)
         revert = ProposedAction(action.id, action.kind, action.params,
                                 strings.FLOW_REVERT_REASON, risk)
         before = self.incidents.require(incident_id).revert_plan
-        plan = self.plans.new_offer(incident_id, revert, target)
+        plan = self.plans.new_offer(incident_id, revert, target, follows=follows)
         earlier = self.plans.approvals.get(before.approval_id) if before is not None else None
         keep = before if before is not None and earlier is not None and earlier.is_open else None
         self.flow_runner.handle(incident_id, PlanOffered(
             self.flow_runner.clock(), self.bot_user, plan, revert=True, keep=keep))
 
     def offer(self, incident_id: str, action: ProposedAction, target: SSHTarget | None,
-              *, policy: ApprovalPolicy | None = None) -> ActionPlan:
+              *, policy: ApprovalPolicy | None = None, follows: str = "") -> ActionPlan:
         """A follow-up's approval appended to the incident's plans, on its message's
-        buttons (``PlanOffered``)."""
-        plan = self.plans.new_offer(incident_id, action, target, policy=policy)
+        buttons (``PlanOffered``); ``follows``: the approval whose result offered it."""
+        plan = self.plans.new_offer(incident_id, action, target, policy=policy,
+                                    follows=follows)
         self.flow_runner.handle(incident_id, PlanOffered(self.flow_runner.clock(),
                                                          self.bot_user, plan))
         return plan
 
-    def offer_resume(self, incident_id: str, job: str) -> None:
+    def offer_resume(self, incident_id: str, job: str, *, follows: str = "") -> None:
         """A Resume button (not chained): the gate runs when it is approved."""
         action = ResumeExtraction.propose("", {"job": job}, strings.FLOW_RESUME_REASON,
                                           "uses the freed GPUs", id=f"resume-{job}"[:64])
-        self.offer(incident_id, action, None)
+        self.offer(incident_id, action, None, follows=follows)
 
     def gate(self, incident_id: str, target: SSHTarget, job: str, *,
              say_failed: bool = True, since: float | None = None,

@@ -10,7 +10,7 @@ propose it again. Buttons carry only the approval's opaque id.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 from bot.chat.policy_notes import note_for
@@ -92,13 +92,14 @@ class Plans:
                              extra=extra)
 
     def new_offer(self, incident_id: str, action: ProposedAction, target: SSHTarget | None,
-                  *, policy: ApprovalPolicy | None = None) -> ActionPlan:
+                  *, policy: ApprovalPolicy | None = None, follows: str = "") -> ActionPlan:
         """A follow-up's approval (under the incident's evidence); the incident keeps it
-        through the flow (``Followups.offer``: ``PlanOffered``)."""
+        through the flow (``Followups.offer``: ``PlanOffered``). ``follows``: the approval
+        of the step whose result offered it (a revert of that step withdraws it)."""
         commands = tuple(catalog.plan(action.kind, action.params, target))
         incident = self.incidents.require(incident_id)
-        return self.new_plan(incident_id, action, commands, incident.evidence_hash,
-                             offered=True, policy=policy)
+        return replace(self.new_plan(incident_id, action, commands, incident.evidence_hash,
+                                     offered=True, policy=policy), follows=follows)
 
     def attach_message(self, approval_ids: Sequence[str], channel: str, ts: str) -> None:
         """Each approval learns the message that holds its button (expiry edits it)."""
@@ -110,11 +111,14 @@ class Plans:
         return replace(self.policy, two_person=self.policy.two_person | {ResumeOverride.kind})
 
     def withdraw_pending(self, incident: Incident, actor: str, keep: str = "",
-                         reason: str = strings.WITHDRAWN_REASON) -> list[str]:
-        """Cancel every other still-pending approval of the incident, each audited."""
+                         reason: str = strings.WITHDRAWN_REASON,
+                         only: Collection[str] | None = None) -> list[str]:
+        """Cancel every other still-pending approval of the incident (or only those in
+        ``only``), each audited."""
         cancelled = []
         for approval in self.approvals.for_incident(incident.id):
-            if approval.id == keep or not approval.is_open:
+            if approval.id == keep or not approval.is_open or (
+                    only is not None and approval.id not in only):
                 continue
             if self.approvals.cancel(approval.id, actor, reason, self.clock()):
                 self.audit.append(incident.id, actor, "approval.cancelled",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core import strings
-from bot.domain.action_result import ActionResult, Outcome, Verification
+from bot.domain.action_result import ActionResult, Outcome, Seen, Verification
 from bot.domain.host_state import CapturedState
 from bot.remediation import catalog
 from bot.remediation.capture import capture
@@ -108,7 +108,7 @@ def read_back(runner: SSHRunner, target: SSHTarget, asked: Asked,
         kind=spec.kind, params=clean, host=target.name, outcome=Outcome.SUCCEEDED,
         summary=summary, approver=asked.approver, evidence_hash=asked.evidence_hash,
         planned=tuple(catalog.plan(spec.kind, clean, target)),  # no before-state: no Revert
-        verification=Verification(True, seen.detail, seen.elapsed_s, evidence=evidence),
+        verification=Verification(Seen.FIXED, seen.detail, seen.elapsed_s, evidence=evidence),
         started_at=started, duration_s=time.monotonic() - t0, incident_id=asked.incident_id)
     return ReadBack(True, seen.detail, result=result, evidence=evidence)
 

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from bot.chat.transcript import transcript_status
+from bot.core import strings
 from bot.core.errors import log_internal
 from bot.domain.action_result import ActionResult
 from bot.domain.flow import (
@@ -69,12 +71,13 @@ class DiagnosisRun(Protocol):
 
 
 def commands_text(result: ActionResult) -> str:
-    """The commands an action ran and what verify saw, for the thread."""
-    lines = [f"$ {c.command}  → exit {c.exit_status}{' (timed out)' if c.timed_out else ''}"
-             f" in {c.duration_s:.2f}s" for c in result.commands]
+    """The commands an action ran (only those: a step skipped because its effect already
+    held never ran) and what verify saw, for the thread."""
+    lines = [f"$ {c.command}  → {transcript_status(c)} in {c.duration_s:.2f}s"
+             for c in result.commands if c.ran]
     if result.verification is not None:
         lines.append(f"verify: {result.verification.detail}")
-    return "\n".join(lines) or "(no commands)"
+    return "\n".join(lines) or strings.FLOW_NO_COMMANDS
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,7 @@ class FlowRunner:
             self.publisher.reply(incident, effect.result.summary, commands_text(effect.result))
         elif isinstance(effect, WithdrawPending):
             self.plans.withdraw_pending(incident, effect.actor, keep=effect.keep,
-                                        reason=effect.reason)
+                                        reason=effect.reason, only=effect.only)
         elif isinstance(effect, AttachApprovals):
             self.plans.attach_message(effect.approval_ids, effect.channel, effect.ts)
         elif isinstance(effect, Audit):

@@ -177,8 +177,8 @@ def sent_commands(records: list[CommandRecord] | tuple[CommandRecord, ...]) -> l
 
 
 def _refused(ctx: ActionRun, run: _Run, captured: CapturedState, refusal: Refusal) -> ActionResult:
-    summary = strings.REM_REFUSED.format(kind=ctx.spec.kind, host=ctx.target.name,
-                                         why=refusal.reason)
+    summary = strings.REM_REFUSED.format(kind=ctx.spec.phrase(ctx.params) or ctx.spec.kind,
+                                         host=ctx.target.name, why=refusal.reason)
     return run.finish(Outcome.REFUSED, summary, captured=captured, proposals=refusal.proposals)
 
 
@@ -204,10 +204,7 @@ def _act(ctx: ActionRun, rendered: tuple[RemoteStep, ...], run: _Run, captured: 
         run_steps(ctx, rendered, captured, records)
     failed = any(hard_failure(r) for r in records)
     undo = roll_back(ctx, captured, records) if failed else []
-    try:
-        verification = verify(ctx, captured, patient=not noop and not failed)
-    except ProbeFailed as exc:
-        verification = Verification(False, f"could not verify: {exc}")
+    verification = verify(ctx, captured, patient=not noop and not failed)
     outcome = decide(records, verification, noop=noop)
     summary = summarize(ctx.spec, _subject(ctx), ctx.target.name, outcome, records, verification,
                         grace_s=ctx.options.term_grace_s)

@@ -15,7 +15,9 @@ from bot.domain import validate
 from bot.domain.action_result import ActionResult, Outcome
 from bot.remediation.actions.registry import find
 
-_NOT_TRIED = frozenset({Outcome.REFUSED, Outcome.DRY_RUN, Outcome.UNREACHABLE, Outcome.NOOP})
+# nothing ran, or nothing is known of what it did: no next rung on that
+_NOT_TRIED = frozenset({Outcome.REFUSED, Outcome.DRY_RUN, Outcome.UNREACHABLE, Outcome.NOOP,
+                        Outcome.COULD_NOT_CHECK})
 
 
 def wedged_gpus(evidence: dict[str, Any]) -> list[int]:

@@ -8,7 +8,7 @@ happened to the host, not what the bot intended: "stopped and disabled X; 8/8 GP
 from __future__ import annotations
 
 from bot.core import fmt, strings
-from bot.domain.action_result import CommandRecord, Outcome, Verification
+from bot.domain.action_result import CommandRecord, Outcome, Seen, Verification
 from bot.remediation.actions.base import Action
 from bot.remediation.steps import hard_failure
 
@@ -18,6 +18,8 @@ def decide(records: list[CommandRecord], verification: Verification, *,
     timed_out = any(r.timed_out for r in records)
     if any(hard_failure(r) for r in records):
         return Outcome.FAILED
+    if verification.seen is Seen.COULD_NOT_CHECK:
+        return Outcome.COULD_NOT_CHECK
     if verification.ok:
         if noop:
             return Outcome.NOOP
@@ -55,6 +57,9 @@ def summarize(spec: Action, subject: str, host: str, outcome: Outcome,
     late = next((r for r in records if r.timed_out), None)
     if outcome is Outcome.SUCCEEDED:
         return done
+    if outcome is Outcome.COULD_NOT_CHECK:
+        return strings.REM_COULD_NOT_CHECK.format(title=title, subject=subject, host=host,
+                                                  why=verification.why).replace("  ", " ")
     if outcome is Outcome.NOOP:
         why = "; ".join(sorted({r.skipped for r in records if r.skipped}))
         return strings.REM_NOOP.format(subject=subject, why=why or "already done", detail=detail)

@@ -29,14 +29,15 @@ def _write_private(path: Path, comment: str) -> str:
     return pub
 
 
-def write_host_key(workdir: Path) -> str:
-    """A fresh host key in place of the old one (a reinstalled host); its public line."""
-    return _write_private(workdir / "host_ed25519", "sim-host")
-
-
 def write_keypair(workdir: Path) -> tuple[Path, str]:
     """Write host and client keys plus ``authorized_keys``; return (client key, host pub)."""
     host_pub = _write_private(workdir / "host_ed25519", "sim-host")
     client_pub = _write_private(workdir / "id_ed25519", "incident-bot-sim-client")
     (workdir / "authorized_keys").write_text(f"{client_pub} incident-bot-sim-client\n")
     return workdir / "id_ed25519", host_pub
+
+
+def write_host_key(workdir: Path) -> str:
+    """A new host key in place of the old one (another machine answering at this address:
+    the bot's known_hosts no longer matches); returns its public line."""
+    return _write_private(workdir / "host_ed25519", "sim-host")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.core.errors import UserError
 from bot.core.procs import stop_child
-from bot.sim.keys import write_keypair
+from bot.sim.keys import write_host_key, write_keypair
 from bot.sim.log import read_log
 from bot.sim.sandbox import MARKER, wrap
 from bot.sim.shims import write_shims
@@ -80,6 +80,69 @@ class SimHost:
     def alive(self) -> bool:
         return self.pid > 0 and _is_our_sshd(self.pid, self.workdir)
 
+    # --- faults at the moment of a click (issue 35): down, frozen, another host key ------
+    def sessions(self) -> list[int]:
+        """The PIDs of sshd's per-connection children and everything under them (a
+        client's open connection lives there, not in the listener)."""
+        return _descendants(self.pid) if self.pid > 0 else []
+
+    def freeze(self) -> None:
+        """SIGSTOP the listener and every session: connected clients get no answer."""
+        for pid in [self.pid, *self.sessions()]:
+            _signal(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in [self.pid, *self.sessions()]:
+            _signal(pid, signal.SIGCONT)
+
+    def down(self) -> None:
+        """sshd and every open session gone (connection refused from now on); the state
+        and the keys stay for ``up``."""
+        sessions = self.sessions()
+        self.stop()
+        for pid in sessions:
+            _signal(pid, signal.SIGKILL)
+
+    def up(self, timeout_s: float = 10.0) -> None:
+        """sshd again on the same port, with whatever host key the workdir holds."""
+        proc = _launch(self.workdir, False)
+        if not _wait_listening(proc, self.workdir, timeout_s):
+            _terminate_child(proc)
+            raise UserError(f"sim sshd did not start again: {_log_tail(self.workdir)}")
+        self.pid, self._proc = proc.pid, proc
+        _LIVE[id(self)] = self
+
+    def replace_host_key(self) -> bytes:
+        """Another machine at this address: sshd restarted with a new host key (the bot's
+        known_hosts keeps the old one). Returns the old key for ``restore_host_key``."""
+        old = (self.workdir / "host_ed25519").read_bytes()
+        self.down()
+        write_host_key(self.workdir)
+        self.up()
+        return old
+
+    def restore_host_key(self, old: bytes) -> None:
+        self.down()
+        key = self.workdir / "host_ed25519"
+        key.unlink(missing_ok=True)
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(old)
+        self.up()
+
+    def reset(self, overrides: dict[str, Any] | None = None) -> None:
+        """The scenario's state again, as at start (the sshd and its keys stay)."""
+        from bot.sim.build import build_state
+        from bot.sim.scenario import load_scenario
+
+        meta = json.loads((self.workdir / META).read_text())
+        sc = load_scenario(meta["scenario"], overrides, canary=str(self.workdir / "CANARY"))
+        before = self.state()
+        state = build_state(sc)
+        for key in ("sshd", "canary", "binds"):
+            state[key] = before[key]
+        write_state(self.workdir, state)
+
     def stop(self) -> None:
         """Stop sshd by PID (idempotent); open sessions end when their clients go."""
         _LIVE.pop(id(self), None)
@@ -90,6 +153,29 @@ class SimHost:
         elif _is_our_sshd(self.pid, self.workdir):
             _terminate_pid(self.pid, self.workdir)
         self.pid = 0
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process under ``root`` (from /proc: pid → parent pid)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier}
+        found += sorted(frontier)
+    return found
 
 
 def _is_our_sshd(pid: int, workdir: Path) -> bool:

@@ -16,8 +16,10 @@ _TARGET = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>[^:\s@]+)(?::(?P<port>\d
 
 
 # a command's error when it never reached the host (no channel could be opened for it)
+# (refused, no slot, no answer: a frozen host)
 NOT_SENT_ERRORS = ("the server refused every channel (MaxSessions?)",
-                   "no free SSH session slot before the deadline")
+                   "no free SSH session slot before the deadline",
+                   "no answer from the host: timed out opening a session")
 
 
 class SSHError(Exception):

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
 _Key = tuple[str, str, int, str | None, str | None]
 CHANNEL_RETRY_S = 0.05
+REFUSED, NO_ANSWER = NOT_SENT_ERRORS[0], NOT_SENT_ERRORS[2]
 
 
 class _Stale(Exception):
@@ -178,8 +179,8 @@ class ParamikoPool:
             return _failed(command, start, NOT_SENT_ERRORS[1], timed_out=True)
         try:
             chan = self._open_channel(conn, wait_until)
-            if chan is None:
-                return _failed(command, start, NOT_SENT_ERRORS[0])
+            if isinstance(chan, str):
+                return _failed(command, start, chan, timed_out=chan == NO_ANSWER)
             try:
                 return execute(chan, command, max_bytes=self.settings.max_output_bytes)
             except (paramiko.SSHException, EOFError, OSError) as exc:
@@ -187,18 +188,20 @@ class ParamikoPool:
         finally:
             conn.slots.release()
 
-    def _open_channel(self, conn: _Conn, wait_until: float) -> paramiko.Channel | None:
-        """A session channel, retrying briefly if the server's session limit is lower than ours."""
+    def _open_channel(self, conn: _Conn, wait_until: float) -> paramiko.Channel | str:
+        """A session channel, retrying briefly if the server's session limit is lower than
+        ours; else why there is none: refused, or no answer at all (a frozen host)."""
         while True:
             try:
                 return conn.transport.open_session(timeout=self.settings.connect_timeout_s)
             except (paramiko.SSHException, EOFError, OSError) as exc:
                 # paramiko hands a refusal's ChannelException to whichever thread asks
-                # first; others see a bare SSHException. A live transport means "refused".
+                # first; others see a bare SSHException. A live transport means "refused",
+                # unless the open itself timed out: the host said nothing at all.
                 if not conn.transport.is_active():
                     raise _Stale(str(exc) or type(exc).__name__) from None
                 if time.monotonic() + CHANNEL_RETRY_S > wait_until:
-                    return None
+                    return NO_ANSWER if "timeout" in str(exc).lower() else REFUSED
                 time.sleep(CHANNEL_RETRY_S)
 
 

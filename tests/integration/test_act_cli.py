@@ -207,7 +207,7 @@ def test_the_issue_17_terminate_is_refused_with_the_stop_disable_command_to_run(
     code, out, _ = act_here(*_direct(host), "process.terminate", "pid=440", "--yes",
                             redis_url=redis_url)
     assert code == 1
-    assert "refused: refused process.terminate" in out and "8/8 GPUs free" not in out
+    assert "refused: refused to end PID 440" in out and "8/8 GPUs free" not in out
     assert f"incident-bot act 127.0.0.1 systemd.stop_disable unit={UNIT}" in out
     assert tool_calls(host, "kill") == []
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.commands.extensions import run_test
+from bot.domain.action_result import Seen
 from bot.domain.findings import Severity
 from bot.remediation import ActionRefused, ActionResult, Outcome, RemediationOptions, execute
 from bot.sim.sshd import SimHost
@@ -118,8 +119,11 @@ def test_a_verify_command_that_cannot_run_is_never_verified(
     assert tool_calls(fabric_down, "systemctl", "restart") == [["restart", UNIT]]  # it ran
     assert not result.outcome.ok and result.verification is not None
     assert not result.verification.ok
+    assert result.verification.seen is Seen.COULD_NOT_CHECK  # never a verdict on the effect
+    assert result.outcome is Outcome.COULD_NOT_CHECK
     detail = result.verification.detail
-    assert detail.startswith(f"could not verify: ext.verify: `fmstatus {UNIT}` could not run")
+    assert detail.startswith(
+        f"could not read the host back: ext.verify: `fmstatus {UNIT}` could not run")
 
 
 def test_a_revert_is_verified_by_the_effect_going_away(

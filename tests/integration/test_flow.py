@@ -69,7 +69,7 @@ def test_finding_gone_before_the_click_means_no_action(flow: Any) -> None:
     assert decision.acted
     assert stops(sim) == 1  # only the manual one
     assert ctx.incidents.require(incident_id).state is IncidentState.RESOLVED
-    assert "Not running systemd.stop_disable" in out.getvalue()
+    assert f"Not running stop {UNIT}" in out.getvalue()  # its words, never its kind
     actions = [e.action for e in ctx.audit.timeline(incident_id)]
     assert "action.skipped" in actions and "action.started" not in actions
 
@@ -166,8 +166,8 @@ def test_a_claim_that_wins_just_before_the_resolve_says_nothing_ran(flow: Any) -
                         audit=lambda i, actor, action, d: ctx.audit.append(i, actor, action, d))
     decision = desk.approve(approval_id, ONCALL)
     assert decision.outcome is ClaimOutcome.CLAIMED
-    assert decision.text.startswith("Not running systemd.stop_disable")
-    assert "is resolved" in decision.text and "running `" not in decision.text
+    assert decision.text.startswith(f"Not running stop {UNIT}")
+    assert "is resolved" in decision.text and "running now" not in decision.text
     assert stops(sim) == 0
     actions = [e.action for e in ctx.audit.timeline(incident_id)]
     assert "action.skipped" in actions and "action.started" not in actions

@@ -55,10 +55,18 @@ def test_each_failure_mode_gets_its_verdicts_and_step(
     assert verdicts(d) == want, finding(d, "gpu.verdicts").detail
     assert step(d) == want_step
     assert not no_gpus_said(d)
-    # steps are findings: no unit stop, no kill, for hardware; a GPU whose step is a reset and
-    # that no process uses gets the reset itself, with what it stops around it (issue 36)
-    assert [a.kind for a in d.actions] == (["gpu.reset"] if scenario == "gpu_held_no_process"
-                                           else [])
+    # the step is a button where an action takes it (issues 35, 36): the reset (with what it
+    # stops around it) for a GPU whose step is a reset and that no process uses, a reboot;
+    # never a unit stop or a kill for hardware; a ticket, or a reset while a process still
+    # uses the GPU, is a person's step
+    buttons = {"gpu_held_no_process": ["gpu.reset"], "gpu_xid79": ["host.reboot"],
+               "gpu_nvml_mismatch": ["host.reboot"], "gpu_smi_hang": ["host.reboot"]}
+    assert [a.kind for a in d.actions] == buttons.get(scenario, [])
+    said = finding(d, "gpu.step").title
+    assert ("For a person" in said) == (scenario not in buttons), said
+    assert ("Approve below" in said) == (scenario in buttons), said
+    if scenario == "gpu_ecc_dbe":  # its job still runs on GPU 5: no reset preflight refuses
+        assert "reset GPU 5 (nvidia-smi -r) once no process uses it (now PID" in said, said
 
 
 def test_lost_gpu_is_named_by_its_bus_and_the_xid(
@@ -113,4 +121,4 @@ def test_auto_picks_gpu_health_when_nvidia_smi_errs(
     d = run_playbook(pool, sims(scenario).ssh_target(), "auto", options=FAST)
     assert d.playbook == "gpu_health"
     assert finding(d, "playbook.auto").evidence["why"].startswith(why)
-    assert not no_gpus_said(d) and d.actions == ()
+    assert not no_gpus_said(d) and [a.kind for a in d.actions] == ["host.reboot"]

@@ -255,7 +255,7 @@ def test_deny_opens_a_modal_and_records_the_reason(slack_rig: SlackRig) -> None:
     assert [(a.id, u, r) for a, u, r in slack_rig.denied] == [(approval.id, "UBOB", reason)]
     stored = ApprovalStore(slack_rig.redis).get(approval.id)
     assert stored is not None and stored.status is ApprovalStatus.DENIED and stored.reason == reason
-    assert "Denied `systemd.stop_disable`" in ephemerals(slack_rig.standin, "UBOB")[0]
+    assert "Denied: stop vllm.service" in ephemerals(slack_rig.standin, "UBOB")[0]
     assert slack_rig.standin.calls_of("conversations.replies") == []  # no message fetched
     assert slack_rig.standin.calls_of("chat.update") == []  # the flow re-renders, not the app
     click(slack_rig, "UALICE", approval, ref, blocks)  # approving after a deny does nothing

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from bot.core import strings
-from bot.domain.action_result import ActionResult, Outcome, Verification
+from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Seen, Verification
 from bot.domain.approval import Approval, ApprovalAction
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 from bot.domain.flow import (
@@ -53,6 +53,7 @@ from bot.domain.flow import (
     Rediagnose,
     Refused,
     ReplyInThread,
+    ReprobeFailed,
     ResolveAsked,
     ResumeQueued,
     RetryAsked,
@@ -114,7 +115,7 @@ FAILED = GateRecord("repair", "gpu-01", False, ("dcgmi diag -r 2: memory failed 
 def result(ok: bool) -> ActionResult:
     return ActionResult("systemd.stop_disable", {"unit": "vllm.service"}, "gpu-01",
                         Outcome.SUCCEEDED if ok else Outcome.FAILED, "stopped", USER, "hash",
-                        verification=Verification(ok, "8/8 GPUs free"), started_at=AT - 5,
+                        verification=Verification(Seen.of(ok), "8/8 GPUs free"), started_at=AT - 5,
                         duration_s=2.0)
 
 
@@ -135,7 +136,9 @@ EVENT_SAMPLES: dict[type[FlowEvent], FlowEvent] = {
     ApprovalExpired: ApprovalExpired(AT, BOT, APPROVAL),
     ActionStarted: ActionStarted(AT, USER, "systemd.stop_disable"),
     ActionObserved: ActionObserved(AT, BOT, result(True)),
+    RevertObserved: RevertObserved(AT, BOT, result(True)),
     ActionNotNeeded: ActionNotNeeded(AT, USER, "systemd.stop_disable", "8 GPUs free"),
+    ReprobeFailed: ReprobeFailed(AT, USER, "systemd.stop_disable", "Connection refused"),
     ActionFailed: ActionFailed(AT, BOT, "nothing ran"),
     ResumeQueued: ResumeQueued(AT, BOT, "ex-0123456789ab"),
     ActionFinished: ActionFinished(AT, BOT),
@@ -185,7 +188,10 @@ def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | ty
         ActionStarted: lambda: S.REMEDIATING if state is S.APPROVED or state in FOLLOW_UP_FROM
         else stays,
         ActionObserved: lambda: S.VERIFIED if state is S.REMEDIATING else stays,
+        RevertObserved: lambda: S.VERIFIED if state is S.REMEDIATING else stays,
         ActionNotNeeded: lambda: S.RESOLVED if state is S.APPROVED else stays,
+        # a re-probe that could not read the host is never "no longer holds": Retry
+        ReprobeFailed: lambda: S.ACTION_FAILED if state is S.APPROVED else stays,
         ActionFailed: lambda: S.ACTION_FAILED if state in (S.APPROVED, S.REMEDIATING) else stays,
         ResumeQueued: lambda: S.RESUMED if state is S.VERIFIED else stays,
         ActionFinished: lambda: stays,
@@ -216,7 +222,7 @@ def expected_state(state: IncidentState, event: FlowEvent) -> IncidentState | ty
 
 
 def test_every_event_type_has_a_sample_and_a_rule() -> None:
-    assert set(EVENT_SAMPLES) == set(EVENTS)  # RevertObserved is decided as ActionObserved
+    assert set(EVENT_SAMPLES) == set(EVENTS)
 
 
 @pytest.mark.parametrize("state", sorted(set(IncidentState), key=lambda s: s.value))
@@ -289,7 +295,64 @@ def test_what_verify_observed_decides_verified_or_failed_and_is_said_in_the_thre
     bad, _ = decide(incident(S.REMEDIATING), ActionObserved(AT, BOT, result(False)))
     assert bad.state is S.ACTION_FAILED and not bad.results[-1].ok
     undone, _ = decide(incident(S.REMEDIATING), RevertObserved(AT, BOT, result(True)))
-    assert undone.state is S.VERIFIED  # today's rule; issue 35 words a revert "Reverted"
+    assert undone.state is S.VERIFIED  # the revert verified; its word is "Reverted"
+
+
+REVERT = ProposedAction("r1", "systemd.revert", {"unit": "vllm.service"}, "undo")
+DROPIN = ProposedAction("d1", "systemd.dropin", {"unit": "vllm.service"}, "lasting")
+RESUME = ProposedAction("x1", "extraction.resume", {"job": "ex-0123456789ab"}, "resume")
+
+
+def after_the_stop(**parts: object) -> Incident:
+    """The stop (ap1) verified; its Revert, drop-in and resume offered after it; the
+    Revert clicked and running."""
+    plans = (PLAN, ActionPlan(DROPIN, (), "ap-dropin", follows="ap1"),
+             ActionPlan(RESUME, (), "ap-resume", follows="ap1"))
+    return incident(S.REMEDIATING, plans=plans,
+                    revert_plan=ActionPlan(REVERT, (), "ap-revert", follows="ap1"),
+                    running=Running("systemd.revert", USER, AT, "ap-revert"), **parts)
+
+
+def test_a_revert_marks_the_step_it_undid_and_withdraws_that_steps_follow_ups() -> None:
+    new, effects = decide(after_the_stop(), RevertObserved(AT, BOT, result(True)))
+    assert new.state is S.VERIFIED
+    assert [p.undone for p in new.plans] == [True, False, False]  # the stop no longer counts
+    (withdraw,) = [e for e in effects if isinstance(e, WithdrawPending)]
+    assert withdraw.only == ("ap-dropin", "ap-resume")  # never the revert itself
+    assert withdraw.reason == strings.FLOW_REVERT_WITHDREW
+
+
+def test_a_revert_that_did_not_take_leaves_the_step_counted_but_withdraws_what_followed() -> None:
+    failed = replace(result(False), commands=(CommandRecord("start", "systemctl start x", 1),))
+    new, effects = decide(after_the_stop(), RevertObserved(AT, BOT, failed))
+    assert new.state is S.ACTION_FAILED and not any(p.undone for p in new.plans)
+    assert any(isinstance(e, WithdrawPending) for e in effects)
+    refused = replace(result(False), outcome=Outcome.REFUSED, verification=None)
+    _, nothing_ran = decide(after_the_stop(), RevertObserved(AT, BOT, refused))
+    assert not any(isinstance(e, WithdrawPending) for e in nothing_ran)
+
+
+def test_a_reprobe_that_could_not_read_the_host_is_could_not_check_with_retry() -> None:
+    new, effects = decide(incident(S.APPROVED), ReprobeFailed(
+        AT, USER, "systemd.stop_disable", "127.0.0.1:22: Connection refused",
+        "stop vllm.service and keep it from starting at boot"))
+    assert new.state is S.ACTION_FAILED and new.state in RETRYABLE
+    assert new.last_outcome is not None and new.last_outcome.result is None
+    assert new.last_outcome.could_not_check == "127.0.0.1:22: Connection refused"
+    (said,) = [e for e in effects if isinstance(e, ReplyInThread)]
+    assert "Connection refused" in said.text and "nothing ran" in said.text
+    assert "stop vllm.service" in said.text and "systemd.stop_disable" not in said.text
+    assert not any(e for e in effects if isinstance(e, Transitioned) and "no longer" in e.reason)
+
+
+def test_words_a_person_reads_name_the_action_never_its_kind() -> None:
+    said = "stop vllm.service and keep it from starting at boot"
+    _, denied = decide(incident(S.AWAITING_APPROVAL),
+                       ApprovalDenied(AT, USER, APPROVAL, "not now", said))
+    text = next(e.text for e in denied if isinstance(e, ReplyInThread))
+    assert said in text and "systemd." not in text
+    new, _ = decide(incident(S.AWAITING_APPROVAL), ApprovalClicked(AT, USER, APPROVAL, said))
+    assert new.running is not None and new.running.said == said
 
 
 def test_a_resumed_extraction_links_the_job_and_moves_verified_to_resumed() -> None:
@@ -307,6 +370,21 @@ def test_the_action_step_ending_clears_its_mark_and_rerenders() -> None:
 def test_a_cleared_alert_rerenders_and_posts_the_closing_note() -> None:
     same, effects = decide(incident(S.RESOLVED), AlertCleared(AT, BOT))
     assert same == incident(S.RESOLVED) and effects == (PostMessage(), ClosingNote())
+
+
+ECC = Diagnosis("gpu-01", "gpu_health", DiagnosisStatus.OK, 0.4, (Finding(
+    "gpu.broken", Severity.CRITICAL, "GPU 5 (AB:00.0) is broken: Xid 48 since boot"),))
+
+
+def test_a_hardware_fault_kept_open_after_its_alert_says_the_fault_is_still_there() -> None:
+    kept = incident(S.NO_ACTION, diagnosis=ECC, plans=(), cleared_at=AT - 1)
+    same, effects = decide(kept, AlertCleared(AT, BOT))
+    assert same == kept and same.state is S.NO_ACTION  # not resolved
+    assert not any(isinstance(e, ClosingNote) for e in effects)
+    (said,) = [e for e in effects if isinstance(e, ReplyInThread)]
+    assert "Xid 48" in said.text and "still there" in said.text
+    # a kept-open incident with no hardware finding (an event kind): nothing to say
+    assert decide(incident(S.NO_ACTION, cleared_at=AT - 1), AlertCleared(AT, BOT))[1] == ()
 
 
 def test_a_persons_decisions_are_announced_and_refused_where_they_do_not_apply() -> None:

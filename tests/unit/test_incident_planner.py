@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from dataclasses import replace
 
+from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, Severity
 from bot.domain.incident import Alert, AlertStatus, GroupWindow, Incident, SilenceRule
 from bot.domain.lifecycle import IncidentState
 from bot.domain.planner import Plan, Planner, PlanOutcome, View
@@ -200,3 +202,39 @@ def test_reboot_alert_ending_does_not_resolve() -> None:
     p = plan([resolve("a", "vm_restart", fp="boot")], view_after(first))
     assert outcomes(p) == ["cleared"] and p.incidents["INC-1"].state is IncidentState.OPEN
     assert events(p, "incident.alert_cleared") == ["INC-1"]
+
+
+def _diagnosed(kind: str, code: str, state: IncidentState) -> View:
+    """An open incident of ``kind`` whose diagnosis found ``code`` (critical)."""
+    incident = Incident.open_from("INC-1", fire("a", kind, fp="1"), now=0.0)
+    found = Diagnosis("a", "gpu_health", DiagnosisStatus.OK, 0.1,
+                      (Finding(code, Severity.CRITICAL, f"{code} on GPU 5"),))
+    incident = replace(incident, state=state, diagnosis=found)
+    return View(open_ids={("a", kind): "INC-1"}, fp_ids={"1": "INC-1"},
+                incidents={"INC-1": incident})
+
+
+def test_a_hardware_fault_outlives_its_alert() -> None:
+    """Issue 35: a double-bit ECC (or Xid 79, a missing GPU) is still there when the
+    exporter stops reporting it; the incident stays open and records the alert cleared."""
+    for kind, code in (("gpu_ecc", "gpu.broken"), ("vram_idle", "gpu.broken"),
+                       ("gpu_missing", "gpu.missing")):
+        for state in (IncidentState.NO_ACTION, IncidentState.AWAITING_APPROVAL,
+                      IncidentState.VERIFIED):
+            p = plan([resolve("a", kind, fp="1")], _diagnosed(kind, code, state))
+            kept = p.incidents["INC-1"]
+            assert outcomes(p) == ["cleared"] and kept.state is state, (kind, state)
+            assert kept.cleared_at == 100.0 and events(p, "incident.alert_cleared") == ["INC-1"]
+            assert not events(p, "incident.resolved")
+    # a software finding resolves with its alert, as before
+    p = plan([resolve("a", "vram_idle", fp="1")],
+             _diagnosed("vram_idle", "gpu.idle_vram_held", IncidentState.AWAITING_APPROVAL))
+    assert outcomes(p) == ["resolved"]
+
+
+def test_a_hardware_alert_cleared_before_its_diagnosis_keeps_the_incident() -> None:
+    first = plan([fire("a", "gpu_xid", fp="x")])
+    p = plan([resolve("a", "gpu_xid", fp="x")], view_after(first))
+    assert outcomes(p) == ["cleared"] and p.incidents["INC-1"].state is IncidentState.OPEN
+    soft = plan([fire("b", "vram_idle", fp="v")])
+    assert outcomes(plan([resolve("b", "vram_idle", fp="v")], view_after(soft))) == ["resolved"]

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from bot.chat.incident_view import Marks, incident_buttons, state_sections, status_lines
-from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Verification
+from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Seen, Verification
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 from bot.domain.incident_record import LastOutcome, Running, Snooze
 from bot.domain.lifecycle import IncidentState
@@ -49,8 +49,10 @@ def test_unhappy_states_say_why() -> None:
                               "stop", "systemctl stop x", None, 10.0, True, "", "<!channel>"),))
     (action,) = state_sections("action_failed", LastOutcome.of(result), [])
     assert "stop timed out" in action.text and action.code is not None
-    assert "systemctl stop x" in action.code and "(timed out)" in action.code
-    held = replace(result, verification=Verification(False, "7/8 GPUs free (max 2048 MiB)"))
+    assert "systemctl stop x" in action.code and "→ timed out" in action.code
+    assert "exit None" not in action.code  # no exit status is said, never "None"
+    held = replace(result, verification=Verification(Seen.NOT_FIXED,
+                                                     "7/8 GPUs free (max 2048 MiB)"))
     (gib,) = state_sections("action_failed", LastOutcome.of(held), [])
     assert gib.code is not None and "verify: 7/8 GPUs free (max 2.0 GiB)" in gib.code
     assert "MiB" not in gib.code  # one unit family in the message
@@ -60,10 +62,10 @@ def test_unhappy_states_say_why() -> None:
 
 
 def test_status_lines_name_people() -> None:
-    lines = status_lines(Marks(running=Running("systemd.stop_disable", "UALICE", 0.0),
+    said = "stop vllm.service and keep it from starting at boot"
+    lines = status_lines(Marks(running=Running("systemd.stop_disable", "UALICE", 0.0, "a", said),
                                acked_by="UBOB", snooze=Snooze("UBOB", 0.0, "no_action")))
-    assert lines[0] == ":arrows_counterclockwise: Approved by <@UALICE> · running " \
-                       "`systemd.stop_disable`…"
+    assert lines[0] == f":arrows_counterclockwise: Approved by <@UALICE> · running: {said}…"
     assert any("Acknowledged by <@UBOB>" in line for line in lines)
     assert any("Snoozed by <@UBOB> until 1970-01-01 00:00" in line for line in lines)
 

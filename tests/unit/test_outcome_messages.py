@@ -6,7 +6,7 @@ has nowhere to go."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -16,7 +16,7 @@ from bot.chat.incident_view import incident_buttons
 from bot.chat.render import render_incident, shown_plans
 from bot.chat.summary import action_phrase, outcome_lead
 from bot.chat.text import in_gib
-from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Verification
+from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Seen, Verification
 from bot.domain.approval import Approval, ApprovalAction, ApprovalStatus
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 from bot.domain.incident_record import ActionPlan, LastOutcome, StepResult
@@ -63,7 +63,7 @@ def stopped(kind: str = "systemd.stop_disable", params: dict[str, str] | None = 
     result = ActionResult(kind, params or {"unit": UNIT}, "gpu-01",
                           Outcome.SUCCEEDED if ok else Outcome.FAILED,
                           f"stopped and disabled {UNIT}; {detail} after 1.2 s", "U1", None,
-                          verification=Verification(ok, detail), started_at=DONE_AT - 1.2,
+                          verification=Verification(Seen.of(ok), detail), started_at=DONE_AT - 1.2,
                           duration_s=1.2)
     return LastOutcome.of(result)
 
@@ -79,8 +79,30 @@ def test_verified_leads_with_what_was_done_and_what_is_true_now() -> None:
     for state in ("resumed", "resolved"):
         assert outcome_lead(state, stopped()) == lead
     assert outcome_lead("awaiting_approval", stopped()) == ""
-    assert outcome_lead("verified", stopped(ok=False)) == ""  # a failure never says Fixed
+    # a failure never says Fixed: it says what verify saw, as Not fixed
+    failed = outcome_lead("action_failed", stopped(ok=False, detail="0/8 GPUs free"))
+    assert failed.startswith(f"Not fixed: stopped and disabled {UNIT}; 0/8 GPUs free"), failed
     assert outcome_lead("verified", None) == ""
+
+
+def test_a_host_that_could_not_be_read_is_could_not_check_never_fixed() -> None:
+    lost = stopped().result
+    assert lost is not None
+    unread = replace(lost, outcome=Outcome.COULD_NOT_CHECK,
+                     summary="stopped and disabled x was sent, but gpu-01 could not be read back "
+                             "(Connection refused): nothing shows it worked",
+                     verification=Verification.could_not_check("Connection refused"))
+    for state in ("verified", "action_failed", "resolved"):
+        lead = outcome_lead(state, LastOutcome.of(unread))
+        assert lead.startswith("Could not check: ") and "Connection refused" in lead, lead
+    nothing_ran = LastOutcome("Could not check the host before acting (host key mismatch)",
+                              could_not_check="host key mismatch for gpu-01")
+    assert outcome_lead("action_failed", nothing_ran).startswith(
+        "Could not check: Could not check the host")
+    msg = render_incident(Stored("action_failed", nothing_ran), DIAG, now=DONE_AT)
+    text = "\n".join(s.text for s in msg.sections)
+    assert ":grey_question: Could not check" in text and "Action failed" not in text
+    assert "Fixed" not in text and "Verified" not in text
 
 
 def test_done_but_not_fixed_when_the_headline_is_something_else() -> None:
@@ -196,16 +218,16 @@ def test_terminate_names_every_rung() -> None:
     term = CommandRecord("term", "kill -TERM 38514", 0)
     killed = summarize(spec, "PID 38514", "gpu-01", Outcome.SUCCEEDED,
                        [term, CommandRecord("kill", "kill -KILL 38514", 0)],
-                       Verification(True, "8/8 GPUs free (max 0 MiB)"), grace_s=10.0)
+                       Verification(Seen.FIXED, "8/8 GPUs free (max 0 MiB)"), grace_s=10.0)
     assert killed.startswith("sent SIGTERM to PID 38514, then SIGKILL after 10 s; 8/8 GPUs")
     exited = summarize(spec, "PID 38514", "gpu-01", Outcome.SUCCEEDED,
                        [term, CommandRecord("kill", "kill -KILL 38514",
                                             skipped="exited 2.3 s after SIGTERM")],
-                       Verification(True, "8/8 GPUs free (max 0 MiB)"), grace_s=10.0)
+                       Verification(Seen.FIXED, "8/8 GPUs free (max 0 MiB)"), grace_s=10.0)
     assert exited.startswith("sent SIGTERM to PID 38514, which exited 2.3 s later")
     stuck = summarize(spec, "PID 38514", "gpu-01", Outcome.FAILED,
                       [term, CommandRecord("kill", "kill -KILL 38514", 0)],
-                      Verification(False, "GPU 0 still held"), grace_s=10.0)
+                      Verification(Seen.NOT_FIXED, "GPU 0 still held"), grace_s=10.0)
     assert stuck == ("sent SIGTERM to PID 38514, then SIGKILL after 10 s, but the effect did "
                      "not show: GPU 0 still held")
     assert "terminated" not in killed + exited + stuck
@@ -230,5 +252,6 @@ def test_counts_agree_with_their_nouns() -> None:
     assert (fmt.counted(1, "file"), fmt.counted(3, "file")) == ("1 file", "3 files")
     spec = CATALOG["systemd.stop_disable"]
     one = summarize(spec, UNIT, "gpu-01", Outcome.FAILED,
-                    [CommandRecord("stop", "systemctl stop x", 0)], Verification(False, "held"))
+                    [CommandRecord("stop", "systemctl stop x", 0)],
+                    Verification(Seen.NOT_FIXED, "held"))
     assert one.startswith("ran 1 command on gpu-01, but")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.domain.action_result import ActionResult, Outcome, Verification
+from bot.domain.action_result import ActionResult, Outcome, Seen, Verification
 from bot.domain.host_state import CapturedState, ProcState
 from bot.remediation import cleanup as cl
 from bot.remediation.catalog import dropin_diff
@@ -26,7 +26,7 @@ def result(kind: str, outcome: Outcome, params: dict[str, str], ok: bool = False
                              processes=(ProcState(777, True, unit),) if "pid" in params else ())
     return ActionResult(kind=kind, params=params, host="gpu-03", outcome=outcome, summary="",
                         approver="U1", evidence_hash=None, captured=captured,
-                        verification=Verification(ok, "", evidence=evidence or {}))
+                        verification=Verification(Seen.of(ok), "", evidence=evidence or {}))
 
 
 ALIVE = {"process": {"pid": 777, "alive": True}, "held": [0, 1], "holders": []}

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bot.core.errors import ConfigError
-from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Verification
+from bot.domain.action_result import ActionResult, CommandRecord, Outcome, Seen, Verification
 from bot.domain.host_state import CapturedState, GpuHolder, GpuState, ProcState, UnitState
 from bot.remediation import catalog
 from bot.remediation.catalog import RemoteStep
@@ -15,7 +15,7 @@ from bot.remediation.followup import offers
 from bot.remediation.options import options_from_extra
 from bot.remediation.outcome import decide, summarize
 from bot.remediation.steps import hard_failure, skip_reason
-from bot.remediation.verify import gpu_range
+from bot.remediation.verify import gpu_detail, gpu_range, others_on
 from playbooks.parsers.common import size_bytes
 from playbooks.parsers.nvidia import parse_gpu_states
 from playbooks.parsers.ps import cgroup_units
@@ -71,8 +71,8 @@ def _rec(name: str = "stop", **kw: object) -> CommandRecord:
     return CommandRecord(**base)  # type: ignore[arg-type]
 
 
-OK = Verification(True, "8/8 GPUs free (max 0 MiB)", 1.0)
-HELD = Verification(False, "still held", 30.0)
+OK = Verification(Seen.FIXED, "8/8 GPUs free (max 0 MiB)", 1.0)
+HELD = Verification(Seen.NOT_FIXED, "still held", 30.0)
 
 
 def test_outcomes() -> None:
@@ -80,9 +80,9 @@ def test_outcomes() -> None:
     assert decide([_rec(skipped="already inactive")], OK, noop=True) is Outcome.NOOP
     assert decide([_rec(exit_status=124, timed_out=True)], OK) is Outcome.TIMED_OUT_BUT_DONE
     assert decide([_rec(exit_status=124, timed_out=True)], HELD) is Outcome.TIMED_OUT
-    back = Verification(False, "came back", 0.5, respawned=True)
+    back = Verification(Seen.NOT_FIXED, "came back", 0.5, respawned=True)
     assert decide([_rec()], back) is Outcome.RESPAWNED
-    others = Verification(False, "held", 30.0, evidence={"held_by_others": True})
+    others = Verification(Seen.NOT_FIXED, "held", 30.0, evidence={"held_by_others": True})
     assert decide([_rec()], others) is Outcome.STILL_HELD
     assert decide([_rec(exit_status=1, reprobe={"effect": False})], OK) is Outcome.FAILED
     assert decide([_rec()], HELD) is Outcome.FAILED
@@ -133,6 +133,25 @@ def test_affected_gpus_follow_the_holders_or_every_used_gpu_when_pids_are_hidden
     assert cap.affected_gpus({999}, 1024) == ()
     hidden = CapturedState(cap.kind, cap.params, cap.host, 1.0, units=cap.units, gpus=cap.gpus)
     assert hidden.affected_gpus({440}, 1024) == tuple(range(8))
+
+
+def test_a_stop_is_judged_on_its_own_holder_not_a_neighbour_on_the_same_gpu() -> None:
+    """two_holders: the unit's PID 440 on every GPU, a user's sweep (PID 3391, 2 GiB) on
+    GPU 0. After the stop GPU 0 still shows the sweep's 2 GiB: free of it, and so counted;
+    a GPU holding more than the neighbour had (the unit back) is not."""
+    cap = _captured()
+    cap = CapturedState(cap.kind, cap.params, cap.host, 1.0, units=cap.units, gpus=cap.gpus,
+                        holders=(*cap.holders, GpuHolder(3391, "GPU-0", 2048.0, "session-1.scope")))
+    others = others_on(cap, {440}, UNIT)
+    assert others == {0: 2048.0}
+    # a holder under the unit itself is the unit's (a respawn counts against the stop)
+    assert others_on(cap, {999}, UNIT) == {0: 2048.0}
+    after = [GpuState(0, "GPU-0", 2048.0, 97887.0),
+             *(GpuState(i, f"GPU-{i}", 0.0, 97887.0) for i in range(1, 8))]
+    assert gpu_detail(after, tuple(range(8)), 1024, others) == "8/8 GPUs free of it"
+    back = [GpuState(0, "GPU-0", 79648.0, 97887.0), *after[1:]]
+    assert gpu_detail(back, tuple(range(8)), 1024, others) == "7/8 GPUs free of it"
+    assert gpu_detail(after, tuple(range(8)), 1024) == "7/8 GPUs free (max 2048 MiB)"
 
 
 def test_result_round_trips_through_json_with_its_capture() -> None:

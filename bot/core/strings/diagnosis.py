@@ -55,7 +55,7 @@ REM_RESUME_NOOP = "extraction job {job} is already {state}: nothing to do"
 REM_OFFER = "{label}: incident-bot act {host} {kind} {params}"
 REM_OFFER_REVERT = "Revert"
 REM_OFFER_RESUME = "Resume the interrupted extraction"
-REM_REFUSED = "refused {kind} on {host}: {why}; nothing was changed"
+REM_REFUSED = "refused to {kind} on {host}: {why}; nothing was changed"
 REM_TERM_RESPAWNS = "PID {pid} runs under {unit} (Restart={restart}): systemd would start it again {secs:g} s after it dies; stop and disable the unit instead (or pass override=yes)"
 REM_MASK_ETC = "{unit}'s own file is {path}: `systemctl mask` cannot replace it; disable it plus the incident-bot drop-in, or force the mask (the file is lost)"
 REM_SUDO_DENIED = "the sudo rules on {host} do not allow `{command}` (sudo -n -l: {why})"
@@ -139,11 +139,25 @@ GPU_APP_FAULT = "Xid {xid} on GPU {bus} ({who}): {title} — the application's f
 GPU_XID_UNKNOWN = "Xid {xid} on GPU {bus} is not in the Xid policy table: look it up and add it (extra.xid_policy)"
 GPU_FABRIC_DOWN = "nvidia-fabricmanager is {state} on an NVSwitch host: NVLink traffic cannot flow"
 GPU_STEP = "Proposed step: {step}"
+# issue 35: a step the bot can take is a button (proposed through its action); the rest
+# are a person's steps and say so (playbooks/gpu_view.py)
+GPU_STEP_BUTTON = "{step} (its Approve below)"
+GPU_STEP_RESET = "reset {gpus} (nvidia-smi -r)"
+GPU_STEP_EVERY_GPU = "every GPU"
+GPU_STEP_REBOOT = "reboot the host"
+GPU_STEP_REBOOT_REASON = "The GPUs' verdict calls for a reboot of {host} before they can be used again"
+GPU_STEP_PERSON = "For a person (no button for it here): {step}"
+GPU_STEP_RESET_HELD = ("reset {gpus} (nvidia-smi -r) once no process uses it (now {pids}); "
+                       "Retry then, and the reset is offered")
+GPU_STEP_RESET_BLOCKED = "reset {gpus} (nvidia-smi -r) once what holds its device files is stopped (above); Retry then, and the reset is offered"
+GPU_STEP_REBOOT_LATER = ("reboot the host if the GPUs are still wedged once the problem "
+                         "above is dealt with (a reboot stops every process); Retry then, and "
+                         "the reboot is offered")
 GPU_STEP_TEXT = {
     "restart_app": "restart the application that hit the error",
-    "reset_gpu": "drain the GPU and reset it (nvidia-smi -r), then re-check",
-    "reboot": "drain the host and reboot it",
-    "drain_and_ticket": "drain the host and open a hardware ticket",
+    "reset_gpu": "reset the GPU (nvidia-smi -r) once nothing uses it, then re-check",
+    "reboot": "reboot the host",
+    "drain_and_ticket": "take the host out of service and open a hardware ticket",
     "investigate": "look closer: cooling, power and the kernel log",
 }
 GATE_PASSED = "Health gate passed on {host}: {summary}"

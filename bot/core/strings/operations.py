@@ -37,7 +37,7 @@ ESCALATION_DETAIL = "State: {state} · opened {age} ago · nobody approved, deni
 ESCALATION_LINK = "Original message: {link}"
 
 # --- chat and approvals (bot/chat, bot/domain/approval.py, bot/chat/slash.py) ----------------------
-APPROVAL_REFUSED = "You are not allowed to approve or deny `{kind}`. Approvers: {who}. This attempt was recorded."
+APPROVAL_REFUSED = "You are not allowed to approve or deny this ({kind}). Approvers: {who}. This attempt was recorded."
 APPROVAL_REFUSED_SELF = "You triggered this action, and this workspace does not allow approving your own request."
 APPROVAL_EXPIRED = "This approval expired at {when} UTC; nothing was run. Ask for a fresh diagnosis."
 APPROVAL_ALREADY_DONE = "Already {status} by {who}; nothing more to do."
@@ -45,8 +45,8 @@ APPROVAL_WAS_DENIED = "This action was denied by {who}: {reason}"
 APPROVAL_NOT_FOUND = "This button no longer matches a pending approval (unknown or removed)."
 APPROVAL_NEED_SECOND = "Recorded your approval; this action needs a second approver ({have}/{need})."
 APPROVAL_SAME_PERSON = "You already approved this; a different person must give the second approval."
-APPROVAL_GRANTED = "Approved by {who}; running `{kind}` now."
-APPROVAL_DENIED_OK = "Denied `{kind}`. Reason recorded: {reason}"
+APPROVAL_GRANTED = "Approved by {who}; running now: {kind}."
+APPROVAL_DENIED_OK = "Denied: {kind}. Reason recorded: {reason}"
 APPROVAL_FAILED = "The approval was recorded but starting the action failed (error id {error_id})."
 APPROVAL_MARK_APPROVED = ":white_check_mark: Approved by {who}"
 APPROVAL_MARK_DENIED = ":no_entry: Denied by {who}: {reason}"
@@ -128,6 +128,10 @@ EXTRACT_PARENT_GONE = "worker process is gone; exiting so the retry never runs n
 
 # --- remediation (bot/remediation, `incident-bot act`, issue 6) ---------------------------
 REM_GPUS_FREE = "{free}/{total} GPUs free (max {max} MiB)"
+# issue 35: a stop is judged on what its subject held; other holders are said, not blamed
+REM_GPUS_FREE_OF_IT = "{free}/{total} GPUs free of it"
+REM_OTHERS_STILL = "still holding GPUs, not this action's to free: {who}"
+REM_OTHER_HOLDER = "PID {pid}{unit} on GPU {gpus}, {gib} GiB"
 REM_STATE_OK = "state confirmed"
 REM_RESPAWN_UNIT = "{unit} came back: PID {pid} (was {was}) runs under it again"
 REM_UNIT_NOW = "{unit} is {active}, unit file {file}"
@@ -156,6 +160,10 @@ REM_NO_AUDIT = "cannot act without an audit trail: Redis at {url} is unreachable
 REM_CONFIRM = "Run {n} command(s) on {host} as {actor}?"
 REM_PLAN_HEADER = "{kind} on {host} ({address}) · risk: {risk}"
 REM_GPUS_HELD = "{held}/{total} GPUs hold memory (max {max} MiB)"
+# issue 35: a verification that could not read the host is no verdict on the effect
+REM_COULD_NOT_READ = "could not read the host back: {why}"
+REM_COULD_NOT_CHECK = "{title} {subject} was sent, but {host} could not be read back ({why}): nothing shows it worked"
+REM_LOST_MID_ACTION = "lost {host} after {ran} ({why}): nothing shows what the rest did"
 
 # --- alerts in, incidents out (issue 4) --------------------------------------------------
 ALERT_UNAUTHORIZED = ("missing or invalid bearer token "

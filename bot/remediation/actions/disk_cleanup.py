@@ -21,7 +21,7 @@ from pydantic import BeforeValidator
 
 from bot.core import fmt, strings
 from bot.domain import validate
-from bot.domain.action_result import Verification
+from bot.domain.action_result import Seen, Verification
 from bot.domain.findings import ProposedAction
 from bot.domain.headline import Fixes
 from bot.domain.host_state import CapturedState
@@ -169,7 +169,7 @@ class DiskCleanup(Action):
                 mounts=", ".join(sorted(grew)) or "no mount", need=fmt.size(need))
         if left:
             detail += "; " + strings.REM_CLEAN_LEFT.format(left=fmt.counted(len(left), "file"))
-        return Verification(ok, detail, time.monotonic() - start, evidence=ev)
+        return Verification(Seen.of(ok), detail, time.monotonic() - start, evidence=ev)
 
 
 def _mount_below(ctx: ActionRun, where: str, usage: tuple[int, int], freed: int,

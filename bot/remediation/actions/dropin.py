@@ -18,7 +18,7 @@ from pydantic import BeforeValidator
 
 from bot.core import strings
 from bot.domain import validate
-from bot.domain.action_result import Verification
+from bot.domain.action_result import Seen, Verification
 from bot.domain.host_state import CapturedState
 from bot.remediation.actions.base import Action, ActionParams, ParamHelp
 from bot.remediation.readings import read_dropins
@@ -92,7 +92,8 @@ def verify_dropin(ctx: ActionRun, captured: CapturedState, installed: bool) -> V
     detail = strings.REM_DROPIN_NOW.format(unit=unit.name, restart=props.get("Restart", "?"),
                                            timeout=props.get("TimeoutStopUSec", "?"),
                                            paths=", ".join(paths) or "none")
-    return Verification(ok, detail, evidence={"show": props, "before": before, "path": path})
+    return Verification(Seen.of(ok), detail,
+                        evidence={"show": props, "before": before, "path": path})
 
 
 class DropinRevert(Action):

@@ -37,7 +37,7 @@ from pydantic import BeforeValidator
 
 from bot.core import strings
 from bot.domain import validate
-from bot.domain.action_result import ActionResult, Verification
+from bot.domain.action_result import ActionResult, Seen, Verification
 from bot.domain.headline import EVERY_GPU, Fixes
 from bot.domain.host_state import CapturedState, UnitState
 from bot.remediation.actions.base import Action, ActionParams, ParamHelp, Refusal, some
@@ -249,7 +249,7 @@ class GpuReset(Action):
         ev = {**seen.evidence, "holders_restored": back, "gate": gate.to_json()}
         ok = seen.done and all(s == "active" for s in back.values()) and gate.passed
         text = "; ".join(p for p in (detail, note, gate_words.rstrip(": ")) if p)
-        return Verification(ok, text, elapsed, evidence=ev)
+        return Verification(Seen.of(ok), text, elapsed, evidence=ev)
 
     def next_rung(self, result: ActionResult) -> dict[str, Any] | None:
         return HostReboot.proposal({}, strings.REM_LADDER_REBOOT.format(

@@ -12,7 +12,7 @@ from pydantic import BeforeValidator
 
 from bot.core import fmt, strings
 from bot.domain import validate
-from bot.domain.action_result import Verification
+from bot.domain.action_result import Seen, Verification
 from bot.domain.headline import Fixes
 from bot.domain.host_state import CapturedState
 from bot.remediation.actions.base import Action, ActionParams, ParamHelp
@@ -54,4 +54,4 @@ class JournalVacuum(Action):
         detail = strings.REM_JOURNAL.format(before=fmt.size(before), after=fmt.size(after),
                                             limit=ctx.params["size"])
         ev = {"before_bytes": before, "after_bytes": after, "limit_bytes": limit}
-        return Verification(ok, detail, time.monotonic() - start, evidence=ev)
+        return Verification(Seen.of(ok), detail, time.monotonic() - start, evidence=ev)

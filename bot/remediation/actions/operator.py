@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 from pydantic import BeforeValidator, create_model
 
 from bot.core import strings
-from bot.domain.action_result import Verification
+from bot.domain.action_result import Seen, Verification
 from bot.domain.extension import REVERT_SUFFIX, ActionDef, Template, fill, stdout_matches
 from bot.domain.findings import ProbeResult
 from bot.domain.host_state import CapturedState
@@ -107,8 +107,8 @@ class OperatorAction(Action):
                 (False, False): strings.EXT_REVERT_NOT_SEEN}[(ok, self.goal_matches)]
         pattern = self.definition.verify.stdout_matches
         detail = said.format(command=command, seen=seen, pattern=pattern, secs=secs)
-        return Verification(ok, detail, secs, evidence={"command": command, "stdout": seen,
-                                                        "pattern": pattern})
+        return Verification(Seen.of(ok), detail, secs,
+                            evidence={"command": command, "stdout": seen, "pattern": pattern})
 
     # --- words -----------------------------------------------------------------------------
     def subject(self, p: Mapping[str, str], host: str) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from bot.core import strings
-from bot.domain.action_result import Verification
+from bot.domain.action_result import Seen, Verification
 from bot.domain.host_state import CapturedState
 from bot.remediation.actions.base import Action
 from bot.remediation.spec import RemoteStep
@@ -40,6 +40,7 @@ class HostReboot(Action):
 
     def verify(self, ctx: ActionRun, captured: CapturedState, patient: bool = True
                ) -> Verification:
-        """Proven later (host back, new boot id): this only records the request."""
-        return Verification(False, strings.REM_REBOOT_SENT.format(host=ctx.target.name),
+        """Proven later (host back, new boot id): this only records the request, not
+        seen yet (the reboot step, or the CLI's wait, records what it sees then)."""
+        return Verification(Seen.NOT_FIXED, strings.REM_REBOOT_SENT.format(host=ctx.target.name),
                             evidence={"pending": "host back with a new boot id"})

@@ -23,7 +23,7 @@ from pydantic import BeforeValidator
 
 from bot.core import strings
 from bot.domain import validate
-from bot.domain.action_result import ActionResult, Verification
+from bot.domain.action_result import ActionResult, Seen, Verification
 from bot.domain.findings import ProposedAction
 from bot.domain.host_state import CapturedState
 from bot.remediation.actions.base import Action, ActionParams, ParamHelp
@@ -75,7 +75,7 @@ class RmaHandoff(Action):
         ok = result.ok and size is not None and size > 0
         detail = (strings.RMA_REPORT_KEPT.format(path=path, size=size) if ok
                   else strings.RMA_REPORT_MISSING.format(path=path))
-        return Verification(ok, detail, evidence={"path": path, "bytes": size})
+        return Verification(Seen.of(ok), detail, evidence={"path": path, "bytes": size})
 
 
 def rma_action(host: str, incident_id: str) -> ProposedAction:

@@ -20,7 +20,7 @@ from pydantic import BeforeValidator
 
 from bot.core import strings
 from bot.domain import validate
-from bot.domain.action_result import Verification
+from bot.domain.action_result import Seen, Verification
 from bot.domain.host_state import CapturedState, SlurmCapture
 from bot.domain.slurm import SlurmNode
 from bot.remediation.actions.base import Action, ActionParams, ParamHelp, Refusal
@@ -95,7 +95,8 @@ class SlurmAction(Action):
 
         seen, elapsed = poll(ctx, look, patient)
         ev = dict(seen.evidence)
-        return Verification(seen.done, str(ev.pop("detail", "")), elapsed, evidence=ev)
+        return Verification(Seen.of(seen.done), str(ev.pop("detail", "")), elapsed,
+                            evidence=ev)
 
     def precheck(self, ctx: ActionRun, step: RemoteStep, captured: CapturedState) -> str | None:
         return None
