@@ -444,8 +444,11 @@ def outcome(state: str, last: LastOutcome | None, earlier: Sequence[ProposedActi
                 now=now)
     if not now or not done_at:
         return Lead(lead + (f"; {now}" if now else ""), below, word)
-    text = strings.MSG_LEAD_NOW.format(lead=lead, now=now, when=fmt.clock(done_at, now=done_at))
-    return Lead(text, below, word)
+    # "since" belongs to what the action made true, not to what verify saw beside it
+    # ("8/8 GPUs free of it since 10:02 UTC; still holding GPUs, not this action's …")
+    first, _, aside = now.partition("; ")
+    text = strings.MSG_LEAD_NOW.format(lead=lead, now=first, when=fmt.clock(done_at, now=done_at))
+    return Lead(text + (f"; {aside}" if aside else ""), below, word)
 
 
 def _now_and_when(result: ActionResult, results: Sequence[StepResult]) -> tuple[str, float]:

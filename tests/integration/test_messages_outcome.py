@@ -219,14 +219,17 @@ def test_ladder_host_terminate_names_every_rung(bot: Callable[[str], Bot]) -> No
 def test_respawn_host_stop_of_the_restarter_is_done_not_fixed(
         bot: Callable[[str], Bot]) -> None:
     """Stopping the watchdog verifies, but vLLM still holds the GPUs: the lead says what
-    was done and that 0/8 are free; the headline stays as what is not fixed."""
+    was done, that the GPUs are free of the watchdog and who still holds them (not this
+    action's to free); the headline stays as what is not fixed."""
     b = bot("respawn")
     incident_id = b.open("vram_idle")
     b.approve(b.pending(incident_id, "systemd.stop_disable"))
     assert b.flow.incidents.require(incident_id).state is S.VERIFIED
     lines = b.lines(incident_id)
     assert lines[0].startswith("*gpu-01: Done: gpu-watchdog.service stopped and disabled; "
-                               "0/8 GPUs free since "), lines
+                               "8/8 GPUs free of it since "), lines
+    assert lines[0].endswith(f"; still holding GPUs, not this action's to free: PID 440 "
+                             f"({UNIT}) on GPU 0-7, 606.2 GiB*"), lines
     assert lines[1].startswith(f"Not fixed by this: {UNIT}, auto-started at boot, holds 8 GPUs"), \
         lines
     read_right(lines)
