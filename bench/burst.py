@@ -295,12 +295,16 @@ class Watch:
             if now - h.seen["state:awaiting_approval"] < self.approve_after_s:
                 continue
             self.commands += 1
-            raw = self.redis.hget(keys.incident(h.incident), "plans")
+            raw, chat = self.redis.hmget(keys.incident(h.incident), ["plans", "chat"])
             plans = json.loads(raw) if raw else []
-            if plans:
+            card = json.loads(chat) if chat else None
+            if plans and not card:  # the click comes from the card that holds the button
+                continue  # not delivered yet: next poll
+            if plans and card:
                 try:
                     r = self.sender.block_action(USER, "approve", str(plans[0]["approval_id"]),
-                                                 channel=CHANNEL)
+                                                 channel=str(card["channel"]),
+                                                 message_ts=str(card["ts"]))
                 except httpx.HTTPError as exc:  # a busy serve closed the connection: again
                     print(f"click on {h.incident} not delivered ({exc}); again next poll",
                           flush=True)

@@ -66,8 +66,11 @@ def node(lp: Loop, redis_url: str, sim_factory: SimFactory, slurm: SlurmCluster,
 
 
 def plans_of(lp: Loop, incident_id: str, kind: str) -> list[str]:
+    """The incident's open approvals of ``kind`` (the diagnosis's own reboot, withdrawn when
+    the drain was approved, stays among the plans; the one offered after the drain is open)."""
     return [p.approval_id for p in lp.flow.incidents.require(incident_id).plans
-            if p.action.kind == kind]
+            if p.action.kind == kind and (a := lp.flow.approvals.get(p.approval_id))
+            is not None and a.is_open]
 
 
 def approve(lp: Loop, incident_id: str, kind: str) -> None:
