@@ -182,9 +182,9 @@ def test_a_stop_is_judged_on_what_its_holder_held(rig: Joints) -> None:
     done = seen.steps["approve"]
     assert done.shows == ["GPU 0 holds 2048 MiB at 0% (by PID 3391)"], done.shows
     assert done.state == "verified", (done.state, done.text)
-    assert done.lead.startswith("Fixed: vllm-kimi-k25-int4.service stopped and disabled; "
-                                "8/8 GPUs free of it; still holding GPUs, not this action's "
-                                "to free: PID 3391"), done.lead
+    assert re.match(r"Fixed: vllm-kimi-k25-int4\.service stopped and disabled; 8/8 GPUs "
+                    r"free of it since \d\d:\d\d UTC; still holding GPUs, not this "
+                    r"action's to free: PID 3391", done.lead), done.lead
     assert "on GPU 0, 2.0 GiB" in done.lead, done.lead
     assert not re.search(r"Not fixed|Action failed|failed", done.text), done.text
 
