@@ -165,7 +165,10 @@ def test_deny_with_reason_and_unauthorised_user(redis: Redis) -> None:
     assert ("denied", approval.id, "UALICE", "the run is 49% done") in events
     stored = desk.store.get(approval.id)
     assert stored is not None and stored.status is ApprovalStatus.DENIED
-    assert "(only @UALICE sees this) Denied `systemd.stop_disable`" in out.getvalue()
+    # the action in words, never its kind string (issue 35)
+    assert ("(only @UALICE sees this) Denied: stop vllm.service and keep it from starting at "
+            "boot. Reason recorded: the run is 49% done") in out.getvalue()
+    assert "systemd.stop_disable" not in out.getvalue().split("Denied")[-1]
 
 
 def test_incident_commands_go_through_the_desk(redis: Redis) -> None:
