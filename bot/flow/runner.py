@@ -52,6 +52,7 @@ from bot.domain.flow import (
     decide,
 )
 from bot.domain.incident import Incident
+from bot.domain.lifecycle import IllegalTransition
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
 from storage.audit import AuditLog
@@ -194,15 +195,29 @@ class FlowRunner:
         log as such; the data-loss watch says it in chat and re-opens what it held."""
         incident = done.incident
         try:
-            return self.handle(incident.id, self.diagnoser.run(incident, effect.evidence))
+            outcome = self.diagnoser.run(incident, effect.evidence)
         except Exception as exc:
-            if refusal(exc) is not None or isinstance(exc, UnknownIncident):
-                raise  # Redis said "not now" or lost it, not a bug of ours (issue 39)
-            error_id = log_internal(exc, f"diagnosis of {incident.id}")
-            current = self.incidents.require(incident.id)
-            self.plans.withdraw_pending(current, self.bot_user, reason="diagnosis failed")
-            failed = DiagnosisFailed(self.clock(), self.bot_user, error_id)
-            return self.handle(incident.id, failed)
+            return self._diagnosis_error(incident, exc)
+        try:
+            return self.handle(incident.id, outcome)
+        except IllegalTransition as exc:  # StepTaken too
+            # the incident moved on while this diagnosis ran (a re-driven diagnosis that
+            # finished after the first one, an approval clicked meanwhile): stale, not an
+            # error of ours, and nothing of it is written over the newer state
+            log.info("the diagnosis of %s ended after it moved on: %s", incident.id, exc)
+            return Handled(self.incidents.require(incident.id))
+        except Exception as exc:
+            return self._diagnosis_error(incident, exc)
+
+    def _diagnosis_error(self, incident: Incident, exc: Exception) -> Handled:
+        """An error of ours in a diagnosis: ``diagnosis_failed`` with its error id."""
+        if refusal(exc) is not None or isinstance(exc, UnknownIncident):
+            raise exc  # Redis said "not now" or lost it, not a bug of ours (issue 39)
+        error_id = log_internal(exc, f"diagnosis of {incident.id}")
+        current = self.incidents.require(incident.id)
+        self.plans.withdraw_pending(current, self.bot_user, reason="diagnosis failed")
+        failed = DiagnosisFailed(self.clock(), self.bot_user, error_id)
+        return self.handle(incident.id, failed)
 
     def _closing_note(self, incident: Incident) -> None:
         """The timeline in the thread when an incident resolves (one replica: the group)."""

@@ -9,11 +9,12 @@ import pytest
 from redis import Redis
 
 from bot.core.errors import ConfigError
-from bot.domain.flow import StepAbandoned, decide
-from bot.domain.incident import Alert, AlertStatus
+from bot.domain.findings import Diagnosis, DiagnosisStatus
+from bot.domain.flow import DiagnosisFinished, RunDiagnosis, StepAbandoned, decide
+from bot.domain.incident import Alert, AlertStatus, Incident
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, IncidentState, StepDeadlines, StepTaken
 from bot.flow.reconcile import RedriveOutcome, reconcile_once, reconcile_settings
-from bot.flow.runner import FlowRunner
+from bot.flow.runner import FlowRunner, Handled
 from storage import keys
 from storage.audit import AuditLog
 from storage.incidents import IncidentStore
@@ -239,3 +240,34 @@ def test_reconcile_settings_are_validated() -> None:
     assert reconcile_settings({}).deadlines() == StepDeadlines()
     with pytest.raises(ConfigError, match=r"extra\.reconcile\.every_s"):
         reconcile_settings({"reconcile": {"every_s": 0}})
+
+
+class LateDiagnosis:
+    """A re-driven diagnosis that ends after the incident moved on: while it ran, the
+    first one finished and the incident went on to ``awaiting_approval``."""
+
+    def __init__(self, store: IncidentStore) -> None:
+        self.store = store
+
+    def run(self, incident: Incident, evidence: bool) -> DiagnosisFinished:
+        self.store.transition(incident.id, S.AWAITING_APPROVAL, "bot", "the first one ended")
+        late = Diagnosis(incident.host, "vram_idle", DiagnosisStatus.OK, 0.1)
+        return DiagnosisFinished(0.0, "bot", late, (), "sha256:late")
+
+
+def test_a_diagnosis_that_ends_after_its_incident_moved_on_is_stale_not_an_error(
+        store: IncidentStore, clock: Clock) -> None:
+    """Its outcome no longer applies: nothing of it is written over the newer state, and it
+    is not 'an internal error while diagnosing' (the frozen-host run showed that on a card
+    whose action had settled)."""
+    iid = opened(store)
+    store.transition(iid, S.DIAGNOSING, "bot", "alert received")
+    audit, calls = AuditLog(store.redis), Calls()
+    runner = FlowRunner(store, calls, None, audit, None, LateDiagnosis(store),  # type: ignore[arg-type]
+                        clock=clock)
+    done = runner._diagnose(Handled(store.require(iid)), RunDiagnosis())
+    after = store.require(iid)
+    assert done.incident.state is S.AWAITING_APPROVAL and after.state is S.AWAITING_APPROVAL
+    assert after.diagnosis is None  # neither the late one nor an error replaced it
+    assert not any(e.action == "transition" and e.detail.get("to") == "diagnosis_failed"
+                   for e in store.audit.timeline(iid))
