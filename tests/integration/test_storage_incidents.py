@@ -17,6 +17,7 @@ from storage import keys
 from storage.audit import hash_evidence
 from storage.connection import connect
 from storage.incidents import AlertSilenced, IncidentStore, UnknownIncident
+from storage.ingest import IdBlocks
 from storage.silences import SilenceStore
 
 S = IncidentState
@@ -125,6 +126,18 @@ def test_a_reopened_incident_is_closed_by_the_resolve_of_the_alert_still_firing(
     store.ingest([fire("gpu-02", fp="a-16"), fire("gpu-02", fp="a-40")])
     partial = store.resolve_by_fingerprint("a-40")
     assert partial is not None and partial.state is S.OPEN and partial.fingerprints == ("a-16",)
+
+
+def test_numbers_are_never_handed_out_again_after_redis_lost_its_data(redis: Redis) -> None:
+    """Redis restarted empty: the counter starts again at 0, but a replica whose block ran
+    out never reuses a number it handed out (old messages' buttons name them)."""
+    blocks = IdBlocks(redis, size=4, margin=100)
+    before = [next(blocks) for _ in range(6)]  # two blocks: INC-1..4, INC-5..8
+    redis.flushall()
+    after = [next(blocks) for _ in range(4)]
+    assert before[:2] == ["INC-1", "INC-2"] and not set(before) & set(after)
+    assert after[:2] == ["INC-7", "INC-8"]  # the block in hand is still unused numbers
+    assert after[2] == "INC-109"  # past the highest reserved (8) plus the margin
 
 
 def test_update_changes_only_what_the_function_changed(store: IncidentStore) -> None:
