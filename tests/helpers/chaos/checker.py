@@ -163,6 +163,12 @@ def _storm_cards(h: History) -> Counter[str]:
         if card is None or card.get("thread_ts") not in tables or not _key(card):
             continue
         out[incident_id] = sum(1 for m in replies if _key(m) == _key(card))
+    # an incident Redis lost with a wipe has no chat to point at its card: its card is its
+    # first outbox item (``INC-n/1``, the card's post) among the storm's replies
+    for m in replies:
+        owner, _, n = _key(m).partition("/")
+        if n == "1" and owner not in h.incidents:
+            out[owner] += 1
     return out
 
 
