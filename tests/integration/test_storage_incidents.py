@@ -19,6 +19,7 @@ from storage.connection import connect
 from storage.incidents import AlertSilenced, IncidentStore, UnknownIncident
 from storage.ingest import IdBlocks
 from storage.silences import SilenceStore
+from storage.stores import Stores
 
 S = IncidentState
 
@@ -138,6 +139,16 @@ def test_numbers_are_never_handed_out_again_after_redis_lost_its_data(redis: Red
     assert before[:2] == ["INC-1", "INC-2"] and not set(before) & set(after)
     assert after[:2] == ["INC-7", "INC-8"]  # the block in hand is still unused numbers
     assert after[2] == "INC-109"  # past the highest reserved (8) plus the margin
+
+
+def test_every_incident_store_of_a_process_draws_from_one_block(redis: Redis) -> None:
+    """A store built later (each component builds its own) and first used after Redis lost
+    its data took INC-1 from the emptied counter, a number already on a message."""
+    stores = Stores(redis, redis)
+    first = stores.incidents().ingest([fire("gpu-01")]).outcomes[0][1]
+    redis.flushall()
+    second = stores.incidents().ingest([fire("gpu-02")]).outcomes[0][1]
+    assert (first, second) == ("INC-1", "INC-2")
 
 
 def test_update_changes_only_what_the_function_changed(store: IncidentStore) -> None:
