@@ -253,9 +253,7 @@ def _reconciler(settings: Settings, flow: Flow, interrupted: reconcile.CutShort,
     def local_pass() -> list[reconcile.Redrive]:
         if watch is not None:
             watch.check()
-        for incident_id, why in interrupted.waiting_for_hosts():  # read back once it answers
-            if flow.act.settle_interrupted(incident_id, why, only_if_reachable=True):
-                interrupted.discard(incident_id)
+        reconcile.read_back_waiting(interrupted, flow.act.settle_interrupted)
         return sweep(only_interrupted=True)
 
     return partial(reconcile.run_forever, flow.incidents, sweep, every_s=cfg.every_s,

@@ -192,13 +192,43 @@ def _settle(runner: FlowRunner, entry: Inflight, event: StepAbandoned, *,
     if after.then is Then.DROP:  # the runner dropped the entry
         return Redrive(incident_id, RedriveOutcome.DROPPED, reason)
     if after.then is Then.READ_BACK:
-        settled = settle_action(incident_id, reason)
+        try:
+            settled = settle_action(incident_id, reason)
+        except UnknownIncident:  # Redis lost it between the takeover and the read-back
+            _gone(runner.incidents, incident_id, "its interrupted action was read back")
+            return Redrive(incident_id, RedriveOutcome.DROPPED, reason)
         return Redrive(incident_id,
                        RedriveOutcome.READ_BACK if settled else RedriveOutcome.LEFT, reason)
     if after.then is Then.GAVE_UP:
         return Redrive(incident_id, RedriveOutcome.GAVE_UP, after.reason)
     rediagnose(incident_id)
     return Redrive(incident_id, RedriveOutcome.REDIAGNOSED, reason)
+
+
+def read_back_waiting(interrupted: CutShort,
+                      settle_action: Callable[..., bool]) -> None:
+    """This replica's actions whose host stopped answering: read back once it answers
+    (``only_if_reachable``); one whose incident Redis lost meanwhile is forgotten."""
+    for incident_id, why in interrupted.waiting_for_hosts():
+        try:
+            settled = settle_action(incident_id, why, only_if_reachable=True)
+        except UnknownIncident:
+            log.warning("%s was gone from Redis when its host was read back (a data loss: "
+                        "the data-loss watch says so in the channel); forgotten", incident_id)
+            settled = True
+        if settled:
+            interrupted.discard(incident_id)
+
+
+def _gone(incidents: IncidentStore, incident_id: str, when: str) -> None:
+    """An incident Redis lost mid-way (a wipe; the data-loss watch says so in the channel
+    and re-opens it): dropped as gone, as the runner drops an ``UnknownIncident``; its
+    in-flight entry too, if one outlived it."""
+    log.warning("%s was gone from Redis when %s (lost with Redis's data): dropped",
+                incident_id, when)
+    entry = incidents.inflight.get(incident_id)
+    if entry is not None:
+        incidents.drop_stale(entry)
 
 
 LOOP = "reconciler"  # its name in ``Heartbeats``

@@ -6,14 +6,23 @@ Either way one message, edited, and one result line (issue 24)."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
+import pytest
+
 from bot.domain.incident_record import Running
 from bot.domain.lifecycle import IncidentState
-from bot.flow.reconcile import Redrive, RedriveOutcome, reconcile_once
+from bot.flow.reconcile import (
+    CutShort,
+    Redrive,
+    RedriveOutcome,
+    read_back_waiting,
+    reconcile_once,
+)
 from bot.sim.sshd import SimHost
 from bot.ssh.base import Command
 from tests.fixtures.bots import (  # noqa: F401 - ``loop`` is a fixture
@@ -140,3 +149,36 @@ def test_an_unreachable_host_fails_the_interrupted_action_with_retry(
     assert loop.state(incident_id) is S.ACTION_FAILED
     shown = loop.wait_text(incident_id, "could not read gpu-01 back")
     assert "Retry" in buttons(shown)
+
+
+def test_an_incident_wiped_before_its_read_back_is_dropped_not_an_error(
+        loop: Loop, redis_url: str, sim_factory: Callable[..., SimHost],  # noqa: F811
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 39's chaos run: the reconciler took an interrupted action over, and Redis lost
+    its data before the read-back ("internal error … in re-driving incident INC-2261").
+    Gone with the data is not a bug of ours: dropped (the data-loss watch says it in the
+    channel and re-opens it), logged as a warning, nothing run on the host."""
+    sim = sim_factory("seed")
+    incident_id, _ = _killed_while_acting(loop, redis_url, sim)
+    ctx = loop.flow
+    wiped: list[str] = []
+
+    def wiped_then_read_back(incident: str, why: str) -> bool:
+        ctx.incidents.redis.flushall()  # the wipe lands between the takeover and the read
+        wiped.append(incident)
+        return ctx.act.settle_interrupted(incident, why)
+
+    caplog.set_level(logging.INFO)
+    done = reconcile_once(ctx.flow_runner, ctx.incidents, ctx.audit, ctx.clock,
+                          rediagnose=lambda _: None, settle_action=wiped_then_read_back)
+    assert wiped == [incident_id]
+    assert [(r.incident_id, r.outcome) for r in done] == [(incident_id, RedriveOutcome.DROPPED)]
+    assert "internal error" not in caplog.text
+    assert f"{incident_id} was gone from Redis" in caplog.text
+    assert ctx.audit.timeline(incident_id) == []  # no redrive_failed written into the new data
+    assert stops(sim) == 0  # nothing run on the host
+    # a host-wait entry of this process whose incident the wipe took is forgotten too
+    cut = CutShort()
+    cut.add(incident_id, "gpu-01 stopped answering", wait_for_host=True)
+    read_back_waiting(cut, ctx.act.settle_interrupted)
+    assert not cut
