@@ -195,7 +195,9 @@ def _settle(runner: FlowRunner, entry: Inflight, event: StepAbandoned, *,
         try:
             settled = settle_action(incident_id, reason)
         except UnknownIncident:  # Redis lost it between the takeover and the read-back
-            _gone(runner.incidents, incident_id, "its interrupted action was read back")
+            log.warning("%s was gone from Redis when its interrupted action was read back "
+                        "(lost with Redis's data; the data-loss watch says so): dropped",
+                        incident_id)
             return Redrive(incident_id, RedriveOutcome.DROPPED, reason)
         return Redrive(incident_id,
                        RedriveOutcome.READ_BACK if settled else RedriveOutcome.LEFT, reason)
@@ -218,17 +220,6 @@ def read_back_waiting(interrupted: CutShort,
             settled = True
         if settled:
             interrupted.discard(incident_id)
-
-
-def _gone(incidents: IncidentStore, incident_id: str, when: str) -> None:
-    """An incident Redis lost mid-way (a wipe; the data-loss watch says so in the channel
-    and re-opens it): dropped as gone, as the runner drops an ``UnknownIncident``; its
-    in-flight entry too, if one outlived it."""
-    log.warning("%s was gone from Redis when %s (lost with Redis's data): dropped",
-                incident_id, when)
-    entry = incidents.inflight.get(incident_id)
-    if entry is not None:
-        incidents.drop_stale(entry)
 
 
 LOOP = "reconciler"  # its name in ``Heartbeats``
