@@ -94,6 +94,11 @@ class Service:
                              name="reconciler", daemon=True)
         r.start()
         self.threads.append(r)
+        if self.data_loss is not None:  # every replica notices a wipe within a second
+            w = threading.Thread(target=self.data_loss.run_forever, args=(self.stop_event,),
+                                 name="data-loss-watch", daemon=True)
+            w.start()
+            self.threads.append(w)
         self.start_outbox()
         if self.paging is not None:  # every replica may send: the outbox claims each page
             p = threading.Thread(target=run_paging, args=(self.paging, self.stop_event),
@@ -188,6 +193,7 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
     watch = DataLossWatch(stores.epochs(clock=flow.clock), flow.incidents, flow.audit,
                           flow.publisher, clock=flow.clock)
     watch.start()  # joins the data epoch (or begins it on empty data): Redis must answer
+    stores.on_incident_written(watch.seen)  # what this process opens is known as it opens
     flow.events.on_lost_group = watch.lost_group
     service = Service(settings=settings, stores=stores, flow=flow, app=app, desk=desk,
                       chat_app=chat_app, scheduler=scheduler,

@@ -18,6 +18,7 @@ the reconciler's writes, each done only if the entry it read is still there unch
 from __future__ import annotations
 
 import builtins
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +55,7 @@ from storage.events import IncidentEvents
 from storage.inflight import Inflight, InflightRegistry, step_owner
 from storage.ingest import IdBlocks, read_view, write_plan
 
+_log = logging.getLogger(__name__)
 E = TypeVar("E")  # an effect of the decision (``bot.domain.flow.Effect``)
 
 
@@ -99,7 +101,8 @@ class IncidentStore:
     def __init__(self, redis: Redis, *, group_wait_s: float = 30.0,
                  clock: Callable[[], float] = time.time, max_attempts: int = 50,
                  id_block: int = 64, deadlines: StepDeadlines | None = None,
-                 xid_policy: XidPolicy = DEFAULT_POLICY, ids: IdBlocks | None = None) -> None:
+                 xid_policy: XidPolicy = DEFAULT_POLICY, ids: IdBlocks | None = None,
+                 written: Callable[[Incident], None] | None = None) -> None:
         if not redis.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("IncidentStore needs a Redis client with decode_responses=True")
         self.redis = redis
@@ -112,6 +115,9 @@ class IncidentStore:
         self.deadlines = deadlines or StepDeadlines()
         self.inflight = InflightRegistry(redis, clock)
         self.xid_policy = xid_policy  # which Xids are the application's (storms, issue 36)
+        # told each record this process wrote, after its commit (``Stores.on_incident_written``:
+        # the data-loss watch learns of an incident as it opens, not a period later)
+        self.written = written
 
     # --- ingest ----------------------------------------------------------------------
     def ingest(self, alerts: Sequence[Alert], *,
@@ -121,7 +127,10 @@ class IncidentStore:
         data-loss watch re-opening a lost incident edits its old message, issue 39)."""
         if not alerts:
             return IngestResult()
-        return self._retrying(lambda pipe: self._ingest_once(pipe, alerts, chats or {}))
+        result, records = self._retrying(lambda pipe: self._ingest_once(pipe, alerts, chats or {}))
+        for record in records:
+            self._tell(record)
+        return cast(IngestResult, result)
 
     def open_or_fold(self, alert: Alert) -> tuple[Incident, bool]:
         """One firing alert: (its incident, whether it was created)."""
@@ -141,7 +150,7 @@ class IncidentStore:
         return self.get(incident_id) if incident_id else None
 
     def _ingest_once(self, pipe: Pipeline, alerts: Sequence[Alert],
-                     chats: Mapping[str, ChatRefs]) -> IngestResult:
+                     chats: Mapping[str, ChatRefs]) -> tuple[IngestResult, builtins.list[Incident]]:
         view = read_view(pipe, alerts)
         now = self.clock()
         plan = Planner(view, now, self.group_wait_s, self.ids,
@@ -151,7 +160,16 @@ class IncidentStore:
             if chat is not None and outcome is PlanOutcome.CREATED and incident_id is not None:
                 plan.incidents[incident_id] = replace(plan.incidents[incident_id], chat=chat)
         write_plan(pipe, plan, view, now, open_deadline_s=self.deadlines.open_s)
-        return IngestResult(plan.outcomes)
+        return IngestResult(plan.outcomes), list(plan.incidents.values())
+
+    def _tell(self, record: Incident) -> Incident:
+        """Hand a committed record to ``written`` (in memory; its failure is not the write's)."""
+        if self.written is not None:
+            try:
+                self.written(record)
+            except Exception:  # an observer must not undo a commit
+                _log.exception("telling the written record of %s failed", record.id)
+        return record
 
     def _retrying(self, attempt: Callable[[Pipeline], Any]) -> Any:
         for n in range(self.max_attempts):
@@ -233,9 +251,9 @@ class IncidentStore:
         ``only_from``. Nothing is written when it raises."""
         goal = IncidentState(target)
         who = owner or step_owner()
-        return self._retrying(
+        return self._tell(self._retrying(
             lambda pipe: self._transition_once(pipe, incident_id, goal, actor, reason,
-                                               evidence_hash, who, only_from))
+                                               evidence_hash, who, only_from)))
 
     def _transition_once(self, pipe: Pipeline, incident_id: str, goal: IncidentState,
                          actor: str, reason: str, evidence_hash: str | None, owner: str,
@@ -268,8 +286,9 @@ class IncidentStore:
         when it is no longer the entry, and a ``StepRedriven`` effect re-drives it in the
         same MULTI (released, or held by ``owner`` while the action is read back)."""
         who = owner or step_owner()
-        return cast(tuple[Incident, tuple[E, ...]], self._retrying(
+        new, effects = cast(tuple[Incident, tuple[E, ...]], self._retrying(
             lambda pipe: self._commit_once(pipe, incident_id, decide, who, expect)))
+        return self._tell(new), effects
 
     def _commit_once(self, pipe: Pipeline, incident_id: str,
                      decide: Callable[[Incident], tuple[Incident, tuple[E, ...]]],
@@ -423,7 +442,7 @@ class IncidentStore:
             pipe.execute()
             return new
 
-        return self._retrying(once)
+        return self._tell(self._retrying(once))
 
 
 def _withdrawal(resolved: Incident, actor: str, now: float) -> Withdrawal:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import cast
 
+from bot.domain.incident import Incident
 from bot.domain.lifecycle import StepDeadlines
 from bot.domain.xid import DEFAULT_POLICY, XidPolicy
 from storage import keys
@@ -52,6 +53,16 @@ class Stores:
         # built later and first used after Redis lost its data would otherwise take INC-1…
         # from the emptied counter, numbers old messages still name (issue 39's chaos run)
         self._ids = IdBlocks(text)
+        self._written: list[Callable[[Incident], None]] = []
+
+    def on_incident_written(self, observer: Callable[[Incident], None]) -> None:
+        """``observer`` is told every incident record any incident store of this process
+        commits, right after the commit (the data-loss watch, issue 39): in memory, cheap."""
+        self._written.append(observer)
+
+    def _incident_written(self, record: Incident) -> None:
+        for observer in self._written:
+            observer(record)
 
     def ping(self) -> None:
         """Raises ``StorageError`` when the server does not answer (``/readyz``)."""
@@ -74,7 +85,8 @@ class Stores:
                   deadlines: StepDeadlines | None = None,
                   xid_policy: XidPolicy = DEFAULT_POLICY) -> IncidentStore:
         return IncidentStore(self._text, group_wait_s=group_wait_s, clock=clock,
-                             deadlines=deadlines, xid_policy=xid_policy, ids=self._ids)
+                             deadlines=deadlines, xid_policy=xid_policy, ids=self._ids,
+                             written=self._incident_written)
 
     def approvals(self) -> ApprovalStore:
         return ApprovalStore(self._text)

@@ -15,9 +15,22 @@ incidents and the highest incident number; ``check`` compares them with Redis:
   taking over its old message (``IncidentStore.ingest(chats=…)``), so the host is
   diagnosed again: what the host shows now is what the message will say.
 
-The events stream's NOGROUP (the consumer group gone with the data) triggers a check at
-once (``IncidentEvents.on_lost_group``); the reconciler's loop runs one every period.
-What the bot learned after its last snapshot (at most one period) cannot be listed.
+Between snapshots the watch is told every incident record this process commits, as it
+commits it (``seen``, wired to ``Stores.on_incident_written``: in memory, no Redis), so an
+incident opened a moment before the wipe is known too: re-opened with its message taken
+over, not opened again by Alertmanager's repeat under a second message. Each replica knows
+the incidents in Redis at its last snapshot and those it wrote since; an incident another
+replica opened after this one's snapshot is that replica's to re-open: every replica that
+notices the loss re-opens the lost incidents it knows (a second re-open of the same alert
+folds into the first), and only the announcer's channel message lists them; each re-opened
+incident says so in its own thread.
+
+Every replica reads the epoch each second (``run_forever``: one GET) and checks at once
+when it moved, so each notices a wipe within a second of Redis answering again and re-opens
+what it knew before Alertmanager's next repeat (15 s here) opens it anew; the events
+stream's NOGROUP triggers a check too (``IncidentEvents.on_lost_group``: only the first
+replica to meet it does, as it makes the group again), and the reconciler's loop runs one
+every period (the full comparison: a roll-back keeps the epoch).
 """
 
 from __future__ import annotations
@@ -32,11 +45,14 @@ from enum import StrEnum
 from bot.chat.base import ChatMessage, Section
 from bot.chat.text import escape, mention
 from bot.core import metrics, strings
+from bot.core.errors import log_internal
 from bot.domain.incident import RECOVERED, Alert, Incident
 from bot.domain.lifecycle import ACTING, IncidentState
+from bot.domain.planner import PlanOutcome
 from bot.flow.message import Publisher
 from storage.audit import AuditLog
 from storage.chat_outbox import Op
+from storage.connection import refusal
 from storage.epoch import Epoch, EpochStore
 from storage.incidents import IncidentStore
 from storage.inflight import step_owner
@@ -46,6 +62,8 @@ ACTOR = "incident-bot"
 SOURCE = RECOVERED  # the alert source of an incident re-opened after a data loss
 ID_MARGIN = 1000  # numbers other replicas reserved after our last look are skipped too
 PURPOSE = "data-loss"
+POLL_S = 1.0  # how often each replica reads the epoch (one GET)
+CHATLESS_WAIT_S = 3.0  # a lost incident known without its message waits for a peer's re-open
 
 
 class LossKind(StrEnum):
@@ -70,17 +88,20 @@ class DataLossWatch:
 
     def __init__(self, epochs: EpochStore, incidents: IncidentStore, audit: AuditLog,
                  publisher: Publisher, *, clock: Callable[[], float] = time.time,
-                 reopen: bool = True) -> None:
+                 reopen: bool = True, chatless_wait_s: float = CHATLESS_WAIT_S) -> None:
         self.epochs = epochs
         self.incidents = incidents
         self.audit = audit
         self.publisher = publisher
         self.clock = clock
         self.reopen = reopen
+        self.chatless_wait_s = chatless_wait_s
         self.epoch: Epoch | None = None
         self.counter = 0
         self.open: dict[str, Incident] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one check at a time
+        self._known = threading.Lock()  # ``open``/``counter`` against ``seen`` (never held on I/O)
+        self._since: dict[str, Incident] | None = None  # what ``seen`` told during a snapshot
 
     def start(self) -> Epoch:
         """Join the epoch in Redis (begin one on empty data) and take the first snapshot."""
@@ -96,15 +117,42 @@ class DataLossWatch:
                 self.epoch = self.epochs.begin()
             now_epoch = self.epochs.read()
             counter = self.epochs.incident_counter()
+            with self._known:
+                known = tuple(self.open.values())
             if now_epoch is None or now_epoch.id != self.epoch.id:
-                return self._lost(LossKind.WIPED, self.epoch, counter, tuple(self.open.values()))
-            current = {i.id: i for i in self.incidents.list(open_only=True)}
-            vanished = tuple(i for i in self.open.values() if i.id not in current
+                return self._lost(LossKind.WIPED, self.epoch, counter, known)
+            current = self._listing()
+            vanished = tuple(i for i in known if i.id not in current
                              and self.incidents.get(i.id) is None)
             if counter < self.counter or vanished:
                 return self._lost(LossKind.ROLLED_BACK, self.epoch, counter, vanished)
             self._snapshot(counter, current)
             return None
+
+    def seen(self, incident: Incident) -> None:
+        """An incident record this process just committed (``Stores.on_incident_written``):
+        known from now on, not from the next snapshot. In memory only; never waits on a
+        check in progress."""
+        with self._known:
+            _learn(self.open, incident)
+            if self._since is not None:
+                self._since[incident.id] = incident
+            self.counter = max(self.counter, _id_number(incident.id))
+
+    def moved(self) -> bool:
+        """Whether the epoch in Redis is no longer the one this replica joined (one GET)."""
+        now = self.epochs.read()
+        return self.epoch is not None and (now is None or now.id != self.epoch.id)
+
+    def run_forever(self, stop: threading.Event, every_s: float = POLL_S) -> None:
+        """Each ``every_s``: a check when the epoch moved. Redis away or refusing: next time."""
+        while not stop.wait(every_s):
+            try:
+                if self.moved():
+                    self.check()
+            except Exception as exc:
+                if refusal(exc) is None:
+                    log_internal(exc, "data-loss watch")
 
     def lost_group(self, group: str) -> None:
         """The events stream's consumer group was gone (``on_lost_group``): check now."""
@@ -124,19 +172,28 @@ class DataLossWatch:
                   "%d open incidents gone: %s", kind.value, lost_epoch.id, seen_counter,
                   self.counter, len(gone), ", ".join(i.id for i in gone) or "none")
         # one announcement per lost epoch, whichever replicas notice it
-        loss = Loss(kind, gone)
-        if self.epochs.claim_announcement(lost_epoch, step_owner()):
-            reopened = self._reopen(gone) if self.reopen else {}
+        # every replica re-opens what it knew (the others may not have known it); one says so
+        announces = self.epochs.claim_announcement(lost_epoch, step_owner())
+        reopened = self._reopen(gone) if self.reopen else {}
+        loss = Loss(kind, gone, reopened, announced=announces)
+        if announces:
             self._announce(loss, reopened, lost_epoch.id)
-            loss = Loss(kind, gone, reopened, announced=True)
         self._snapshot()
         return loss
 
     def _reopen(self, gone: tuple[Incident, ...]) -> dict[str, str]:
         """Each lost top-level incident re-opened from its alert (its group's hosts too),
-        taking over its old message: diagnosed again from the host."""
+        taking over its old message: diagnosed again from the host. Every replica re-opens
+        what it knew; one that knew an incident only without its message (another
+        replica's outbox delivered it) waits ``chatless_wait_s`` for that replica to
+        re-open it on its message first."""
         out: dict[str, str] = {}
-        for old in gone:
+        ordered = sorted(gone, key=lambda i: i.chat is None)
+        for n, old in enumerate(ordered):
+            if old.chat is None and (n == 0 or ordered[n - 1].chat is not None):
+                # the replica that delivered its message knows where it is: let it re-open
+                # it first (this alert then folds into it), else one with no message
+                time.sleep(self.chatless_wait_s)
             if old.parent_id is not None:
                 continue  # a grouped host comes back with its parent's hosts
             alerts = [_alert(old, host) for host in (old.hosts or (old.host,))]
@@ -146,9 +203,9 @@ class DataLossWatch:
             except Exception as exc:  # Redis refused again: the announcement says so
                 log.warning("re-opening %s after the data loss failed: %s", old.id, exc)
                 continue
-            new = result.outcomes[0][1]
-            if new is None:
-                continue
+            outcome, new = result.outcomes[0]
+            if new is None or outcome is not PlanOutcome.CREATED:
+                continue  # another replica re-opened it first: this alert folded into it
             out[old.id] = new
             self.audit.append(new, ACTOR, "incident.recovered",
                               {"was": old.id, "state": old.state.value,
@@ -184,11 +241,34 @@ class DataLossWatch:
 
     def _snapshot(self, counter: int | None = None,
                   current: dict[str, Incident] | None = None) -> None:
-        self.open = current if current is not None else {
-            i.id: i for i in self.incidents.list(open_only=True)}
-        top = max((_id_number(i) for i in self.open), default=0)
+        current = self._listing() if current is None else current
+        top = max((_id_number(i) for i in current), default=0)
         seen = self.epochs.incident_counter() if counter is None else counter
-        self.counter = max(self.counter, seen, top)
+        with self._known:
+            self.open = current
+            self.counter = max(self.counter, seen, top)
+
+    def _listing(self) -> dict[str, Incident]:
+        """The open incidents in Redis now, plus what ``seen`` told while they were read
+        (a record committed after the listing is newer than the listing's)."""
+        with self._known:
+            self._since = {}
+        try:
+            current = {i.id: i for i in self.incidents.list(open_only=True)}
+        finally:
+            with self._known:
+                since, self._since = self._since or {}, None
+        for record in since.values():
+            _learn(current, record)
+        return current
+
+
+def _learn(known: dict[str, Incident], record: Incident) -> None:
+    """``record`` into ``known``: kept while open, forgotten once closed."""
+    if record.is_open:
+        known[record.id] = record
+    else:
+        known.pop(record.id, None)
 
 
 def _alert(old: Incident, host: str) -> Alert:

@@ -157,3 +157,34 @@ def test_a_reopened_incident_settles_when_its_alert_that_still_fires_resolves(
     assert wait_until(lambda: ground.card_shows(new.id, "Resolved \\u00b7 incident"), 30)
     print(f"\n{old} re-opened as {new.id}, fixed and resolved "
           f"{time.monotonic() - wiped:.1f}s after the wipe")
+
+
+def test_an_incident_opened_after_the_last_snapshot_is_reopened_not_posted_twice(
+        tmp_path: Path, sim_factory: Callable[..., SimHost]) -> None:
+    """Issue 39's chaos run (seed 9: five armings with two messages): an incident opened
+    after the watch's last periodic snapshot and lost in a wipe was opened again by
+    Alertmanager's repeat, as a new incident under a second message. The watch is told each
+    incident its process commits as it commits it: with a period far longer than the test,
+    no snapshot after start has it, and it is still re-opened on its own message."""
+    slow = {**RECONCILE, "every_s": 120.0}  # no periodic snapshot after start
+    rig = Ground.start(tmp_path, sim_factory("seed"), slow, replicas=2)
+    try:
+        assert am(rig, "firing", "late-a") == 200
+        old = rig.wait_incident(lambda i: i.state is S.AWAITING_APPROVAL and i.chat is not None,
+                                60, "awaiting approval")
+        old_card = rig.card(old.id)
+        rig.redis.wipe()  # the consumers' NOGROUP makes each replica's watch check at once
+        new = rig.wait_incident(lambda i: i.source == "recovered", 30, "re-opened")
+        assert new.chat is not None and new.chat.ts == old_card["ts"]
+        assert wait_until(lambda: len(announcements(rig)) == 1, 30), rig.logs()
+        assert old.id in json.dumps(announcements(rig)[0])
+        # Alertmanager's repeat of the same alert folds into it: no second message
+        assert am(rig, "firing", "late-a", serve=1) == 200
+        assert wait_until(lambda: rig.settled(new.id), DIAGNOSIS_S + 5), rig.logs()
+        assert [i.id for i in rig.store.list(open_only=True)] == [new.id]
+        assert len(rig.parents()) == 2  # the card (edited) and the announcement
+        recovered = [e for e in rig.store.audit.timeline(new.id)
+                     if e.action == "incident.recovered"]
+        assert len(recovered) == 1, recovered  # re-opened once, by whichever replica first
+    finally:
+        rig.stop()
