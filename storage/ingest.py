@@ -108,7 +108,10 @@ class IdBlocks:
     old messages still name (issue 39's chaos run: two incidents INC-1 in one channel, an
     old button acting on a new incident): the block is then taken past the highest number
     this replica reserved plus ``margin`` (other replicas' blocks since), as the data-loss
-    watch raises the counter, only sooner: before the watch's next period."""
+    watch raises the counter, only sooner: before the watch's next period. ``floor`` is the
+    highest counter this process has seen in Redis (``saw``, from the data-loss watch): a
+    replica that reserved no block before the wipe (one just started) would otherwise take
+    INC-1… from the emptied counter (seed 9's chaos run: INC-1 on two hosts' messages)."""
 
     def __init__(self, redis: Redis, size: int = 64, margin: int = 1000) -> None:
         self.redis = redis
@@ -116,6 +119,12 @@ class IdBlocks:
         self.margin = margin
         self.lock = threading.Lock()
         self.next = self.end = 0
+        self.floor = 0
+
+    def saw(self, counter: int) -> None:
+        """The incident counter as this process last read it from Redis."""
+        with self.lock:
+            self.floor = max(self.floor, counter)
 
     def __iter__(self) -> Iterator[str]:
         return self
@@ -124,8 +133,9 @@ class IdBlocks:
         with self.lock:
             if self.next >= self.end:
                 top = int(cast(int, self.redis.incrby(keys.incident_seq(), self.size)))
-                if self.end and top - self.size < self.end - 1:  # went back: data lost
-                    past = self.end - 1 + self.margin + self.size - top
+                high = max(self.end - 1, self.floor)
+                if high > 0 and top - self.size < high:  # went back: data lost
+                    past = high + self.margin + self.size - top
                     top = int(cast(int, self.redis.incrby(keys.incident_seq(), past)))
                 self.next, self.end = top - self.size + 1, top + 1
             number, self.next = self.next, self.next + 1

@@ -247,6 +247,7 @@ class DataLossWatch:
         with self._known:
             self.open = current
             self.counter = max(self.counter, seen, top)
+        self.incidents.ids.saw(self.counter)  # never handed out again, even before our check
 
     def _listing(self) -> dict[str, Incident]:
         """The open incidents in Redis now, plus what ``seen`` told while they were read

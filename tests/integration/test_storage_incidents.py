@@ -141,6 +141,19 @@ def test_numbers_are_never_handed_out_again_after_redis_lost_its_data(redis: Red
     assert after[2] == "INC-109"  # past the highest reserved (8) plus the margin
 
 
+def test_a_replica_that_reserved_nothing_yet_skips_the_numbers_it_saw(redis: Redis) -> None:
+    """Seed 9's chaos run: a replica started again after a kill had reserved no block when
+    Redis was wiped, and took INC-1… from the emptied counter, numbers on two hosts'
+    messages. What its data-loss watch read of the counter is a floor."""
+    other = IdBlocks(redis, size=4, margin=100)
+    handed = [next(other) for _ in range(5)]  # another replica's INC-1..5 (counter 8)
+    fresh = IdBlocks(redis, size=4, margin=100)
+    fresh.saw(int(redis.get(keys.incident_seq()) or 0))  # its watch's snapshot
+    redis.flushall()
+    first = next(fresh)
+    assert first not in handed and first == "INC-109"  # past the counter seen plus the margin
+
+
 def test_every_incident_store_of_a_process_draws_from_one_block(redis: Redis) -> None:
     """A store built later (each component builds its own) and first used after Redis lost
     its data took INC-1 from the emptied counter, a number already on a message."""
