@@ -40,6 +40,7 @@ WORK_S = 20.0  # a step re-run after a fault: a diagnosis, or an action's read-b
 # of a verified or resolved incident ("Resolved by" is a person's word, not the bot's)
 MARKS = (("Fixed", strings.MSG_LEAD_FIXED.split("{")[0]), ("Verified", "Verified · incident"),
          ("Resolved", "Resolved · incident"))
+REOPEN_NOTE = strings.DATA_LOSS_THREAD.split("{")[0]  # "The bot's store lost "
 HOST_RE = re.compile(r"\bgpu-\d\d\b")
 INCIDENT_RE = re.compile(r"incident (INC-\d+)")
 DEADLINE = {IncidentState.OPEN: RECONCILE["open_s"],
@@ -145,6 +146,10 @@ def _posts(world: World) -> list[tuple[str, dict[str, Any]]]:
     return [(_key(m).split("/")[0], m) for m in world.standin.top_level(CHANNEL)]
 
 
+def _reopen_note(message: dict[str, Any]) -> bool:
+    return str(message.get("text", "")).startswith(REOPEN_NOTE)
+
+
 def _storm_cards(h: History) -> Counter[str]:
     """Incident id → its cards in a storm's thread (issue 37: above the channel's rate an
     incident has no message of its own; its card is a reply under the storm's table). A
@@ -164,10 +169,12 @@ def _storm_cards(h: History) -> Counter[str]:
             continue
         out[incident_id] = sum(1 for m in replies if _key(m) == _key(card))
     # an incident Redis lost with a wipe has no chat to point at its card: its card is its
-    # first outbox item (``INC-n/1``, the card's post) among the storm's replies
+    # first outbox item (``INC-n/1``, the card's post) among the storm's replies; an
+    # incident re-opened on a lost one's card has no post of its own: its first item is the
+    # note under that card ("The bot's store lost INC-79 …"), which is not a second card
     for m in replies:
         owner, _, n = _key(m).partition("/")
-        if n == "1" and owner not in h.incidents:
+        if n == "1" and owner not in h.incidents and not _reopen_note(m):
             out[owner] += 1
     return out
 
