@@ -41,6 +41,7 @@ WORK_S = 20.0  # a step re-run after a fault: a diagnosis, or an action's read-b
 MARKS = (("Fixed", strings.MSG_LEAD_FIXED.split("{")[0]), ("Verified", "Verified · incident"),
          ("Resolved", "Resolved · incident"))
 REOPEN_NOTE = strings.DATA_LOSS_THREAD.split("{")[0]  # "The bot's store lost "
+REOPEN_RE = re.compile(re.escape(REOPEN_NOTE) + r"INC-\d+ \(.*?\)\. This incident is \*(INC-\d+)\*")
 HOST_RE = re.compile(r"\bgpu-\d\d\b")
 INCIDENT_RE = re.compile(r"incident (INC-\d+)")
 DEADLINE = {IncidentState.OPEN: RECONCILE["open_s"],
@@ -204,11 +205,30 @@ def _shown(h: History, posted: list[tuple[str, dict[str, Any]]], storm: Counter[
     incident re-opened after a wipe took over (posted under the lost incident's key, the
     alert having folded into it), and their storm cards."""
     shown = {str(m.get("ts")) for owner, m in posted if owner in ids}
+    tops = {str(m.get("ts")) for _, m in posted}
+    took = _took_over(h)
     for incident_id in ids:
         chat = getattr(h.incidents.get(incident_id), "chat", None)
-        if chat is not None and any(m.get("ts") == chat.ts for _, m in posted):
+        if chat is not None and chat.ts in tops:
             shown.add(chat.ts)
+        # a re-opened incident a later wipe took too has no record to read its chat from:
+        # the note it posted under the message it took over names that message
+        if took.get(incident_id) in tops:
+            shown.add(took[incident_id])
     return len(shown) + sum(storm[i] for i in ids)
+
+
+def _took_over(h: History) -> dict[str, str]:
+    """Re-opened incident → the message it took over, read from the note in that message's
+    thread ("The bot's store lost INC-72 (…). This incident is *INC-77* now …")."""
+    with h.world.standin._cv:
+        messages = list(h.world.standin.messages.values())
+    out: dict[str, str] = {}
+    for m in messages:
+        found = REOPEN_RE.match(str(m.get("text", "")))
+        if found is not None and m.get("thread_ts"):
+            out[found.group(1)] = str(m["thread_ts"])
+    return out
 
 
 # --- 2 ----------------------------------------------------------------------------------
