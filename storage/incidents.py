@@ -102,7 +102,8 @@ class IncidentStore:
                  clock: Callable[[], float] = time.time, max_attempts: int = 50,
                  id_block: int = 64, deadlines: StepDeadlines | None = None,
                  xid_policy: XidPolicy = DEFAULT_POLICY, ids: IdBlocks | None = None,
-                 written: Callable[[Incident], None] | None = None) -> None:
+                 written: Callable[[Incident], None] | None = None,
+                 before_ingest: Callable[[], None] | None = None) -> None:
         if not redis.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("IncidentStore needs a Redis client with decode_responses=True")
         self.redis = redis
@@ -118,6 +119,9 @@ class IncidentStore:
         # told each record this process wrote, after its commit (``Stores.on_incident_written``:
         # the data-loss watch learns of an incident as it opens, not a period later)
         self.written = written
+        # called before each ingest (``Stores.before_incident_ingest``: the data-loss watch
+        # re-opens what a wipe took before an alert can open it anew, issue 39)
+        self.before_ingest = before_ingest
 
     # --- ingest ----------------------------------------------------------------------
     def ingest(self, alerts: Sequence[Alert], *,
@@ -127,6 +131,8 @@ class IncidentStore:
         data-loss watch re-opening a lost incident edits its old message, issue 39)."""
         if not alerts:
             return IngestResult()
+        if self.before_ingest is not None:
+            self.before_ingest()
         result, records = self._retrying(lambda pipe: self._ingest_once(pipe, alerts, chats or {}))
         for record in records:
             self._tell(record)

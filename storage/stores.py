@@ -54,6 +54,16 @@ class Stores:
         # from the emptied counter, numbers old messages still name (issue 39's chaos run)
         self._ids = IdBlocks(text)
         self._written: list[Callable[[Incident], None]] = []
+        self._before_ingest: list[Callable[[], None]] = []
+
+    def before_incident_ingest(self, hook: Callable[[], None]) -> None:
+        """``hook`` runs before any incident store of this process ingests alerts (the
+        data-loss watch's epoch read: one GET)."""
+        self._before_ingest.append(hook)
+
+    def _ingesting(self) -> None:
+        for hook in self._before_ingest:
+            hook()
 
     def on_incident_written(self, observer: Callable[[Incident], None]) -> None:
         """``observer`` is told every incident record any incident store of this process
@@ -86,7 +96,7 @@ class Stores:
                   xid_policy: XidPolicy = DEFAULT_POLICY) -> IncidentStore:
         return IncidentStore(self._text, group_wait_s=group_wait_s, clock=clock,
                              deadlines=deadlines, xid_policy=xid_policy, ids=self._ids,
-                             written=self._incident_written)
+                             written=self._incident_written, before_ingest=self._ingesting)
 
     def approvals(self) -> ApprovalStore:
         return ApprovalStore(self._text)

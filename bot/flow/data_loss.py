@@ -102,6 +102,7 @@ class DataLossWatch:
         self._lock = threading.Lock()  # one check at a time
         self._known = threading.Lock()  # ``open``/``counter`` against ``seen`` (never held on I/O)
         self._since: dict[str, Incident] | None = None  # what ``seen`` told during a snapshot
+        self._quiet_until = 0.0  # ingests wait for the other replicas' re-opens until then
 
     def start(self) -> Epoch:
         """Join the epoch in Redis (begin one on empty data) and take the first snapshot."""
@@ -143,6 +144,20 @@ class DataLossWatch:
         """Whether the epoch in Redis is no longer the one this replica joined (one GET)."""
         now = self.epochs.read()
         return self.epoch is not None and (now is None or now.id != self.epoch.id)
+
+    def current(self) -> None:
+        """Before an alert is ingested (``Stores.before_incident_ingest``): when the epoch
+        moved, the check first, so a lost incident is re-opened on its message and the
+        alert folds into it instead of opening it anew (a delivery Alertmanager retried
+        while Redis was down lands the moment it is back, before the next epoch read). The
+        replica that takes the delivery may not know the incident (the other one opened it):
+        for ``chatless_wait_s`` after a loss it finds, ingests wait for the other replicas'
+        epoch reads to re-open what they knew."""
+        if self.moved() and self.check() is not None:
+            self._quiet_until = time.monotonic() + self.chatless_wait_s
+        wait = self._quiet_until - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
 
     def run_forever(self, stop: threading.Event, every_s: float = POLL_S) -> None:
         """Each ``every_s``: a check when the epoch moved. Redis away or refusing: next time."""
