@@ -173,7 +173,7 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
     flow = build_flow(settings, stores, runner or ParamikoPool(settings.ssh_defaults), chat,
                       actions=actions)
     flow.silences.set_maintenance(maintenance_from_settings(settings), "config")
-    desk = PolicyApprovalDesk(flow.approvals, flow.policy, flow.callbacks(), audit=audit,
+    desk = PolicyApprovalDesk(flow.approvals, flow.policy, flow.events, audit=audit,
                               groups=plugin.groups(chat),
                               fleet={p.name: p for p in policies_from_settings(settings)})
     chat_app = _chat_app(settings, stores, flow, desk, plugin, chat)

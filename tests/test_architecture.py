@@ -6,8 +6,9 @@ domain → core (``tests/helpers/imports.py`` ``LAYERS``: nothing imports a row 
 own), bot/config reads no remediation, chat or jobs, and storage/ imports only bot.domain
 and bot.core; no import cycle, imports inside functions included. bot/extract (the
 worker's torch run) imports no storage; bot/jobs, the flow, remediation, chat and ingest
-never load torch; no module under bot/chat/ writes incident state, and under bot/flow/ only
-the runner does, but for the one writer named as left (tests/helpers/writers.py).
+never load torch; no module under bot/chat/ writes incident state or calls into the flow,
+and under bot/flow/ only the runner does, but for the one writer named as left
+(tests/helpers/writers.py).
 The checker lives in tests/helpers/imports.py; the tests at the bottom plant violations in
 a synthetic tree to prove it reports each rule.
 """
@@ -29,7 +30,14 @@ from tests.helpers.imports import (
     violations,
 )
 from tests.helpers.names import action_kinds, clashing_classes, kind_literals, nx_sets
-from tests.helpers.writers import READS, WRITES, incident_writers, store_methods, store_writes
+from tests.helpers.writers import (
+    READS,
+    WRITES,
+    flow_hooks,
+    incident_writers,
+    store_methods,
+    store_writes,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -244,6 +252,39 @@ def test_no_chat_module_writes_an_incident() -> None:
     imports the flow or calls one of ``IncidentStore``'s writing methods."""
     found = incident_writers(ROOT)
     assert not found, "incident state written from bot/chat/:\n" + "\n".join(found)
+
+
+def test_no_chat_module_imports_the_flow_or_calls_its_callbacks() -> None:
+    """Clicks are events on the stream, as alerts are (issue 34): the approval desk claims
+    and queues ``click.*``; the flow's consumer acts. No module under bot/chat/ imports the
+    flow, calls a decision hook (``on_approved``…) or anything through ``callbacks``."""
+    found = flow_hooks(ROOT)
+    assert not found, "bot/chat/ calling into the flow:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(("body", "found"), [
+    ("class Desk:\n    def __init__(self, callbacks):\n        self.callbacks = callbacks\n"
+     "    def approve(self, a, u):\n        return self.callbacks.on_approved(a, u)\n",
+     ["bot.chat.desk:5 calls self.callbacks.on_approved() of the flow"]),
+    ("def deny(hooks, a, u, r):\n    hooks.on_denied(a, u, r)\n",
+     ["bot.chat.desk:2 calls hooks.on_denied() of the flow"]),
+    ("from dataclasses import dataclass\n@dataclass\nclass ApprovalCallbacks:\n"
+     "    on_approved: object\n"
+     "def make(c: ApprovalCallbacks) -> None:\n    pass\n",
+     ["bot.chat.desk:3 defines ApprovalCallbacks",
+      "bot.chat.desk:5 takes c: ApprovalCallbacks"]),
+    ("def approve(a):\n    from bot.flow.approve_step import ApproveStep\n    return ApproveStep\n",
+     ["bot.chat.desk:2 imports bot.flow.approve_step",
+      "bot.chat.desk:2 imports bot.flow.approve_step.ApproveStep"]),
+])
+def test_a_chat_module_calling_the_flow_is_reported(tmp_path: Path, body: str,
+                                                    found: list[str]) -> None:
+    ok = {"bot/chat/desk.py": "class Desk:\n    def __init__(self, events):\n"
+                              "        self.events = events\n    def approve(self, a, u):\n"
+                              "        self.events.click('ack', a, u)\n"
+                              "        self.on_change()\n"}
+    assert flow_hooks(_tree(tmp_path / "ok", ok)) == []  # the stream, a chat-own hook
+    assert flow_hooks(_tree(tmp_path / "bad", {"bot/chat/desk.py": body})) == found
 
 
 # the flow's one writer, and the writers not yet routed through it (docs/architecture.md)

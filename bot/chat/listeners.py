@@ -1,10 +1,11 @@
 """Bolt listeners for buttons, the deny modal and ``/ir``: ack at once, work in a pool.
 
 Each listener hands its work to an executor *before* acking (so a drain after the HTTP
-answer sees it), then ``ack()``s: Slack wants an answer within 3 s, and the claim,
-callbacks, ephemerals and message edits can take longer. The clicked message in the
-payload is never used to render anything: the flow re-renders from stored state, and
-the clicker hears back privately (an ephemeral) with the outcome or the refusal's reason.
+answer sees it), then ``ack()``s: Slack wants an answer within 3 s, and the claim and
+ephemerals can take longer. The clicked message in the payload is never used to render
+anything: the flow re-renders from stored state (the desk queued the click for it on the
+events stream), and the clicker hears back privately (an ephemeral) with what the desk
+knew at the claim or the refusal's reason; what only the flow knows it says later.
 """
 
 from __future__ import annotations
@@ -192,8 +193,9 @@ class Listeners:
             self._tell(click, refused, value.group(1))
             return
         text = self.desk.incident(verb.group(1), value.group(1), click.user,
-                                  int(value.group(2) or 0))
-        self._tell(click, text, value.group(1))
+                                  int(value.group(2) or 0), channel=click.channel)
+        if text:  # "": queued, the flow answers once it applied it
+            self._tell(click, text, value.group(1))
 
     def evidence(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
         click = Click.from_body(body)
@@ -274,6 +276,8 @@ class Listeners:
             else:
                 reply = slash_mod.SlashReply(
                     strings.INTERNAL_ERROR.format(error_id=log_internal(exc, "slash")))
+        if not reply.text:  # an incident verb queued: the flow answers privately
+            return
         respond(text=visible(reply.text),
                 response_type="in_channel" if reply.in_channel else "ephemeral")
 

@@ -623,6 +623,9 @@ def _approval_clicked(incident: Incident, event: ApprovalClicked) -> Decision:
     """Accept the claimed approval (the message says running) and run it off the click;
     a click on an incident that resolved or moved on runs nothing and says why."""
     approval, user = event.approval, event.by
+    if incident.running is not None and incident.running.approval_id == approval.id:
+        # the click event delivered again (its consumer died before the ack): running
+        raise StepTaken(incident.id, incident.state, f"approval {approval.id} is running")
     if incident.state not in ACTABLE or incident.running is not None:
         text = strings.FLOW_NOT_ACTABLE.format(kind=event.said or approval.kind, id=incident.id,
                                                state=incident.state.value)

@@ -16,7 +16,6 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from bot.chat.base import ChatBackend
-from bot.chat.interactions import ApprovalCallbacks
 from bot.chat.outbox import ChatOutbox
 from bot.config.gate import repeat_window_s
 from bot.config.policy import policy_from_settings
@@ -29,11 +28,11 @@ from bot.domain.approval import ApprovalPolicy
 from bot.domain.xid import xid_policy_from_extra
 from bot.flow.act_step import ActStep
 from bot.flow.approve_step import ApproveStep
+from bot.flow.clicks import Clicks
 from bot.flow.consumer import Consumer
 from bot.flow.decide_step import DecideStep
 from bot.flow.delivery import CardDeliveries
 from bot.flow.diagnose_step import Diagnoser, DiagnoseStep
-from bot.flow.dispatch import FlowCallbacks
 from bot.flow.followups import Followups
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
@@ -100,15 +99,17 @@ class Flow:
         """A new consumer loop on the events stream (one per thread); ``diagnoses`` runs
         the diagnoses it starts, ``workers`` at once (None: inline)."""
         return Consumer(self.events, self.diagnosis(), self.publisher, self.flow_runner,
-                        diagnoses, workers, bot_user=BOT_USER, clock=self.clock)
+                        diagnoses, workers, clicks=self.clicks(), bot_user=BOT_USER,
+                        clock=self.clock)
 
     def diagnosis(self) -> PolicedDiagnosis:
         """What ``/ir diag`` runs: the diagnosis, then what the fleet policies do with it."""
         return PolicedDiagnosis(self.diagnose, self.policies)
 
-    def callbacks(self) -> ApprovalCallbacks:
-        """What the approval desk calls once a decision is final."""
-        return FlowCallbacks(self.approve, self.decide).callbacks()
+    def clicks(self) -> Clicks:
+        """What the consumer does with a click event the approval desk queued."""
+        return Clicks(self.approvals, self.incidents, self.approve, self.decide, self.chat,
+                      self.publisher.channel)
 
 
 def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: ChatBackend, *,

@@ -281,6 +281,15 @@ def test_an_approve_click_marks_running_withdraws_the_others_and_hands_the_actio
     assert same == busy and isinstance(said[-1], Refused) and "is verified" in said[-1].text
 
 
+def test_a_click_event_delivered_again_while_its_action_runs_is_a_duplicate() -> None:
+    """The consumer died between handling ``click.approved`` and its ack: the entry comes
+    again; its action is running, so it is a duplicate (nothing written, nothing said), not
+    "the incident moved on"."""
+    running = incident(S.APPROVED, running=Running("systemd.stop_disable", USER, AT, "ap1"))
+    with pytest.raises(StepTaken):
+        decide(running, ApprovalClicked(AT + 1, USER, APPROVAL))
+
+
 def test_a_follow_up_click_acts_from_where_the_last_action_left_it() -> None:
     for state in ACTABLE - {S.AWAITING_APPROVAL}:
         new, effects = decide(incident(state), ApprovalClicked(AT, USER, APPROVAL))
