@@ -186,7 +186,7 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
                      on_shutdown=[partial(_close_all, closers)], heartbeats=heartbeats)
     scheduler = _scheduler(settings, stores, flow, desk) if with_scheduler else None
     watch = DataLossWatch(stores.epochs(clock=flow.clock), flow.incidents, flow.audit,
-                          flow.publisher, clock=flow.clock)
+                          flow.publisher, opens=flow.incidents.ingest, clock=flow.clock)
     watch.start()  # joins the data epoch (or begins it on empty data): Redis must answer
     flow.events.on_lost_group = watch.lost_group
     service = Service(settings=settings, stores=stores, flow=flow, app=app, desk=desk,
@@ -203,6 +203,7 @@ def _chat_app(settings: Settings, stores: Stores, flow: Flow, desk: ApprovalDesk
     snapshot it may serve (a backend without one returns None)."""
     slash = FlowSlashHandlers(flow.incidents, tuple(settings.hosts), flow.diagnosis(),
                               flow.publisher, flow.jobs, flow.silences,
+                              opens=flow.incidents.ingest,  # the alert receiver's path
                               digest_now=partial(_digest_now, settings, stores, flow),
                               decide=desk.incident, slurm=flow.slurm, stats=flow.stats,
                               glance=flow.hosts.glance)

@@ -7,8 +7,7 @@ own), bot/config reads no remediation, chat or jobs, and storage/ imports only b
 and bot.core; no import cycle, imports inside functions included. bot/extract (the
 worker's torch run) imports no storage; bot/jobs, the flow, remediation, chat and ingest
 never load torch; no module under bot/chat/ writes incident state or calls into the flow,
-and under bot/flow/ only the runner does, but for the one writer named as left
-(tests/helpers/writers.py).
+and under bot/flow/ only the runner does, called or handed on (tests/helpers/writers.py).
 The checker lives in tests/helpers/imports.py; the tests at the bottom plant violations in
 a synthetic tree to prove it reports each rule.
 """
@@ -287,28 +286,33 @@ def test_a_chat_module_calling_the_flow_is_reported(tmp_path: Path, body: str,
     assert flow_hooks(_tree(tmp_path / "bad", {"bot/chat/desk.py": body})) == found
 
 
-# the flow's one writer, and the writers not yet routed through it (docs/architecture.md)
+# the flow's one writer (docs/architecture.md)
 FLOW_RUNNER = "bot.flow.runner"
-FLOW_WRITERS_LEFT = frozenset({("bot.flow.slash_handlers", "open_or_fold"),
-                               ("bot.flow.data_loss", "ingest")})
 
 
-def test_the_flow_writes_an_incident_through_the_runner_only_but_the_writers_left() -> None:
+def test_the_flow_writes_an_incident_through_the_runner_only() -> None:
     """Every change to an incident in bot/flow/ is an event that ``FlowRunner.handle``
-    commits. A ratchet, not yet the rule: the writers still left are named, so a new one
-    fails here, and one routed since must leave the list."""
+    commits; no other module there calls a writing method of ``IncidentStore`` or holds
+    one to hand on. The two openers outside the alert receiver (``/ir diag``, the
+    data-loss watch) are handed the receiver's own ``ingest`` by bot/service.py: the
+    planner, then ``incident.opened`` for the consumer and the runner."""
     found = store_writes(ROOT)
     others = {w for w in found if w[0] != FLOW_RUNNER}
-    assert others - FLOW_WRITERS_LEFT == set(), "a new incident writer in bot/flow/"
-    assert (FLOW_RUNNER, "commit") in found and others >= FLOW_WRITERS_LEFT, "routed: unlist it"
+    assert others == set(), "an incident writer in bot/flow/ other than the runner"
+    assert (FLOW_RUNNER, "commit") in found
 
 
 def test_a_flow_step_writing_an_incident_itself_is_reported(tmp_path: Path) -> None:
     root = _tree(tmp_path, {**CHAT_OK, "bot/flow/step.py": (
         "class Step:\n    def __init__(self, incidents):\n        self.incidents = incidents\n"
         "    def run(self, i):\n        self.incidents.transition(i, 'verified', 'bot', 'x')\n"
-        "        return self.incidents.require(i)\n")})
-    assert store_writes(root) == {("bot.flow.keep", "update"), ("bot.flow.step", "transition")}
+        "        return self.incidents.require(i)\n"),
+        "bot/flow/opener.py": "from storage.incidents import IncidentStore\n"
+                              "def wire(store: IncidentStore, watch):\n"
+                              "    watch.opens = store.ingest\n"
+                              "    return store.get('1')\n"})
+    assert store_writes(root) == {("bot.flow.keep", "update"), ("bot.flow.step", "transition"),
+                                  ("bot.flow.opener", "ingest")}  # handed on, not called
 
 
 def test_every_incident_store_method_is_a_read_or_a_write() -> None:

@@ -12,8 +12,10 @@ incidents and the highest incident number; ``check`` compares them with Redis:
   them), and the one replica that wins the announcement for the lost epoch says so in the
   channel, once: which open incidents it lost track of and what each was doing (an action
   sent to a host, an approval waiting), and re-opens each top-level one from its alert,
-  taking over its old message (``IncidentStore.ingest(chats=…)``), so the host is
-  diagnosed again: what the host shows now is what the message will say.
+  taking over its old message (``IncidentStore.ingest(chats=…)``, handed in as ``opens``:
+  the alert receiver's own path, so its ``incident.opened`` event reaches the flow's
+  consumer and runner as an alert's does), so the host is diagnosed again: what the host
+  shows now is what the message will say.
 
 The events stream's NOGROUP (the consumer group gone with the data) triggers a check at
 once (``IncidentEvents.on_lost_group``); the reconciler's loop runs one every period.
@@ -38,7 +40,7 @@ from bot.flow.message import Publisher
 from storage.audit import AuditLog
 from storage.chat_outbox import Op
 from storage.epoch import Epoch, EpochStore
-from storage.incidents import IncidentStore
+from storage.incidents import IncidentStore, Opens
 from storage.inflight import step_owner
 
 log = logging.getLogger(__name__)
@@ -69,10 +71,11 @@ class DataLossWatch:
     check against Redis; thread-safe (the reconciler and the consumer both call it)."""
 
     def __init__(self, epochs: EpochStore, incidents: IncidentStore, audit: AuditLog,
-                 publisher: Publisher, *, clock: Callable[[], float] = time.time,
+                 publisher: Publisher, *, opens: Opens, clock: Callable[[], float] = time.time,
                  reopen: bool = True) -> None:
         self.epochs = epochs
-        self.incidents = incidents
+        self.incidents = incidents  # read only: what is open, what is gone
+        self.opens = opens  # a lost incident re-opened the alert receiver's way
         self.audit = audit
         self.publisher = publisher
         self.clock = clock
@@ -142,7 +145,7 @@ class DataLossWatch:
             alerts = [_alert(old, host) for host in (old.hosts or (old.host,))]
             chats = {alerts[0].fp: old.chat} if old.chat is not None else {}
             try:
-                result = self.incidents.ingest(alerts, chats=chats)
+                result = self.opens(alerts, chats=chats)
             except Exception as exc:  # Redis refused again: the announcement says so
                 log.warning("re-opening %s after the data loss failed: %s", old.id, exc)
                 continue

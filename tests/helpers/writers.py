@@ -105,12 +105,24 @@ def _write_calls(tree: ast.AST) -> Iterator[ast.Call]:
     """Each call of an incident store's writing method in ``tree``."""
     held = _stores(tree)
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in WRITES):
-            continue
-        receiver = node.func.value
-        if _makes_store(receiver) or _last(receiver) in held or _last(receiver) == STORE:
+        if isinstance(node, ast.Call) and _a_write(node.func, held):
             yield node
+
+
+def _write_refs(tree: ast.AST) -> Iterator[ast.Attribute]:
+    """Each incident store's writing method ``tree`` names, called or not (a bound
+    ``incidents.ingest`` handed on is a write too)."""
+    held = _stores(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _a_write(node, held):
+            yield node
+
+
+def _a_write(node: ast.expr, held: set[str]) -> bool:
+    if not (isinstance(node, ast.Attribute) and node.attr in WRITES):
+        return False
+    receiver = node.value
+    return _makes_store(receiver) or _last(receiver) in held or _last(receiver) == STORE
 
 
 def _writes(name: str, tree: ast.AST) -> Iterator[str]:
@@ -120,12 +132,12 @@ def _writes(name: str, tree: ast.AST) -> Iterator[str]:
 
 def store_writes(root: Path, package: str = "bot.flow") -> set[tuple[str, str]]:
     """``(module, method)`` for each writing method of ``IncidentStore`` a module under
-    ``package`` calls."""
+    ``package`` calls or hands on (the composition root, above the flow, hands the
+    openers the alert receiver's ``ingest``)."""
     base = root.joinpath(*package.split("."))
-    return {(module_name(root, path), call.func.attr)
+    return {(module_name(root, path), ref.attr)
             for path in (sorted(base.rglob("*.py")) if base.is_dir() else ())
-            for call in _write_calls(ast.parse(path.read_text(), filename=str(path)))
-            if isinstance(call.func, ast.Attribute)}
+            for ref in _write_refs(ast.parse(path.read_text(), filename=str(path)))}
 
 
 def incident_writers(root: Path, package: str = "bot.chat") -> list[str]:
