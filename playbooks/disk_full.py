@@ -91,7 +91,7 @@ def safe_mount(mount: str) -> str | None:
 
 
 def assess(p: DiskPicture, opts: PlaybookOptions, report: Report, alerted: str = "") -> None:
-    assess_space(p.space, p.inodes, opts, report)
+    assess_space(p.space, p.inodes, opts, report, alerted)
     for mount, entries in p.largest.items():
         _largest_finding(mount, entries, p.du_timed_out.get(mount, False), opts, report)
     _deleted(p.deleted, report)
@@ -100,15 +100,16 @@ def assess(p: DiskPicture, opts: PlaybookOptions, report: Report, alerted: str =
 
 
 def assess_space(space: list[Filesystem], inodes: list[Filesystem], opts: PlaybookOptions,
-                 report: Report) -> None:
-    """Full filesystems (space or inodes); vm_restart reuses this."""
+                 report: Report, alerted: str = "") -> None:
+    """Full filesystems (space or inodes); vm_restart reuses this. The mount the alert named
+    is marked (``alerted``) so the headline names it before a fuller one beside it."""
     full_fs = full(space, opts)
     for fs in full_fs:
         pct = fs.used_pct or 0.0
         report.find("disk.full", Severity.CRITICAL if pct >= 98 else Severity.WARNING,
                     S.DIAG_DISK_FULL.format(mount=fs.mount, pct=pct, used=fmt.size(fs.used),
                                             size=fmt.size(fs.size), avail=fmt.size(fs.avail)),
-                    filesystem=vars(fs))
+                    filesystem=vars(fs), alerted=bool(alerted) and fs.mount == alerted)
     for fs in inodes:
         pct = fs.used_pct or 0.0
         if fs.real and pct >= opts.inode_full_pct:

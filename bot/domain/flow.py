@@ -607,16 +607,19 @@ def _diagnosis_finished(incident: Incident, event: DiagnosisFinished) -> Decisio
 
 
 def _diagnosis_failed(incident: Incident, event: DiagnosisFailed) -> Decision:
-    """``diagnosis_failed`` naming the error id, with Retry; the message says so."""
+    """``diagnosis_failed`` naming the error id, with Retry; the message says so. A failure
+    that arrives after the incident moved on (another replica's diagnosis won, a person
+    resolved it) is stale: it changes nothing, since wiping the plans and the running step
+    of a live incident for an old error would put a false word on its message."""
+    if not can_transition(incident.state, S.DIAGNOSIS_FAILED):
+        return incident, ()
     title = strings.FLOW_DIAGNOSIS_ERROR.format(error_id=event.error_id)
     failed = Diagnosis(incident.host, playbook_for(incident.kind), DiagnosisStatus.UNREACHABLE,
                        0.0, (Finding(INTERNAL_ERROR, Severity.WARNING, title),))
     new = replace(incident, diagnosis=failed, plans=(), results=(), running=None,
                   updated=event.at)
-    if can_transition(incident.state, S.DIAGNOSIS_FAILED):
-        new, moved = _move(new, S.DIAGNOSIS_FAILED, event.at, event.by, title)
-        return new, (moved, PostMessage())
-    return new, (PostMessage(),)
+    new, moved = _move(new, S.DIAGNOSIS_FAILED, event.at, event.by, title)
+    return new, (moved, PostMessage())
 
 
 def _approval_clicked(incident: Incident, event: ApprovalClicked) -> Decision:

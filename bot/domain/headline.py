@@ -182,11 +182,12 @@ def missing_text(evidence: Mapping[str, Any]) -> str:
 
 
 def _full(found: Sequence[tuple[int, Finding]]) -> Headline | None:
-    """The fullest critical filesystem (first on ties)."""
+    """The critical filesystem the alert named, else the fullest (first on ties): a page
+    about /data that opens on "/ is 99% full" reads as the wrong host's message."""
     full = [(i, f) for i, f in _of(found, "disk.full") if f_sev(f) == "critical"]
     if not full:
         return None
-    i, f = max(full, key=lambda p: (_pct(p[1]), -p[0]))
+    i, f = max(full, key=lambda p: (p[1].evidence.get("alerted") is True, _pct(p[1]), -p[0]))
     return Headline(f.title, (i,))
 
 

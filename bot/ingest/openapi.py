@@ -1,4 +1,5 @@
-"""The HTTP contract: an OpenAPI 3.1 document for the alert webhooks, health and metrics.
+"""The HTTP contract: an OpenAPI 3.1 document for the alert webhooks, ``/diagnose``, health
+and metrics.
 
 Hand-written (not generated from the code) so that it is a promise the code is held to:
 ``tests/integration/test_openapi.py`` runs Schemathesis against a live server with it,
@@ -14,6 +15,7 @@ from typing import Any
 from bot.ingest.alertmanager import MAX_ALERTS as MAX_AM_ALERTS
 from bot.ingest.schema import MAX_LABEL_VALUE, MAX_LABELS, MAX_TEXT
 from bot.ingest.webhook import MAX_ALERTS, SOURCES
+from playbooks import names as playbook_names
 
 JSON = "application/json"
 _REF = "#/components/schemas/"
@@ -104,6 +106,42 @@ def _ingest(summary: str, body: dict[str, Any]) -> dict[str, Any]:
         }}}
 
 
+DIAGNOSE_BODY = {
+    "type": "object", "required": ["host"], "additionalProperties": False,
+    "properties": {
+        "host": {"type": "string", "minLength": 1, "maxLength": 253,
+                 "description": "an inventory host name: an address is never accepted"},
+        "playbook": {"enum": playbook_names(), "default": "auto"},
+    },
+}
+DIAGNOSIS = {
+    "type": "object", "required": ["host", "playbook", "status", "findings", "actions"],
+    "description": "as `incident-bot diagnose --json` prints it; an unreachable host is a "
+                   "200 whose status says so",
+    "properties": {
+        "host": {"type": "string"}, "playbook": {"type": "string"},
+        "status": {"type": "string"}, "duration_s": {"type": "number"},
+        "findings": {"type": "array", "items": {"type": "object"}},
+        "actions": {"type": "array", "items": {"type": "object"}},
+        "probes": {"type": "array", "items": {"type": "object"}},
+    },
+}
+DIAGNOSE = {"post": {
+    "summary": "Diagnose an inventory host on serve's warm SSH pool (incident-bot diagnose)",
+    "security": [{"diagnose": []}],
+    "requestBody": {"required": True, "content": {JSON: {"schema": _ref("DiagnoseRequest")}}},
+    "responses": {
+        "200": _json(_ref("Diagnosis"), "the diagnosis"),
+        "400": _error("not {host, playbook}, or an unknown playbook"),
+        "401": _error("missing or wrong bearer token (INCIDENT_BOT_DIAGNOSE_TOKEN, not the "
+                      "alert token), or no token configured"),
+        "404": _error("the host is not in the inventory"),
+        "408": _error("the body did not arrive in time"),
+        "413": _error("the body is over 4 KiB"),
+        "429": _error("as many diagnoses as allowed already run here; retry (Retry-After)"),
+    }}}
+
+
 def _health(summary: str, ready: bool) -> dict[str, Any]:
     responses = {"200": _json(_ref("Health"), "up")}
     if ready:
@@ -124,6 +162,7 @@ DOCUMENT: dict[str, Any] = {
                                                       "items": _ref("Alert")}]}),
         "/alerts/alertmanager": _ingest("Alertmanager webhook receiver",
                                         _ref("AlertmanagerNotification")),
+        "/diagnose": DIAGNOSE,
         "/healthz": _health("The process answers", ready=False),
         "/readyz": _health("The process can reach Redis", ready=True),
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {
@@ -132,10 +171,13 @@ DOCUMENT: dict[str, Any] = {
     },
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
-                                       "description": "INCIDENT_BOT_ALERT_TOKEN"}},
+                                       "description": "INCIDENT_BOT_ALERT_TOKEN"},
+                            "diagnose": {"type": "http", "scheme": "bearer",
+                                         "description": "INCIDENT_BOT_DIAGNOSE_TOKEN"}},
         "schemas": {"Alert": GENERIC_ALERT, "AlertmanagerAlert": AM_ALERT,
                     "AlertmanagerNotification": AM_NOTIFICATION, "IngestResult": INGEST_RESULT,
-                    "Error": ERROR, "Health": HEALTH},
+                    "Error": ERROR, "Health": HEALTH, "DiagnoseRequest": DIAGNOSE_BODY,
+                    "Diagnosis": DIAGNOSIS},
     },
 }
 

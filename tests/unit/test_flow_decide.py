@@ -270,6 +270,15 @@ def test_a_failed_diagnosis_names_its_error_and_keeps_retry() -> None:
     assert effects[-1] == PostMessage()
 
 
+def test_a_failure_that_arrives_after_the_incident_moved_on_changes_nothing() -> None:
+    """A stale failure (another diagnosis won, a person resolved it) must not wipe the
+    plans and the running step of a live incident, nor post 'an internal error'."""
+    for state in (S.AWAITING_APPROVAL, S.REMEDIATING, S.VERIFIED, S.RESOLVED,
+                  S.DIAGNOSIS_FAILED):
+        before = incident(state, running=Running("systemd.stop_disable", USER, AT - 5, "ap1"))
+        assert decide(before, DiagnosisFailed(AT, BOT, "e42")) == (before, ())
+
+
 def test_an_approve_click_marks_running_withdraws_the_others_and_hands_the_action_over() -> None:
     new, effects = decide(incident(S.AWAITING_APPROVAL), ApprovalClicked(AT, USER, APPROVAL))
     assert new.state is S.APPROVED

@@ -51,9 +51,10 @@ def held(pid: int = 440, unit: str | None = UNIT, after: float = 9.0, elapsed: i
         "gpus": gpus(n), "holders": [holder], "restarter": restarter})
 
 
-def full(mount: str, pct: float, severity: Severity = C) -> Finding:
+def full(mount: str, pct: float, severity: Severity = C, alerted: bool = False) -> Finding:
     return Finding("disk.full", severity, f"{mount} is {pct:.0f}% full",
-                   evidence={"filesystem": {"mount": mount, "used_pct": pct}})
+                   evidence={"filesystem": {"mount": mount, "used_pct": pct},
+                             "alerted": alerted})
 
 
 def act(kind: str, **params: str) -> ProposedAction:
@@ -132,6 +133,16 @@ def test_a_full_filesystem_comes_before_wedged_gpus_and_actions() -> None:
              full("/", 99.0), full("/data", 100.0), full("/scratch", 100.0), held(),
              actions=(STOP,))
     assert pick(d).text == "/data is 100% full" and pick(d).finding == 2
+
+
+def test_the_alerted_filesystem_is_named_before_a_fuller_one() -> None:
+    d = diag(full("/", 99.5), full("/data", 98.2, alerted=True), held(), actions=(STOP,))
+    assert pick(d).text == "/data is 98% full" and pick(d).finding == 1
+
+
+def test_an_alerted_filesystem_below_critical_gives_way_to_a_critical_one() -> None:
+    d = diag(full("/", 99.5), full("/data", 95.0, W, alerted=True), held(), actions=(STOP,))
+    assert pick(d).text == "/ is 100% full"
 
 
 def test_a_nearly_full_filesystem_is_not_a_blocker() -> None:
@@ -249,3 +260,18 @@ def test_held_for_falls_back_to_the_units_active_time() -> None:
     assert holding.held_for({"unit_active_after_boot_s": 3600.0, "uptime_s": 4200.0}) == \
         "for 10 min"
     assert holding.held_for({"unit_active_after_boot_s": 3600.0}) == ""
+
+
+def test_the_disk_playbook_marks_the_filesystem_the_alert_named() -> None:
+    from playbooks import disk_full
+    from playbooks.base import PlaybookOptions, Report
+    from playbooks.parsers.disk import Filesystem
+
+    space = [Filesystem("/dev/sda1", "ext4", 100, 99, 1, "/"),
+             Filesystem("/dev/sdb1", "xfs", 1000, 985, 15, "/data")]
+    report = Report("gpu-01")
+    disk_full.assess_space(space, [], PlaybookOptions(), report, alerted="/data")
+    found = [f for f in report.findings if f.code == "disk.full"]
+    assert {f.evidence["filesystem"]["mount"]: f.evidence["alerted"] for f in found} == {
+        "/": False, "/data": True}
+    assert pick(diag(*found)).text.startswith("/data is 98")
