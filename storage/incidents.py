@@ -118,7 +118,7 @@ class IncidentStore:
     def __init__(self, redis: Redis, *, group_wait_s: float = 30.0,
                  clock: Callable[[], float] = time.time, max_attempts: int = 50,
                  id_block: int = 64, deadlines: StepDeadlines | None = None,
-                 xid_policy: XidPolicy = DEFAULT_POLICY) -> None:
+                 xid_policy: XidPolicy = DEFAULT_POLICY, ids: IdBlocks | None = None) -> None:
         if not redis.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("IncidentStore needs a Redis client with decode_responses=True")
         self.redis = redis
@@ -127,7 +127,7 @@ class IncidentStore:
         self.max_attempts = max_attempts
         self.audit = AuditLog(redis, clock=clock)
         self.events = IncidentEvents(redis)
-        self.ids = IdBlocks(redis, size=id_block)
+        self.ids = ids or IdBlocks(redis, size=id_block)  # one per process (``Stores``)
         self.deadlines = deadlines or StepDeadlines()
         self.inflight = InflightRegistry(redis, clock)
         self.xid_policy = xid_policy  # which Xids are the application's (storms, issue 36)

@@ -102,11 +102,18 @@ class BatchKeys:
 
 class IdBlocks:
     """Incident numbers reserved in blocks with one INCRBY (one fsync per block, not per
-    batch). Unique across replicas; numbers a replica never uses are skipped, not reused."""
+    batch). Unique across replicas; numbers a replica never uses are skipped, not reused.
 
-    def __init__(self, redis: Redis, size: int = 64) -> None:
+    A counter that went backwards (Redis restarted without its data) would hand out numbers
+    old messages still name (issue 39's chaos run: two incidents INC-1 in one channel, an
+    old button acting on a new incident): the block is then taken past the highest number
+    this replica reserved plus ``margin`` (other replicas' blocks since), as the data-loss
+    watch raises the counter, only sooner: before the watch's next period."""
+
+    def __init__(self, redis: Redis, size: int = 64, margin: int = 1000) -> None:
         self.redis = redis
         self.size = size
+        self.margin = margin
         self.lock = threading.Lock()
         self.next = self.end = 0
 
@@ -117,6 +124,9 @@ class IdBlocks:
         with self.lock:
             if self.next >= self.end:
                 top = int(cast(int, self.redis.incrby(keys.incident_seq(), self.size)))
+                if self.end and top - self.size < self.end - 1:  # went back: data lost
+                    past = self.end - 1 + self.margin + self.size - top
+                    top = int(cast(int, self.redis.incrby(keys.incident_seq(), past)))
                 self.next, self.end = top - self.size + 1, top + 1
             number, self.next = self.next, self.next + 1
         return f"INC-{number}"

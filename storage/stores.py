@@ -28,6 +28,7 @@ from storage.events import IncidentEvents
 from storage.health_history import HealthHistory
 from storage.home import HomeViewers
 from storage.incidents import IncidentStore
+from storage.ingest import IdBlocks
 from storage.jobs import JobStore
 from storage.leases import Lease, scheduler_lease
 from storage.paging import PageOutbox
@@ -47,6 +48,10 @@ class Stores:
 
     def __init__(self, text: Redis, raw: Redis) -> None:
         self._text, self._raw = text, raw  # decode_responses=True; bytes for RQ
+        # one block of incident numbers for every incident store of the process: a store
+        # built later and first used after Redis lost its data would otherwise take INC-1…
+        # from the emptied counter, numbers old messages still name (issue 39's chaos run)
+        self._ids = IdBlocks(text)
 
     def ping(self) -> None:
         """Raises ``StorageError`` when the server does not answer (``/readyz``)."""
@@ -69,7 +74,7 @@ class Stores:
                   deadlines: StepDeadlines | None = None,
                   xid_policy: XidPolicy = DEFAULT_POLICY) -> IncidentStore:
         return IncidentStore(self._text, group_wait_s=group_wait_s, clock=clock,
-                             deadlines=deadlines, xid_policy=xid_policy)
+                             deadlines=deadlines, xid_policy=xid_policy, ids=self._ids)
 
     def approvals(self) -> ApprovalStore:
         return ApprovalStore(self._text)

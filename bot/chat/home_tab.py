@@ -24,9 +24,11 @@ from slack_sdk import WebClient
 from bot.chat.coalesce import wait_turn
 from bot.chat.home import Fleet, HostGpus, IncidentRow, JobRow, classify_gpus, render_home
 from bot.chat.text import visible_payload
+from bot.core import metrics
 from bot.domain.maintenance import MaintenanceWindow
 from bot.domain.slurm import DrainedNode
 from bot.jobs.states import JobState, JobStatus
+from storage.connection import refusal
 from storage.home import HomeViewers
 from storage.incidents import IncidentStore
 from storage.samples import SampleStore
@@ -157,8 +159,8 @@ class HomeRefresher:
                 return
             try:
                 self.publisher.refresh()
-            except Exception:  # Redis or Slack down: the next change or tick tries again
-                log.exception("refreshing the App Home failed")
+            except Exception as exc:  # Redis or Slack down: the next change or tick tries again
+                _failed(exc, "refreshing the App Home")
             if self.publisher.skipped:
                 self._wake.set()
             self._stop.wait(self.min_interval_s)
@@ -181,7 +183,18 @@ def register_home(app: App, publisher: HomePublisher, executor: Executor,
 def _opened(publisher: HomePublisher, user: str, refresher: HomeRefresher | None) -> None:
     try:
         publisher.opened(user)
-    except Exception:  # a failed Home publish is logged, never raised into Bolt
-        log.exception("publishing the App Home for %s failed", user)
+    except Exception as exc:  # a failed Home publish is logged, never raised into Bolt
+        _failed(exc, f"publishing the App Home for {user}")
     if refresher is not None:  # the view just went out: the next refresh is on a change
         refresher.start()
+
+
+def _failed(exc: Exception, what: str) -> None:
+    """Redis refusing (down, out of memory, read-only…) is a warning and a count: the Home
+    is redrawn on the next change or tick once it accepts again. Anything else is ours."""
+    why = refusal(exc)
+    if why is None:
+        log.exception("%s failed", what)
+        return
+    metrics.refused(why, "home")
+    log.warning("%s failed, Redis unavailable (%s): %s", what, why, exc)

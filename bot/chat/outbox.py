@@ -123,6 +123,9 @@ class ChatOutbox:
         # the claim's own answer lost): given back once Redis answers, not a lease later
         self._held: list[tuple[str, str]] = []
         self._held_lock = threading.Lock()
+        # deliveries whose record Redis refused (out of memory…): told again each pass until
+        # it takes them, or the incident's card reference would be lost for good
+        self._unrecorded: list[tuple[str, str, MessageRef]] = []
         self._queued = threading.Event()  # an item queued without a try: the loop wakes
 
     def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
@@ -168,6 +171,7 @@ class ChatOutbox:
         now = self.clock() if now is None else now
         delivered = 0
         self._give_back_held(now)
+        self._record_again()
         self._queue_ahead = {}
         try:
             for incident_id in self.store.due_incidents(now, parents_first=self.parents_first):
@@ -281,19 +285,40 @@ class ChatOutbox:
         metrics.CHAT_OUTBOX.labels(outcome="delivered_late" if late else "delivered").inc()
         if not self.store.ack(item, Posted(ref.channel, ref.ts, thread_ts), note, at):
             log.warning("chat outbox: claim on %s was lost before its ack", item.key)
-        if self.on_delivered is not None:
-            try:
-                self.on_delivered(item.incident_id, item.purpose, ref)
-            except Exception as exc:
-                if (why := refusal(exc)) is not None:  # Redis said "not now": not our bug
-                    metrics.refused(why, LOOP)  # (chaos seed 500: OOM as a card went out)
-                    log.warning("chat outbox: %s delivered, but Redis refused recording "
-                                "where (%s): %s", item.key, why, exc)
-                    return ref
-                error_id = uuid.uuid4().hex[:12]
-                log.error("chat outbox: error %s in on_delivered for %s", error_id, item.key,
-                          exc_info=exc)
+        self._record(item.incident_id, item.purpose, ref)
         return ref
+
+    def _record(self, incident_id: str, purpose: str, ref: MessageRef) -> bool:
+        """Tell ``on_delivered`` where the item went: False when Redis refused, and the
+        delivery is kept to be told again on the next pass."""
+        if self.on_delivered is None:
+            return True
+        try:
+            self.on_delivered(incident_id, purpose, ref)
+        except Exception as exc:
+            if (why := refusal(exc)) is not None:  # Redis said "not now": not our bug
+                metrics.refused(why, LOOP)  # (chaos seed 500: OOM as a card went out)
+                log.warning("chat outbox: %s/%s delivered, but Redis refused recording "
+                            "where (%s); told again on the next pass: %s", incident_id,
+                            purpose, why, exc)
+                with self._held_lock:
+                    self._unrecorded.append((incident_id, purpose, ref))
+                return False
+            error_id = uuid.uuid4().hex[:12]
+            log.error("chat outbox: error %s in on_delivered for %s/%s", error_id, incident_id,
+                      purpose, exc_info=exc)
+        return True
+
+    def _record_again(self) -> None:
+        """The deliveries Redis refused to record, told again (in order, until one is
+        refused again: Redis is still refusing, the rest wait for the next pass)."""
+        with self._held_lock:
+            waiting, self._unrecorded = self._unrecorded, []
+        for n, (incident_id, purpose, ref) in enumerate(waiting):
+            if not self._record(incident_id, purpose, ref):
+                with self._held_lock:
+                    self._unrecorded.extend(waiting[n + 1:])
+                return
 
     def _attempt(self, item: OutboxItem) -> tuple[MessageRef, str]:
         """Send the item once; where it now is and the thread it sits in."""

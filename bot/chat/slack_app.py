@@ -30,6 +30,7 @@ from typing import Any
 
 from slack_bolt import App, BoltResponse
 from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
+from slack_bolt.authorization import AuthorizeResult
 from slack_sdk import WebClient
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -165,8 +166,8 @@ def create_slack_app(
     )
     bolt = App(
         signing_secret=signing_secret,
-        client=client,
-        token_verification_enabled=False,
+        client=_tokenless(client),
+        authorize=_from_configured_token(client.token or ""),
         process_before_response=False,
         name="incident-bot",
     )
@@ -193,6 +194,30 @@ def create_slack_app(
     return SlackApp(bolt, backend, desk, executor, listeners, publisher, refresher, signing_secret,
                     settings.http.body_timeout_s, SeenRequests(stores.claims(), clock),
                     socket_token)
+
+
+def _tokenless(client: WebClient) -> WebClient:
+    """The app's client without its token, for Bolt: a token in Bolt's client makes it
+    authorize each replica's first request with an ``auth.test`` call, and when Slack is
+    down or slow that request failed as our error (a 500). Bolt builds each request's client
+    from this one (URL, timeout, retry handlers) and gives it the token ``authorize`` says."""
+    return WebClient(token=None, base_url=client.base_url, timeout=client.timeout,
+                     ssl=client.ssl, proxy=client.proxy, headers=dict(client.headers),
+                     logger=client.logger, retry_handlers=list(client.retry_handlers))
+
+
+def _from_configured_token(token: str) -> Callable[..., AuthorizeResult]:
+    """One workspace, one configured bot token: authorized from configuration, with no call
+    to Slack (``auth.test`` would only add the bot's own user id, which no listener uses:
+    the bot handles clicks, commands, views and ``app_home_opened``, never its own
+    messages). A Slack outage then delays what the listeners send, never the answer."""
+
+    def authorize(enterprise_id: str | None, team_id: str | None,
+                  user_id: str | None) -> AuthorizeResult:
+        return AuthorizeResult(enterprise_id=enterprise_id, team_id=team_id, bot_token=token,
+                               user_id=user_id)
+
+    return authorize
 
 
 def slack_routes(app: App, path: str = "/slack/events", signing_secret: str = "", *,

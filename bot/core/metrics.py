@@ -150,7 +150,7 @@ CHAT_OUTBOX = _counter("chat_outbox_items", ("outcome",),
 REDIS_REFUSALS = _counter("redis_refusals", ("reason", "where"),
                           "Redis commands refused (oom, readonly, loading, misconf, maxclients, "
                           "timeout, connection, busy, contention…), by reason and where "
-                          "(ingest, slack, readyz, consumer, outbox, reconciler).")
+                          "(ingest, slack, readyz, consumer, outbox, reconciler, home).")
 REDIS_ACCEPTING = _gauge("redis_accepting_writes", (),
                          "1 when /readyz's last write probe was taken, 0 when it was refused.")
 LOOP_PROGRESS_AGE = _gauge("loop_progress_age_seconds", ("loop",),

@@ -83,6 +83,12 @@ def default_fingerprint(host: str, kind: str) -> str:
     return hashlib.sha1(f"{host}\0{kind}".encode()).hexdigest()[:16]
 
 
+# the source of an incident re-opened after Redis lost the bot's data (``bot.flow.data_loss``):
+# the fingerprints it was re-opened with are what the lost data knew, and whether their
+# alerts still fire is unknown (a resolve sent while the data was gone is never sent again)
+RECOVERED = "recovered"
+
+
 @dataclass(frozen=True)
 class Alert:
     """One normalised alert, whatever its source (Alertmanager, webhook, agent)."""

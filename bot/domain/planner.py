@@ -31,6 +31,7 @@ from typing import Any
 from bot.domain.hardware import outlives_alert
 from bot.domain.incident import (
     EVENT_KINDS,
+    RECOVERED,
     Alert,
     AlertStatus,
     GroupWindow,
@@ -266,7 +267,10 @@ class Planner:
             incident = replace(incident, xids=cleared(incident.xids, XID_ALERT_ENDED, self.now,
                                                       xid))
             self._put(incident)
-        remaining = tuple(f for f in incident.fingerprints if f != alert.fp) if by_fp else ()
+        # re-opened after a data loss, its other alerts are what the lost data knew (one may
+        # have resolved while the data was gone): the resolve of one it is known by closes it
+        remaining = tuple(f for f in incident.fingerprints if f != alert.fp) \
+            if by_fp and incident.source != RECOVERED else ()
         if by_fp:
             self._set_fp(alert.fp, None)
         if remaining:

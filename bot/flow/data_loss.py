@@ -34,7 +34,7 @@ from enum import StrEnum
 from bot.chat.base import ChatMessage, Section
 from bot.chat.text import escape, mention
 from bot.core import metrics, strings
-from bot.domain.incident import Alert, Incident
+from bot.domain.incident import RECOVERED, Alert, Incident
 from bot.domain.lifecycle import ACTING, IncidentState
 from bot.flow.message import Publisher
 from storage.audit import AuditLog
@@ -45,7 +45,7 @@ from storage.inflight import step_owner
 
 log = logging.getLogger(__name__)
 ACTOR = "incident-bot"
-SOURCE = "recovered"  # the alert source of an incident re-opened after a data loss
+SOURCE = RECOVERED  # the alert source of an incident re-opened after a data loss
 ID_MARGIN = 1000  # numbers other replicas reserved after our last look are skipped too
 PURPOSE = "data-loss"
 

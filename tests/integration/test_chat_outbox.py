@@ -480,20 +480,31 @@ def test_a_claim_of_a_dead_sender_on_this_machine_is_taken_back_at_once(
     assert [m["text"] for m in slack_standin.top_level(CHANNEL)] == ["v1"]
 
 
-def test_a_delivery_whose_record_redis_refuses_is_said_as_a_refusal(
+def test_a_delivery_whose_record_redis_refuses_is_said_and_told_again(
         slack_standin: SlackStandIn, redis: Redis, caplog: pytest.LogCaptureFixture) -> None:
     """Chaos seed 500: Redis out of memory as a card went out. The card is in Slack; the
-    write that records where is refused: a warning and a counted refusal, not an error."""
+    write that records where is refused: a warning and a counted refusal, not an error,
+    and the record is told again on each pass until Redis takes it (never sent twice)."""
     from redis.exceptions import OutOfMemoryError
 
-    def refused(*_: object) -> None:
-        raise OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
+    told: list[tuple[str, str, MessageRef]] = []
+    refusing = [True]
 
-    outbox = ChatOutbox(ChatOutboxStore(redis), backend(slack_standin), on_delivered=refused)
+    def record(incident_id: str, purpose: str, ref: MessageRef) -> None:
+        if refusing[0]:
+            raise OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
+        told.append((incident_id, purpose, ref))
+
+    outbox = ChatOutbox(ChatOutboxStore(redis), backend(slack_standin), on_delivered=record)
     with caplog.at_level(logging.WARNING):
         ref = outbox.send("42", CARD, Op.POST, card("v1"), CHANNEL)
+        outbox.drain_once()  # Redis still refusing: kept, not lost, nothing sent again
     (posted,) = slack_standin.top_level(CHANNEL)
-    assert ref == MessageRef(CHANNEL, posted["ts"])
+    assert ref == MessageRef(CHANNEL, posted["ts"]) and told == []
     said = [r for r in caplog.records if "Redis refused recording where (oom)" in r.getMessage()]
-    assert said and said[0].levelno == logging.WARNING
+    assert len(said) == 2 and said[0].levelno == logging.WARNING
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    refusing[0] = False  # Redis takes writes again: the next pass records where it went
+    assert outbox.drain_once() == 0 and told == [("42", CARD, ref)]
+    outbox.drain_once()
+    assert told == [("42", CARD, ref)] and len(slack_standin.top_level(CHANNEL)) == 1

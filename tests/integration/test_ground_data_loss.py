@@ -20,6 +20,7 @@ import pytest
 from bot.core import strings
 from bot.domain.lifecycle import IncidentState
 from bot.sim.sshd import SimHost
+from tests.fixtures.alerts import am_alert, am_payload
 from tests.helpers.ground import Ground
 from tests.helpers.serve_process import wait_until
 
@@ -117,3 +118,42 @@ def test_failover_to_a_replica_that_was_behind(ground: Ground, tmp_path: Path) -
     assert int(new.id.split("-")[1]) > int(old.split("-")[1])
     time.sleep(3 * EVERY_S)
     assert len(announcements(ground)) == 1 and len(ground.parents()) == 2
+
+
+def am(ground: Ground, status: str, fp: str, serve: int = 0) -> int:
+    """Alertmanager's delivery of the seed host's alert ``fp`` (firing or resolved)."""
+    return ground.serves[serve].post_alert(
+        am_payload(am_alert("gpu-01", "GpuMemoryHeldIdle", status=status, fp=fp),
+                   status=status), timeout_s=30).status_code
+
+
+def test_a_reopened_incident_settles_when_its_alert_that_still_fires_resolves(
+        ground: Ground) -> None:
+    """Issue 39's chaos stall: Redis wiped mid-incident, the incident re-opened from its
+    first alert, whose resolve went out while the data was gone (Alertmanager never sends
+    it again); the host's next alert folded into the re-opened incident, was approved and
+    fixed, and resolved: the incident stayed ``verified`` for good, waiting on the lost
+    alert. It must close with the alert that still fires."""
+    assert am(ground, "firing", "lost-a") == 200
+    old = ground.wait_incident(lambda i: i.state is S.AWAITING_APPROVAL and i.chat is not None,
+                               60, "awaiting approval").id
+    time.sleep(2 * EVERY_S + 0.5)  # each replica's watch has seen it (one period each)
+    ground.redis.wipe()
+    wiped = time.monotonic()
+    new = ground.wait_incident(lambda i: i.source == "recovered", 30, "re-opened")
+    assert new.fingerprints == ("am:lost-a",)
+    assert wait_until(lambda: ground.settled(new.id) and ground.card_shows(new.id, '"approve')
+                      and ground.card_shows(new.id, f"incident {new.id}"),
+                      DIAGNOSIS_S + EVERY_S), ground.logs()
+    # the host's alert as it fires now (the first one resolved while the data was gone)
+    assert am(ground, "firing", "live-b", serve=1) == 200
+    assert wait_until(lambda: len((ground.get(new.id) or new).fingerprints) == 2, 10)
+    assert ground.click(ground.card(new.id), "approve").status_code == 200
+    assert wait_until(lambda: (i := ground.get(new.id)) is not None
+                      and i.state is S.VERIFIED, 45), ground.logs()
+    assert am(ground, "resolved", "live-b") == 200
+    assert wait_until(lambda: (i := ground.get(new.id)) is not None
+                      and i.state is S.RESOLVED, 10), ground.get(new.id)
+    assert wait_until(lambda: ground.card_shows(new.id, "Resolved \\u00b7 incident"), 30)
+    print(f"\n{old} re-opened as {new.id}, fixed and resolved "
+          f"{time.monotonic() - wiped:.1f}s after the wipe")

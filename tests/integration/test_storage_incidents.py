@@ -10,14 +10,16 @@ from dataclasses import replace
 import pytest
 from redis import Redis
 
-from bot.domain.incident import Alert, AlertStatus, IncidentSchemaError
+from bot.domain.incident import RECOVERED, Alert, AlertStatus, IncidentSchemaError
 from bot.domain.incident_record import ChatRefs, StepResult
 from bot.domain.lifecycle import IllegalTransition, IncidentState
 from storage import keys
 from storage.audit import hash_evidence
 from storage.connection import connect
 from storage.incidents import AlertSilenced, IncidentStore, UnknownIncident
+from storage.ingest import IdBlocks
 from storage.silences import SilenceStore
+from storage.stores import Stores
 
 S = IncidentState
 
@@ -105,6 +107,48 @@ def test_resolve_by_fingerprint(store: IncidentStore) -> None:
     done = store.resolve_by_fingerprint("data")
     assert done is not None and done.state is S.RESOLVED and done.resolved_at
     assert store.resolve_by_fingerprint("never-seen") is None
+
+
+def test_a_reopened_incident_is_closed_by_the_resolve_of_the_alert_still_firing(
+        store: IncidentStore) -> None:
+    """Issue 39's chaos stall: an incident re-opened after a data loss kept the lost one's
+    first fingerprint, whose alert had resolved while the data was gone (that resolve is
+    never sent again). The next alert on the host folded in; its resolve left the stale
+    fingerprint, so the incident stayed open for good. Re-opened, any of its alerts
+    resolving closes it; an ordinary incident still waits for all of them."""
+    reopened = Alert(RECOVERED, "gpu-01", "vram_idle", summary="vram_idle on gpu-01",
+                     fingerprint="lost-16")
+    store.ingest([reopened, fire("gpu-01", fp="live-40")])
+    incident = store.require("INC-1")
+    assert incident.source == RECOVERED and incident.fingerprints == ("lost-16", "live-40")
+    done = store.resolve_by_fingerprint("live-40")
+    assert done is not None and done.state is S.RESOLVED and done.fingerprints == ()
+    # the same two alerts on an ordinary incident: the first resolve only clears its own
+    store.ingest([fire("gpu-02", fp="a-16"), fire("gpu-02", fp="a-40")])
+    partial = store.resolve_by_fingerprint("a-40")
+    assert partial is not None and partial.state is S.OPEN and partial.fingerprints == ("a-16",)
+
+
+def test_numbers_are_never_handed_out_again_after_redis_lost_its_data(redis: Redis) -> None:
+    """Redis restarted empty: the counter starts again at 0, but a replica whose block ran
+    out never reuses a number it handed out (old messages' buttons name them)."""
+    blocks = IdBlocks(redis, size=4, margin=100)
+    before = [next(blocks) for _ in range(6)]  # two blocks: INC-1..4, INC-5..8
+    redis.flushall()
+    after = [next(blocks) for _ in range(4)]
+    assert before[:2] == ["INC-1", "INC-2"] and not set(before) & set(after)
+    assert after[:2] == ["INC-7", "INC-8"]  # the block in hand is still unused numbers
+    assert after[2] == "INC-109"  # past the highest reserved (8) plus the margin
+
+
+def test_every_incident_store_of_a_process_draws_from_one_block(redis: Redis) -> None:
+    """A store built later (each component builds its own) and first used after Redis lost
+    its data took INC-1 from the emptied counter, a number already on a message."""
+    stores = Stores(redis, redis)
+    first = stores.incidents().ingest([fire("gpu-01")]).outcomes[0][1]
+    redis.flushall()
+    second = stores.incidents().ingest([fire("gpu-02")]).outcomes[0][1]
+    assert (first, second) == ("INC-1", "INC-2")
 
 
 def test_update_changes_only_what_the_function_changed(store: IncidentStore) -> None:

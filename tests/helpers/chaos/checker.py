@@ -163,17 +163,25 @@ def _storm_cards(h: History) -> Counter[str]:
         if card is None or card.get("thread_ts") not in tables or not _key(card):
             continue
         out[incident_id] = sum(1 for m in replies if _key(m) == _key(card))
+    # an incident Redis lost with a wipe has no chat to point at its card: its card is its
+    # first outbox item (``INC-n/1``, the card's post) among the storm's replies
+    for m in replies:
+        owner, _, n = _key(m).partition("/")
+        if n == "1" and owner not in h.incidents:
+            out[owner] += 1
     return out
 
 
 def _answered_once(h: History) -> Iterable[Violation]:
-    posts = Counter(owner for owner, _ in _posts(h.world))
-    posts.update(_storm_cards(h))
+    posted = _posts(h.world)
+    posts = Counter(owner for owner, _ in posted)
+    storm = _storm_cards(h)
+    posts.update(storm)
     for a in h.driver.armings:
         if not a.alert_answers or not 200 <= a.alert_answers[-1] < 300:
             yield Violation("answered", f"{a.fingerprint}: never answered 2xx "
                                         f"({a.alert_answers})")
-        shown = sum(posts[i] for i in set(a.incidents))
+        shown = _shown(h, posted, storm, set(a.incidents))
         if shown != 1 and a.incidents:
             yield Violation("answered", f"{a.fingerprint}: {shown} messages for incidents "
                                         f"{a.incidents}")
@@ -181,6 +189,19 @@ def _answered_once(h: History) -> Iterable[Violation]:
     said = sum(n for owner, n in posts.items() if owner.startswith("data-loss-"))
     if said > lost:
         yield Violation("answered", f"{said} data-loss announcements for {lost} wipes")
+
+
+def _shown(h: History, posted: list[tuple[str, dict[str, Any]]], storm: Counter[str],
+           ids: set[str]) -> int:
+    """The messages that show these incidents: the top-level ones they posted, the one an
+    incident re-opened after a wipe took over (posted under the lost incident's key, the
+    alert having folded into it), and their storm cards."""
+    shown = {str(m.get("ts")) for owner, m in posted if owner in ids}
+    for incident_id in ids:
+        chat = getattr(h.incidents.get(incident_id), "chat", None)
+        if chat is not None and any(m.get("ts") == chat.ts for _, m in posted):
+            shown.add(chat.ts)
+    return len(shown) + sum(storm[i] for i in ids)
 
 
 # --- 2 ----------------------------------------------------------------------------------

@@ -34,6 +34,12 @@ from tests.helpers.serve_process import ALERT_TOKEN, CHANNEL, SIGNING_SECRET
 S = IncidentState
 ARMING_TIMEOUT_S = 240.0  # one incident from arming to its resolved message, faults included
 REPEAT_S = 15.0  # Alertmanager's repeat of a firing alert nobody answered with a message
+# once the on-call has done their part (the alert resolved, or the incident ended), what the
+# bot still owes (closing it, its last message) is due within the step deadline (acting_s
+# 30 s in the run's config) plus one period, the longest fault (9 s) and the outbox's backoff
+# behind it; past that the arming is recorded as stuck (a checker violation) and the host
+# moves on, so one incident the bot never settles cannot hold up every later one
+OWED_S = 60.0
 LOST = Incident(id="lost", host="", kind="")  # the incident Redis no longer has
 DECISIONS = ("approve", "approve", "approve", "approve", "approve", "deny", "by_hand")
 
@@ -94,9 +100,14 @@ class Driver:
         decided = retried = False
         acted = resolved_sent = 0.0
         repeat_at = time.monotonic() + REPEAT_S
+        owed_since = 0.0
         while time.monotonic() < deadline and not self._stop.is_set():
             time.sleep(0.3)
             now = time.monotonic()
+            if owed_since and now - owed_since > OWED_S:
+                a.stuck = (f"the bot owed it for {now - owed_since:.0f}s after the on-call was "
+                           f"done (last {a.outcome or 'not found'})")
+                return
             incident = self._current(host.name, a)
             if incident is LOST and resolved_sent:  # gone with Redis's data, and cleared
                 a.done_at = time.time()
@@ -113,6 +124,7 @@ class Driver:
                 if self._delivered(incident):
                     a.done_at = time.time()
                     return
+                owed_since = owed_since or now
                 if host.condition() and now - resolved_sent > 10.0:  # denied, expired
                     resolved_sent = self._clear(http, rng, host, a)
                 continue
@@ -128,6 +140,7 @@ class Driver:
                     continue
             if now - resolved_sent > 10.0:  # fixed, by the bot or by hand: the alert clears
                 resolved_sent = self._clear(http, rng, host, a)
+                owed_since = owed_since or resolved_sent
         a.stuck = a.stuck or f"not closed within {ARMING_TIMEOUT_S:.0f}s (last {a.outcome})"
 
     def _clear(self, http: httpx.Client, rng: random.Random, host: Host, a: Arming) -> float:
