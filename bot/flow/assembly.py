@@ -37,7 +37,7 @@ from bot.flow.followups import Followups
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
-from bot.flow.policy_step import PolicedDiagnosis, PolicyStep
+from bot.flow.policy_step import PolicyStep
 from bot.flow.progress_step import ProgressStep
 from bot.flow.reboot_step import RebootStep
 from bot.flow.reconcile import reconcile_settings
@@ -79,7 +79,8 @@ class Flow:
     hosts: Hosts
     publisher: Publisher
     plans: Plans
-    diagnose: DiagnoseStep
+    diagnose: DiagnoseStep  # without the policies: the reboot step's re-diagnosis
+    diagnosis_step: DiagnoseStep  # with them: the consumer, Retry, ``/ir diag``
     followups: Followups
     reboots: RebootStep
     act: ActStep
@@ -102,9 +103,9 @@ class Flow:
                         diagnoses, workers, clicks=self.clicks(), bot_user=BOT_USER,
                         clock=self.clock)
 
-    def diagnosis(self) -> PolicedDiagnosis:
+    def diagnosis(self) -> DiagnoseStep:
         """What ``/ir diag`` runs: the diagnosis, then what the fleet policies do with it."""
-        return PolicedDiagnosis(self.diagnose, self.policies)
+        return self.diagnosis_step
 
     def clicks(self) -> Clicks:
         """What the consumer does with a click event the approval desk queued."""
@@ -162,14 +163,17 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     approve = ApproveStep(flow_runner, act, actions, bot_user=BOT_USER, clock=clock)
     policies = (PolicyStep(incidents, approvals, audit, publisher, approve, clock=clock)
                 if gate is not None else None)
+    diagnosis_step = DiagnoseStep(flow_runner, policies=policies, bot_user=BOT_USER,
+                                  clock=clock)
     return Flow(
         incidents=incidents, approvals=approvals, audit=audit, events=events,
         silences=stores.silences(), renders=renders, policy=policy, jobs=jobs, chat=chat,
         outbox=outbox,
         runner=runner, hosts=hosts, publisher=publisher, plans=plans, diagnose=diagnose,
+        diagnosis_step=diagnosis_step,
         followups=followups, reboots=reboots, act=act, slurm=slurm,
         approve=approve,
-        decide=DecideStep(flow_runner, incidents, PolicedDiagnosis(diagnose, policies), actions,
+        decide=DecideStep(flow_runner, incidents, diagnosis_step, actions,
                           bot_user=BOT_USER, clock=clock),
         progress=ProgressStep(flow_runner, incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),
