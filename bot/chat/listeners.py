@@ -262,12 +262,14 @@ class Listeners:
             help_text = slash_mod.run(cmd, self.handlers, user, self.command).text
             ack(text=visible(help_text), response_type="ephemeral")
             return
-        self._submit(self._slash, cmd, user, respond)
+        self._submit(self._slash, cmd, user, respond, str(body.get("channel_id", "")))
         ack()
 
-    def _slash(self, cmd: slash_mod.SlashCommand, user: str, respond: Callable[..., Any]) -> None:
+    def _slash(self, cmd: slash_mod.SlashCommand, user: str, respond: Callable[..., Any],
+               channel: str = "") -> None:
         try:
-            reply = slash_mod.run(cmd, self.handlers, user, self.command, guard=self.desk.refusal)
+            reply = slash_mod.run(cmd, self.handlers, user, self.command,
+                                  guard=self.desk.refusal, channel=channel)
         except Exception as exc:  # answer the person with an id to quote
             why = refusal(exc)
             if why is not None:  # Redis said "not now": nothing was done, say so

@@ -33,7 +33,7 @@ class FlowSlashHandlers:
                  publisher: Publisher, jobs: JobBook, silences: SilenceStore, *,
                  opens: Opens,
                  digest_now: Callable[[], None] | None = None,
-                 decide: Callable[[str, str, str, int], str] | None = None,
+                 decide: Callable[..., str] | None = None,
                  slurm: SlurmStep | None = None,
                  stats: Callable[[int], str] | None = None,
                  glance: Callable[[str], Glance] | None = None) -> None:
@@ -98,11 +98,13 @@ class FlowSlashHandlers:
         except Exception as exc:  # a background thread: log, never raise
             log_internal(exc, f"/ir diag {incident_id}")
 
-    def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
-        """``/ir ack|resolve|snooze ID``: the same decision as the message's buttons."""
+    def decide(self, user: str, verb: str, incident_id: str, duration_s: int, *,
+               channel: str = "") -> SlashReply:
+        """``/ir ack|resolve|snooze ID``: the same decision as the message's buttons; the
+        flow's answer is said privately in ``channel``, where it was typed."""
         if self._decide is None:
             return SlashReply(f"`{verb}` is not available on this bot.")
-        return SlashReply(self._decide(verb, incident_id, user, duration_s))
+        return SlashReply(self._decide(verb, incident_id, user, duration_s, channel=channel))
 
     def evidence(self, user: str, incident_id: str) -> SlashReply:
         """``/ir evidence ID`` and the "Raw evidence" button: probe output in the thread."""
