@@ -270,6 +270,18 @@ def test_a_failed_diagnosis_names_its_error_and_keeps_retry() -> None:
     assert effects[-1] == PostMessage()
 
 
+def test_a_click_event_delivered_again_after_its_action_finished_runs_nothing() -> None:
+    """The consumer died after the click ran but before its ack: the event comes back to
+    another replica minutes later, when the incident is verified and acts on follow-ups."""
+    accepted, effects = decide(incident(S.AWAITING_APPROVAL), ApprovalClicked(AT, USER, APPROVAL))
+    assert accepted.accepted == ("ap1",) and RunAction(APPROVAL, USER) in effects
+    finished = replace(accepted, state=S.VERIFIED, running=None)
+    with pytest.raises(StepTaken):
+        decide(finished, ApprovalClicked(AT + 300, USER, APPROVAL))
+    other = replace(APPROVAL, id="ap2")  # a follow-up's own approval still runs
+    assert isinstance(decide(finished, ApprovalClicked(AT + 300, USER, other))[1][-1], RunAction)
+
+
 def test_a_failure_that_arrives_after_the_incident_moved_on_changes_nothing() -> None:
     """A stale failure (another diagnosis won, a person resolved it) must not wipe the
     plans and the running step of a live incident, nor post 'an internal error'."""
