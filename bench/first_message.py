@@ -72,7 +72,7 @@ def one_run(redis_url: str, hosts: dict[str, SimHost], alert_card: bool,
     connect(redis_url).flushdb()
     with SlackStandIn(token=TOKEN) as standin:
         service = build_service(settings(redis_url, hosts, standin.api_url))
-        service.flow.diagnose.alert_card = alert_card
+        service.flow.diagnosis().alert_card = alert_card
         service.flow.publisher.early_cards = alert_card
         service.flow.outbox.parents_first = parents_first
         service.start_background()

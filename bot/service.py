@@ -178,7 +178,7 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
     flow = build_flow(settings, stores, runner or ParamikoPool(settings.ssh_defaults), chat,
                       actions=actions)
     flow.silences.set_maintenance(maintenance_from_settings(settings), "config")
-    desk = PolicyApprovalDesk(flow.approvals, flow.policy, flow.callbacks(), audit=audit,
+    desk = PolicyApprovalDesk(flow.approvals, flow.policy, flow.events, audit=audit,
                               groups=plugin.groups(chat),
                               fleet={p.name: p for p in policies_from_settings(settings)})
     chat_app = _chat_app(settings, stores, flow, desk, plugin, chat)
@@ -191,7 +191,7 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
                      on_shutdown=[partial(_close_all, closers)], heartbeats=heartbeats)
     scheduler = _scheduler(settings, stores, flow, desk) if with_scheduler else None
     watch = DataLossWatch(stores.epochs(clock=flow.clock), flow.incidents, flow.audit,
-                          flow.publisher, clock=flow.clock)
+                          flow.publisher, opens=flow.incidents.ingest, clock=flow.clock)
     watch.start()  # joins the data epoch (or begins it on empty data): Redis must answer
     stores.on_incident_written(watch.seen)  # what this process opens is known as it opens
     stores.before_incident_ingest(watch.current)  # a wipe noticed before an alert opens anew
@@ -210,6 +210,7 @@ def _chat_app(settings: Settings, stores: Stores, flow: Flow, desk: ApprovalDesk
     snapshot it may serve (a backend without one returns None)."""
     slash = FlowSlashHandlers(flow.incidents, tuple(settings.hosts), flow.diagnosis(),
                               flow.publisher, flow.jobs, flow.silences,
+                              opens=flow.incidents.ingest,  # the alert receiver's path
                               digest_now=partial(_digest_now, settings, stores, flow),
                               decide=desk.incident, slurm=flow.slurm, stats=flow.stats,
                               glance=flow.hosts.glance)

@@ -28,6 +28,42 @@ local function authorised()
 end
 """
 
+# issue 34: a decision a person's click made final goes on the incident events stream in
+# the same script as the claim, with its audit entry (an outbox: a click claimed is never
+# a click lost, and its audit line is written before anything the flow does with it).
+# KEYS[4] the events stream, KEYS[5] the incident's audit stream, KEYS[6] the global one;
+# ARGV[9] '1' to announce it (a policy's own claim is not), ARGV[10] and ARGV[11] the
+# events' and the global audit's MAXLEN
+_AUDITED = """
+local function audited(actor, action, detail, incident)
+  local entry = {'incident', incident, 'ts', ARGV[3], 'actor', actor, 'action', action,
+                 'detail', cjson.encode(detail), 'evidence', ''}
+  redis.call('XADD', KEYS[5], '*', unpack(entry))
+  redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[11], '*', unpack(entry))
+end
+local function kind_of()
+  local action = redis.call('HGET', KEYS[1], 'action')
+  return action and tostring(cjson.decode(action)['kind'] or '') or ''
+end
+"""
+
+_CLICK = (
+    _AUDITED
+    + """
+local function click(kind, action)
+  if ARGV[9] ~= '1' then return end
+  local incident = redis.call('HGET', KEYS[1], 'incident_id') or ''
+  local detail = {approval_id = ARGV[1], kind = kind_of(),
+                  evidence_hash = redis.call('HGET', KEYS[1], 'evidence_hash') or ''}
+  if ARGV[5] ~= '' then detail['reason'] = ARGV[5] end
+  audited(ARGV[2], action, detail, incident)
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[10], '*', 'type', kind,
+             'incident_id', incident, 'approval_id', ARGV[1], 'user', ARGV[2],
+             'reason', ARGV[5])
+end
+"""
+)
+
 _GUARDS = """
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {'not_found', '0'} end
@@ -47,6 +83,7 @@ _EXPIRY = """
 if tonumber(ARGV[3]) >= tonumber(redis.call('HGET', KEYS[1], 'expires_at')) then
   redis.call('HSET', KEYS[1], 'status', 'expired')
   redis.call('ZREM', KEYS[2], ARGV[1])
+  click('click.expired', 'approval.expired')
   return snap('expired', '1')
 end
 """
@@ -54,6 +91,7 @@ end
 CLAIM_LUA = (
     _SNAP
     + _AUTHORISED
+    + _CLICK
     + _GUARDS
     + """
 if st == 'approved' then return snap('already_done', '0') end
@@ -74,6 +112,7 @@ redis.call('HSET', KEYS[1], 'approvers', have)
 if n >= tonumber(redis.call('HGET', KEYS[1], 'required')) then
   redis.call('HSET', KEYS[1], 'status', 'approved', 'decided_by', ARGV[2], 'decided_at', ARGV[3])
   redis.call('ZREM', KEYS[2], ARGV[1])
+  click('click.approved', 'approval.approved')
   return snap('claimed', '1')
 end
 return snap('need_second_approver', '1')
@@ -83,6 +122,7 @@ return snap('need_second_approver', '1')
 DENY_LUA = (
     _SNAP
     + _AUTHORISED
+    + _CLICK
     + _GUARDS
     + """
 if st == 'approved' or st == 'denied' then return snap('already_done', '0') end
@@ -93,6 +133,7 @@ if st == 'expired' then return snap('expired', '0') end
 redis.call('HSET', KEYS[1], 'status', 'denied', 'decided_by', ARGV[2], 'decided_at', ARGV[3],
            'reason', ARGV[5])
 redis.call('ZREM', KEYS[2], ARGV[1])
+click('click.denied', 'approval.denied')
 return snap('denied', '1')
 """
 )
@@ -105,14 +146,24 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 return 1
 """
 
-EXPIRE_LUA = """
+# the sweep's expiry, audited as the bot's and announced like a click's, in one script
+# (KEYS[4] the events stream, KEYS[5], KEYS[6] the audit streams; ARGV[3] the sweep's time
+# (``audited`` reads it), ARGV[10], ARGV[11] the MAXLENs, ARGV[12] the bot's actor name)
+EXPIRE_LUA = (
+    _AUDITED
+    + """
 local st = redis.call('HGET', KEYS[1], 'status')
 if st ~= 'pending' then redis.call('ZREM', KEYS[2], ARGV[1]); return 0 end
-if tonumber(ARGV[2]) < tonumber(redis.call('HGET', KEYS[1], 'expires_at')) then return 0 end
+if tonumber(ARGV[3]) < tonumber(redis.call('HGET', KEYS[1], 'expires_at')) then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'expired')
 redis.call('ZREM', KEYS[2], ARGV[1])
+local incident = redis.call('HGET', KEYS[1], 'incident_id') or ''
+audited(ARGV[12], 'approval.expired', {approval_id = ARGV[1], kind = kind_of()}, incident)
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[10], '*', 'type', 'click.expired',
+           'incident_id', incident, 'approval_id', ARGV[1], 'user', '', 'reason', '')
 return 1
 """
+)
 
 # issue 25: an incident's approvals withdrawn in the same MULTI as its resolve.
 MEMBERS_LUA = """

@@ -41,6 +41,7 @@ from storage.approval_scripts import (
 )
 from storage.audit import GLOBAL_MAXLEN, MAX_TEXT, AuditLog
 from storage.connection import lost_while_watching
+from storage.events import MAXLEN as EVENTS_MAXLEN
 
 RETENTION_S = 30 * 86400  # decided records are kept this long after expiry, for audits
 
@@ -200,9 +201,15 @@ class ApprovalStore:
         now: float,
         policy: ApprovalPolicy,
         groups_of_user: Iterable[str] = (),
+        *,
+        announce: bool = True,
     ) -> ClaimResult:
-        """Record ``user``'s approval; CLAIMED means this call, and only this, completed it."""
-        return self._decide(self._claim, approval_id, user, now, policy, groups_of_user)
+        """Record ``user``'s approval; CLAIMED means this call, and only this, completed it.
+        The claim (or the expiry this click found) goes on the incident events stream in
+        the same script (``click.approved``, ``click.expired``) for the flow's consumer;
+        ``announce=False``: a caller in the flow that acts on its claim itself (a policy)."""
+        return self._decide(self._claim, approval_id, user, now, policy, groups_of_user,
+                            announce=announce)
 
     def deny(
         self,
@@ -213,7 +220,8 @@ class ApprovalStore:
         policy: ApprovalPolicy,
         groups_of_user: Iterable[str] = (),
     ) -> ClaimResult:
-        """Deny with a reason; DENIED with ``changed`` means this call denied it."""
+        """Deny with a reason; DENIED with ``changed`` means this call denied it (and put
+        ``click.denied`` on the incident events stream in the same script)."""
         return self._decide(self._deny, approval_id, user, now, policy, groups_of_user, reason)
 
     def _decide(
@@ -225,6 +233,8 @@ class ApprovalStore:
         policy: ApprovalPolicy,
         groups: Iterable[str],
         reason: str = "",
+        *,
+        announce: bool = True,
     ) -> ClaimResult:
         if not _valid_id(approval_id):
             return ClaimResult(ClaimOutcome.NOT_FOUND, None)
@@ -235,9 +245,11 @@ class ApprovalStore:
         incident_id = _s(self.redis.hget(keys.approval(approval_id), "incident_id") or "-")
         raw = script(
             keys=[keys.approval(approval_id), keys.approvals_pending(),
-                  keys.approvals_resolver(incident_id)],
+                  keys.approvals_resolver(incident_id), keys.incident_events(),
+                  keys.audit(incident_id), keys.audit_all()],
             args=[approval_id, user, repr(now), _flag(who.user_ok), reason,
-                  _flag(who.allow_self), json.dumps(dict(who.per_kind)), _flag(who.default)],
+                  _flag(who.allow_self), json.dumps(dict(who.per_kind)), _flag(who.default),
+                  _flag(announce), EVENTS_MAXLEN, GLOBAL_MAXLEN],
         )
         items = [_s(x) for x in raw]
         outcome, changed, flat = ClaimOutcome(items[0]), items[1] == "1", items[2:]
@@ -255,14 +267,20 @@ class ApprovalStore:
             )
         )
 
-    def expire_due(self, now: float) -> list[Approval]:
-        """Mark pending approvals past their expiry as expired; return those this call expired."""
+    def expire_due(self, now: float, actor: str = "bot") -> list[Approval]:
+        """Mark pending approvals past their expiry as expired; return those this call expired
+        (each audited as ``actor``'s and announced as ``click.expired`` on the incident
+        events stream, in the same script)."""
         due = cast(list[Any], self.redis.zrangebyscore(keys.approvals_pending(), "-inf", now))
         expired: list[Approval] = []
         for approval_id in (_s(x) for x in due):
+            incident_id = _s(self.redis.hget(keys.approval(approval_id), "incident_id") or "-")
             if self._expire(
-                keys=[keys.approval(approval_id), keys.approvals_pending()],
-                args=[approval_id, repr(now)],
+                keys=[keys.approval(approval_id), keys.approvals_pending(),
+                      keys.approvals_resolver(incident_id), keys.incident_events(),
+                      keys.audit(incident_id), keys.audit_all()],
+                args=[approval_id, "", repr(now), "", "", "", "", "", "", EVENTS_MAXLEN,
+                      GLOBAL_MAXLEN, actor],
             ):
                 record = self.get(approval_id)
                 if record is not None:

@@ -3,9 +3,12 @@
 Ingest appends ``incident.opened`` (a new top-level incident or group parent: one chat
 message), ``incident.folded``, ``incident.grouped`` (a host joined a parent),
 ``incident.resolved`` and ``incident.alert_cleared`` (the alert resolved but the
-incident's state keeps it open) in the same transaction as the change. Any replica may
-consume: a consumer group hands each entry to one consumer, and entries stay pending
-until acknowledged, so a crash between read and ack means a redelivery, not a loss.
+incident's state keeps it open) in the same transaction as the change. People's clicks
+come this way too (issue 34: the chat layer never calls the flow): ``click.approved``,
+``click.denied`` and ``click.expired`` in the claim's own script (``storage.approvals``),
+``click.<verb>`` (ack, resolve, snooze, retry, escalate) once the desk checked who asks.
+Any replica may consume: a consumer group hands each entry to one consumer, and entries
+stay pending until acknowledged, so a crash between read and ack means a redelivery, not a loss.
 
 Each entry is a flat dict: ``type`` (the event), ``incident_id``, then the fields
 (``host``, ``kind``, ...).
@@ -30,6 +33,8 @@ from storage import keys
 MAXLEN = 100_000  # approximate cap; consumers keep up or read pending entries first
 
 Entry = tuple[str, dict[str, str]]
+CLICK = "click."  # the prefix of every click event
+CLICK_APPROVED, CLICK_DENIED, CLICK_EXPIRED = "click.approved", "click.denied", "click.expired"
 T = TypeVar("T")
 
 
@@ -72,6 +77,13 @@ class IncidentEvents:
         """Queue an event in a caller's MULTI so it commits with the change it announces."""
         pipe.xadd(self.stream, event_fields(kind, incident_id, fields),  # type: ignore[arg-type]
                   maxlen=MAXLEN, approximate=True)
+
+    def click(self, verb: str, incident_id: str, user: str, *, duration_s: int = 0,
+              channel: str = "") -> str:
+        """An incident-level click (``click.ack``…) the desk allowed, for the flow to
+        apply; ``channel``: where the person clicked, to answer them there."""
+        return self.publish(CLICK + verb, incident_id, user=user, duration_s=duration_s,
+                            channel=channel)
 
     def ensure_group(self, group: str, start: str = "0") -> None:
         """Create the consumer group once (``0``: a new group also gets what is there)."""

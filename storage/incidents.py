@@ -23,7 +23,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from redis import Redis
 from redis.client import Pipeline
@@ -89,6 +89,25 @@ class IngestResult:
             out[outcome.value] = out.get(outcome.value, 0) + 1
         return out
 
+    def opened(self, alert: Alert) -> tuple[str, bool]:
+        """The first alert's incident and whether it was created (or grouped under a
+        parent); raises ``AlertSilenced`` for a silenced one."""
+        outcome, incident_id = self.outcomes[0]
+        if outcome is PlanOutcome.SILENCED:
+            raise AlertSilenced(f"alerts for {alert.host}/{alert.kind} are silenced")
+        if incident_id is None:
+            raise UnknownIncident("?")
+        return incident_id, outcome in (PlanOutcome.CREATED, PlanOutcome.GROUPED)
+
+
+class Opens(Protocol):
+    """What opens incidents from alerts outside the alert receiver (``/ir diag``, the
+    data-loss watch): ``IncidentStore.ingest``, the receiver's own path (the planner, then
+    ``incident.opened`` for the flow's consumer), handed to them by the composition root."""
+
+    def __call__(self, alerts: Sequence[Alert], *,
+                 chats: Mapping[str, ChatRefs] | None = None) -> IngestResult: ...
+
 
 def _num(incident_id: str) -> int:
     tail = incident_id.rsplit("-", 1)[-1]
@@ -140,12 +159,8 @@ class IncidentStore:
 
     def open_or_fold(self, alert: Alert) -> tuple[Incident, bool]:
         """One firing alert: (its incident, whether it was created)."""
-        outcome, incident_id = self.ingest([alert]).outcomes[0]
-        if outcome is PlanOutcome.SILENCED:
-            raise AlertSilenced(f"alerts for {alert.host}/{alert.kind} are silenced")
-        if incident_id is None:
-            raise UnknownIncident("?")
-        return self.require(incident_id), outcome in (PlanOutcome.CREATED, PlanOutcome.GROUPED)
+        incident_id, created = self.ingest([alert]).opened(alert)
+        return self.require(incident_id), created
 
     def resolve_by_fingerprint(self, fingerprint: str, *, host: str = "-", kind: str = "-",
                                source: str = "api") -> Incident | None:

@@ -6,8 +6,8 @@ domain → core (``tests/helpers/imports.py`` ``LAYERS``: nothing imports a row 
 own), bot/config reads no remediation, chat or jobs, and storage/ imports only bot.domain
 and bot.core; no import cycle, imports inside functions included. bot/extract (the
 worker's torch run) imports no storage; bot/jobs, the flow, remediation, chat and ingest
-never load torch; no module under bot/chat/ writes incident state, and under bot/flow/ only
-the runner does, but for the one writer named as left (tests/helpers/writers.py).
+never load torch; no module under bot/chat/ writes incident state or calls into the flow,
+and under bot/flow/ only the runner does, called or handed on (tests/helpers/writers.py).
 The checker lives in tests/helpers/imports.py; the tests at the bottom plant violations in
 a synthetic tree to prove it reports each rule.
 """
@@ -29,7 +29,14 @@ from tests.helpers.imports import (
     violations,
 )
 from tests.helpers.names import action_kinds, clashing_classes, kind_literals, nx_sets
-from tests.helpers.writers import READS, WRITES, incident_writers, store_methods, store_writes
+from tests.helpers.writers import (
+    READS,
+    WRITES,
+    flow_hooks,
+    incident_writers,
+    store_methods,
+    store_writes,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -246,28 +253,66 @@ def test_no_chat_module_writes_an_incident() -> None:
     assert not found, "incident state written from bot/chat/:\n" + "\n".join(found)
 
 
-# the flow's one writer, and the writers not yet routed through it (docs/architecture.md)
+def test_no_chat_module_imports_the_flow_or_calls_its_callbacks() -> None:
+    """Clicks are events on the stream, as alerts are (issue 34): the approval desk claims
+    and queues ``click.*``; the flow's consumer acts. No module under bot/chat/ imports the
+    flow, calls a decision hook (``on_approved``…) or anything through ``callbacks``."""
+    found = flow_hooks(ROOT)
+    assert not found, "bot/chat/ calling into the flow:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(("body", "found"), [
+    ("class Desk:\n    def __init__(self, callbacks):\n        self.callbacks = callbacks\n"
+     "    def approve(self, a, u):\n        return self.callbacks.on_approved(a, u)\n",
+     ["bot.chat.desk:5 calls self.callbacks.on_approved() of the flow"]),
+    ("def deny(hooks, a, u, r):\n    hooks.on_denied(a, u, r)\n",
+     ["bot.chat.desk:2 calls hooks.on_denied() of the flow"]),
+    ("from dataclasses import dataclass\n@dataclass\nclass ApprovalCallbacks:\n"
+     "    on_approved: object\n"
+     "def make(c: ApprovalCallbacks) -> None:\n    pass\n",
+     ["bot.chat.desk:3 defines ApprovalCallbacks",
+      "bot.chat.desk:5 takes c: ApprovalCallbacks"]),
+    ("def approve(a):\n    from bot.flow.approve_step import ApproveStep\n    return ApproveStep\n",
+     ["bot.chat.desk:2 imports bot.flow.approve_step",
+      "bot.chat.desk:2 imports bot.flow.approve_step.ApproveStep"]),
+])
+def test_a_chat_module_calling_the_flow_is_reported(tmp_path: Path, body: str,
+                                                    found: list[str]) -> None:
+    ok = {"bot/chat/desk.py": "class Desk:\n    def __init__(self, events):\n"
+                              "        self.events = events\n    def approve(self, a, u):\n"
+                              "        self.events.click('ack', a, u)\n"
+                              "        self.on_change()\n"}
+    assert flow_hooks(_tree(tmp_path / "ok", ok)) == []  # the stream, a chat-own hook
+    assert flow_hooks(_tree(tmp_path / "bad", {"bot/chat/desk.py": body})) == found
+
+
+# the flow's one writer (docs/architecture.md)
 FLOW_RUNNER = "bot.flow.runner"
-FLOW_WRITERS_LEFT = frozenset({("bot.flow.slash_handlers", "open_or_fold"),
-                               ("bot.flow.data_loss", "ingest")})
 
 
-def test_the_flow_writes_an_incident_through_the_runner_only_but_the_writers_left() -> None:
+def test_the_flow_writes_an_incident_through_the_runner_only() -> None:
     """Every change to an incident in bot/flow/ is an event that ``FlowRunner.handle``
-    commits. A ratchet, not yet the rule: the writers still left are named, so a new one
-    fails here, and one routed since must leave the list."""
+    commits; no other module there calls a writing method of ``IncidentStore`` or holds
+    one to hand on. The two openers outside the alert receiver (``/ir diag``, the
+    data-loss watch) are handed the receiver's own ``ingest`` by bot/service.py: the
+    planner, then ``incident.opened`` for the consumer and the runner."""
     found = store_writes(ROOT)
     others = {w for w in found if w[0] != FLOW_RUNNER}
-    assert others - FLOW_WRITERS_LEFT == set(), "a new incident writer in bot/flow/"
-    assert (FLOW_RUNNER, "commit") in found and others >= FLOW_WRITERS_LEFT, "routed: unlist it"
+    assert others == set(), "an incident writer in bot/flow/ other than the runner"
+    assert (FLOW_RUNNER, "commit") in found
 
 
 def test_a_flow_step_writing_an_incident_itself_is_reported(tmp_path: Path) -> None:
     root = _tree(tmp_path, {**CHAT_OK, "bot/flow/step.py": (
         "class Step:\n    def __init__(self, incidents):\n        self.incidents = incidents\n"
         "    def run(self, i):\n        self.incidents.transition(i, 'verified', 'bot', 'x')\n"
-        "        return self.incidents.require(i)\n")})
-    assert store_writes(root) == {("bot.flow.keep", "update"), ("bot.flow.step", "transition")}
+        "        return self.incidents.require(i)\n"),
+        "bot/flow/opener.py": "from storage.incidents import IncidentStore\n"
+                              "def wire(store: IncidentStore, watch):\n"
+                              "    watch.opens = store.ingest\n"
+                              "    return store.get('1')\n"})
+    assert store_writes(root) == {("bot.flow.keep", "update"), ("bot.flow.step", "transition"),
+                                  ("bot.flow.opener", "ingest")}  # handed on, not called
 
 
 def test_every_incident_store_method_is_a_read_or_a_write() -> None:

@@ -1,8 +1,14 @@
-"""The approval desk: one click → one atomic claim → at most one callback, any backend.
+"""The approval desk: one click → one atomic claim → at most one event, any backend.
 
 Slack buttons and terminal commands both end here, so the rules (who may approve,
 two-person, expiry, exactly once) are enforced in one place. Every refusal and every
 decision is audited; the reply text for the clicking person comes from ``bot.core.strings``.
+
+The desk never calls the flow (issue 34): a decision made final goes on the incident
+events stream as a click event, in the claim's own script (``storage.approvals``), and the
+flow's consumer acts on it as it does on alerts. The clicker's reply is what the desk
+knows at the claim ("Approved by … — running now"); what only the flow can know (the
+incident moved on, an incident verb's outcome) the flow says afterwards.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from bot.domain.approval import (
 )
 from storage.approvals import ApprovalStore, ClaimResult
 from storage.connection import refusal
+from storage.events import IncidentEvents
 
 log = logging.getLogger(__name__)
 
@@ -55,24 +62,12 @@ class StaticGroups:
 
 
 @dataclass(frozen=True)
-class ApprovalCallbacks:
-    """What the flow does once a decision is final (runs in a worker, never in the ack)."""
-
-    # None: it runs; a text: why nothing ran (told to the clicker instead of "running now")
-    on_approved: Callable[[Approval, str], str | None]
-    on_denied: Callable[[Approval, str, str], None]
-    on_expired: Callable[[Approval], None] | None = None
-    # (verb, incident_id, user, duration_s) → reply: Ack, Resolve, Snooze, Retry, Escalate
-    on_incident: Callable[[str, str, str, int], str] | None = None
-
-
-@dataclass(frozen=True)
 class Decision:
     outcome: ClaimOutcome
     approval: Approval | None
     text: str  # the reply to the person who clicked (ephemeral in Slack)
     mark: str = ""  # a note that replaces this approval's buttons on the message ("" → keep)
-    acted: bool = False  # this call ran on_approved / on_denied
+    acted: bool = False  # this call made the decision final: its click event is queued
 
 
 class ApprovalDesk:
@@ -80,31 +75,30 @@ class ApprovalDesk:
         self,
         store: ApprovalStore,
         policy: ApprovalPolicy,
-        callbacks: ApprovalCallbacks,
+        events: IncidentEvents,
         audit: AuditFn | None = None,
         groups: GroupResolver | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.store, self.policy, self.callbacks = store, policy, callbacks
+        self.store, self.policy, self.events = store, policy, events
         self._audit_fn, self.groups, self.clock = audit, groups or StaticGroups(), clock
 
     def approve(self, approval_id: str, user: str) -> Decision:
-        """Record a click on Approve (or Revert); run ``on_approved`` iff this click won."""
+        """Record a click on Approve (or Revert). The claim that won (or the expiry this
+        click found) queued its click event in the same script: the flow runs it."""
         result = self.store.claim(approval_id, user, self.clock(), self.policy, self._groups(user))
         self._audit_result(result, user, "approve", "")
-        if result.outcome is O.CLAIMED and result.approval is not None:
-            return self._run_approved(result.approval, user)
-        if result.outcome is O.EXPIRED and result.changed and result.approval is not None:
-            self._tell_expired(result.approval)  # this click found it overdue: re-render
-        return self._decision(result, user)
+        return self._decision(result, user, acted=result.outcome is O.CLAIMED)
 
-    def incident(self, verb: str, incident_id: str, user: str, duration_s: int = 0) -> str:
-        """An incident-level decision (Ack, Resolve, Snooze, Retry, Escalate) by ``user``."""
+    def incident(self, verb: str, incident_id: str, user: str, duration_s: int = 0, *,
+                 channel: str = "") -> str:
+        """An incident-level decision (Ack, Resolve, Snooze, Retry, Escalate) by ``user``:
+        the refusal now if they may not; else queued as a click event and "" returned, for
+        the flow answers (privately, in ``channel`` or the incident's) once it applied it."""
         if (refused := self.refusal(verb, user, incident_id)) is not None:
             return refused
-        if self.callbacks.on_incident is None:
-            return strings.APPROVAL_NOT_FOUND
-        return self.callbacks.on_incident(verb, incident_id, user, duration_s)
+        self.events.click(verb, incident_id, user, duration_s=duration_s, channel=channel)
+        return ""
 
     def refusal(self, verb: str, user: str, incident_id: str = "",
                 detail: Mapping[str, Any] | None = None) -> str | None:
@@ -151,46 +145,13 @@ class ApprovalDesk:
             approval_id, user, reason, self.clock(), self.policy, self._groups(user)
         )
         self._audit_result(result, user, "deny", reason)
-        decision = self._decision(result, user)
-        if result.outcome is O.DENIED and result.changed and result.approval is not None:
-            try:
-                self.callbacks.on_denied(result.approval, user, reason)
-            except Exception as exc:  # the deny stands; report, don't crash the worker
-                log_internal(exc, "on_denied")
-            return Decision(
-                decision.outcome, decision.approval, decision.text, decision.mark, acted=True
-            )
-        return decision
+        return self._decision(result, user,
+                              acted=result.outcome is O.DENIED and result.changed)
 
     def expire_due(self) -> list[Approval]:
-        """Scheduler hook: expire overdue approvals, audit each, tell the flow."""
-        expired = self.store.expire_due(self.clock())
-        for approval in expired:
-            detail = {"approval_id": approval.id, "kind": approval.kind}
-            self._audit(approval.incident_id, "bot", "approval.expired", detail)
-            self._tell_expired(approval)
-        return expired
-
-    def _tell_expired(self, approval: Approval) -> None:
-        if self.callbacks.on_expired is not None:
-            try:
-                self.callbacks.on_expired(approval)
-            except Exception as exc:  # one failure must not stop the sweep
-                log_internal(exc, "on_expired")
-
-    def _run_approved(self, approval: Approval, user: str) -> Decision:
-        mark = strings.APPROVAL_MARK_APPROVED.format(who=mentions(approval.approvers))
-        try:
-            not_run = self.callbacks.on_approved(approval, user)
-        except Exception as exc:  # claimed once; tell the person, with an id
-            error_id = log_internal(exc, "on_approved")
-            return Decision(
-                O.CLAIMED, approval, strings.APPROVAL_FAILED.format(error_id=error_id), mark, True
-            )
-        if not_run:  # the claim won, but the incident had moved on: nothing runs
-            return Decision(O.CLAIMED, approval, not_run, "", acted=True)
-        text = strings.APPROVAL_GRANTED.format(who=mention(user), kind=in_words(approval))
-        return Decision(O.CLAIMED, approval, text, mark, acted=True)
+        """Scheduler hook: expire overdue approvals, each audited as the bot's and queued as
+        ``click.expired`` for the flow by the same script."""
+        return self.store.expire_due(self.clock(), actor="bot")
 
     def _groups(self, user: str) -> frozenset[str]:
         wanted = self.policy.all_groups()
@@ -202,12 +163,13 @@ class ApprovalDesk:
             log.warning("usergroup lookup failed for %s: %s", user, exc)
             return frozenset()
 
-    def _decision(self, result: ClaimResult, user: str) -> Decision:
+    def _decision(self, result: ClaimResult, user: str, *, acted: bool = False) -> Decision:
         return Decision(
             result.outcome,
             result.approval,
             reply_text(result, user, self.policy),
             mark_text(result),
+            acted,
         )
 
     def _audit_result(self, result: ClaimResult, user: str, verb: str, reason: str) -> None:
@@ -256,15 +218,14 @@ class ApprovalDesk:
                         incident_id, action, actor, detail, exc)
 
 
+# what a click's result audits here; the results that hand the flow a click event
+# (approve: claimed, expired; deny: denied, expired; each ``changed``) are audited by the
+# claim's own script, before the flow can act on them (``storage/approval_scripts.py``)
 _AUDIT_ACTION: dict[tuple[str, ClaimOutcome, bool], str] = {
-    ("approve", O.CLAIMED, True): "approval.approved",
     ("approve", O.NEED_SECOND_APPROVER, True): "approval.first_approver",
     ("approve", O.UNAUTHORISED, False): "approval.refused",
-    ("approve", O.EXPIRED, True): "approval.expired",
     ("approve", O.EXPIRED, False): "approval.expired_click",
-    ("deny", O.DENIED, True): "approval.denied",
     ("deny", O.UNAUTHORISED, False): "approval.refused",
-    ("deny", O.EXPIRED, True): "approval.expired",
     # a click on an approval withdrawn before it (its incident resolved, or another chosen)
     ("approve", O.CANCELLED, False): "approval.withdrawn_click",
     ("deny", O.CANCELLED, False): "approval.withdrawn_click",

@@ -1,10 +1,11 @@
 """Bolt listeners for buttons, the deny modal and ``/ir``: ack at once, work in a pool.
 
 Each listener hands its work to an executor *before* acking (so a drain after the HTTP
-answer sees it), then ``ack()``s: Slack wants an answer within 3 s, and the claim,
-callbacks, ephemerals and message edits can take longer. The clicked message in the
-payload is never used to render anything: the flow re-renders from stored state, and
-the clicker hears back privately (an ephemeral) with the outcome or the refusal's reason.
+answer sees it), then ``ack()``s: Slack wants an answer within 3 s, and the claim and
+ephemerals can take longer. The clicked message in the payload is never used to render
+anything: the flow re-renders from stored state (the desk queued the click for it on the
+events stream), and the clicker hears back privately (an ephemeral) with what the desk
+knew at the claim or the refusal's reason; what only the flow knows it says later.
 """
 
 from __future__ import annotations
@@ -192,8 +193,9 @@ class Listeners:
             self._tell(click, refused, value.group(1))
             return
         text = self.desk.incident(verb.group(1), value.group(1), click.user,
-                                  int(value.group(2) or 0))
-        self._tell(click, text, value.group(1))
+                                  int(value.group(2) or 0), channel=click.channel)
+        if text:  # "": queued, the flow answers once it applied it
+            self._tell(click, text, value.group(1))
 
     def evidence(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
         click = Click.from_body(body)
@@ -260,12 +262,14 @@ class Listeners:
             help_text = slash_mod.run(cmd, self.handlers, user, self.command).text
             ack(text=visible(help_text), response_type="ephemeral")
             return
-        self._submit(self._slash, cmd, user, respond)
+        self._submit(self._slash, cmd, user, respond, str(body.get("channel_id", "")))
         ack()
 
-    def _slash(self, cmd: slash_mod.SlashCommand, user: str, respond: Callable[..., Any]) -> None:
+    def _slash(self, cmd: slash_mod.SlashCommand, user: str, respond: Callable[..., Any],
+               channel: str = "") -> None:
         try:
-            reply = slash_mod.run(cmd, self.handlers, user, self.command, guard=self.desk.refusal)
+            reply = slash_mod.run(cmd, self.handlers, user, self.command,
+                                  guard=self.desk.refusal, channel=channel)
         except Exception as exc:  # answer the person with an id to quote
             why = refusal(exc)
             if why is not None:  # Redis said "not now": nothing was done, say so
@@ -274,6 +278,8 @@ class Listeners:
             else:
                 reply = slash_mod.SlashReply(
                     strings.INTERNAL_ERROR.format(error_id=log_internal(exc, "slash")))
+        if not reply.text:  # an incident verb queued: the flow answers privately
+            return
         respond(text=visible(reply.text),
                 response_type="in_channel" if reply.in_channel else "ephemeral")
 

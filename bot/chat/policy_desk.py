@@ -4,7 +4,7 @@ give it (issue 28).
 An approval created under a policy carries its name (``action["policy"]``). A click on it
 is decided by ``bot/domain/policy.py`` ``approval_policy_for``: the policy's approvers
 replace the list for that kind, its ``two_person`` counts too. Everything else (the
-atomic claim, the audit, the callbacks) is the plain ``ApprovalDesk``'s, so the rules
+atomic claim, the audit, the click event) is the plain ``ApprovalDesk``'s, so the rules
 stay in one place; a refusal names the policy and who may approve instead.
 """
 
@@ -55,7 +55,7 @@ class PolicyApprovalDesk(ApprovalDesk):
         rules = approval_policy_for(self.policy, policy, approval.kind)
         if rules is self.policy:
             return None, policy
-        return ApprovalDesk(self.store, rules, self.callbacks, audit=self._audit_fn,
+        return ApprovalDesk(self.store, rules, self.events, audit=self._audit_fn,
                             groups=self.groups, clock=self.clock), policy
 
     def _named(self, decision: Decision, policy: Policy | None, user: str) -> Decision:
@@ -94,7 +94,7 @@ def claim_as_policy(store: ApprovalStore, approval: Approval, policy_name: str, 
         return False
     actor = f"policy:{policy_name}"
     rules = ApprovalPolicy(approvers=frozenset({actor}), allow_self_approval=True)
-    result = store.claim(approval.id, actor, now, rules, ())
+    result = store.claim(approval.id, actor, now, rules, (), announce=False)  # the flow acts
     if result.outcome is not ClaimOutcome.CLAIMED:
         return False
     if audit is not None:

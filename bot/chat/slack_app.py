@@ -1,11 +1,11 @@
 """The slack-bolt app: buttons, the deny modal and ``/ir``, mounted at ``/slack/events``.
 
 Every listener ``ack()``s at once (Slack wants an answer within 3 s) and hands the work
-to an executor: the claim in Redis, the callbacks, ephemerals and message edits. Bolt
-verifies each request's signature and rejects stale ones (over 5 minutes) before any
-listener runs. In HTTP mode ``bot.chat.slack_edge`` stands before Bolt: the body is read
-under a cap, its signature checked, and its shape, so nothing unsigned is parsed. HTTP mode
-mounts in the bot's Starlette service (several replicas behind
+to an executor: the claim in Redis (its click event for the flow queued with it),
+ephemerals and message edits. Bolt verifies each request's signature and rejects stale
+ones (over 5 minutes) before any listener runs. In HTTP mode ``bot.chat.slack_edge``
+stands before Bolt: the body is read under a cap, its signature checked, and its shape, so
+nothing unsigned is parsed. HTTP mode mounts in the bot's Starlette service (several replicas behind
 a load balancer are fine: claims are atomic in Redis); Socket Mode is used when
 ``SLACK_APP_TOKEN`` is set and no public URL exists.
 
@@ -42,7 +42,6 @@ from bot.chat import slash as slash_mod
 from bot.chat.click_check import MessageCheck
 from bot.chat.home_tab import FleetSource, HomePublisher, HomeRefresher, register_home
 from bot.chat.interactions import (
-    ApprovalCallbacks,
     ApprovalDesk,
     AuditFn,
     GroupResolver,
@@ -132,7 +131,6 @@ class SlackApp:
 def create_slack_app(
     settings: Settings,
     stores: Stores,
-    callbacks: ApprovalCallbacks,
     *,
     slash: slash_mod.SlashHandlers | None = None,
     audit: AuditFn | None = None,
@@ -145,7 +143,8 @@ def create_slack_app(
     desk: ApprovalDesk | None = None,
     home: FleetSource | None = None,
 ) -> SlackApp:
-    """Wire store, policy, backend and bolt from settings; callbacks come from the flow.
+    """Wire store, policy, backend and bolt from settings; the desk queues its decisions on
+    the incident events stream for the flow (it never calls the flow).
 
     ``bot.service`` passes the backend and desk it built first (the flow needs both)."""
     signing_secret = secret(settings.slack_signing_secret)
@@ -160,7 +159,7 @@ def create_slack_app(
     desk = desk or ApprovalDesk(
         stores.approvals(),
         policy_from_settings(settings),
-        callbacks,
+        stores.events(),
         audit=audit,
         groups=groups or SlackGroups(client),
         clock=clock,

@@ -53,7 +53,7 @@ class SlackPlugin:
 
         if not isinstance(chat, SlackBackend) or self.stores is None:
             return None
-        return create_slack_app(self.settings, self.stores, desk.callbacks, slash=slash,
+        return create_slack_app(self.settings, self.stores, slash=slash,
                                 backend=chat, desk=desk, home=home)
 
     @classmethod

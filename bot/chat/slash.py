@@ -124,7 +124,8 @@ class SlashHandlers(Protocol):
     def job(self, user: str, job_id: str) -> SlashReply: ...
     def silence(self, user: str, host: str, kind: str, duration_s: int) -> SlashReply: ...
     def digest_now(self, user: str) -> SlashReply: ...
-    def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply: ...
+    def decide(self, user: str, verb: str, incident_id: str, duration_s: int, *,
+               channel: str = "") -> SlashReply: ...
     def evidence(self, user: str, incident_id: str) -> SlashReply: ...
     def drained(self, user: str) -> SlashReply: ...
     def stats(self, user: str, window_s: int) -> SlashReply: ...
@@ -279,22 +280,24 @@ _GUARDED: dict[type, str] = {Silence: "silence", Diag: "diag"}
 
 
 def run(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: str = "/ir",
-        guard: Guard | None = None) -> SlashReply:
+        guard: Guard | None = None, channel: str = "") -> SlashReply:
     """Dispatch one command to its handler (help is answered here); ``silence`` and ``diag``
     (it runs commands on a host) only if ``guard``, the desk's one authority rule, allows.
-    A handler's UserError is its reply."""
+    A handler's UserError is its reply. ``channel``: where it was typed (an incident verb's
+    answer comes from the flow later, privately, there)."""
     verb = _GUARDED.get(type(cmd))
     if guard is not None and verb is not None:
         refused = guard(verb, user, "", {k: v for k, v in vars(cmd).items() if v is not None})
         if refused is not None:
             return SlashReply(refused)
     try:
-        return _dispatch(cmd, handlers, user, command)
+        return _dispatch(cmd, handlers, user, command, channel)
     except UserError as exc:
         return SlashReply(exc.message)
 
 
-def _dispatch(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: str) -> SlashReply:
+def _dispatch(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: str,
+              channel: str = "") -> SlashReply:
     match cmd:
         case Help():
             return SlashReply(strings.SLASH_HELP.format(cmd=command))
@@ -313,7 +316,7 @@ def _dispatch(cmd: SlashCommand, handlers: SlashHandlers, user: str, command: st
         case DigestNow():
             return handlers.digest_now(user)
         case Decide(verb=verb, incident_id=incident_id, duration_s=duration_s):
-            return handlers.decide(user, verb, incident_id, duration_s)
+            return handlers.decide(user, verb, incident_id, duration_s, channel=channel)
         case Evidence(incident_id=incident_id):
             return handlers.evidence(user, incident_id)
         case Drained():
@@ -342,7 +345,8 @@ class Unavailable:
         return self._no("silence")
     def digest_now(self, user: str) -> SlashReply:
         return self._no("digest")
-    def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
+    def decide(self, user: str, verb: str, incident_id: str, duration_s: int, *,
+               channel: str = "") -> SlashReply:
         return self._no(verb)
     def evidence(self, user: str, incident_id: str) -> SlashReply:
         return self._no("evidence")

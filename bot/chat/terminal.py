@@ -237,8 +237,10 @@ def handle_line(
     """One typed line → the same desk as a Slack click; prints the private answer."""
     cmd = backend.read_command(line)
     if cmd.incident_id:
-        text = desk.incident(cmd.verb, cmd.incident_id, user, cmd.duration_s)
-        backend.ephemeral(Ephemeral(user=user, text=text, channel="terminal"))
+        text = desk.incident(cmd.verb, cmd.incident_id, user, cmd.duration_s,
+                             channel="terminal")
+        if text:  # "": queued, the flow's consumer answers once it applied it
+            backend.ephemeral(Ephemeral(user=user, text=text, channel="terminal"))
         return None
     if cmd.number is None:
         backend.console.print(Text(strings.TERMINAL_USAGE))

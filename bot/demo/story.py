@@ -24,7 +24,7 @@ from bot.domain.lifecycle import IncidentState
 from bot.extract.spec import load_spec
 from bot.flow import progress_step
 from bot.flow.assembly import Flow, build_flow
-from bot.flow.consumer import GROUP
+from bot.flow.consumer import GROUP, Consumer
 from bot.ingest.http import create_app
 from bot.jobs import queue
 from bot.jobs.states import JobState
@@ -85,19 +85,22 @@ def send_alert(url: str, token: str, booted_at: float | None = None) -> str:
 
 
 def make_desk(flow: Flow) -> ApprovalDesk:
-    return ApprovalDesk(flow.approvals, flow.policy, flow.callbacks(),
+    return ApprovalDesk(flow.approvals, flow.policy, flow.events,
                         audit=lambda i, actor, action, d: flow.audit.append(i, actor, action, d))
 
 
-def approve(flow: Flow, backend: TerminalBackend, desk: ApprovalDesk, incident_id: str,
-            yes: bool, ask: Callable[[str], str]) -> float:
+def approve(flow: Flow, backend: TerminalBackend, desk: ApprovalDesk, consumer: Consumer,
+            incident_id: str, yes: bool, ask: Callable[[str], str]) -> float:
     """--yes: an intruder's click is refused, then the on-call approves; else read lines.
-    Returns the seconds spent waiting for a person to type (not the story's time)."""
+    Each line's click event (the desk queues it) is handled by ``consumer`` before the next
+    prompt, as the service's consumer loop would. Returns the seconds spent waiting for a
+    person to type (not the story's time)."""
     if yes:
         for user, line in ((INTRUDER, "approve 1"), (DEMO_APPROVER, "approve 1")):
             backend.console.print(Text(strings.DEMO_TYPES.format(user=user, line=line),
                                        style="dim"))
             handle_line(backend, desk, user, line)
+            consumer.drain()
         return 0.0
     waited = 0.0
     while flow.incidents.require(incident_id).state is IncidentState.AWAITING_APPROVAL:
@@ -112,6 +115,7 @@ def approve(flow: Flow, backend: TerminalBackend, desk: ApprovalDesk, incident_i
             handle_line(backend, desk, DEMO_APPROVER, line)
         except TerminalInputError as exc:
             backend.console.print(Text(str(exc)))
+        consumer.drain()
     return waited
 
 
@@ -159,7 +163,8 @@ def run_story(stage: Stage, console: Console, *, yes: bool, ask: Callable[[str],
             while flow.incidents.require(incident_id).state is not IncidentState.AWAITING_APPROVAL:
                 consumer.run_once(block_ms=500)
         t1 = time.monotonic()
-        stage.waited_s = approve(flow, backend, make_desk(flow), incident_id, yes, ask)
+        stage.waited_s = approve(flow, backend, make_desk(flow), consumer, incident_id, yes,
+                                 ask)
         stage.timings.append((strings.DEMO_STEP_APPROVAL,
                               time.monotonic() - t1 - stage.waited_s))
         with timed(stage, strings.DEMO_STEP_RESUME):

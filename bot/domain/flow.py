@@ -71,6 +71,7 @@ ACTABLE = frozenset({S.AWAITING_APPROVAL, S.VERIFIED, S.ACTION_FAILED, S.RESUMED
 FOLLOW_UP_FROM = frozenset({S.VERIFIED, S.ACTION_FAILED, S.RESUMED})
 RETRYABLE = frozenset({S.DIAGNOSIS_FAILED, S.ACTION_FAILED, S.DENIED, S.EXPIRED, S.NO_ACTION})
 INTERNAL_ERROR = "bot.internal_error"
+ACCEPTED_KEPT = 32  # approvals an incident remembers accepting: far more than it ever offers
 
 
 # --- events -----------------------------------------------------------------------------
@@ -626,6 +627,10 @@ def _approval_clicked(incident: Incident, event: ApprovalClicked) -> Decision:
     """Accept the claimed approval (the message says running) and run it off the click;
     a click on an incident that resolved or moved on runs nothing and says why."""
     approval, user = event.approval, event.by
+    if approval.id in incident.accepted or (
+            incident.running is not None and incident.running.approval_id == approval.id):
+        # the click event delivered again (its consumer died before the ack): it runs or ran
+        raise StepTaken(incident.id, incident.state, f"approval {approval.id} was accepted")
     if incident.state not in ACTABLE or incident.running is not None:
         text = strings.FLOW_NOT_ACTABLE.format(kind=event.said or approval.kind, id=incident.id,
                                                state=incident.state.value)
@@ -637,7 +642,7 @@ def _approval_clicked(incident: Incident, event: ApprovalClicked) -> Decision:
                            approval.evidence_hash)
         effects += [moved, WithdrawPending(user, strings.WITHDRAWN_REASON, keep=approval.id)]
     new = replace(new, running=Running(approval.kind, user, event.at, approval.id, event.said),
-                  updated=event.at)
+                  accepted=(*incident.accepted, approval.id)[-ACCEPTED_KEPT:], updated=event.at)
     return new, (*effects, PostMessage(), RunAction(approval, user))
 
 

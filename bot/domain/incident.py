@@ -163,6 +163,9 @@ class Incident:
     snooze: Snooze | None = None
     gate: GateRecord | None = None
     xids: tuple[XidTally, ...] = ()  # one tally per Xid folded in (bot/domain/xid_storm.py)
+    # the approvals whose click this incident accepted (newest last, ``ACCEPTED_KEPT``): a
+    # click event delivered again (its consumer died before the ack) never runs twice
+    accepted: tuple[str, ...] = ()
 
     @property
     def is_open(self) -> bool:
@@ -204,7 +207,7 @@ class Incident:
             "reboot": js(self.reboot), "host_reboot": js(self.host_reboot),
             "acked_by": self.acked_by, "resolved_by": self.resolved_by,
             "escalated_by": self.escalated_by, "snooze": js(self.snooze), "gate": js(self.gate),
-            "xids": [t.to_json() for t in self.xids],
+            "xids": [t.to_json() for t in self.xids], "accepted": list(self.accepted),
         }
 
     def to_hash(self) -> dict[str, str]:
@@ -262,7 +265,8 @@ class Incident:
 
 
 _PART_FIELDS = ("diagnosis", "probe_output", "plans", "revert_plan", "results", "last_outcome",
-                "running", "chat", "progress", "reboot", "host_reboot", "snooze", "gate", "xids")
+                "running", "chat", "progress", "reboot", "host_reboot", "snooze", "gate", "xids",
+                "accepted")
 
 
 def flat(value: object) -> str:
@@ -316,6 +320,7 @@ def _structured(parts: dict[str, Any]) -> dict[str, Any]:
         "gate": _opt(parts.get("gate"), GateRecord.from_json),
         "xids": tuple(XidTally.from_json(t) for t in parts.get("xids") or ()
                       if isinstance(t, dict)),
+        "accepted": tuple(a for a in parts.get("accepted") or () if isinstance(a, str)),
     }
 
 

@@ -16,7 +16,6 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from bot.chat.base import ChatBackend
-from bot.chat.interactions import ApprovalCallbacks
 from bot.chat.outbox import ChatOutbox
 from bot.config.gate import repeat_window_s
 from bot.config.policy import policy_from_settings
@@ -29,16 +28,16 @@ from bot.domain.approval import ApprovalPolicy
 from bot.domain.xid import xid_policy_from_extra
 from bot.flow.act_step import ActStep
 from bot.flow.approve_step import ApproveStep
+from bot.flow.clicks import Clicks
 from bot.flow.consumer import Consumer
 from bot.flow.decide_step import DecideStep
 from bot.flow.delivery import CardDeliveries
 from bot.flow.diagnose_step import Diagnoser, DiagnoseStep
-from bot.flow.dispatch import FlowCallbacks
 from bot.flow.followups import Followups
 from bot.flow.hosts import Hosts
 from bot.flow.message import Publisher
 from bot.flow.plans import Plans
-from bot.flow.policy_step import PolicedDiagnosis, PolicyStep
+from bot.flow.policy_step import PolicyStep
 from bot.flow.progress_step import ProgressStep
 from bot.flow.reboot_step import RebootStep
 from bot.flow.reconcile import reconcile_settings
@@ -80,7 +79,8 @@ class Flow:
     hosts: Hosts
     publisher: Publisher
     plans: Plans
-    diagnose: DiagnoseStep
+    diagnose: DiagnoseStep  # without the policies: the reboot step's re-diagnosis
+    diagnosis_step: DiagnoseStep  # with them: the consumer, Retry, ``/ir diag``
     followups: Followups
     reboots: RebootStep
     act: ActStep
@@ -100,15 +100,17 @@ class Flow:
         """A new consumer loop on the events stream (one per thread); ``diagnoses`` runs
         the diagnoses it starts, ``workers`` at once (None: inline)."""
         return Consumer(self.events, self.diagnosis(), self.publisher, self.flow_runner,
-                        diagnoses, workers, bot_user=BOT_USER, clock=self.clock)
+                        diagnoses, workers, clicks=self.clicks(), bot_user=BOT_USER,
+                        clock=self.clock)
 
-    def diagnosis(self) -> PolicedDiagnosis:
+    def diagnosis(self) -> DiagnoseStep:
         """What ``/ir diag`` runs: the diagnosis, then what the fleet policies do with it."""
-        return PolicedDiagnosis(self.diagnose, self.policies)
+        return self.diagnosis_step
 
-    def callbacks(self) -> ApprovalCallbacks:
-        """What the approval desk calls once a decision is final."""
-        return FlowCallbacks(self.approve, self.decide).callbacks()
+    def clicks(self) -> Clicks:
+        """What the consumer does with a click event the approval desk queued."""
+        return Clicks(self.approvals, self.incidents, self.approve, self.decide, self.chat,
+                      self.publisher.channel)
 
 
 def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: ChatBackend, *,
@@ -161,14 +163,17 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     approve = ApproveStep(flow_runner, act, actions, bot_user=BOT_USER, clock=clock)
     policies = (PolicyStep(incidents, approvals, audit, publisher, approve, clock=clock)
                 if gate is not None else None)
+    diagnosis_step = DiagnoseStep(flow_runner, policies=policies, bot_user=BOT_USER,
+                                  clock=clock)
     return Flow(
         incidents=incidents, approvals=approvals, audit=audit, events=events,
         silences=stores.silences(), renders=renders, policy=policy, jobs=jobs, chat=chat,
         outbox=outbox,
         runner=runner, hosts=hosts, publisher=publisher, plans=plans, diagnose=diagnose,
+        diagnosis_step=diagnosis_step,
         followups=followups, reboots=reboots, act=act, slurm=slurm,
         approve=approve,
-        decide=DecideStep(flow_runner, incidents, PolicedDiagnosis(diagnose, policies), actions,
+        decide=DecideStep(flow_runner, incidents, diagnosis_step, actions,
                           bot_user=BOT_USER, clock=clock),
         progress=ProgressStep(flow_runner, incidents, jobs, publisher, audit,
                               interval_s=progress_interval_s, bot_user=BOT_USER, clock=clock),

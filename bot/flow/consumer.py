@@ -26,12 +26,13 @@ from bot.core.errors import log_internal
 from bot.core.heartbeat import Heartbeats
 from bot.domain.flow import AlertCleared, HostGrouped, XidsFolded
 from bot.domain.lifecycle import FIRST_DIAGNOSIS, StepTaken
+from bot.flow.clicks import Clicks
 from bot.flow.diagnose_step import Diagnoses
 from bot.flow.message import Publisher
 from bot.flow.reconcile import CutShort
 from bot.flow.runner import FlowRunner
 from storage.connection import refusal
-from storage.events import IncidentEvents
+from storage.events import CLICK, IncidentEvents
 from storage.incidents import UnknownIncident
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class Consumer:
     def __init__(self, events: IncidentEvents, diagnose: Diagnoses, publisher: Publisher,
                  flow_runner: FlowRunner | None = None,
                  diagnoses: Executor | None = None, workers: int = 0, *,
-                 bot_user: str = "incident-bot",
+                 clicks: Clicks | None = None, bot_user: str = "incident-bot",
                  clock: Callable[[], float] = time.time) -> None:
         self.events = events
         # events are handled here, a few at once: one host's hung probe never holds another
@@ -67,6 +68,7 @@ class Consumer:
         self.diagnose = diagnose  # the diagnosis, then what the fleet policies run on it
         self.publisher = publisher
         self.flow_runner = flow_runner  # a resolved incident: re-rendered, its closing note
+        self.clicks = clicks  # people's decisions in chat (issue 34: the desk queues them)
         self.bot_user = bot_user
         self.clock = clock
         self.name = consumer_name()
@@ -90,6 +92,8 @@ class Consumer:
             elif kind == "incident.folded" and self.flow_runner is not None:
                 # an Xid storm's count, edited on its message (other folds say nothing new)
                 self.flow_runner.handle(incident_id, XidsFolded(self.clock(), self.bot_user))
+            elif kind.startswith(CLICK) and self.clicks is not None:
+                self.clicks.handle(event)  # an approval claimed, denied, expired; a verb
         except StepTaken as taken:  # a duplicate or late delivery: someone else has it
             log.info("flow event skipped: %s", taken)
 
@@ -117,6 +121,15 @@ class Consumer:
                 self._announce(event, card=len(self._busy) > self.workers)
                 self.diagnoses.submit(self._handle_and_ack, entry_id, event)
         return len(batch)
+
+    def drain(self) -> int:
+        """Handle what the stream holds now and what that led to, then return (inline:
+        no executor). A turn of the loop for the demo, which reads a person's line between
+        turns, and for tests; the service runs ``run_forever``."""
+        total = 0
+        while handled := self.run_once(block_ms=None):
+            total += handled
+        return total
 
     def _announce(self, event: dict[str, str], *, card: bool) -> None:
         """A new incident's place in a storm decided as its event is read (issue 37: its

@@ -12,8 +12,10 @@ incidents and the highest incident number; ``check`` compares them with Redis:
   them), and the one replica that wins the announcement for the lost epoch says so in the
   channel, once: which open incidents it lost track of and what each was doing (an action
   sent to a host, an approval waiting), and re-opens each top-level one from its alert,
-  taking over its old message (``IncidentStore.ingest(chats=…)``), so the host is
-  diagnosed again: what the host shows now is what the message will say.
+  taking over its old message (``IncidentStore.ingest(chats=…)``, handed in as ``opens``:
+  the alert receiver's own path, so its ``incident.opened`` event reaches the flow's
+  consumer and runner as an alert's does), so the host is diagnosed again: what the host
+  shows now is what the message will say.
 
 Between snapshots the watch is told every incident record this process commits, as it
 commits it (``seen``, wired to ``Stores.on_incident_written``: in memory, no Redis), so an
@@ -54,7 +56,7 @@ from storage.audit import AuditLog
 from storage.chat_outbox import Op
 from storage.connection import refusal
 from storage.epoch import Epoch, EpochStore
-from storage.incidents import IncidentStore
+from storage.incidents import IncidentStore, Opens
 from storage.inflight import step_owner
 
 log = logging.getLogger(__name__)
@@ -87,10 +89,11 @@ class DataLossWatch:
     check against Redis; thread-safe (the reconciler and the consumer both call it)."""
 
     def __init__(self, epochs: EpochStore, incidents: IncidentStore, audit: AuditLog,
-                 publisher: Publisher, *, clock: Callable[[], float] = time.time,
+                 publisher: Publisher, *, opens: Opens, clock: Callable[[], float] = time.time,
                  reopen: bool = True, chatless_wait_s: float = CHATLESS_WAIT_S) -> None:
         self.epochs = epochs
-        self.incidents = incidents
+        self.incidents = incidents  # read only: what is open, what is gone
+        self.opens = opens  # a lost incident re-opened the alert receiver's way
         self.audit = audit
         self.publisher = publisher
         self.clock = clock
@@ -214,7 +217,7 @@ class DataLossWatch:
             alerts = [_alert(old, host) for host in (old.hosts or (old.host,))]
             chats = {alerts[0].fp: old.chat} if old.chat is not None else {}
             try:
-                result = self.incidents.ingest(alerts, chats=chats)
+                result = self.opens(alerts, chats=chats)
             except Exception as exc:  # Redis refused again: the announcement says so
                 log.warning("re-opening %s after the data loss failed: %s", old.id, exc)
                 continue

@@ -12,7 +12,8 @@ failure) edits the same message, and its evidence goes to the thread then.
 
 The decisions are ``bot.domain.flow.decide``'s, run by the flow runner; this module is the
 diagnosis itself (``Diagnoser``: target, playbook, plans) and the entry point Retry,
-``/ir diag`` and the consumer call (``DiagnoseStep.on_opened``).
+``/ir diag`` and the consumer call (``DiagnoseStep.on_opened``), which hands the finished
+diagnosis to the fleet policies (``bot.flow.policy_step.PolicyStep``) when it has them.
 """
 
 from __future__ import annotations
@@ -36,11 +37,17 @@ from bot.flow.runner import FlowRunner
 
 
 class Diagnoses(Protocol):
-    """What Retry and ``/ir diag`` call: ``DiagnoseStep``, or it followed by the fleet
-    policies' step (``bot.flow.policy_step.PolicedDiagnosis``)."""
+    """What the consumer, Retry and ``/ir diag`` call: ``DiagnoseStep``."""
 
     def on_opened(self, incident_id: str,
                   only_from: frozenset[IncidentState] | None = None) -> Incident: ...
+
+
+class Policies(Protocol):
+    """What the fleet policies do with a finished diagnosis
+    (``bot.flow.policy_step.PolicyStep``: run an ``auto`` proposal, say the others)."""
+
+    def after_diagnosis(self, incident_id: str) -> None: ...
 
 
 class Diagnoser:
@@ -75,11 +82,17 @@ class Diagnoser:
 
 
 class DiagnoseStep:
-    """opened → diagnosing → (diagnosis stored, plans created) → the state it calls for."""
+    """opened → diagnosing → (diagnosis stored, plans created) → the state it calls for,
+    then what the fleet policies run or say about it."""
 
-    def __init__(self, flow_runner: FlowRunner, *, bot_user: str = "incident-bot",
-                 alert_card: bool = True, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, flow_runner: FlowRunner, *, policies: Policies | None = None,
+                 bot_user: str = "incident-bot", alert_card: bool = True,
+                 clock: Callable[[], float] = time.time) -> None:
         self.flow_runner = flow_runner
+        # every path that diagnoses from the consumer, Retry or ``/ir diag`` has them, so
+        # an ``auto`` proposal never waits unclaimed and unexplained after its host was
+        # counted against the limit; None: no policies (or the reboot step's re-diagnosis)
+        self.policies = policies
         self.bot_user = bot_user
         # False: no message until the diagnosis ends (the behaviour before issue 29; the
         # benchmark ``bench/first_message.py`` measures both)
@@ -88,7 +101,8 @@ class DiagnoseStep:
 
     def on_opened(self, incident_id: str,
                   only_from: frozenset[IncidentState] | None = None) -> Incident:
-        """Diagnose, store the findings and plans, post the message, wait for a person.
+        """Diagnose, store the findings and plans, post the message, then the policies
+        (an ``auto`` proposal run, the others' notes); else wait for a person.
 
         ``only_from=FIRST_DIAGNOSIS``: the first diagnosis (the consumer, ``/ir diag``): a
         duplicate delivery or a diagnosis another replica owns raises ``StepTaken``
@@ -98,4 +112,7 @@ class DiagnoseStep:
             raise ValueError("only_from is FIRST_DIAGNOSIS or None")
         kind = AlertOpened if only_from is not None else RetryAsked
         event = kind(self.clock(), self.bot_user, alert_card=self.alert_card)
-        return self.flow_runner.handle(incident_id, event).incident
+        incident = self.flow_runner.handle(incident_id, event).incident
+        if self.policies is not None:
+            self.policies.after_diagnosis(incident_id)
+        return incident

@@ -1,6 +1,7 @@
 """Step 2a: a proposal that a fleet policy runs without a click, and what policies say.
 
-After the diagnosis is posted, the first open approval whose policy decided ``auto`` is
+After the diagnosis is posted (``DiagnoseStep.on_opened`` calls ``after_diagnosis``), the
+first open approval whose policy decided ``auto`` is
 claimed as ``policy:<name>`` through the same atomic claim a click uses (a person who
 clicked first wins; a two-person approval is never half-approved by a policy) and handed
 to the approve step. Shadow and fallback notes ("would have run…", "limit reached…")
@@ -16,10 +17,7 @@ from collections.abc import Callable
 from bot.chat.interactions import audit_sink
 from bot.chat.policy_desk import claim_as_policy
 from bot.domain.approval import Approval
-from bot.domain.incident import Incident
-from bot.domain.lifecycle import IncidentState
 from bot.flow.approve_step import ApproveStep
-from bot.flow.diagnose_step import DiagnoseStep
 from bot.flow.message import Publisher
 from storage.approvals import ApprovalStore
 from storage.audit import AuditLog
@@ -60,20 +58,3 @@ class PolicyStep:
     def _claim(self, approval: Approval) -> bool:
         return claim_as_policy(self.approvals, approval, approval.action.policy,
                                "auto", self.clock(), audit_sink(self.audit))
-
-
-class PolicedDiagnosis:
-    """A diagnosis, then what the policies run or say about it: for every path that
-    diagnoses (the consumer, Retry, ``/ir diag``), so an ``auto`` proposal never waits
-    unclaimed and unexplained after its host was counted against the limit."""
-
-    def __init__(self, diagnose: DiagnoseStep, policies: PolicyStep | None) -> None:
-        self.diagnose = diagnose
-        self.policies = policies
-
-    def on_opened(self, incident_id: str,
-                  only_from: frozenset[IncidentState] | None = None) -> Incident:
-        incident = self.diagnose.on_opened(incident_id, only_from)
-        if self.policies is not None:
-            self.policies.after_diagnosis(incident_id)
-        return incident

@@ -20,7 +20,7 @@ from bot.flow.progress_step import progress_text
 from bot.flow.slurm_step import SlurmStep, drained_report
 from bot.jobs.book import JobBook
 from playbooks.glance import Glance
-from storage.incidents import IncidentStore
+from storage.incidents import IncidentStore, Opens
 from storage.silences import SilenceStore
 
 STATUS_PARALLEL = 16  # hosts read at once for `/ir status`
@@ -31,12 +31,14 @@ class FlowSlashHandlers:
 
     def __init__(self, incidents: IncidentStore, hosts: Collection[str], diagnose: Diagnoses,
                  publisher: Publisher, jobs: JobBook, silences: SilenceStore, *,
+                 opens: Opens,
                  digest_now: Callable[[], None] | None = None,
-                 decide: Callable[[str, str, str, int], str] | None = None,
+                 decide: Callable[..., str] | None = None,
                  slurm: SlurmStep | None = None,
                  stats: Callable[[int], str] | None = None,
                  glance: Callable[[str], Glance] | None = None) -> None:
-        self._incidents = incidents
+        self._incidents = incidents  # read only: what `status` and `incidents` list
+        self._opens = opens  # `diag`'s alert goes the alert receiver's way
         self._hosts = hosts  # the inventory's host names
         self._diagnose = diagnose
         self._publisher = publisher
@@ -78,7 +80,8 @@ class FlowSlashHandlers:
         kind = playbook or AUTO  # the playbook the host's state calls for (a full disk too)
         alert = Alert(source="slash", host=host, kind=kind, summary=DIAG_SUMMARY,
                       labels={REQUESTED_BY: user})
-        incident, created = self._incidents.open_or_fold(alert)
+        incident_id, created = self._opens([alert]).opened(alert)
+        incident = self._incidents.require(incident_id)
         if created:
             threading.Thread(target=self._post, args=(incident.id,), daemon=True).start()
         verb = "opened" if created else "already open as"
@@ -95,11 +98,13 @@ class FlowSlashHandlers:
         except Exception as exc:  # a background thread: log, never raise
             log_internal(exc, f"/ir diag {incident_id}")
 
-    def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
-        """``/ir ack|resolve|snooze ID``: the same decision as the message's buttons."""
+    def decide(self, user: str, verb: str, incident_id: str, duration_s: int, *,
+               channel: str = "") -> SlashReply:
+        """``/ir ack|resolve|snooze ID``: the same decision as the message's buttons; the
+        flow's answer is said privately in ``channel``, where it was typed."""
         if self._decide is None:
             return SlashReply(f"`{verb}` is not available on this bot.")
-        return SlashReply(self._decide(verb, incident_id, user, duration_s))
+        return SlashReply(self._decide(verb, incident_id, user, duration_s, channel=channel))
 
     def evidence(self, user: str, incident_id: str) -> SlashReply:
         """``/ir evidence ID`` and the "Raw evidence" button: probe output in the thread."""

@@ -20,10 +20,10 @@ def poll_progress(progress: ProgressStep, _firing: Any = None) -> None:
 
 def expire_approvals(desk: ApprovalDesk, decide: DecideStep, act: ActStep,
                      reboots: RebootStep, _firing: Any = None) -> None:
-    """Expire overdue approvals (the desk tells the flow), wake ended snoozes, read back a
-    ``running`` marker a dead replica left outside an action step (an action step itself
-    is the reconciler's: one path settles it), settle reboots whose host is back, and tell
-    the threads whose drained Slurm node is DRAINED now."""
+    """Expire overdue approvals (their ``click.expired`` events tell the flow), wake
+    ended snoozes, read back a ``running`` marker a dead replica left outside an action
+    step (an action step itself is the reconciler's: one path settles it), settle reboots
+    whose host is back, and tell the threads whose drained Slurm node is DRAINED now."""
     desk.expire_due()
     decide.wake_snoozed()
     act.recover_stalled()

@@ -1,8 +1,8 @@
 """What the rest of the bot asks about extraction jobs.
 
-``interrupted_jobs`` is what the vm_restart playbook reports, ``resume_job`` is the
-``extraction.resume`` remediation, ``progress_events`` feeds the one progress message the
-bot edits in the incident thread, and ``final_summary`` is its closing line.
+``interrupted_jobs`` is what the vm_restart playbook reports, ``progress_events`` feeds
+the one progress message the bot edits in the incident thread, and ``final_summary`` is
+its closing line. The ``extraction.resume`` remediation calls ``queue.resume`` itself.
 """
 
 from __future__ import annotations
@@ -19,11 +19,6 @@ INTERRUPTED_STATES = RESUMABLE  # paused, interrupted, failed: not finished and 
 def interrupted_jobs(store: JobStore, host: str) -> list[JobStatus]:
     """Jobs on ``host`` that stopped without finishing (worker died, paused, failed)."""
     return [s for s in queue.list_jobs(store, host) if s.state in INTERRUPTED_STATES]
-
-
-def resume_job(store: JobStore, job_id: str) -> JobStatus:
-    """Queue the job again; it resumes from the files already on disk."""
-    return queue.resume(store, job_id)
 
 
 def progress_events(store: JobStore, job_id: str, since_id: str = "0-0") -> list[dict[str, str]]:

@@ -1,8 +1,8 @@
 """``extraction.resume``: the one catalog action that acts on the bot's queue, not a host.
 
-It calls the jobs API's ``resume_job(store, job_id)``; the job itself
-skips finished samples and repairs half-written ones. ``bot.remediation.followup``
-offers it (or chains it, per ``chain_resume``) after GPUs were freed.
+It calls the jobs API's ``bot.jobs.queue.resume(store, job_id)`` directly (no wrapper
+between, issue 34); the job itself skips finished samples and repairs half-written ones.
+``bot.remediation.followup`` offers it (or chains it, per ``chain_resume``) after GPUs were freed.
 """
 
 from __future__ import annotations
@@ -32,15 +32,14 @@ def _state(status: Any) -> str:
 
 def resume_extraction(options: RemediationOptions, job: str) -> tuple[Outcome, str]:
     """Queue the job again; a job already queued or running is a no-op that says so."""
-    from bot.jobs.queue import status  # lazy: the catalog loads without the jobs API
-    from bot.jobs.status import resume_job
+    from bot.jobs.queue import resume, status  # lazy: the catalog loads without the jobs API
 
     store = preflight(options)
     try:
         before = status(store, job)
         if _state(before) in ("queued", "running"):
             return Outcome.NOOP, strings.REM_RESUME_NOOP.format(job=job, state=_state(before))
-        after = resume_job(store, job)
+        after = resume(store, job)
     except UserError as exc:  # unknown job, finished job: the extraction package says why
         return Outcome.FAILED, exc.message
     return Outcome.SUCCEEDED, strings.REM_RESUMED.format(

@@ -1,4 +1,5 @@
-"""A chat backend for flow tests: it keeps every post and edit, with where they went."""
+"""A chat backend for flow tests: it keeps every post, edit and private answer, with where
+they went."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ class RecordingChat:
     def __init__(self) -> None:
         self.posts: list[tuple[str, ChatMessage, MessageRef | None, MessageRef]] = []
         self.updates: list[tuple[MessageRef, ChatMessage]] = []
+        self.ephemerals: list[Ephemeral] = []
         self._ts = itertools.count(1)
 
     def post(self, channel: str, message: ChatMessage,
@@ -26,7 +28,7 @@ class RecordingChat:
         self.updates.append((ref, message))
 
     def ephemeral(self, note: Ephemeral) -> None:
-        pass
+        self.ephemerals.append(note)
 
     def upload(self, ref: MessageRef, path: Path, title: str) -> None:
         pass

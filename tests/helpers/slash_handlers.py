@@ -30,6 +30,7 @@ class StoreHandlers(Unavailable):
         self.calls.append(("diag", user, host, playbook))
         return SlashReply("diagnosing")
 
-    def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
+    def decide(self, user: str, verb: str, incident_id: str, duration_s: int, *,
+               channel: str = "") -> SlashReply:
         self.calls.append((verb, user, incident_id, duration_s))
         return SlashReply("done")

@@ -9,6 +9,12 @@ store there: a name or attribute annotated ``IncidentStore``, one bound to
 as the code base names its incident stores (``incidents``), or ``IncidentStore(...)``
 itself. Reads (``READS``) stay allowed: the Home tab lists open incidents.
 
+``flow_hooks(root)``: the chat layer never calls the flow (issue 34: a click is an event on
+the stream, as an alert is): an import of ``bot.flow``, a call of one of the hooks the
+flow used to hand the approval desk (``on_approved``, ``on_denied``, ``on_expired``,
+``on_incident``) or of anything reached through a ``callbacks`` attribute, and any class,
+parameter or annotation naming ``…Callbacks``.
+
 ``store_writes(root, package)``: which module under ``package`` calls which writing
 method, for the flow's rule (only the runner commits; docs/architecture.md lists the
 writers left).
@@ -32,6 +38,7 @@ READS = frozenset({"get", "require", "list", "children", "counts_by_state", "gla
                    "get_many"})
 CONVENTIONAL = frozenset({"incidents", "incident_store"})  # how the code names one
 NEVER_IMPORTED = ("bot.flow",)
+DECISION_HOOKS = frozenset({"on_approved", "on_denied", "on_expired", "on_incident"})
 
 
 def store_methods(root: Path) -> frozenset[str]:
@@ -98,12 +105,24 @@ def _write_calls(tree: ast.AST) -> Iterator[ast.Call]:
     """Each call of an incident store's writing method in ``tree``."""
     held = _stores(tree)
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in WRITES):
-            continue
-        receiver = node.func.value
-        if _makes_store(receiver) or _last(receiver) in held or _last(receiver) == STORE:
+        if isinstance(node, ast.Call) and _a_write(node.func, held):
             yield node
+
+
+def _write_refs(tree: ast.AST) -> Iterator[ast.Attribute]:
+    """Each incident store's writing method ``tree`` names, called or not (a bound
+    ``incidents.ingest`` handed on is a write too)."""
+    held = _stores(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _a_write(node, held):
+            yield node
+
+
+def _a_write(node: ast.expr, held: set[str]) -> bool:
+    if not (isinstance(node, ast.Attribute) and node.attr in WRITES):
+        return False
+    receiver = node.value
+    return _makes_store(receiver) or _last(receiver) in held or _last(receiver) == STORE
 
 
 def _writes(name: str, tree: ast.AST) -> Iterator[str]:
@@ -113,12 +132,12 @@ def _writes(name: str, tree: ast.AST) -> Iterator[str]:
 
 def store_writes(root: Path, package: str = "bot.flow") -> set[tuple[str, str]]:
     """``(module, method)`` for each writing method of ``IncidentStore`` a module under
-    ``package`` calls."""
+    ``package`` calls or hands on (the composition root, above the flow, hands the
+    openers the alert receiver's ``ingest``)."""
     base = root.joinpath(*package.split("."))
-    return {(module_name(root, path), call.func.attr)
+    return {(module_name(root, path), ref.attr)
             for path in (sorted(base.rglob("*.py")) if base.is_dir() else ())
-            for call in _write_calls(ast.parse(path.read_text(), filename=str(path)))
-            if isinstance(call.func, ast.Attribute)}
+            for ref in _write_refs(ast.parse(path.read_text(), filename=str(path)))}
 
 
 def incident_writers(root: Path, package: str = "bot.chat") -> list[str]:
@@ -134,3 +153,43 @@ def incident_writers(root: Path, package: str = "bot.chat") -> list[str]:
                        for p in NEVER_IMPORTED)]
         out += _writes(name, ast.parse(path.read_text(), filename=str(path)))
     return sorted(set(out))
+
+
+def flow_hooks(root: Path, package: str = "bot.chat") -> list[str]:
+    """``module:line why`` for each place a module under ``package`` reaches the flow: an
+    import of it, a call of a decision hook or through ``callbacks``, a ``…Callbacks``."""
+    out: list[str] = []
+    base = root.joinpath(*package.split("."))
+    for path in sorted(base.rglob("*.py")) if base.is_dir() else ():
+        name = module_name(root, path)
+        out += [f"{imp.module}:{imp.line} imports {imp.target}"
+                for imp in imports_of(root, path)
+                if any(imp.target == p or imp.target.startswith(p + ".")
+                       for p in NEVER_IMPORTED)]
+        out += [f"{name}:{line} {why}"
+                for line, why in _hooks(ast.parse(path.read_text(), filename=str(path)))]
+    return sorted(set(out))
+
+
+def _hooks(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            chain = _chain(node.func)
+            if node.func.attr in DECISION_HOOKS or "callbacks" in chain[:-1]:
+                yield node.lineno, f"calls {'.'.join(chain)}() of the flow"
+        elif isinstance(node, ast.ClassDef) and node.name.endswith("Callbacks"):
+            yield node.lineno, f"defines {node.name}"
+        elif isinstance(node, ast.arg) and node.annotation is not None and \
+                "Callbacks" in ast.unparse(node.annotation):
+            yield node.lineno, f"takes {node.arg}: {ast.unparse(node.annotation)}"
+
+
+def _chain(node: ast.expr) -> list[str]:
+    """``self.callbacks.on_approved`` → ["self", "callbacks", "on_approved"]."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return parts[::-1]

@@ -198,8 +198,11 @@ def test_ack_and_snooze_buttons_and_slash_resolve(
     bot.sender.slash(ONCALL, "/ir", f"resolve {incident_id}")
     loop.wait_state(incident_id, S.RESOLVED)
     assert buttons(loop.wait_text(incident_id, "Resolved by <@UALICE>")) == []
-    replies = wait_until(lambda: loop.standin.calls_of("response_url"), 15, "the slash reply")
-    assert f"Resolved incident {incident_id}" in str(replies[-1].params)
+    # queued by the desk, applied by the flow, which answers privately (issue 34): an
+    # ephemeral in the incident's channel, no longer the slash command's own reply
+    wait_until(lambda: f"Resolved incident {incident_id}." in loop.ephemerals(ONCALL), 15,
+               "the flow's private answer to /ir resolve")
+    assert loop.standin.calls_of("response_url") == []
     trail = audit_rows(loop.flow, incident_id)
     decisions = [(u, act) for u, act, _ in trail if act.startswith("incident.")]
     assert decisions == [(ONCALL, "incident.ack"), (ONCALL, "incident.snoozed"),
@@ -241,8 +244,10 @@ def test_a_snooze_that_ran_out_wakes_where_it_was(
     incident_id = loop.open()
     loop.wait_state(incident_id, S.AWAITING_APPROVAL)
     desk, f = bot.service.desk, loop.flow
-    assert "Snoozed incident" in desk.incident("snooze", incident_id, ONCALL, 1)
-    assert loop.state(incident_id) is S.SNOOZED
+    assert desk.incident("snooze", incident_id, ONCALL, 1) == ""  # queued for the flow
+    loop.wait_state(incident_id, S.SNOOZED)  # the consumer applied it, then told the clicker
+    wait_until(lambda: any("Snoozed incident" in t for t in loop.ephemerals(ONCALL)), 10,
+               "the flow's private answer to the snooze")
     timers.expire_approvals(desk, f.decide, f.act, f.reboots)  # not due yet: stays snoozed
     assert loop.state(incident_id) is S.SNOOZED
     snooze = loop.flow.incidents.require(incident_id).snooze

@@ -129,9 +129,9 @@ def test_pause_mid_run_then_resume_finishes_exactly(redis_bytes: Redis, tmp_path
     paused = queue.status(jobs, job_id)
     assert paused.state is JobState.PAUSED and 0 < paused.done < 300
     assert redis_bytes.get(keys.job_control(job_id)) is None
-    resumed = status.resume_job(jobs, job_id)
+    resumed = queue.resume(jobs, job_id)
     assert (resumed.state, resumed.runs, resumed.rq_id) == (JobState.QUEUED, 2, f"{job_id}-r2")
-    assert status.resume_job(jobs, job_id).runs == 2  # idempotent while queued
+    assert queue.resume(jobs, job_id).runs == 2  # idempotent while queued
     _burst(redis_bytes)
     final = queue.status(jobs, job_id)
     assert final.state is JobState.COMPLETED

@@ -27,7 +27,7 @@ from bot.flow.assembly import Flow, build_flow
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
 from storage.stores import open_stores
-from tests.fixtures.bots import audit_rows
+from tests.fixtures.bots import audit_rows, settle
 from tests.fixtures.remediation import gpu_used
 
 S = IncidentState
@@ -86,6 +86,7 @@ def test_broken_gpu_blocks_the_resume_until_two_people_override(
     assert resume["action"]["params"] == {"job": job}
     desk = make_desk(ctx)
     assert desk.approve(resume["approval_id"], ONCALL).acted
+    settle(ctx)  # the click event, handled by the flow's consumer
 
     incident = ctx.incidents.require(incident_id)
     assert incident.state is S.ACTION_FAILED
@@ -103,8 +104,10 @@ def test_broken_gpu_blocks_the_resume_until_two_people_override(
     assert ctx.approvals.get(override["approval_id"]).required == 2
     first = desk.approve(override["approval_id"], ONCALL)
     assert first.outcome is ClaimOutcome.NEED_SECOND_APPROVER and not first.acted
+    assert settle(ctx) == 0  # half approved: nothing for the flow yet
     assert ctx.jobs.status(job).state.value == "interrupted"
     assert desk.approve(override["approval_id"], SECOND).acted
+    settle(ctx)
 
     assert ctx.jobs.status(job).state.value == "queued"
     incident = ctx.incidents.require(incident_id)
@@ -125,6 +128,7 @@ def test_seed_story_gate_passes_after_the_stop_and_the_chained_resume_runs(
     incident_id = open_incident(ctx, "gpu-01", "vram_idle")
     stop = plan_of(ctx, incident_id, "systemd.stop_disable")
     assert make_desk(ctx).approve(stop["approval_id"], ONCALL).acted
+    settle(ctx)
 
     incident = ctx.incidents.require(incident_id)
     assert incident.state is S.RESUMED, incident.parts_to_dict().get("results")

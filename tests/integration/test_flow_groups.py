@@ -46,6 +46,7 @@ def test_second_host_is_diagnosed_in_the_parents_thread(
         approval = next(p["approval_id"] for p in child.parts_to_dict()["plans"]
                         if p["action"]["kind"] == "systemd.stop_disable")
         assert make_desk(ctx).approve(approval, "UONCALL").acted
+        consumer.drain()  # the click event the desk queued
         assert stopped(sims["gpu-02"]) and not stopped(sims["gpu-01"])
         assert ctx.incidents.require(child.id).state is IncidentState.VERIFIED
     finally:

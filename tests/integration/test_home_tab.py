@@ -12,7 +12,6 @@ from redis import Redis
 from starlette.applications import Starlette
 
 from bot.chat.home_tab import fleet_source
-from bot.chat.interactions import ApprovalCallbacks
 from bot.chat.slack_app import SlackApp, create_slack_app
 from bot.domain.incident import Alert
 from bot.domain.lifecycle import IncidentState
@@ -43,10 +42,7 @@ def home_app(slack_standin: SlackStandIn, redis: Redis) -> Iterator[tuple[SlackA
     incidents = IncidentStore(redis)
     incidents.open_or_fold(Alert(source="test", host="gpu-01", kind="vram_idle"))
     source = fleet_source(incidents, samples, lambda: [JOB], {"gpu-01": 2, "gpu-02": 3})
-    callbacks = ApprovalCallbacks(on_approved=lambda a, u: None, on_denied=lambda a, u, r: None,
-                                  on_expired=lambda a: None)
-    app = create_slack_app(slack_test_settings(slack_standin), Stores(redis, redis), callbacks,
-                           home=source)
+    app = create_slack_app(slack_test_settings(slack_standin), Stores(redis, redis), home=source)
     served = ServedApp(Starlette(routes=app.routes())).start()
     sender = SignedSender(f"{served.url}/slack/events", SIGNING_SECRET, slack_standin.base)
     yield app, sender, incidents

@@ -14,7 +14,7 @@ import pytest
 from pydantic import SecretStr
 from redis import Redis
 
-from bot.chat.interactions import ApprovalCallbacks, audit_sink
+from bot.chat.interactions import audit_sink
 from bot.chat.slack_app import SlackApp, create_slack_app
 from bot.config.settings import Settings
 from bot.ingest.http import create_app
@@ -48,9 +48,7 @@ def bot(slack_standin: SlackStandIn, redis: Redis, redis_url: str) -> Iterator[B
         "incident_bot_alert_token": SecretStr(ALERT_TOKEN)})
     handlers = StoreHandlers(redis_url)
     stores = Stores(redis, redis)
-    slack = create_slack_app(settings, stores, ApprovalCallbacks(lambda a, u: None,
-                                                                 lambda a, u, r: None),
-                             slash=handlers, audit=audit_sink(AuditLog(redis)),
+    slack = create_slack_app(settings, stores, slash=handlers, audit=audit_sink(AuditLog(redis)),
                              update_interval_s=0.2)
     served = ServedApp(create_app(settings, stores, extra_routes=slack.routes()),
                        http=settings.http).start()

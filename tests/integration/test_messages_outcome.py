@@ -19,6 +19,7 @@ from redis import Redis
 from bot.chat import blockkit as bk
 from bot.chat.base import ChatMessage, MessageRef
 from bot.config.settings import Settings
+from bot.core import strings
 from bot.demo.story import make_desk
 from bot.domain.findings import ProposedAction
 from bot.domain.incident import Alert
@@ -27,6 +28,7 @@ from bot.flow.assembly import Flow, build_flow
 from bot.sim.sshd import SimHost
 from bot.ssh.pool import ParamikoPool
 from storage.stores import open_stores
+from tests.fixtures.bots import settle
 from tests.helpers.chat import RecordingChat
 
 ONCALL = "UONCALL"
@@ -51,6 +53,7 @@ class Bot:
 
     def approve(self, approval_id: str) -> None:
         assert make_desk(self.flow).approve(approval_id, ONCALL).acted
+        settle(self.flow)  # the click event, handled by the flow's consumer
 
     def pending(self, incident_id: str, kind: str) -> str:
         """The first open approval of ``kind`` in the message's order (first proposal or
@@ -166,7 +169,10 @@ def test_seed_story_final_message_leads_with_the_fix(bot: Callable[[str], Bot]) 
     assert all("confirm" in e for e in elements if e["text"]["text"] == "Revert")
     read_right(lines)
 
-    make_desk(b.flow).incident("resolve", incident_id, ONCALL)  # the Resolve button
+    assert make_desk(b.flow).incident("resolve", incident_id, ONCALL) == ""  # queued
+    settle(b.flow)  # the Resolve button's click event
+    told = [(n.user, n.text) for n in b.chat.ephemerals]  # the flow's answer, privately
+    assert told == [(ONCALL, strings.INCIDENT_RESOLVED.format(id=incident_id))]
     assert b.flow.incidents.require(incident_id).state is S.RESOLVED
     lines = b.lines(incident_id)
     text = "\n".join(lines)

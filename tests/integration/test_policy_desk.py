@@ -9,7 +9,7 @@ from typing import Any
 
 from redis import Redis
 
-from bot.chat.interactions import ApprovalCallbacks, StaticGroups
+from bot.chat.interactions import StaticGroups
 from bot.chat.policy_desk import PolicyApprovalDesk, claim_for_policy
 from bot.domain.approval import ApprovalAction, ApprovalPolicy, ClaimOutcome
 from bot.domain.policy import (
@@ -20,6 +20,8 @@ from bot.domain.policy import (
     approval_policy_for,
 )
 from storage.approvals import ApprovalStore
+from storage.events import IncidentEvents
+from tests.helpers.clicks import queued
 
 BASE = ApprovalPolicy(approvers=frozenset({"UALICE"}))
 STOP = Policy("stop-autostarted-inference", PolicyMatch(action="systemd.stop_disable"),
@@ -30,9 +32,7 @@ REBOOT = Policy("reboots", PolicyMatch(action="host.reboot"), approvers=("UALICE
 
 def rig(redis: Redis) -> tuple[ApprovalStore, PolicyApprovalDesk, list[Any]]:
     store, seen = ApprovalStore(redis), []
-    callbacks = ApprovalCallbacks(on_approved=lambda a, u: seen.append(("ok", a.id, u)),
-                                  on_denied=lambda a, u, r: seen.append(("no", a.id, u)))
-    desk = PolicyApprovalDesk(store, BASE, callbacks,
+    desk = PolicyApprovalDesk(store, BASE, IncidentEvents(redis),
                               audit=lambda *e: seen.append(("audit", *e)),
                               groups=StaticGroups({"S0GPUOPS": {"UBOB"}}),
                               fleet={p.name: p for p in (STOP, REBOOT)})
@@ -58,7 +58,8 @@ def test_only_the_policys_approvers_may_click_and_the_refusal_names_it(redis: Re
     assert [e[3] for e in seen if e[0] == "audit"] == ["approval.refused", "approval.refused"]
     assert desk.check(approval, "UBOB") is None
     granted = desk.approve(approval, "UBOB")  # a member of S0GPUOPS
-    assert granted.outcome is ClaimOutcome.CLAIMED and ("ok", approval, "UBOB") in seen
+    assert granted.outcome is ClaimOutcome.CLAIMED
+    assert queued(redis) == [("click.approved", approval, "UBOB")]  # the refusals queue none
 
 
 def test_approvals_without_a_policy_keep_todays_rules(redis: Redis) -> None:
@@ -76,11 +77,11 @@ def test_two_person_policy_needs_two(redis: Redis) -> None:
 
 
 def test_deny_under_a_policy(redis: Redis) -> None:
-    store, desk, seen = rig(redis)
+    store, desk, _ = rig(redis)
     approval = create(store, "systemd.stop_disable", STOP)
     assert desk.deny(approval, "UALICE", "no").outcome is ClaimOutcome.UNAUTHORISED
     assert desk.deny(approval, "UBOB", "not now").outcome is ClaimOutcome.DENIED
-    assert ("no", approval, "UBOB") in seen
+    assert queued(redis) == [("click.denied", approval, "UBOB")]
 
 
 def test_an_auto_decision_approves_as_the_policy_once(redis: Redis) -> None:
@@ -96,6 +97,7 @@ def test_an_auto_decision_approves_as_the_policy_once(redis: Redis) -> None:
     assert audit[0][1:3] == ("policy:stop-autostarted-inference", "approval.approved")
     assert audit[0][3]["policy"] == "stop-autostarted-inference"
     assert not claim_for_policy(store, approval, auto, time.time())  # once
+    assert queued(redis) == []  # the flow acts on its own policy claim: no click event
     assert desk.approve(approval.id, "UBOB").outcome is ClaimOutcome.ALREADY_DONE
 
 

@@ -25,7 +25,7 @@ def test_stats_per_kind_and_host_from_the_seed_story(redis: Redis, stores: Store
     nothing: Any = None
     no_slurm: Any = SimpleNamespace(drained=None)
     report = _stats_report(stores.incidents(), stores.audit(), lambda: T0 + 86400)
-    handlers = FlowSlashHandlers(nothing, (), nothing, nothing, nothing, nothing,
+    handlers = FlowSlashHandlers(nothing, (), nothing, nothing, nothing, nothing, opens=nothing,
                                  slurm=no_slurm, stats=report)
     text = run(Stats(7 * 86400), handlers, "UALICE").text
     lines = text.splitlines()

@@ -138,3 +138,23 @@ def test_evidence_table_in_the_thread_and_raw_output_on_demand(bot: Any) -> None
 
     sender.slash(USER, "/ir", "evidence INC-999")
     assert any("No incident INC-999" in t for t in replies(standin, 3))
+
+
+def test_an_ack_typed_elsewhere_is_answered_privately_where_it_was_typed(bot: Any) -> None:
+    """`/ir ack` is queued as a click event and the flow answers once it applied it: in the
+    channel the person typed it in (a DM, an ops channel), not only the incident's."""
+    service, standin, sender = bot
+    sender.slash(USER, "/ir", "diag gpu-01 vram_idle")
+    incident = diagnosed(service)
+    assert sender.slash(USER, "/ir", f"ack {incident.id}", channel="C0OPS").status_code == 200
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        told = [c.params for c in standin.calls_of("chat.postEphemeral")
+                if incident.id in str(c.params.get("text", ""))]
+        if told:
+            break
+        time.sleep(0.1)
+    assert told, "the flow never answered the ack"
+    assert told[0]["channel"] == "C0OPS" and told[0]["user"] == USER
+    assert "acknowledged" in str(told[0]["text"]).lower(), told[0]
+    assert service.flow.incidents.require(incident.id).acked_by == USER

@@ -334,10 +334,10 @@ def test_slash_commands(slash_rig: SlackRig) -> None:
 
 def test_settings_checks() -> None:
     with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET"):
-        create_slack_app(Settings(), None, None)  # type: ignore[arg-type]
+        create_slack_app(Settings(), None)  # type: ignore[arg-type]
     no_token = Settings.model_validate({"slack_signing_secret": "s"})
     with pytest.raises(ConfigError, match="SLACK_BOT_TOKEN"):
-        create_slack_app(no_token, None, None)  # type: ignore[arg-type]
+        create_slack_app(no_token, None)  # type: ignore[arg-type]
     assert not socket_mode_wanted(Settings())
     assert socket_mode_wanted(Settings.model_validate({"slack_app_token": "xapp-1"}))
     off = {"slack_app_token": "xapp-1", "slack": {"socket_mode": False}}

@@ -98,8 +98,11 @@ def test_alert_approve_verified_over_socket_mode(socket_bot: dict[str, Any]) -> 
     assert socket.wait_ack(slash)["envelope_id"] == slash
     wait_until(lambda: store.require(incident_id).state is IncidentState.RESOLVED, 30,
                "the slash resolve")
-    reply = wait_until(lambda: standin.calls_of("response_url"), 15, "the slash reply")
-    assert f"Resolved incident {incident_id}" in str(reply[-1].params)
+    # the flow answers once it applied the queued click (issue 34): privately, in the
+    # incident's channel, no longer through the slash command's response_url
+    reply = wait_until(lambda: [c for c in standin.calls_of("chat.postEphemeral")
+                                if c.params.get("user") == ONCALL], 15, "the flow's answer")
+    assert f"Resolved incident {incident_id}." in str(reply[-1].params)
 
 
 def _with_button(message: dict[str, Any],

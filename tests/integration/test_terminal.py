@@ -12,7 +12,7 @@ from redis import Redis
 from rich.console import Console
 
 from bot.chat.base import ChatMessage, Ephemeral, MessageRef
-from bot.chat.interactions import ApprovalCallbacks, ApprovalDesk
+from bot.chat.interactions import ApprovalDesk
 from bot.chat.render import IncidentHeader, render_incident, thread_evidence
 from bot.chat.terminal import (
     TerminalBackend,
@@ -31,6 +31,8 @@ from bot.domain.approval import (
 from bot.domain.findings import Diagnosis, DiagnosisStatus, Finding, ProposedAction, Severity
 from bot.domain.incident_record import ActionPlan
 from storage.approvals import ApprovalStore
+from storage.events import IncidentEvents
+from tests.helpers.clicks import queued
 
 ACTION = ProposedAction("a1", "systemd.stop_disable", {"unit": "vllm.service"}, "frees the GPUs")
 GPUS = [
@@ -111,11 +113,7 @@ def make_rig(
     desk = ApprovalDesk(
         store,
         POLICY,
-        ApprovalCallbacks(
-            on_approved=lambda a, u: events.append(("approved", a.id, u)),
-            on_denied=lambda a, u, r: events.append(("denied", a.id, u, r)),
-            on_incident=lambda v, i, u, d: events.append(("incident", v, i, u, d)) or f"did {v}",
-        ),
+        IncidentEvents(redis),  # the desk queues its decisions here, for the flow
         audit=lambda *e: events.append(("audit", *e)),
     )
     msg = render_incident(
@@ -145,12 +143,12 @@ def test_message_prints_with_commands_and_literal_host_text(redis: Redis) -> Non
 
 
 def test_approve_by_number_runs_once(redis: Redis) -> None:
-    backend, out, desk, events, approval = make_rig(redis)
+    backend, out, desk, _, approval = make_rig(redis)
     decision = handle_line(backend, desk, "demo-user", "approve 1")
     assert decision is not None and decision.outcome is ClaimOutcome.CLAIMED
     again = handle_line(backend, desk, "UALICE", "approve 1")
     assert again is not None and again.outcome is ClaimOutcome.ALREADY_DONE
-    assert [e for e in events if e[0] == "approved"] == [("approved", approval.id, "demo-user")]
+    assert queued(redis) == [("click.approved", approval.id, "demo-user")]
     assert "(only demo-user sees this) Approved by demo-user" in out.getvalue()
 
 
@@ -162,7 +160,8 @@ def test_deny_with_reason_and_unauthorised_user(redis: Redis) -> None:
     assert ("audit", "42", "mallory", "approval.refused", detail) in events
     denied = handle_line(backend, desk, "UALICE", 'deny 1 "the run is 49% done"')
     assert denied is not None and denied.outcome is ClaimOutcome.DENIED and denied.acted
-    assert ("denied", approval.id, "UALICE", "the run is 49% done") in events
+    assert queued(redis) == [("click.denied", approval.id, "UALICE")]
+    assert IncidentEvents(redis).read()[-1][1]["reason"] == "the run is 49% done"
     stored = desk.store.get(approval.id)
     assert stored is not None and stored.status is ApprovalStatus.DENIED
     # the action in words, never its kind string (issue 35)
@@ -173,15 +172,20 @@ def test_deny_with_reason_and_unauthorised_user(redis: Redis) -> None:
 
 def test_incident_commands_go_through_the_desk(redis: Redis) -> None:
     backend, out, desk, events, _ = make_rig(redis)
+    """Allowed: queued as click events for the flow, which answers once it applied them
+    (its words: tests/integration/test_messages_outcome.py); refused: answered here."""
+    before = out.getvalue()
     assert handle_line(backend, desk, "demo-user", "snooze 42 2h") is None
     assert handle_line(backend, desk, "UALICE", "ack 42") is None
     handle_line(backend, desk, "mallory", "resolve 42")
-    assert [e for e in events if e[0] == "incident"] == [
-        ("incident", "snooze", "42", "demo-user", 7200), ("incident", "ack", "42", "UALICE", 0)]
+    asked = [(e["type"], e["incident_id"], e["user"], e["duration_s"], e["channel"])
+             for _, e in IncidentEvents(redis).read()]
+    assert asked == [("click.snooze", "42", "demo-user", "7200", "terminal"),
+                     ("click.ack", "42", "UALICE", "0", "terminal")]
     assert ("audit", "42", "mallory", "incident.refused", {"verb": "resolve"}) in events
-    text = out.getvalue()
-    assert "(only demo-user sees this) did snooze" in text
-    assert "(only @UALICE sees this) did ack" in text
+    said = out.getvalue()[len(before):]
+    assert "(only mallory sees this) You are not allowed to resolve" in " ".join(said.split())
+    assert "demo-user sees this" not in said and "UALICE sees this" not in said
 
 
 def test_unknown_number_or_verb(redis: Redis) -> None:

@@ -147,7 +147,7 @@ def _expect(spec: ExtractionSpec) -> Expect:
     return Expect(len(eagle3_layers(spec.model.layers)), spec.model.hidden, torch.float32)
 
 
-def test_vm_restart_leaves_an_interrupted_job_that_resume_job_finishes(
+def test_vm_restart_leaves_an_interrupted_job_that_queue_resume_finishes(
     redis_bytes: Redis, workers: Workers, tmp_path: Path
 ) -> None:
     jobs = JobStore(redis_bytes)
@@ -165,7 +165,7 @@ def test_vm_restart_leaves_an_interrupted_job_that_resume_job_finishes(
     )
     stuck = queue.status(jobs, job_id)
     assert stuck.state is JobState.INTERRUPTED and stuck.rate is None
-    resumed = status.resume_job(jobs, job_id)
+    resumed = queue.resume(jobs, job_id)
     assert (resumed.state, resumed.runs) == (JobState.QUEUED, 2)
     workers.start()
     assert wait_for(lambda: queue.status(jobs, job_id).state is JobState.COMPLETED, 60)

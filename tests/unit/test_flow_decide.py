@@ -270,6 +270,18 @@ def test_a_failed_diagnosis_names_its_error_and_keeps_retry() -> None:
     assert effects[-1] == PostMessage()
 
 
+def test_a_click_event_delivered_again_after_its_action_finished_runs_nothing() -> None:
+    """The consumer died after the click ran but before its ack: the event comes back to
+    another replica minutes later, when the incident is verified and acts on follow-ups."""
+    accepted, effects = decide(incident(S.AWAITING_APPROVAL), ApprovalClicked(AT, USER, APPROVAL))
+    assert accepted.accepted == ("ap1",) and RunAction(APPROVAL, USER) in effects
+    finished = replace(accepted, state=S.VERIFIED, running=None)
+    with pytest.raises(StepTaken):
+        decide(finished, ApprovalClicked(AT + 300, USER, APPROVAL))
+    other = replace(APPROVAL, id="ap2")  # a follow-up's own approval still runs
+    assert isinstance(decide(finished, ApprovalClicked(AT + 300, USER, other))[1][-1], RunAction)
+
+
 def test_a_failure_that_arrives_after_the_incident_moved_on_changes_nothing() -> None:
     """A stale failure (another diagnosis won, a person resolved it) must not wipe the
     plans and the running step of a live incident, nor post 'an internal error'."""
@@ -288,6 +300,15 @@ def test_an_approve_click_marks_running_withdraws_the_others_and_hands_the_actio
     busy = incident(S.VERIFIED, running=Running("x", USER, AT - 1, "other"))
     same, said = decide(busy, ApprovalClicked(AT, USER, APPROVAL))
     assert same == busy and isinstance(said[-1], Refused) and "is verified" in said[-1].text
+
+
+def test_a_click_event_delivered_again_while_its_action_runs_is_a_duplicate() -> None:
+    """The consumer died between handling ``click.approved`` and its ack: the entry comes
+    again; its action is running, so it is a duplicate (nothing written, nothing said), not
+    "the incident moved on"."""
+    running = incident(S.APPROVED, running=Running("systemd.stop_disable", USER, AT, "ap1"))
+    with pytest.raises(StepTaken):
+        decide(running, ApprovalClicked(AT + 1, USER, APPROVAL))
 
 
 def test_a_follow_up_click_acts_from_where_the_last_action_left_it() -> None:

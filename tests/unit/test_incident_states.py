@@ -113,6 +113,7 @@ def test_hash_round_trip_keeps_every_field() -> None:
         chat=ChatRefs("C1", "1.2", "1.2"),
         acked_by="UALICE",
         source="agent",
+        accepted=("ap1", "ap2"),
     )
     raw = incident.to_hash()
     assert all(isinstance(v, str) for v in raw.values())

@@ -133,7 +133,8 @@ class Recorder:
     def digest_now(self, user: str) -> SlashReply:
         return self._r("digest", user)
 
-    def decide(self, user: str, verb: str, incident_id: str, duration_s: int) -> SlashReply:
+    def decide(self, user: str, verb: str, incident_id: str, duration_s: int, *,
+               channel: str = "") -> SlashReply:
         return self._r(verb, user, incident_id, duration_s)
 
     def evidence(self, user: str, incident_id: str) -> SlashReply:

@@ -23,7 +23,7 @@ def test_a_failed_post_is_logged_with_an_id(caplog: pytest.LogCaptureFixture) ->
     nothing: Any = object()
     no_slurm: Any = SimpleNamespace(drained=None)
     handlers = FlowSlashHandlers(nothing, (), cast(DiagnoseStep, FailingDiagnosis()), nothing,
-                                 nothing, nothing, slurm=no_slurm)
+                                 nothing, nothing, opens=nothing, slurm=no_slurm)
     with caplog.at_level(logging.ERROR):
         handlers._post("INC-7")  # returns: nothing escapes the thread
     [record] = [r for r in caplog.records if "internal error" in r.getMessage()]
