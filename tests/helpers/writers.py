@@ -147,10 +147,7 @@ def incident_writers(root: Path, package: str = "bot.chat") -> list[str]:
     base = root.joinpath(*package.split("."))
     for path in sorted(base.rglob("*.py")) if base.is_dir() else ():
         name = module_name(root, path)
-        out += [f"{imp.module}:{imp.line} imports {imp.target}"
-                for imp in imports_of(root, path)
-                if any(imp.target == p or imp.target.startswith(p + ".")
-                       for p in NEVER_IMPORTED)]
+        out += _flow_imports(root, path)
         out += _writes(name, ast.parse(path.read_text(), filename=str(path)))
     return sorted(set(out))
 
@@ -162,13 +159,16 @@ def flow_hooks(root: Path, package: str = "bot.chat") -> list[str]:
     base = root.joinpath(*package.split("."))
     for path in sorted(base.rglob("*.py")) if base.is_dir() else ():
         name = module_name(root, path)
-        out += [f"{imp.module}:{imp.line} imports {imp.target}"
-                for imp in imports_of(root, path)
-                if any(imp.target == p or imp.target.startswith(p + ".")
-                       for p in NEVER_IMPORTED)]
+        out += _flow_imports(root, path)
         out += [f"{name}:{line} {why}"
                 for line, why in _hooks(ast.parse(path.read_text(), filename=str(path)))]
     return sorted(set(out))
+
+
+def _flow_imports(root: Path, path: Path) -> list[str]:
+    """``module:line imports target`` for each import of a module chat must never import."""
+    return [f"{imp.module}:{imp.line} imports {imp.target}" for imp in imports_of(root, path)
+            if any(imp.target == p or imp.target.startswith(p + ".") for p in NEVER_IMPORTED)]
 
 
 def _hooks(tree: ast.AST) -> Iterator[tuple[int, str]]:
