@@ -140,6 +140,8 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=12)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    if args.hosts < int(HUNG.removeprefix("gpu-")):
+        ap.error(f"--hosts must be at least 7: {HUNG} is the host whose nvidia-smi hangs")
     work = Path(tempfile.mkdtemp(prefix="ib-first-"))
     redis = start_local_redis(work / "redis")
     seed = start_sim("seed", workdir=work / "seed")
