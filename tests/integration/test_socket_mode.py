@@ -98,11 +98,16 @@ def test_alert_approve_verified_over_socket_mode(socket_bot: dict[str, Any]) -> 
     assert socket.wait_ack(slash)["envelope_id"] == slash
     wait_until(lambda: store.require(incident_id).state is IncidentState.RESOLVED, 30,
                "the slash resolve")
-    # the flow answers once it applied the queued click (issue 34): privately, in the
-    # incident's channel, no longer through the slash command's response_url
+    # the flow answers once it applied the queued click (issue 34): privately, where the
+    # command was typed, no longer through the slash command's response_url. The state is
+    # committed before the answer goes out, and the approve click's own answer ("Approved
+    # by …") is an ephemeral to the same person: wait for this one by its words
+    said = f"Resolved incident {incident_id}."
     reply = wait_until(lambda: [c for c in standin.calls_of("chat.postEphemeral")
-                                if c.params.get("user") == ONCALL], 15, "the flow's answer")
-    assert f"Resolved incident {incident_id}." in str(reply[-1].params)
+                                if c.params.get("user") == ONCALL
+                                and said in str(c.params.get("text", ""))], 15,
+                       "the flow's answer")
+    assert reply[-1].params.get("channel") == CHANNEL, reply[-1].params
 
 
 def _with_button(message: dict[str, Any],
