@@ -61,7 +61,6 @@ from storage.inflight import step_owner
 
 log = logging.getLogger(__name__)
 ACTOR = "incident-bot"
-SOURCE = RECOVERED  # the alert source of an incident re-opened after a data loss
 ID_MARGIN = 1000  # numbers other replicas reserved after our last look are skipped too
 PURPOSE = "data-loss"
 POLL_S = 1.0  # how often each replica reads the epoch (one GET)
@@ -293,7 +292,7 @@ def _learn(known: dict[str, Incident], record: Incident) -> None:
 def _alert(old: Incident, host: str) -> Alert:
     """The alert that opened ``old`` (its first fingerprint keeps a later resolve working)."""
     first = host == old.host
-    return Alert(source=SOURCE, host=host, kind=old.kind, summary=old.summary if first else "",
+    return Alert(source=RECOVERED, host=host, kind=old.kind, summary=old.summary if first else "",
                  severity=old.severity, labels=dict(old.labels) if first else {},
                  details=dict(old.details) if first else {},
                  fingerprint=old.fingerprints[0] if first and old.fingerprints else "")
