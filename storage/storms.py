@@ -14,7 +14,8 @@ so two replicas placing at once agree:
   message again (or starts a new storm if the rate is still high);
 - when a storm starts, the same kind's arrivals of the window that were placed on their
   own but whose message has not gone out yet (waiting their turn at Slack's pace) move
-  into it: otherwise the storm's own message would wait behind theirs.
+  into it: otherwise the storm's own message would wait behind theirs. One that is being
+  sent, or whose last try may have reached Slack (uncertain), keeps its own place.
 
 The decision is kept (``placed``): a later look returns the same answer, whatever the
 rate is by then. The members sorted set is the storm's table, oldest first.
@@ -37,8 +38,11 @@ OWN = "-"  # placed on its own: the incident's own message
 #       template, members key template, posted key template, card purpose, outbox queue
 #       key template, outbox items key template
 # Returns {storm id or '-', 1 when this call started the storm}.
-# An arrival is taken in only if its card is neither posted nor being sent (its outbox head
-# claimed): a sender that claims it later sees the storm when it sends (``placement``).
+# An arrival is taken in only if its card is neither posted, nor being sent (its outbox head
+# claimed), nor possibly out already (its head uncertain: a try timed out, and Slack may
+# have posted it where it went then; moved into the storm, the retry would look for it in
+# the storm's thread, not find it, and post a second card, chaos seed 4242's gpu-06 #190):
+# a sender that claims it later sees the storm when it sends (``placement``).
 PLACE = """
 local function card_out(other_id)
   if redis.call('HEXISTS', string.format(ARGV[10], other_id), ARGV[11]) == 1 then
@@ -47,7 +51,9 @@ local function card_out(other_id)
   local head = redis.call('ZRANGE', string.format(ARGV[12], other_id), 0, 0)[1]
   if not head then return false end
   local raw = redis.call('HGET', string.format(ARGV[13], other_id), head)
-  return raw ~= false and raw ~= nil and cjson.decode(raw).claim ~= ''
+  if raw == false or raw == nil then return false end
+  local item = cjson.decode(raw)
+  return item.claim ~= '' or item.uncertain == true
 end
 local id, now = ARGV[1], tonumber(ARGV[2])
 local kind, channel = ARGV[6], ARGV[7]

@@ -59,6 +59,26 @@ def test_a_card_being_sent_keeps_its_own_place(redis: Redis) -> None:
     assert storm is not None and store.members(storm) == ["2", "3"]
 
 
+def test_a_card_whose_try_may_have_gone_out_keeps_its_own_place(redis: Redis) -> None:
+    """A try that timed out (given back uncertain: Slack may have posted it at the top of
+    the channel) is not taken in: its retry would look for it in the storm's thread, find
+    nothing, and post a second card (chaos seed 4242, gpu-06 #190). One refused for sure
+    (a 500, a 429) may still join."""
+    from storage.chat_outbox import ChatOutboxStore, NewItem, Op
+
+    outbox, store = ChatOutboxStore(redis), StormStore(redis, threshold=2)
+    place(store, "1"), place(store, "2", at=T + 1)
+    for incident in ("1", "2"):
+        outbox.append(incident, NewItem(Op.POST, CARD, "{}", "C1"), T)
+    timed_out, refused = outbox.claim("1", T + 1, "a"), outbox.claim("2", T + 1, "b")
+    assert timed_out is not None and refused is not None
+    assert outbox.release(timed_out, T + 3, "TimeoutError: timed out", uncertain=True)
+    assert outbox.release(refused, T + 3, "500", uncertain=False)
+    storm = place(store, "3", at=T + 2)
+    assert storm is not None and store.members(storm) == ["2", "3"]
+    assert store.storm_of("1") is None
+
+
 def test_old_arrivals_age_out_and_a_quiet_storm_ends(redis: Redis) -> None:
     store = StormStore(redis, threshold=2, window_s=60, quiet_s=0.2)
     place(store, "1"), place(store, "2", at=T + 1)
