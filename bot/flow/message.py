@@ -38,6 +38,9 @@ from storage.chat_outbox import Op
 from storage.incidents import IncidentStore
 from storage.renders import RenderLedger
 
+# the states a storm's member has no card in yet: its diagnosis still to come
+WAITING_FOR_DIAGNOSIS = frozenset({IncidentState.OPEN, IncidentState.DIAGNOSING})
+
 
 class Publisher:
     """Renders stored incidents into ``chat``: the message, its evidence, thread replies."""
@@ -67,13 +70,15 @@ class Publisher:
         self.storms: Storms | None = None
 
     def render_stored(self, incident: Incident, seq: int = 0) -> ChatMessage | None:
-        """The incident's message as its stored state says: the alert card while it is
-        diagnosed (or, once posted, until it has a diagnosis); None before that."""
+        """The incident's message as its stored state says: the alert card while it has
+        no diagnosis (being diagnosed, or past its diagnosis without one: the reconciler
+        gave it up, the alert cleared); None while it still waits for its diagnosis to
+        start and has no message."""
         # ages are as of the stored state's last change, never the render's clock: the same
         # state renders the same message on every replica and at every retry
         as_of = incident.updated or self.clock()
         if incident.diagnosis is None:
-            if incident.state is not IncidentState.DIAGNOSING and incident.chat is None:
+            if incident.state is IncidentState.OPEN and incident.chat is None:
                 return None
             return render_alert_card(incident, seq=seq, now=as_of, oncall=self.oncall,
                                      can_escalate=self.can_escalate)
@@ -189,10 +194,14 @@ class Publisher:
                              thread_of=CARD)
 
     def _in_storm_waiting(self, incident: Incident) -> bool:
-        """Placed (now, or earlier) in a storm and not diagnosed yet: no alert card of its
-        own, the storm's table shows it (``bot.flow.storm``)."""
+        """Placed (now, or earlier) in a storm and waiting for its diagnosis: no alert card
+        of its own, the storm's table shows it (``bot.flow.storm``). Past its diagnosis
+        without one (the reconciler gave it up, the alert cleared meanwhile) it waits no
+        more: its card goes in the storm's thread, or it never has one and its replies
+        (the closing note) are dropped (chaos seed 4242, gpu-05 #21: INC-129)."""
         storm = self.storms.place(incident, self.channel) if self.storms is not None else None
-        return storm is not None and incident.diagnosis is None
+        return storm is not None and incident.diagnosis is None and \
+            incident.state in WAITING_FOR_DIAGNOSIS
 
     def _where_to_post(self, incident: Incident) -> tuple[str, MessageRef | None]:
         """A grouped child is posted in its parent's thread (one channel message per
