@@ -41,7 +41,8 @@ WORK_S = 20.0  # a step re-run after a fault: a diagnosis, or an action's read-b
 MARKS = (("Fixed", strings.MSG_LEAD_FIXED.split("{")[0]), ("Verified", "Verified · incident"),
          ("Resolved", "Resolved · incident"))
 REOPEN_NOTE = strings.DATA_LOSS_THREAD.split("{")[0]  # "The bot's store lost "
-REOPEN_RE = re.compile(re.escape(REOPEN_NOTE) + r"INC-\d+ \(.*?\)\. This incident is \*(INC-\d+)\*")
+# the note a re-opened incident posts: the lost incident, then the one it is now
+NOTE_RE = re.compile(re.escape(REOPEN_NOTE) + r"(INC-\d+) \(.*?\)\. This incident is \*(INC-\d+)\*")
 HOST_RE = re.compile(r"\bgpu-\d\d\b")
 INCIDENT_RE = re.compile(r"incident (INC-\d+)")
 DEADLINE = {IncidentState.OPEN: RECONCILE["open_s"],
@@ -151,40 +152,44 @@ def _reopen_note(message: dict[str, Any]) -> bool:
     return str(message.get("text", "")).startswith(REOPEN_NOTE)
 
 
-def _storm_cards(h: History) -> Counter[str]:
-    """Incident id → its cards in a storm's thread (issue 37: above the channel's rate an
-    incident has no message of its own; its card is a reply under the storm's table). A
-    card is the message the incident's chat points at; the same outbox item posted twice
-    carries the same key, so each reply with that key counts."""
+def _storm_cards(h: History) -> dict[str, set[str]]:
+    """Incident id → its cards in a storm's thread, by their ``ts`` (issue 37: above the
+    channel's rate an incident has no message of its own; its card is a reply under the
+    storm's table). A card is the message the incident's chat points at; the same outbox
+    item posted twice carries the same key, so each reply with that key counts."""
     with h.world.standin._cv:
         messages = dict(h.world.standin.messages)
-    tables = {ts for (c, ts), m in messages.items() if c == CHANNEL and not m.get("thread_ts")
-              and _key(m).startswith("storm-")}
-    replies = [m for (c, _), m in messages.items() if c == CHANNEL
+    tables = _storm_tables(messages)
+    replies = [(ts, m) for (c, ts), m in messages.items() if c == CHANNEL
                and m.get("thread_ts") in tables]
-    out: Counter[str] = Counter()
+    out: dict[str, set[str]] = {}
     for incident_id, incident in h.incidents.items():
         chat = getattr(incident, "chat", None)
         card = messages.get((chat.channel, chat.ts)) if chat is not None else None
         if card is None or card.get("thread_ts") not in tables or not _key(card):
             continue
-        out[incident_id] = sum(1 for m in replies if _key(m) == _key(card))
+        out[incident_id] = {str(ts) for ts, m in replies if _key(m) == _key(card)}
     # an incident Redis lost with a wipe has no chat to point at its card: its card is its
     # first outbox item (``INC-n/1``, the card's post) among the storm's replies; an
     # incident re-opened on a lost one's card has no post of its own: its first item is the
     # note under that card ("The bot's store lost INC-79 …"), which is not a second card
-    for m in replies:
+    for ts, m in replies:
         owner, _, n = _key(m).partition("/")
         if n == "1" and owner not in h.incidents and not _reopen_note(m):
-            out[owner] += 1
+            out.setdefault(owner, set()).add(str(ts))
     return out
+
+
+def _storm_tables(messages: dict[tuple[str, str], dict[str, Any]]) -> set[str]:
+    """The ``ts`` of the storms' own messages (top level, posted under a ``storm-`` key)."""
+    return {str(ts) for (c, ts), m in messages.items() if c == CHANNEL
+            and not m.get("thread_ts") and _key(m).startswith("storm-")}
 
 
 def _answered_once(h: History) -> Iterable[Violation]:
     posted = _posts(h.world)
     posts = Counter(owner for owner, _ in posted)
     storm = _storm_cards(h)
-    posts.update(storm)
     for a in h.driver.armings:
         if not a.alert_answers or not 200 <= a.alert_answers[-1] < 300:
             yield Violation("answered", f"{a.fingerprint}: never answered 2xx "
@@ -199,36 +204,51 @@ def _answered_once(h: History) -> Iterable[Violation]:
         yield Violation("answered", f"{said} data-loss announcements for {lost} wipes")
 
 
-def _shown(h: History, posted: list[tuple[str, dict[str, Any]]], storm: Counter[str],
-           ids: set[str]) -> int:
-    """The messages that show these incidents: the top-level ones they posted, the one an
-    incident re-opened after a wipe took over (posted under the lost incident's key, the
-    alert having folded into it), and their storm cards."""
+def _shown(h: History, posted: list[tuple[str, dict[str, Any]]],
+           storm: dict[str, set[str]], ids: set[str]) -> int:
+    """The messages that show these incidents, counted by ``ts``: the top-level ones they
+    posted, their storm cards, and the one an incident re-opened after a wipe took over
+    (posted under the lost incident's key, the alert having folded into it)."""
     shown = {str(m.get("ts")) for owner, m in posted if owner in ids}
-    tops = {str(m.get("ts")) for _, m in posted}
-    took = _took_over(h)
+    cards = set().union(*storm.values()) if storm else set()
+    known = {str(m.get("ts")) for _, m in posted} | cards
+    took = _took_over(h, storm)
     for incident_id in ids:
         chat = getattr(h.incidents.get(incident_id), "chat", None)
-        if chat is not None and chat.ts in tops:
+        if chat is not None and chat.ts in known:
             shown.add(chat.ts)
+        shown |= storm.get(incident_id, set())
         # a re-opened incident a later wipe took too has no record to read its chat from:
-        # the note it posted under the message it took over names that message
-        if took.get(incident_id) in tops:
-            shown.add(took[incident_id])
-    return len(shown) + sum(storm[i] for i in ids)
+        # the note it posted names the message it took over
+        shown |= took.get(incident_id, set()) & known
+    return len(shown)
 
 
-def _took_over(h: History) -> dict[str, str]:
-    """Re-opened incident → the message it took over, read from the note in that message's
-    thread ("The bot's store lost INC-72 (…). This incident is *INC-77* now …")."""
+def _took_over(h: History, storm: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Re-opened incident → the message it took over, read from the note it posted in that
+    message's thread ("The bot's store lost INC-72 (…). This incident is *INC-77* now …").
+    The note's thread is the message itself, unless the message was a card in a storm's
+    thread: the note then sits in the storm's thread too, and the message taken over is the
+    lost incident's card there (or, when that one was itself re-opened on a card, the card
+    it had taken over), not the storm's table."""
     with h.world.standin._cv:
-        messages = list(h.world.standin.messages.values())
-    out: dict[str, str] = {}
-    for m in messages:
-        found = REOPEN_RE.match(str(m.get("text", "")))
+        messages = dict(h.world.standin.messages)
+    tables = _storm_tables(messages)
+    notes: dict[str, tuple[str, str]] = {}  # new → (old, the note's thread)
+    for m in messages.values():
+        found = NOTE_RE.match(str(m.get("text", "")))
         if found is not None and m.get("thread_ts"):
-            out[found.group(1)] = str(m["thread_ts"])
-    return out
+            notes[found.group(2)] = (found.group(1), str(m["thread_ts"]))
+
+    def card(new: str, depth: int = 0) -> set[str]:
+        old, thread = notes[new]
+        if thread not in tables:
+            return {thread}
+        if storm.get(old) or old not in notes or depth > len(notes):
+            return set(storm.get(old, set()))
+        return card(old, depth + 1)
+
+    return {new: card(new) for new in notes}
 
 
 # --- 2 ----------------------------------------------------------------------------------
