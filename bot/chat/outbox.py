@@ -341,7 +341,9 @@ class ChatOutbox:
             self.direct.update_once(target, message, urgent=True)
         else:
             self.direct.update_once(target, message)
-        return target, known.thread_ts if known is not None else target.ts
+        # the first edit of a message this incident did not post (taken over after a data
+        # loss) records the thread it was told the message sits in, else its own
+        return target, known.thread_ts if known is not None else (item.thread_ts or target.ts)
 
     def _find(self, item: OutboxItem, channel: str, thread: MessageRef | None) -> MessageRef | None:
         """The post an earlier try may have left; when the channel cannot be read (a missing

@@ -106,7 +106,10 @@ class Publisher:
             return self._first_post(incident, message)
         if self.storms is not None:
             self.storms.touch(incident_id)
-        sent = self.outbox.send(incident_id, CARD, Op.UPDATE, message, ref.channel, ref=ref)
+        # the thread it sits in goes with the edit: a card this incident took over (a
+        # re-open after a data loss) may sit in a storm's thread, not its own
+        sent = self.outbox.send(incident_id, CARD, Op.UPDATE, message, ref.channel, ref=ref,
+                                thread=thread_ref(incident))
         if evidence:
             self._evidence(incident, ref.channel)
         return sent

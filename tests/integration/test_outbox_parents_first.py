@@ -251,3 +251,19 @@ def test_without_overtaking_the_edit_waits_behind_the_replies(redis: Redis) -> N
     ref = _card_with_waiting_replies(box, chat)
     assert box.send("A", CARD, Op.UPDATE, card("A fixed"), CHANNEL, ref=ref) is None
     assert chat.edits == []
+
+
+def test_the_first_edit_of_a_taken_over_card_keeps_the_thread_it_sits_in(
+        redis: Redis) -> None:
+    """An incident re-opened after a data loss takes over the lost one's card, which may
+    be a reply in a storm's thread: its first edit records that thread, not the card's own
+    ``ts`` (its evidence and notes would otherwise go as replies to a reply)."""
+    chat = SpentChannel()
+    box = outbox(redis, chat)
+    card_ref, storm_thread = MessageRef(CHANNEL, "5.5"), MessageRef(CHANNEL, "4.4")
+    assert box.send("R", CARD, Op.UPDATE, card("R"), CHANNEL, ref=card_ref,
+                    thread=storm_thread) == card_ref
+    assert box.send("S", CARD, Op.UPDATE, card("S"), CHANNEL, ref=card_ref) == card_ref
+    posted = ChatOutboxStore(redis)
+    assert posted.posted("R")[CARD] == Posted(CHANNEL, "5.5", "4.4")
+    assert posted.posted("S")[CARD] == Posted(CHANNEL, "5.5", "5.5"), "its own, else"
