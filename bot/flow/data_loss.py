@@ -33,6 +33,15 @@ what it knew before Alertmanager's next repeat (15 s here) opens it anew; the ev
 stream's NOGROUP triggers a check too (``IncidentEvents.on_lost_group``: only the first
 replica to meet it does, as it makes the group again), and the reconciler's loop runs one
 every period (the full comparison: a roll-back keeps the epoch).
+
+An incident can also close while its card still waits in the chat outbox (Slack's channel
+budget held it back, and the on-call fixed the host by hand): a wipe then takes the card
+with the incident, and nothing ever showed it. ``seen`` also remembers each incident that
+closed without a message (``chat`` unset), until a committed record of it has one (this
+process's outbox delivered it, or each period's check reads it back with one: another
+replica's did), or for ``UNSHOWN_KEEP_S`` (at most ``UNSHOWN_KEPT`` of them, the oldest
+forgotten first). The announcement names those a loss took, one line each: their state is
+known and final, so they are not re-opened (chaos seed 4242: INC-4705, issue 39).
 """
 
 from __future__ import annotations
@@ -65,6 +74,8 @@ ID_MARGIN = 1000  # numbers other replicas reserved after our last look are skip
 PURPOSE = "data-loss"
 POLL_S = 1.0  # how often each replica reads the epoch (one GET)
 CHATLESS_WAIT_S = 3.0  # a lost incident known without its message waits for a peer's re-open
+UNSHOWN_KEEP_S = 600.0  # a closed incident without its message is remembered this long
+UNSHOWN_KEPT = 100  # and at most this many (one announcement line each)
 
 
 class LossKind(StrEnum):
@@ -81,6 +92,7 @@ class Loss:
     lost: tuple[Incident, ...]
     reopened: dict[str, str] = field(default_factory=dict)  # old id → new id
     announced: bool = False
+    unshown: tuple[Incident, ...] = ()  # closed before their message went out, now gone
 
 
 class DataLossWatch:
@@ -101,6 +113,7 @@ class DataLossWatch:
         self.epoch: Epoch | None = None
         self.counter = 0
         self.open: dict[str, Incident] = {}
+        self.unshown: dict[str, tuple[Incident, float]] = {}  # closed, no message: since when
         self._lock = threading.Lock()  # one check at a time
         self._known = threading.Lock()  # ``open``/``counter`` against ``seen`` (never held on I/O)
         self._since: dict[str, Incident] | None = None  # what ``seen`` told during a snapshot
@@ -122,14 +135,16 @@ class DataLossWatch:
             counter = self.epochs.incident_counter()
             with self._known:
                 known = tuple(self.open.values())
+                unshown = self._unshown_now()
             if now_epoch is None or now_epoch.id != self.epoch.id:
-                return self._lost(LossKind.WIPED, self.epoch, counter, known)
+                return self._lost(LossKind.WIPED, self.epoch, counter, known, unshown)
             current = self._listing()
             vanished = tuple(i for i in known if i.id not in current
                              and self.incidents.get(i.id) is None)
             if counter < self.counter or vanished:
-                return self._lost(LossKind.ROLLED_BACK, self.epoch, counter, vanished)
+                return self._lost(LossKind.ROLLED_BACK, self.epoch, counter, vanished, unshown)
             self._snapshot(counter, current)
+            self._shown_since(unshown)
             return None
 
     def seen(self, incident: Incident) -> None:
@@ -138,6 +153,7 @@ class DataLossWatch:
         check in progress."""
         with self._known:
             _learn(self.open, incident)
+            self._learn_unshown(incident)
             if self._since is not None:
                 self._since[incident.id] = incident
             self.counter = max(self.counter, _id_number(incident.id))
@@ -176,14 +192,51 @@ class DataLossWatch:
         log.warning("consumer group %r was gone from Redis: checking for a data loss", group)
         self.check()
 
+    # --- closed before their message went out ---------------------------------------
+    def _learn_unshown(self, record: Incident) -> None:
+        """Under ``_known``: a closed top-level record without a message is remembered (the
+        newest last); one with its message, or open, is not. A grouped host's message is
+        its parent's."""
+        self.unshown.pop(record.id, None)
+        if record.is_open or record.chat is not None or record.parent_id is not None:
+            return
+        self.unshown[record.id] = (record, self.clock())
+        while len(self.unshown) > UNSHOWN_KEPT:
+            self.unshown.pop(next(iter(self.unshown)))
+
+    def _unshown_now(self) -> tuple[Incident, ...]:
+        """Under ``_known``: the remembered ones, those older than ``UNSHOWN_KEEP_S`` dropped."""
+        cutoff = self.clock() - UNSHOWN_KEEP_S
+        for incident_id in [i for i, (_, at) in self.unshown.items() if at < cutoff]:
+            del self.unshown[incident_id]
+        return tuple(record for record, _ in self.unshown.values())
+
+    def _shown_since(self, unshown: tuple[Incident, ...]) -> None:
+        """Each period, the remembered ones read back (one round trip): another replica's
+        outbox may have delivered the message, which this process is never told."""
+        if not unshown:
+            return
+        shown = {i.id for i in self.incidents.get_many([i.id for i in unshown])
+                 if i.chat is not None}
+        with self._known:
+            for incident_id in shown:
+                self.unshown.pop(incident_id, None)
+
     # --- a loss -----------------------------------------------------------------------
     def _lost(self, kind: LossKind, lost_epoch: Epoch, seen_counter: int,
-              known: tuple[Incident, ...]) -> Loss:
+              known: tuple[Incident, ...], unshown: tuple[Incident, ...] = ()) -> Loss:
         # a roll-back keeps the epoch: a new one marks it, so each loss is one epoch lost
         self.epoch = self.epochs.begin() if kind is LossKind.WIPED \
             else self.epochs.rotate(lost_epoch)
         self.epochs.raise_counter(self.counter + ID_MARGIN)
         gone = tuple(i for i in known if self.incidents.get(i.id) is None)
+        # a closed one still in Redis (a roll-back) may yet have its message delivered
+        still = {i.id for i in self.incidents.get_many([i.id for i in unshown])} \
+            if unshown else set()
+        untold = tuple(i for i in unshown if i.id not in still)
+        with self._known:
+            for incident in untold:  # named once, with this loss
+                self.unshown.pop(incident.id, None)
         metrics.DATA_LOSSES.labels(kind=kind.value).inc()
         log.error("Redis lost the bot's data (%s): epoch %s, incident counter %d (seen %d); "
                   "%d open incidents gone: %s", kind.value, lost_epoch.id, seen_counter,
@@ -192,7 +245,7 @@ class DataLossWatch:
         # every replica re-opens what it knew (the others may not have known it); one says so
         announces = self.epochs.claim_announcement(lost_epoch, step_owner())
         reopened = self._reopen(gone) if self.reopen else {}
-        loss = Loss(kind, gone, reopened, announced=announces)
+        loss = Loss(kind, gone, reopened, announced=announces, unshown=untold)
         if announces:
             self._announce(loss, reopened, lost_epoch.id)
         self._snapshot()
@@ -248,12 +301,19 @@ class DataLossWatch:
             n = len(loss.lost)
             lines.append(strings.DATA_LOSS_LOST.format(n=n, s="" if n == 1 else "s"))
             lines += [_line(i, reopened) for i in loss.lost]
-        text = "\n".join(lines)
+        sections = [Section("\n".join(lines))]
+        if loss.unshown:  # a section of its own: each section is clipped at Slack's limit
+            sections.append(Section("\n".join([strings.DATA_LOSS_UNSHOWN] + [
+                strings.DATA_LOSS_UNSHOWN_LINE.format(
+                    id=i.id, host=escape(i.host), kind=escape(i.kind), state=_state(i))
+                for i in loss.unshown])))
+        text = "\n".join(s.text for s in sections)
         key = f"data-loss-{which.replace(':', '-')}"
         self.audit.append(key, ACTOR, "data.lost", {
-            "kind": loss.kind.value, "lost": [i.id for i in loss.lost], "reopened": reopened})
+            "kind": loss.kind.value, "lost": [i.id for i in loss.lost], "reopened": reopened,
+            "unshown": [i.id for i in loss.unshown]})
         self.publisher.outbox.send(key, PURPOSE, Op.POST,
-                                   ChatMessage(text=text, sections=(Section(text),)),
+                                   ChatMessage(text=text, sections=tuple(sections)),
                                    self.publisher.channel)
 
     def _snapshot(self, counter: int | None = None,

@@ -296,5 +296,7 @@ DATA_LOSS_LINE = "• {id} · {host} · {kind}: {state}{what}"
 DATA_LOSS_RUNNING = " (`{kind}` had been sent to the host, approved by {who}: what it did is read from the host again)"
 DATA_LOSS_WAITING = " (its approval buttons no longer act)"
 DATA_LOSS_NEW = " → diagnosed again from the host as *{new}*"
+DATA_LOSS_UNSHOWN = "These had closed before their message went out (final: nothing to re-open):"
+DATA_LOSS_UNSHOWN_LINE = "• {id} · {host} · {kind}: {state} before its message went out"
 DATA_LOSS_THREAD = ("The bot's store lost {old} ({state}). This incident is *{new}* now, "
                     "diagnosed again from the host; this message is its message.")

@@ -1,0 +1,137 @@
+"""An incident that closed while its card still waited in the chat outbox, then Redis
+restarted empty: the data-loss announcement names it (issue 39, chaos seed 4242: gpu-03's
+INC-4705 resolved while Slack's channel budget held its card back, a wipe took the card,
+and no message ever showed the incident). Real ``redis-server`` (restarted empty), the
+assembled flow and its outbox, the Slack stand-in over HTTP; the watch driven directly.
+
+Before: the watch remembered open incidents only; the announcement said nothing was lost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+from redis.exceptions import RedisError
+
+from bot.chat.base import ChatMessage
+from bot.chat.outbox import CARD
+from bot.chat.slack import SlackBackend, make_client
+from bot.core import strings
+from bot.domain.incident import Alert, AlertStatus
+from bot.domain.incident_record import ChatRefs
+from bot.flow.assembly import Flow, build_flow
+from bot.flow.data_loss import UNSHOWN_KEEP_S, DataLossWatch, Loss
+from bot.rig.localredis import LocalRedis, start_local_redis
+from bot.rig.slack_standin import SlackStandIn
+from bot.ssh.pool import ParamikoPool
+from storage.chat_outbox import Op
+from storage.connection import connect
+from storage.stores import Stores
+from tests.fixtures.slack import CHANNEL, slack_test_settings
+from tests.helpers.chaos.checker import UNSHOWN_RE
+
+HEAD = strings.DATA_LOSS_HEAD.split(" (")[0]
+
+
+@dataclass
+class Clock:
+    now: float
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Rig:
+    server: LocalRedis
+    stores: Stores
+    flow: Flow
+    watch: DataLossWatch
+    clock: Clock
+
+
+@pytest.fixture
+def rig(tmp_path: Path, slack_standin: SlackStandIn) -> Iterator[Rig]:
+    server = start_local_redis(tmp_path / "redis")  # its own: this test wipes it
+    stores = Stores(connect(server.url), connect(server.url, decode=False))
+    settings = slack_test_settings(slack_standin)
+    pool = ParamikoPool(settings.ssh_defaults)
+    flow = build_flow(settings, stores, pool, SlackBackend(make_client(settings, timeout_s=2)))
+    clock = Clock(time.time())
+    watch = DataLossWatch(stores.epochs(), flow.incidents, flow.audit, flow.publisher,
+                          opens=flow.incidents.ingest, clock=clock, chatless_wait_s=0.0)
+    watch.start()
+    stores.on_incident_written(watch.seen)  # as ``bot/service.py`` wires it
+    try:
+        yield Rig(server, stores, flow, watch, clock)
+    finally:
+        pool.close()
+        stores.close()
+        server.stop()
+
+
+def closed_without_card(rig: Rig, host: str) -> str:
+    """An alert opened and resolved (the on-call fixed the host) before any card went out."""
+    alert = Alert("alertmanager", host, "vram_idle", fingerprint=f"fp-{host}")
+    incident, _ = rig.flow.incidents.open_or_fold(alert)
+    rig.flow.incidents.ingest([replace(alert, status=AlertStatus.RESOLVED)])
+    closed = rig.flow.incidents.require(incident.id)
+    assert not closed.is_open and closed.chat is None, closed
+    return incident.id
+
+
+def wiped(rig: Rig) -> Loss:
+    rig.server.wipe()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            if (loss := rig.watch.check()) is not None:
+                return loss
+        except RedisError:  # the clients' first commands meet the restart
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the watch never noticed the wipe")
+
+
+def test_an_incident_closed_before_its_card_went_out_is_named_when_a_wipe_takes_it(
+        rig: Rig, slack_standin: SlackStandIn) -> None:
+    # remembered for UNSHOWN_KEEP_S only
+    expired = closed_without_card(rig, "gpu-06")
+    rig.clock.now += UNSHOWN_KEEP_S + 1
+    # its card went out through this process's outbox: told, forgotten
+    delivered = closed_without_card(rig, "gpu-04")
+    card = ChatMessage(text="gpu-04: card", header=f"incident {delivered}: card",
+                       incident_id=delivered)
+    assert rig.flow.outbox.send(delivered, CARD, Op.POST, card, CHANNEL) is not None
+    assert rig.flow.incidents.require(delivered).chat is not None
+    # another replica delivered its card (this process is not told): the period's check
+    # reads it back
+    elsewhere = closed_without_card(rig, "gpu-05")
+    peer = Stores(connect(rig.server.url), connect(rig.server.url, decode=False)).incidents()
+    peer.update(elsewhere, lambda i: replace(i, chat=ChatRefs(CHANNEL, "1.5", "1.5")))
+    assert rig.watch.check() is None
+    # INC-4705's case, and an open incident beside it
+    unshown = closed_without_card(rig, "gpu-03")
+    still_open, _ = rig.flow.incidents.open_or_fold(
+        Alert("alertmanager", "gpu-07", "vram_idle", fingerprint="fp-gpu-07"))
+
+    loss = wiped(rig)
+    assert loss.announced
+    assert [i.id for i in loss.unshown] == [unshown]
+    assert [i.id for i in loss.lost] == [still_open.id]
+    assert unshown not in loss.reopened, "closed: its state is final, nothing re-opened"
+    rig.flow.outbox.drain_once(time.time() + 60)  # sent at once unless Slack refused it
+    (said,) = [m for m in slack_standin.top_level(CHANNEL) if HEAD in str(m.get("text"))]
+    text = str(said["text"])
+    line = strings.DATA_LOSS_UNSHOWN_LINE.format(id=unshown, host="gpu-03", kind="vram_idle",
+                                                 state="resolved")
+    assert line in text, text
+    assert UNSHOWN_RE.findall(text) == [unshown]  # what the chaos checker counts as shown
+    assert still_open.id in text
+    assert not any(i in text for i in (expired, delivered, elsewhere)), text
+    # the next period finds nothing to say again
+    assert rig.watch.check() is None and not rig.watch.unshown
