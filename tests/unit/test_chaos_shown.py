@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from bot.core import strings
 from bot.domain.incident_record import ChatRefs
 from tests.helpers.chaos.checker import History, _answered_once
 from tests.helpers.chaos.driver import Arming
@@ -97,3 +98,44 @@ def test_a_card_in_flight_at_the_wipe_and_the_reopened_ones_own_are_two_messages
     standin.post("1796543071.000564", "INC-5836/1", "gpu-02: GpuMemoryHeldIdle. Diagnosing…")
     (violation,) = _answered_once(_history(standin, ["INC-5898", "INC-5836"]))
     assert "2 messages" in violation.detail
+
+
+def _announcement(standin: _StandIn, ts: str, *lines: str) -> None:
+    head = strings.DATA_LOSS_HEAD.format(how=strings.DATA_LOSS_WIPED)
+    standin.post(ts, "data-loss-6cdc86158b2e076c", "\n".join([head, *lines]))
+
+
+def _messages(standin: _StandIn, incidents: list[str]) -> list[str]:
+    """The run's violations of "each incident shown by one message" (the history has no
+    faults: the announcement-per-wipe count is not this test's)."""
+    return [v.detail for v in _answered_once(_history(standin, incidents))
+            if "messages for" in v.detail]
+
+
+def test_a_closed_incident_named_by_the_data_loss_announcement_is_shown_by_it() -> None:
+    """gpu-03 #115: INC-4705's card waited in the outbox behind Slack's budget, the on-call
+    fixed the host and the incident resolved, then a wipe took the card. The announcement
+    names it: that is its one message."""
+    standin = _StandIn()
+    unshown = strings.DATA_LOSS_UNSHOWN_LINE.format(id="INC-4705", host="gpu-03",
+                                                    kind="vram_idle", state="resolved")
+    _announcement(standin, "1796542843.000400", strings.DATA_LOSS_NOTHING,
+                  strings.DATA_LOSS_UNSHOWN, unshown)
+    assert _messages(standin, ["INC-4705"]) == []
+    # an open incident the announcement lists (re-opened) is not shown by it: its card is
+    (violation,) = _messages(standin, ["INC-3591"])
+    assert "0 messages" in violation
+    # named by an announcement, yet its card did go out: two messages, as before
+    standin.post("1796542838.000390", "INC-4705/1", "gpu-03: GpuMemoryHeldIdle. Diagnosing…")
+    (violation,) = _messages(standin, ["INC-4705"])
+    assert "2 messages" in violation
+
+
+def test_an_announcement_that_does_not_name_the_incident_does_not_show_it() -> None:
+    standin = _StandIn()
+    lost = strings.DATA_LOSS_LINE.format(id="INC-4705", host="gpu-03", kind="vram_idle",
+                                         state="awaiting approval", what="")
+    _announcement(standin, "1796542843.000400",
+                  strings.DATA_LOSS_LOST.format(n=1, s=""), lost)
+    (violation,) = _messages(standin, ["INC-4705"])
+    assert "0 messages" in violation

@@ -2,7 +2,8 @@
 the hosts' command logs, the audit left in Redis, the serve logs) against the invariants.
 
 1. every alert answered once: each delivery got its 2xx in the end, and each incident has
-   one message in the channel (one per lost epoch for the data-loss announcement);
+   one message in the channel (one per lost epoch for the data-loss announcement, which
+   is the one message of an incident it names as closed before its card went out);
 2. every incident settled within its deadline plus one period after the last fault;
 3. no action ran twice: per approval one ``action.started``, and a host stopped the unit
    no more often than the on-call approved it;
@@ -43,6 +44,9 @@ MARKS = (("Fixed", strings.MSG_LEAD_FIXED.split("{")[0]), ("Verified", "Verified
 REOPEN_NOTE = strings.DATA_LOSS_THREAD.split("{")[0]  # "The bot's store lost "
 # the note a re-opened incident posts: the lost incident, then the one it is now
 NOTE_RE = re.compile(re.escape(REOPEN_NOTE) + r"(INC-\d+) \(.*?\)\. This incident is \*(INC-\d+)\*")
+# a data-loss announcement's line for an incident that closed before its card went out
+UNSHOWN_RE = re.compile(r"^• (INC-\d+) · .*" + re.escape(
+    strings.DATA_LOSS_UNSHOWN_LINE.split("{state}")[1]) + "$", re.MULTILINE)
 HOST_RE = re.compile(r"\bgpu-\d\d\b")
 INCIDENT_RE = re.compile(r"incident (INC-\d+)")
 DEADLINE = {IncidentState.OPEN: RECONCILE["open_s"],
@@ -207,9 +211,12 @@ def _answered_once(h: History) -> Iterable[Violation]:
 def _shown(h: History, posted: list[tuple[str, dict[str, Any]]],
            storm: dict[str, set[str]], ids: set[str]) -> int:
     """The messages that show these incidents, counted by ``ts``: the top-level ones they
-    posted, their storm cards, and the one an incident re-opened after a wipe took over
-    (posted under the lost incident's key, the alert having folded into it)."""
-    shown = {str(m.get("ts")) for owner, m in posted if owner in ids}
+    posted, their storm cards, the one an incident re-opened after a wipe took over
+    (posted under the lost incident's key, the alert having folded into it), and the
+    data-loss announcement that names one that closed before its card went out."""
+    shown = {str(m.get("ts")) for owner, m in posted if owner in ids
+             or (owner.startswith("data-loss-")
+                 and ids & set(UNSHOWN_RE.findall(str(m.get("text", "")))))}
     cards = set().union(*storm.values()) if storm else set()
     known = {str(m.get("ts")) for _, m in posted} | cards
     took = _took_over(h, storm)
