@@ -3,7 +3,11 @@ the hosts' command logs, the audit left in Redis, the serve logs) against the in
 
 1. every alert answered once: each delivery got its 2xx in the end, and each incident has
    one message in the channel (one per lost epoch for the data-loss announcement);
-2. every incident settled within its deadline plus one period after the last fault;
+2. every incident settled within its deadline plus one period after the last fault that
+   could hold it up (one on the ground every incident shares, Redis, a replica or Slack,
+   or one on its own host: ``Fault.holds_up``); the driver's bounds (what the bot owes once
+   the on-call is done, an arming's whole deadline) count the same way, and an arming it
+   gave up on is a violation here too;
 3. no action ran twice: per approval one ``action.started``, and a host stopped the unit
    no more often than the on-call approved it;
 4. no message said Fixed or Resolved while the host showed the condition (checked live,
@@ -232,8 +236,11 @@ def _took_over(h: History) -> dict[str, str]:
 
 
 # --- 2 ----------------------------------------------------------------------------------
-def _last_heal_before(faults: list[Fault], t: float) -> float:
-    return max((f.healed_wall for f in faults if f.started_wall <= t), default=0.0)
+def _last_heal_before(faults: list[Fault], t: float, host: str) -> float:
+    """The last heal, up to ``t``, of a fault that could hold up an incident on ``host``
+    (the rule the driver's bounds follow too: ``quiet_since``)."""
+    return max((f.healed_wall for f in faults if f.started_wall <= t and f.holds_up(host)),
+               default=0.0)
 
 
 def _settled_in_time(h: History) -> Iterable[Violation]:
@@ -247,7 +254,7 @@ def _settled_in_time(h: History) -> Iterable[Violation]:
             left = e.ts if e is not None else None
             if state in TRANSIENT:
                 until = left if left is not None else end
-                start = max(since, _last_heal_before(h.faults, until))
+                start = max(since, _last_heal_before(h.faults, until, incident.host))
                 allowed = start + DEADLINE[state] + every + WORK_S
                 if until > allowed:
                     yield Violation("settled", f"{incident_id} ({incident.host}) {state.value} "

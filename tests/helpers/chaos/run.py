@@ -73,10 +73,10 @@ def run_chaos(plan: ChaosPlan, tmp: Path, log: bool = False) -> ChaosReport:
     try:
         watch = Watch(world)
         watch.install()
-        driver = Driver(world, plan.seed)
         window = plan.window_s()
         schedule = Schedule.plan(plan.seed, plan.faults, window, [h.name for h in world.hosts],
                                  plan.replicas)
+        driver = Driver(world, plan.seed, schedule.faults)
         begin = time.monotonic()
         faults = threading.Thread(target=_faults, args=(world, schedule, begin, log),
                                   name="chaos-faults", daemon=True)
