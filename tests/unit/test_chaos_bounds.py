@@ -5,9 +5,12 @@ fault on another host is not in the way; a ceiling still ends every arming."""
 
 from __future__ import annotations
 
-from tests.helpers.chaos.checker import _last_heal_before
+from typing import Any, cast
+
+from tests.helpers.chaos.checker import History, _last_heal_before, _owed_delivered
 from tests.helpers.chaos.driver import ARMING_CEILING_S, ARMING_TIMEOUT_S, OWED_S, overdue
 from tests.helpers.chaos.faults import Fault, quiet_since
+from tests.helpers.chaos.run import Drain
 
 
 def _fault(kind: str, target: str, started: float, healed: float = 0.0) -> Fault:
@@ -66,3 +69,21 @@ def test_the_checker_counts_the_same_faults_as_the_driver() -> None:
     assert _last_heal_before(faults, 30.0, "gpu-02") == 28.0
     assert _last_heal_before(faults, 12.0, "gpu-02") == 15.0  # begun by then, healed later
 
+
+def test_chat_still_queued_after_the_final_wait_is_owed_and_named() -> None:
+    none = cast(Any, None)
+    history = History(none, none, [], none, owed={
+        "INC-66": ["postmortem", "reply:3fa2", "reply:77b0"], "INC-70": ["incident-card"]})
+    lines = [v.line() for v in _owed_delivered(history)]
+    assert lines == ["[owed] INC-66: 3 chat items still queued after the final wait "
+                     "(postmortem, reply × 2)",
+                     "[owed] INC-70: 1 chat item still queued after the final wait "
+                     "(incident-card)"]
+    assert list(_owed_delivered(History(none, none, [], none))) == []
+
+
+def test_the_summary_says_how_long_the_chat_took_to_drain() -> None:
+    assert Drain(12, 9.6, 41.2).line() == (
+        "chat drained in 41 s after the last fault (12 items queued when the drivers were "
+        "done, 10 s wait)")
+    assert Drain(30, 96.0).line().startswith("chat NOT drained")

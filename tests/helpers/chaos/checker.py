@@ -15,12 +15,18 @@ the hosts' command logs, the audit left in Redis, the serve logs) against the in
 5. no 500, and no "internal error" logged (an error of ours);
 6. no lost audit entry: each incident's transitions chain from ``open`` to its state, each
    decided approval has its entry, and each stop on a host (since the last loss of Redis's
-   data) has the ``action.started`` that sent it.
+   data) has the ``action.started`` that sent it;
+7. no owed chat lost: once the last fault has healed and the drivers are done, the run
+   waits for the chat outbox to empty (``run._drain``); any incident with an item still
+   queued then (a thread reply, an edit of its message) is named with what it still owes.
+   The driver moves on once an incident's message shows its final state, so its thread
+   replies are checked here rather than held against each arming.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -34,6 +40,7 @@ from bot.domain.lifecycle import TRANSIENT, IncidentState
 from bot.rig.slack_standin import Call
 from storage.approvals import ApprovalStore
 from storage.audit import AuditEntry
+from storage.chat_outbox import ChatOutboxStore
 from tests.helpers.chaos.driver import Arming, Driver
 from tests.helpers.chaos.faults import Fault
 from tests.helpers.chaos.world import RECONCILE, UNIT, World
@@ -82,6 +89,7 @@ class Watch:
 
     world: World
     claims: list[Claim] = field(default_factory=list)
+    last_chat: float = 0.0  # monotonic: the last post or edit in the channel Slack took
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def install(self) -> None:
@@ -92,6 +100,7 @@ class Watch:
             return
         if call.params.get("channel") != CHANNEL:
             return
+        self.last_chat = call.at
         text = str(call.params.get("text", ""))
         blocks = call.params.get("blocks")
         if isinstance(blocks, str):
@@ -121,18 +130,22 @@ class History:
     watch: Watch
     audits: dict[str, list[AuditEntry]] = field(default_factory=dict)
     incidents: dict[str, Any] = field(default_factory=dict)
+    owed: dict[str, list[str]] = field(default_factory=dict)  # owner → purposes still queued
 
     def gather(self) -> History:
         store = self.world.store
         self.incidents = {i.id: i for i in store.list()}
         self.audits = {i: store.audit.timeline(i) for i in self.incidents}
+        outbox = ChatOutboxStore(store.redis)
+        for owner in outbox.due_incidents(math.inf, limit=100_000, parents_first=False):
+            self.owed[owner] = [purpose for _, _, purpose, _ in outbox.pending_items(owner)]
         return self
 
 
 def check(history: History) -> list[Violation]:
     out: list[Violation] = []
     for rule in (_answered_once, _settled_in_time, _ran_once, _no_false_word, _no_500,
-                 _audit_whole):
+                 _audit_whole, _owed_delivered):
         out.extend(rule(history))
     return out
 
@@ -358,3 +371,13 @@ def _audit_whole(h: History) -> Iterable[Violation]:
             if not any(t - 120.0 <= s <= t for s in started.get(world_host.name, [])):
                 yield Violation("audit", f"{world_host.name}: a stop at {t:.1f} has no "
                                          f"action.started before it")
+
+
+# --- 7 ----------------------------------------------------------------------------------
+def _owed_delivered(h: History) -> Iterable[Violation]:
+    for owner, purposes in sorted(h.owed.items()):
+        kinds = Counter(p.split(":")[0] for p in purposes)  # "reply:3fa2…" → "reply"
+        said = ", ".join(f"{k} × {n}" if n > 1 else k for k, n in kinds.items())
+        items = "item" if len(purposes) == 1 else "items"
+        yield Violation("owed", f"{owner}: {len(purposes)} chat {items} still queued after "
+                                f"the final wait ({said})")
