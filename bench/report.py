@@ -291,6 +291,19 @@ def _first(r: R) -> list[Row]:
     ]
 
 
+def _card_behind(r: R) -> list[Row]:
+    ours, before = r["rows"]["edits overtake"], r["rows"]["in order"]
+    return [
+        (f"card's last edit behind its own thread replies: {ours['cards']} incidents, 2 "
+         "replies each queued with it (Slack's pace 1 post/s per channel)",
+         f"last card {_s(ours['last_card_s'])} (median {_s(ours['median_card_s'])}); "
+         f"last reply {_s(ours['last_reply_s'])}",
+         f"each incident's items in order: last card {_s(before['last_card_s'])} (median "
+         f"{_s(before['median_card_s'])}); last reply {_s(before['last_reply_s'])}",
+         f"{r['ratio']:.2f}x", "-", "-"),
+    ]
+
+
 def _gate(r: R) -> list[Row]:
     return [
         ("health gate on a sim host, warm pool (readings; `dcgmi diag -r 1` then `-r 2`; the "
@@ -387,7 +400,7 @@ SECTIONS: dict[str, Callable[[R], list[Row]]] = {
     "digest": _digest, "sim": _sim,
     "startup": _startup, "diagnose": _diagnose, "ingest": _ingest, "slack": _slack,
     "extract": _extract, "first": _first, "gate": _gate, "fleetdigest": _fleet_digest,
-    "burst": _burst,
+    "burst": _burst, "card": _card_behind,
 }
 
 
@@ -421,7 +434,7 @@ def render(results: dict[str, R], facts: dict[str, str]) -> str:
     lines += ["", "How each is measured: see the docstring at the top of each script in "
               "`bench/` (`startup.py`, `diagnose.py`, `ingest.py`, `bench_slack.py`, "
               "`extract.py`, `digest_bench.py`, `bench_sim.py`, `first_message.py`, "
-              "`gate_levels.py`, `digest_fleet.py`, `burst.py`). Ratios "
+              "`card_behind_replies.py`, `gate_levels.py`, `digest_fleet.py`, `burst.py`). Ratios "
               "are the alternative's "
               "time over ours (higher is better for us), except the extraction row (job time / "
               "bare time, lower is better). Wall times on a shared machine include waiting for a "

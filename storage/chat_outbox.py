@@ -9,8 +9,12 @@ a hash of item JSON); a global ZSET scores each incident id by when its *head* i
   holding it does not block the incident for good (its try may have reached Slack, so the
   item is marked uncertain). Two replicas never send one item at once.
 - A failed send never sleeps: ``release`` moves the item's due time (``Retry-After`` or a
-  backoff) and frees the claim; the waiting head blocks the incident's later items, so
+  backoff) and frees the claim; the waiting head blocks the incident's later posts, so
   order holds per incident (rq's rate limiter lets a delayed retry be overtaken; we do not).
+  One exception (issue 39): while the head is a thread reply waiting for the channel's
+  post budget, the first edit behind it may go (edits have their own budget), so the
+  card shows the incident's state without waiting for its evidence and result replies.
+  An edit never passes another edit, nor the incident's own first post.
 - An edit that a newer item of the same purpose replaces (a later one, or a render with a
   higher sequence number, queued or sent) is dropped unsent when it comes up: after an
   outage the card is edited once, to its newest render, and a render that lost a race
@@ -114,11 +118,16 @@ class OutboxItem:
         return f"{self.incident_id}/{self.seq}"
 
 
-# Every script that moves an incident in the due ZSET calls ``mark`` (or ``unmark``), so
-# the top-level lane (KEYS: due top) holds exactly the queued incidents whose head is a
-# top-level post, scored by when that post was queued: the first alert's message goes
-# first (its due time is in the due ZSET; throttled posts all share the next free slot).
+# Every script that moves an incident in the due ZSET calls ``remark`` (or ``mark``,
+# ``unmark``), so the top-level lane (KEYS: due top) holds exactly the queued incidents
+# whose head is a top-level post, scored by when that post was queued: the first alert's
+# message goes first (its due time is in the due ZSET; throttled posts all share the next
+# free slot). An incident's score is when its head can go, or sooner when an edit behind
+# a waiting thread reply can (``OVERTAKE``): the card's newest state is not held up by
+# replies waiting for the channel's post budget.
 LANE = """
+local OVERTAKE = __OVERTAKE__
+local SCAN = 16
 local function top_level(item)
   if item.lane == 'top' then return true end
   return item.op == 'post' and (item.thread_ts or '') == '' and (item.thread_of or '') == ''
@@ -135,9 +144,51 @@ local function unmark(due_key, top_key, id)
   redis.call('ZREM', due_key, id)
   redis.call('ZREM', top_key, id)
 end
+local function ready_at(item)
+  if item.claim ~= '' and item.claim_until > item.due then return item.claim_until end
+  return item.due
+end
+local function is_edit(item, posted_key)
+  return item.op == 'update' or redis.call('HEXISTS', posted_key, item.purpose) == 1
+end
+-- the first edit queued behind a head that is a thread reply (posts keep their order; an
+-- edit never overtakes another edit): seq and item, or nil
+local function edit_behind(queue_key, items_key, posted_key, head)
+  if not OVERTAKE or head.op ~= 'post' or top_level(head) then return nil end
+  for _, seq in ipairs(redis.call('ZRANGE', queue_key, 1, SCAN)) do
+    local raw = redis.call('HGET', items_key, seq)
+    if raw then
+      local item = cjson.decode(raw)
+      if is_edit(item, posted_key) then return seq, item end
+    end
+  end
+  return nil
+end
+local function score(queue_key, items_key, posted_key, head)
+  local at = ready_at(head)
+  local _, edit = edit_behind(queue_key, items_key, posted_key, head)
+  if edit and ready_at(edit) < at then at = ready_at(edit) end
+  return at
+end
+local function remark(queue_key, items_key, posted_key, due_key, top_key, id)
+  while true do
+    local head = redis.call('ZRANGE', queue_key, 0, 0)[1]
+    if not head then
+      unmark(due_key, top_key, id)
+      return
+    end
+    local raw = redis.call('HGET', items_key, head)
+    if raw then
+      local item = cjson.decode(raw)
+      mark(due_key, top_key, id, score(queue_key, items_key, posted_key, item), item)
+      return
+    end
+    redis.call('ZREM', queue_key, head)
+  end
+end
 """
 
-# KEYS: seq counter, queue, items, due, newest, due top
+# KEYS: seq counter, queue, items, due, newest, due top, posted
 # ARGV: incident id, item JSON, due, purpose, version (a render's sequence number, 0: none)
 # ``newest`` keeps, per purpose, "version:seq" of the item with the highest version (the
 # later one on a tie), so a render that took its number earlier but arrived later loses.
@@ -150,9 +201,7 @@ local version = tonumber(ARGV[5])
 if not current or version >= tonumber(string.match(current, '^(%d+):')) then
   redis.call('HSET', KEYS[5], ARGV[4], ARGV[5] .. ':' .. seq)
 end
-if redis.call('ZSCORE', KEYS[4], ARGV[1]) == false then
-  mark(KEYS[4], KEYS[6], ARGV[1], ARGV[3], cjson.decode(ARGV[2]))
-end
+remark(KEYS[2], KEYS[3], KEYS[7], KEYS[4], KEYS[6], ARGV[1])
 return seq
 """
 
@@ -162,9 +211,42 @@ return seq
 # higher-numbered render, queued or already sent) is dropped unsent: a render queue is
 # not replayed render by render after an outage, and an older render never overwrites a
 # newer one. A first post never is (replies may be queued for its thread), nor a try
-# that may have reached Slack.
+# that may have reached Slack. While the head waits (its due time, or another sender's
+# claim) and it is a thread reply, the first edit behind it may go instead.
 CLAIM = LANE + """
 local now = tonumber(ARGV[2])
+local function superseded(seq, item)
+  if not is_edit(item, KEYS[4]) or item.uncertain then return false end
+  local newest = redis.call('HGET', KEYS[5], item.purpose)
+  local newest_seq = newest and tonumber(string.match(newest, ':(%d+)$')) or 0
+  return newest_seq ~= tonumber(seq)
+end
+local function take(seq, item)
+  if item.claim ~= '' then item.uncertain = true end
+  item.claim = ARGV[3]
+  item.claim_until = now + tonumber(ARGV[4])
+  item.attempts = item.attempts + 1
+  local raw = cjson.encode(item)
+  redis.call('HSET', KEYS[2], seq, raw)
+  remark(KEYS[1], KEYS[2], KEYS[4], KEYS[3], KEYS[6], ARGV[1])
+  return {seq, raw}
+end
+local function overtake(head)
+  while true do
+    local seq, edit = edit_behind(KEYS[1], KEYS[2], KEYS[4], head)
+    if not edit then break end
+    if superseded(seq, edit) then
+      redis.call('HDEL', KEYS[2], seq)
+      redis.call('ZREM', KEYS[1], seq)
+    elseif ready_at(edit) <= now and (ARGV[5] == '' or ARGV[5] == seq) then
+      return take(seq, edit)
+    else
+      break
+    end
+  end
+  remark(KEYS[1], KEYS[2], KEYS[4], KEYS[3], KEYS[6], ARGV[1])
+  return false
+end
 while true do
   local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
   if not head then
@@ -176,33 +258,18 @@ while true do
     redis.call('ZREM', KEYS[1], head)
   else
     local item = cjson.decode(raw)
-    if item.due > now then
-      mark(KEYS[3], KEYS[6], ARGV[1], item.due, item)
-      return false
+    if ready_at(item) > now then
+      return overtake(item)
     end
-    if item.claim ~= '' and item.claim_until > now then
-      mark(KEYS[3], KEYS[6], ARGV[1], item.claim_until, item)
-      return false
-    end
-    local newest = redis.call('HGET', KEYS[5], item.purpose)
-    local newest_seq = newest and tonumber(string.match(newest, ':(%d+)$')) or 0
-    local edit = item.op == 'update' or redis.call('HEXISTS', KEYS[4], item.purpose) == 1
-    if edit and newest_seq ~= tonumber(head) and not item.uncertain then
+    if superseded(head, item) then
       redis.call('HDEL', KEYS[2], head)
       redis.call('ZREM', KEYS[1], head)
     else
       if ARGV[5] ~= '' and head ~= ARGV[5] then
-        mark(KEYS[3], KEYS[6], ARGV[1], item.due, item)
+        remark(KEYS[1], KEYS[2], KEYS[4], KEYS[3], KEYS[6], ARGV[1])
         return false
       end
-      if item.claim ~= '' then item.uncertain = true end
-      item.claim = ARGV[3]
-      item.claim_until = now + tonumber(ARGV[4])
-      item.attempts = item.attempts + 1
-      raw = cjson.encode(item)
-      redis.call('HSET', KEYS[2], head, raw)
-      mark(KEYS[3], KEYS[6], ARGV[1], item.claim_until, item)
-      return {head, raw}
+      return take(head, item)
     end
   end
 end
@@ -222,14 +289,7 @@ if ARGV[4] == 'ack' and (item.op == 'post' or first) then
 end
 redis.call('HDEL', KEYS[2], ARGV[2])
 redis.call('ZREM', KEYS[1], ARGV[2])
-local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
-if head then
-  local next_raw = redis.call('HGET', KEYS[2], head)
-  local next_item = next_raw and cjson.decode(next_raw) or {op = '', due = 0}
-  mark(KEYS[4], KEYS[7], ARGV[1], next_item.due, next_item)
-else
-  unmark(KEYS[4], KEYS[7], ARGV[1])
-end
+remark(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7], ARGV[1])
 local n = tonumber(ARGV[7])
 if n > 0 then
   local fields = {}
@@ -240,8 +300,8 @@ end
 return 1
 """
 
-# KEYS: items, due, audit, audit all, due top; ARGV: incident id, seq, token, due, error,
-# uncertain ('1'/''), audit max length, n audit fields, k v …
+# KEYS: items, due, audit, audit all, due top, queue, posted; ARGV: incident id, seq,
+# token, due, error, uncertain ('1'/''), audit max length, n audit fields, k v …
 RELEASE = LANE + """
 local raw = redis.call('HGET', KEYS[1], ARGV[2])
 if not raw then return 0 end
@@ -253,7 +313,7 @@ item.due = tonumber(ARGV[4])
 item.last_error = ARGV[5]
 item.uncertain = (ARGV[6] == '1') or item.uncertain
 redis.call('HSET', KEYS[1], ARGV[2], cjson.encode(item))
-mark(KEYS[2], KEYS[5], ARGV[1], item.due, item)
+remark(KEYS[6], KEYS[1], KEYS[7], KEYS[2], KEYS[5], ARGV[1])
 local n = tonumber(ARGV[8])
 if n > 0 then
   local fields = {}
@@ -275,12 +335,21 @@ class AuditNote:
 
 
 class ChatOutboxStore:
-    def __init__(self, redis: Redis, *, lease_s: float = 30.0) -> None:
+    def __init__(self, redis: Redis, *, lease_s: float = 30.0,
+                 edits_overtake: bool = True) -> None:
+        """``edits_overtake`` False: every item waits behind its incident's head, an edit of
+        the card behind a thread reply that waits for the channel too (before issue 39;
+        ``bench/card_behind_replies.py`` measures both)."""
         self.redis, self.lease_s = redis, lease_s
-        self._append = redis.register_script(APPEND)
-        self._claim = redis.register_script(CLAIM)
-        self._finish = redis.register_script(FINISH)
-        self._release = redis.register_script(RELEASE)
+        flag = "true" if edits_overtake else "false"
+
+        def script(source: str) -> Any:
+            return redis.register_script(source.replace("__OVERTAKE__", flag))
+
+        self._append = script(APPEND)
+        self._claim = script(CLAIM)
+        self._finish = script(FINISH)
+        self._release = script(RELEASE)
 
     @staticmethod
     def new_token() -> str:
@@ -334,7 +403,8 @@ class ChatOutboxStore:
                 "1" if uncertain else "", str(GLOBAL_MAXLEN), *_audit_args(item, note, now)]
         return bool(self._release(
             keys=[keys.outbox_items(item.incident_id), keys.outbox_due(),
-                  keys.audit(item.incident_id), keys.audit_all(), keys.outbox_due_top()],
+                  keys.audit(item.incident_id), keys.audit_all(), keys.outbox_due_top(),
+                  keys.outbox_queue(item.incident_id), keys.outbox_posted(item.incident_id)],
             args=args))
 
     def _end(self, item: OutboxItem, mode: str, posted: str, note: AuditNote | None,
@@ -433,7 +503,7 @@ class ChatOutboxStore:
 def _append_keys(incident_id: str) -> list[str]:
     return [keys.outbox_seq(incident_id), keys.outbox_queue(incident_id),
             keys.outbox_items(incident_id), keys.outbox_due(), keys.outbox_newest(incident_id),
-            keys.outbox_due_top()]
+            keys.outbox_due_top(), keys.outbox_posted(incident_id)]
 
 
 def _item_json(item: NewItem, now: float) -> str:

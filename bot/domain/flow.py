@@ -452,6 +452,9 @@ class PostMessage(Effect):
 class ReplyInThread(Effect):
     text: str
     code: str | None = None
+    # one purpose is one message (a second reply with it edits the first): a reply that an
+    # event delivered again would repeat names one, so it is said once
+    purpose: str = ""
 
 
 @dataclass(frozen=True)
@@ -654,7 +657,9 @@ def _approval_denied(incident: Incident, event: ApprovalDenied) -> Decision:
     text = strings.FLOW_DENIED.format(user=mrkdwn.mention(event.by),  # a mention: <@U…>
                                       kind=event.said or mrkdwn.escape(event.approval.kind),
                                       reason=mrkdwn.escape(event.reason or "-"))
-    return new, (*effects, ReplyInThread(text), PostMessage())
+    # the click's event delivered again (its consumer died before the ack) says it once
+    return new, (*effects, ReplyInThread(text, purpose=f"denied:{event.approval.id}"),
+                 PostMessage())
 
 
 def _approval_expired(incident: Incident, event: ApprovalExpired) -> Decision:

@@ -137,7 +137,7 @@ class FlowRunner:
         if isinstance(effect, PostMessage):
             self._post(incident, effect)
         elif isinstance(effect, ReplyInThread):
-            self.publisher.reply(incident, effect.text, effect.code)
+            self.publisher.reply(incident, effect.text, effect.code, purpose=effect.purpose)
         elif isinstance(effect, SayResult):
             self.publisher.reply(incident, effect.result.summary, commands_text(effect.result))
         elif isinstance(effect, WithdrawPending):

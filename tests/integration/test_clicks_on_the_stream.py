@@ -10,8 +10,9 @@ from collections.abc import Iterator
 import pytest
 from redis import Redis
 
-from bot.chat.base import Ephemeral
+from bot.chat.base import ChatMessage, Ephemeral
 from bot.chat.interactions import ApprovalDesk
+from bot.chat.outbox import CARD
 from bot.config.settings import Settings
 from bot.core import strings
 from bot.demo.story import make_desk
@@ -21,6 +22,7 @@ from bot.domain.lifecycle import IncidentState as S
 from bot.flow.assembly import Flow, build_flow
 from bot.flow.consumer import GROUP
 from bot.ssh.pool import ParamikoPool
+from storage.chat_outbox import Op
 from storage.stores import open_stores
 from tests.fixtures.bots import settle
 from tests.helpers.chat import RecordingChat
@@ -107,3 +109,22 @@ def test_a_claimed_click_is_on_the_stream_with_its_claim_and_survives_its_consum
     assert [e.get("approval_id") for _, e in again] == [None, approval.id]
     audited = [(e.actor, e.action) for e in ctx.audit.timeline(incident_id)]
     assert audited[-1] == (ONCALL, "approval.approved")  # written by the same script
+
+
+def test_a_reply_said_again_under_its_purpose_edits_the_first(
+        flow: tuple[Flow, RecordingChat]) -> None:
+    """The denial's thread line names its approval as its purpose: a ``click.denied``
+    delivered again (its consumer died before the ack) edits that line, never posts a
+    second one (``ReplyInThread.purpose``, ``Publisher.reply``)."""
+    ctx, chat = flow
+    incident = ctx.incidents.require(opened(ctx))
+    ctx.outbox.send(incident.id, CARD, Op.POST, ChatMessage(text="the card"), CHANNEL)
+    for _ in range(2):
+        ctx.publisher.reply(incident, "Denied by <@UONCALL>: x will not run.",
+                            purpose="denied:a1")
+    assert ctx.outbox.flush(10.0)
+    replies = [text for _, message, thread, _ in chat.posts
+               if thread is not None and (text := message.text).startswith("Denied")]
+    assert replies == ["Denied by <@UONCALL>: x will not run."]
+    assert [m.text for _, m in chat.updates if m.text.startswith("Denied")] == [
+        "Denied by <@UONCALL>: x will not run."]

@@ -157,3 +157,97 @@ def test_waiting_posts_are_spaced_by_their_turn_not_all_due_at_the_next_slot(
     chat.allow = 1
     box.drain_once(NOW)
     assert chat.sent == ["M0 card"], "the order they came in holds"
+
+
+class SpentChannel(PacedChat):
+    """The channel's post budget spent for the next second (the shared budget's answer),
+    edits delivered and recorded: they have their own budget."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.edits: list[str] = []
+
+    def post_once(self, channel: str, message: ChatMessage, thread: MessageRef | None,
+                  key: str) -> MessageRef:
+        if self.allow <= 0:
+            raise ChatSendError("slack budget", transient=True, retry_after_s=1.0,
+                                throttled=True)
+        return super().post_once(channel, message, thread, key)
+
+    def update_once(self, ref: MessageRef, message: ChatMessage) -> None:
+        self.edits.append(message.text)
+
+
+def _card_with_waiting_replies(box: ChatOutbox, chat: SpentChannel) -> MessageRef:
+    chat.allow = 1
+    ref = box.send("A", CARD, Op.POST, card("A"), CHANNEL)
+    assert ref is not None
+    assert box.send("A", "evidence", Op.POST, reply("A"), CHANNEL, thread_of=CARD) is None
+    assert box.send("A", "result", Op.POST, ChatMessage(text="A result"), CHANNEL,
+                    thread_of=CARD) is None
+    return ref
+
+
+def test_the_cards_edit_goes_past_its_replies_waiting_for_the_channel(redis: Redis) -> None:
+    """Issue 39: in a channel at Slack's post pace, an incident's thread replies wait their
+    turn; the card's edit to its final state does not wait behind them (the chaos run saw
+    a card say "Fixed" 10 s after the host was, behind its own result reply). The replies
+    keep their order, and go when the channel has room."""
+    chat = SpentChannel()
+    box = outbox(redis, chat)
+    ref = _card_with_waiting_replies(box, chat)
+    assert box.send("A", CARD, Op.UPDATE, card("A fixed"), CHANNEL, ref=ref) == ref
+    assert chat.edits == ["A fixed card"] and chat.sent == ["A card"]
+    store = ChatOutboxStore(redis)
+    assert [purpose for _, _, purpose, _ in store.pending_items("A")] == ["evidence", "result"]
+    chat.allow = 2
+    box.drain_once(NOW + 1)
+    box.drain_once(NOW + 2)
+    assert chat.sent == ["A card", "A reply", "A result"]
+    assert store.pending("A") == 0 and store.due_incidents(NOW + 60) == []
+
+
+def test_an_edit_queued_behind_a_waiting_reply_makes_its_incident_due(redis: Redis) -> None:
+    """The retry loop finds the edit: the incident's score is when the edit can go, not
+    when the reply it passes can."""
+    store = ChatOutboxStore(redis)
+    store.append("A", NewItem(Op.POST, "evidence", message_to_json(reply("A")), CHANNEL,
+                              thread_ts="1.1"), NOW)
+    head = store.claim("A", NOW, "t1")
+    assert head is not None and store.release(head, NOW + 30, "", False)
+    assert store.due_incidents(NOW) == []
+    store.append("A", NewItem(Op.UPDATE, CARD, message_to_json(card("A")), CHANNEL,
+                              ref_ts="1.1"), NOW + 1)
+    assert store.due_incidents(NOW + 1) == ["A"]
+    edit = store.claim("A", NOW + 1, "t2")
+    assert edit is not None and edit.purpose == CARD
+    assert store.ack(edit, Posted(CHANNEL, "1.1", "1.1"))
+    assert store.due_incidents(NOW + 1) == [] and store.due_incidents(NOW + 30) == ["A"]
+
+
+def test_posts_never_overtake_and_a_waiting_first_post_holds_everything(redis: Redis) -> None:
+    """Only edits pass a waiting reply: a later reply keeps its place behind it, and
+    nothing passes the incident's own first post (its edits need its ``ts``)."""
+    store = ChatOutboxStore(redis)
+    store.append("A", NewItem(Op.POST, "evidence", message_to_json(reply("A")), CHANNEL,
+                              thread_ts="1.1"), NOW)
+    store.append("A", NewItem(Op.POST, "result", message_to_json(reply("A")), CHANNEL,
+                              thread_ts="1.1"), NOW)
+    head = store.claim("A", NOW, "t1")
+    assert head is not None and store.release(head, NOW + 30, "", False)
+    assert store.claim("A", NOW + 1, "t2") is None, "a reply does not pass a reply"
+    store.append("B", NewItem(Op.POST, CARD, message_to_json(card("B")), CHANNEL), NOW)
+    first = store.claim("B", NOW, "t3")
+    assert first is not None and store.release(first, NOW + 30, "", False)
+    store.append("B", NewItem(Op.UPDATE, CARD, message_to_json(card("B")), CHANNEL), NOW)
+    assert store.claim("B", NOW + 1, "t4") is None, "nothing passes the first post"
+
+
+def test_without_overtaking_the_edit_waits_behind_the_replies(redis: Redis) -> None:
+    """The switch the benchmark uses (before issue 39)."""
+    chat = SpentChannel()
+    box = ChatOutbox(ChatOutboxStore(redis, edits_overtake=False), chat,  # type: ignore[arg-type]
+                     clock=lambda: NOW, post_spacing_s=0.0)
+    ref = _card_with_waiting_replies(box, chat)
+    assert box.send("A", CARD, Op.UPDATE, card("A fixed"), CHANNEL, ref=ref) is None
+    assert chat.edits == []

@@ -818,3 +818,14 @@ def test_a_host_joining_the_group_rerenders_the_parent_and_changes_nothing(
     before = incident(state)
     new, effects = decide(before, HostGrouped(AT, BOT, "INC-2"))
     assert new is before and effects == (PostMessage(),)
+
+
+def test_a_denial_delivered_twice_says_denied_once() -> None:
+    """A ``click.denied`` whose consumer died before its ack is delivered again: the thread
+    line names the approval as its purpose, so the second one edits the first."""
+    first = decide(incident(S.AWAITING_APPROVAL), ApprovalDenied(AT, USER, APPROVAL, "not now"))
+    again = decide(first[0], ApprovalDenied(AT, USER, APPROVAL, "not now"))
+    said = [next(e for e in effects if isinstance(e, ReplyInThread))
+            for _, effects in (first, again)]
+    assert said[0].purpose == said[1].purpose == f"denied:{APPROVAL.id}"
+    assert first[0].state is S.DENIED and again[0].state is S.DENIED
