@@ -118,12 +118,14 @@ class Driver:
         self._outbox = ChatOutboxStore(self.world.store.redis)
 
     def run_host(self, host: Host, numbers: list[int]) -> None:
-        rng = random.Random(f"{self.seed}:{host.name}")
         http = httpx.Client(timeout=15)
         try:
             for n in numbers:
                 if self._stop.is_set():
                     return
+                # one stream per arming: seeded per host only, every arming of a host (each
+                # run_host call is one) made the same choice, and a run never mixed them
+                rng = random.Random(f"{self.seed}:{host.name}:{n}")
                 arming = Arming(host.name, n, rng.choice(DECISIONS))
                 with self._lock:
                     self.armings.append(arming)

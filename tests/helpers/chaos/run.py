@@ -27,6 +27,15 @@ from tests.helpers.serve_process import CHANNEL
 
 ROUND_S = 14.0  # one incident on one host: alert, message, diagnosis, click, action, resolve
 FAULT_S = 7.0  # a fault's mean length plus the gap before the next
+# Every incident is in one channel, and Slack takes about one post a second per channel
+# (our shared budget holds the bot to it). An incident posts about four messages (its
+# card, the evidence table, the action's result, the postmortem: 3.76 a piece in seed
+# 4242's run), so incidents are spread to offer the channel at most 0.8 posts a second,
+# the rest of its pace left for what the faults hold back (Slack down or slow, retries).
+# Offered more than it can post (seed 4242's first run: 1.37 a second), the channel's
+# backlog only grows and no bot could settle its replies in time.
+POSTS_PER_INCIDENT = 4.0
+CHANNEL_POSTS_S = 0.8
 # the final wait for the chat outbox: a post a second (Slack's channel budget) with some
 # room per item queued, and a minute for a backoff or a lease after the last fault
 DRAIN_PER_ITEM_S = 1.2
@@ -42,9 +51,11 @@ class ChaosPlan:
     replicas: int = 2
 
     def window_s(self) -> float:
-        """How long incidents and faults are spread over: whichever needs longer."""
+        """How long incidents and faults are spread over: whichever needs longer (the
+        hosts' rounds, the faults one after another, or the channel's posts)."""
         rounds = math.ceil(self.incidents / self.hosts)
-        return max(rounds * ROUND_S, self.faults * FAULT_S)
+        return max(rounds * ROUND_S, self.faults * FAULT_S,
+                   self.incidents * POSTS_PER_INCIDENT / CHANNEL_POSTS_S)
 
 
 @dataclass
