@@ -4,7 +4,11 @@ the hosts' command logs, the audit left in Redis, the serve logs) against the in
 1. every alert answered once: each delivery got its 2xx in the end, and each incident has
    one message in the channel (one per lost epoch for the data-loss announcement, which
    is the one message of an incident it names as closed before its card went out);
-2. every incident settled within its deadline plus one period after the last fault;
+2. every incident settled within its deadline plus one period after the last fault that
+   could hold it up (one on the ground every incident shares, Redis, a replica or Slack,
+   or one on its own host: ``Fault.holds_up``); the driver's bounds (what the bot owes once
+   the on-call is done, an arming's whole deadline) count the same way, and an arming it
+   gave up on is a violation here too;
 3. no action ran twice: per approval one ``action.started``, and a host stopped the unit
    no more often than the on-call approved it;
 4. no message said Fixed or Resolved while the host showed the condition (checked live,
@@ -12,12 +16,18 @@ the hosts' command logs, the audit left in Redis, the serve logs) against the in
 5. no 500, and no "internal error" logged (an error of ours);
 6. no lost audit entry: each incident's transitions chain from ``open`` to its state, each
    decided approval has its entry, and each stop on a host (since the last loss of Redis's
-   data) has the ``action.started`` that sent it.
+   data) has the ``action.started`` that sent it;
+7. no owed chat lost: once the last fault has healed and the drivers are done, the run
+   waits for the chat outbox to empty (``run._drain``); any incident with an item still
+   queued then (a thread reply, an edit of its message) is named with what it still owes.
+   The driver moves on once an incident's message shows its final state, so its thread
+   replies are checked here rather than held against each arming.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -31,6 +41,7 @@ from bot.domain.lifecycle import TRANSIENT, IncidentState
 from bot.rig.slack_standin import Call
 from storage.approvals import ApprovalStore
 from storage.audit import AuditEntry
+from storage.chat_outbox import ChatOutboxStore
 from tests.helpers.chaos.driver import Arming, Driver
 from tests.helpers.chaos.faults import Fault
 from tests.helpers.chaos.world import RECONCILE, UNIT, World
@@ -83,6 +94,7 @@ class Watch:
 
     world: World
     claims: list[Claim] = field(default_factory=list)
+    last_chat: float = 0.0  # monotonic: the last post or edit in the channel Slack took
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def install(self) -> None:
@@ -93,6 +105,7 @@ class Watch:
             return
         if call.params.get("channel") != CHANNEL:
             return
+        self.last_chat = call.at
         text = str(call.params.get("text", ""))
         blocks = call.params.get("blocks")
         if isinstance(blocks, str):
@@ -122,18 +135,22 @@ class History:
     watch: Watch
     audits: dict[str, list[AuditEntry]] = field(default_factory=dict)
     incidents: dict[str, Any] = field(default_factory=dict)
+    owed: dict[str, list[str]] = field(default_factory=dict)  # owner → purposes still queued
 
     def gather(self) -> History:
         store = self.world.store
         self.incidents = {i.id: i for i in store.list()}
         self.audits = {i: store.audit.timeline(i) for i in self.incidents}
+        outbox = ChatOutboxStore(store.redis)
+        for owner in outbox.due_incidents(math.inf, limit=100_000, parents_first=False):
+            self.owed[owner] = [purpose for _, _, purpose, _ in outbox.pending_items(owner)]
         return self
 
 
 def check(history: History) -> list[Violation]:
     out: list[Violation] = []
     for rule in (_answered_once, _settled_in_time, _ran_once, _no_false_word, _no_500,
-                 _audit_whole):
+                 _audit_whole, _owed_delivered):
         out.extend(rule(history))
     return out
 
@@ -259,8 +276,11 @@ def _took_over(h: History, storm: dict[str, set[str]]) -> dict[str, set[str]]:
 
 
 # --- 2 ----------------------------------------------------------------------------------
-def _last_heal_before(faults: list[Fault], t: float) -> float:
-    return max((f.healed_wall for f in faults if f.started_wall <= t), default=0.0)
+def _last_heal_before(faults: list[Fault], t: float, host: str) -> float:
+    """The last heal, up to ``t``, of a fault that could hold up an incident on ``host``
+    (the rule the driver's bounds follow too: ``quiet_since``)."""
+    return max((f.healed_wall for f in faults if f.started_wall <= t and f.holds_up(host)),
+               default=0.0)
 
 
 def _settled_in_time(h: History) -> Iterable[Violation]:
@@ -274,7 +294,7 @@ def _settled_in_time(h: History) -> Iterable[Violation]:
             left = e.ts if e is not None else None
             if state in TRANSIENT:
                 until = left if left is not None else end
-                start = max(since, _last_heal_before(h.faults, until))
+                start = max(since, _last_heal_before(h.faults, until, incident.host))
                 allowed = start + DEADLINE[state] + every + WORK_S
                 if until > allowed:
                     yield Violation("settled", f"{incident_id} ({incident.host}) {state.value} "
@@ -378,3 +398,13 @@ def _audit_whole(h: History) -> Iterable[Violation]:
             if not any(t - 120.0 <= s <= t for s in started.get(world_host.name, [])):
                 yield Violation("audit", f"{world_host.name}: a stop at {t:.1f} has no "
                                          f"action.started before it")
+
+
+# --- 7 ----------------------------------------------------------------------------------
+def _owed_delivered(h: History) -> Iterable[Violation]:
+    for owner, purposes in sorted(h.owed.items()):
+        kinds = Counter(p.split(":")[0] for p in purposes)  # "reply:3fa2…" → "reply"
+        said = ", ".join(f"{k} × {n}" if n > 1 else k for k, n in kinds.items())
+        items = "item" if len(purposes) == 1 else "items"
+        yield Violation("owed", f"{owner}: {len(purposes)} chat {items} still queued after "
+                                f"the final wait ({said})")

@@ -5,9 +5,15 @@ send the firing alert until it is answered 2xx (a 503 or an unreachable replica 
 again on the other one, as Alertmanager behind a load balancer would; every answer is
 kept), then act as the on-call would on what the message offers: approve, deny, retry a
 failed diagnosis, or fix the host by hand; then send the resolved alert and wait until the
-message says so and the incident's chat is all delivered, before arming the host again.
-Every choice comes from the run's seed. Redis is read for where the incident is; nothing
-is written there but through the bot.
+incident's message shows its final state, before arming the host again. Its thread replies
+(evidence, the action's result, the postmortem) may still wait for Slack's channel budget
+then: they are owed, and the run checks that they all arrived once it ends.
+
+The driver's bounds count as the checker's invariant 2 does: from the later of when the
+bot came to owe something and the heal of the last fault that could hold this incident up
+(``Fault.holds_up``), and not at all while such a fault is active, with a hard ceiling per
+arming so a run never hangs. Every choice comes from the run's seed. Redis is read for
+where the incident is; nothing is written there but through the bot.
 """
 
 from __future__ import annotations
@@ -22,26 +28,57 @@ from urllib.parse import urlencode
 
 import httpx
 
+from bot.chat.outbox import CARD
 from bot.domain.incident import Incident
 from bot.domain.lifecycle import TRANSIENT, IncidentState, is_terminal
 from bot.rig.signed import sign
-from storage import keys
+from storage.chat_outbox import ChatOutboxStore
 from tests.fixtures.alerts import am_alert, am_payload
 from tests.fixtures.slack_payloads import block_actions, find_button
+from tests.helpers.chaos.faults import Fault, quiet_since
 from tests.helpers.chaos.world import Host, World
 from tests.helpers.serve_process import ALERT_TOKEN, CHANNEL, SIGNING_SECRET
 
 S = IncidentState
-ARMING_TIMEOUT_S = 240.0  # one incident from arming to its resolved message, faults included
+# one incident from arming to its final message, counted from the arming or from the heal
+# of the last fault that could hold it up, whichever is later (``Fault.holds_up``)
+ARMING_TIMEOUT_S = 240.0
+# whatever the faults: past this an arming is recorded stuck, so a run of back-to-back
+# faults (each restarting the clocks above) still ends
+ARMING_CEILING_S = 900.0
 REPEAT_S = 15.0  # Alertmanager's repeat of a firing alert nobody answered with a message
 # once the on-call has done their part (the alert resolved, or the incident ended), what the
-# bot still owes (closing it, its last message) is due within the step deadline (acting_s
-# 30 s in the run's config) plus one period, the longest fault (9 s) and the outbox's backoff
-# behind it; past that the arming is recorded as stuck (a checker violation) and the host
-# moves on, so one incident the bot never settles cannot hold up every later one
+# bot still owes (closing it, its message's final state) is due within the step deadline
+# (acting_s 30 s in the run's config) plus one period and the outbox's backoff, counted
+# from then or from the heal of the last fault that could hold it up, whichever is later;
+# past that the arming is recorded as stuck (a checker violation) and the host moves on, so
+# one incident the bot never settles cannot hold up every later one
 OWED_S = 60.0
 LOST = Incident(id="lost", host="", kind="")  # the incident Redis no longer has
 DECISIONS = ("approve", "approve", "approve", "approve", "approve", "deny", "by_hand")
+
+
+def overdue(faults: list[Fault], host: str, outcome: str, armed: float, owed_since: float,
+            now: float) -> str:
+    """Why an arming on ``host`` is past its bounds, '' while it is not (monotonic times;
+    ``owed_since`` 0.0 while the on-call is not done). Each bound counts from the later of
+    its own start and the last heal of a fault that could hold this incident up (the
+    checker's invariant 2), and not at all while one is active; the ceiling counts from
+    the arming whatever the faults."""
+    last = outcome or "not found"
+    if now - armed > ARMING_CEILING_S:
+        return f"not closed within the {ARMING_CEILING_S:.0f}s ceiling (last {last})"
+    quiet = quiet_since(faults, host)
+    if quiet is None:  # a fault in its way is active: the clocks have not started
+        return ""
+    if owed_since and now - max(owed_since, quiet) > OWED_S:
+        return (f"the bot owed it for {now - owed_since:.0f}s after the on-call was done, "
+                f"{now - max(owed_since, quiet):.0f}s after the last fault in its way "
+                f"(last {last})")
+    if now - max(armed, quiet) > ARMING_TIMEOUT_S:
+        return (f"not closed within {ARMING_TIMEOUT_S:.0f}s of its arming and the last "
+                f"fault in its way ({now - armed:.0f}s since armed; last {last})")
+    return ""
 
 
 @dataclass
@@ -69,18 +106,26 @@ class Arming:
 class Driver:
     world: World
     seed: int
+    # the run's faults, the fault thread filling in their times as it goes (``run.py``)
+    faults: list[Fault] = field(default_factory=list)
     answers: list[tuple[str, int]] = field(default_factory=list)  # (route, status), all
     armings: list[Arming] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _outbox: ChatOutboxStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._outbox = ChatOutboxStore(self.world.store.redis)
 
     def run_host(self, host: Host, numbers: list[int]) -> None:
-        rng = random.Random(f"{self.seed}:{host.name}")
         http = httpx.Client(timeout=15)
         try:
             for n in numbers:
                 if self._stop.is_set():
                     return
+                # one stream per arming: seeded per host only, every arming of a host (each
+                # run_host call is one) made the same choice, and a run never mixed them
+                rng = random.Random(f"{self.seed}:{host.name}:{n}")
                 arming = Arming(host.name, n, rng.choice(DECISIONS))
                 with self._lock:
                     self.armings.append(arming)
@@ -95,18 +140,17 @@ class Driver:
     def _one(self, host: Host, a: Arming, rng: random.Random, http: httpx.Client) -> None:
         host.arm()
         a.armed_at = time.time()
-        deadline = time.monotonic() + ARMING_TIMEOUT_S
+        armed = time.monotonic()
         a.alert_answers = self._deliver(http, rng, a, "firing")
         decided = retried = False
         acted = resolved_sent = 0.0
         repeat_at = time.monotonic() + REPEAT_S
         owed_since = 0.0
-        while time.monotonic() < deadline and not self._stop.is_set():
+        while not self._stop.is_set():
             time.sleep(0.3)
             now = time.monotonic()
-            if owed_since and now - owed_since > OWED_S:
-                a.stuck = (f"the bot owed it for {now - owed_since:.0f}s after the on-call was "
-                           f"done (last {a.outcome or 'not found'})")
+            a.stuck = overdue(self.faults, host.name, a.outcome, armed, owed_since, now)
+            if a.stuck:
                 return
             incident = self._current(host.name, a)
             if incident is LOST and resolved_sent:  # gone with Redis's data, and cleared
@@ -141,7 +185,7 @@ class Driver:
             if now - resolved_sent > 10.0:  # fixed, by the bot or by hand: the alert clears
                 resolved_sent = self._clear(http, rng, host, a)
                 owed_since = owed_since or resolved_sent
-        a.stuck = a.stuck or f"not closed within {ARMING_TIMEOUT_S:.0f}s (last {a.outcome})"
+        a.stuck = f"the run ended before it closed (last {a.outcome or 'not found'})"
 
     def _clear(self, http: httpx.Client, rng: random.Random, host: Host, a: Arming) -> float:
         """The on-call fixes what is still wrong by hand; the alert then resolves."""
@@ -283,12 +327,17 @@ class Driver:
             return None
 
     def _delivered(self, incident: Incident) -> bool:
-        """The message shows the incident's final state and none of its chat is waiting."""
-        try:
-            waiting = self.world.store.redis.zscore(keys.outbox_due(), incident.id)
-        except Exception:
-            return False
+        """The incident's message shows its final state and no edit of it is queued behind
+        that: the host can be armed again, and no late "Fixed" can land on it. Its thread
+        replies may still wait for Slack's channel budget (about one post a second, shared
+        by every incident); they are owed, not lost, and the run's end checks them."""
         card = self._card(incident)
         label = incident.state.value.replace("_", " ").capitalize()
-        return waiting is None and card is not None and \
-            f"{label} · incident {incident.id}" in json.dumps(card, ensure_ascii=False)
+        if card is None or \
+                f"{label} · incident {incident.id}" not in json.dumps(card, ensure_ascii=False):
+            return False
+        try:
+            queued = self._outbox.pending_items(incident.id)
+        except Exception:  # Redis refusing or restarting: look again
+            return False
+        return not any(purpose == CARD for _, _, purpose, _ in queued)

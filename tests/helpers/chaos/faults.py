@@ -28,6 +28,7 @@ KINDS: dict[str, int] = {
     "replica_kill": 3, "replica_stop": 2, "sshd_kill": 2, "host_freeze": 2,
     "slack_500": 2, "slack_429": 2, "slack_timeout": 1, "host_key_swap": 1, "net_delay": 2,
 }
+HOST_KINDS = ("sshd_", "host_", "net_")  # the faults aimed at one host (their target names it)
 
 
 @dataclass
@@ -45,6 +46,27 @@ class Fault:
 
     def line(self) -> str:
         return f"{self.kind}({self.target}) for {self.healed - self.started:.1f}s"
+
+    def holds_up(self, host: str) -> bool:
+        """Whether this fault could hold up an incident on ``host``: one on the ground every
+        incident shares (Redis, a ``serve`` replica, Slack), or one on this host. Another
+        host's sshd, freeze, key or latency is not in this incident's way."""
+        return not self.kind.startswith(HOST_KINDS) or self.target == host
+
+
+def quiet_since(faults: list[Fault], host: str) -> float | None:
+    """When the last fault that could hold up an incident on ``host`` healed (monotonic; 0.0
+    before any began), None while one is still active: a bound counted from it has not
+    started. Read while the fault thread runs: it writes each time as one float (``started``
+    before it injects, ``healed`` after it heals), so no lock is needed."""
+    last = 0.0
+    for fault in faults:
+        if not fault.started or not fault.holds_up(host):
+            continue
+        if not fault.healed:
+            return None
+        last = max(last, fault.healed)
+    return last
 
 
 @dataclass
@@ -73,7 +95,7 @@ class Schedule:
 def _target(rng: random.Random, kind: str, hosts: list[str], replicas: int) -> str:
     if kind.startswith("replica_"):
         return f"serve{rng.randrange(replicas)}"
-    if kind.startswith(("sshd_", "host_", "net_")):
+    if kind.startswith(HOST_KINDS):
         return rng.choice(hosts)
     return kind.split("_")[0]
 
