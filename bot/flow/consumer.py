@@ -144,7 +144,14 @@ class Consumer:
         try:
             self.publisher.announce(incident_id, card=card)
         except Exception as exc:
-            log_internal(exc, f"the early alert card of {incident_id}")
+            if (why := refusal(exc)) is None:
+                log_internal(exc, f"the early alert card of {incident_id}")
+                return
+            # Redis said "not now" (chaos seed 4242: OOM as a restarted Redis was sent the
+            # storm's script): the placement and the card come with the diagnosis
+            metrics.refused(why, LOOP)
+            log.warning("the early alert card of %s: Redis refused (%s); it goes out with "
+                        "the diagnosis", incident_id, why)
 
     def _handle_and_ack(self, entry_id: str, event: dict[str, str]) -> None:
         if self.interrupted is not None and _diagnosis(event):
