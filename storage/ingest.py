@@ -50,9 +50,12 @@ SEEN_TTL_S = 7 * 86400  # how long a delivery stays "already applied"
 # What ingest decisions read. Labels, details, and summary are never read on the
 # hot path (a fold overwrites or keeps them), and only changed fields are written, so
 # the flow's parts are never clobbered.
+# xids: an Xid storm's tally, folded here; chat: not used by the planner, but each record
+# an ingest writes is told to the data-loss watch (``IncidentStore.written``), which took one
+# without it for an incident whose message never went out (chaos seed 4242, INC-291)
 CORE_FIELDS = ("id", "host", "kind", "state", "severity", "count", "first_seen", "last_seen",
                "updated", "resolved_at", "cleared_at", "source", "parent_id", "hosts",
-               "fingerprints", "schema", "xids")  # xids: an Xid storm's tally, folded here
+               "fingerprints", "schema", "xids", "chat")
 _HMGET_MANY = """
 local out = {}
 for i, k in ipairs(KEYS) do out[i] = redis.call('HMGET', k, unpack(ARGV)) end

@@ -135,3 +135,23 @@ def test_an_incident_closed_before_its_card_went_out_is_named_when_a_wipe_takes_
     assert not any(i in text for i in (expired, delivered, elsewhere)), text
     # the next period finds nothing to say again
     assert rig.watch.check() is None and not rig.watch.unshown
+
+
+def test_an_incident_whose_alert_resolved_after_its_card_went_out_is_not_named(
+        rig: Rig) -> None:
+    """The chaos run's seed 4242 at a2f08cc (gpu-07 INC-291): its card was out, the on-call
+    denied, then its alert resolved. The ingest closing it tells the watch a record built
+    from its view of the incident, which did not read the message: the watch took it for
+    one closed before its message went out, and the announcement named it, a second
+    message. The ingest's view now reads ``chat`` too."""
+    alert = Alert("alertmanager", "gpu-02", "vram_idle", fingerprint="fp-gpu-02")
+    incident, _ = rig.flow.incidents.open_or_fold(alert)
+    card = ChatMessage(text="gpu-02: card", header=f"incident {incident.id}: card",
+                       incident_id=incident.id)
+    assert rig.flow.outbox.send(incident.id, CARD, Op.POST, card, CHANNEL) is not None
+    assert rig.flow.incidents.require(incident.id).chat is not None
+    rig.flow.incidents.ingest([replace(alert, status=AlertStatus.RESOLVED)])
+    assert not rig.flow.incidents.require(incident.id).is_open
+    assert incident.id not in rig.watch.unshown
+    loss = wiped(rig)
+    assert loss.unshown == ()
