@@ -32,6 +32,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,7 @@ def one_run(redis_url: str, incidents: int, overtake: bool) -> dict[str, Any]:
             "last_reply_s": max(replies), "cards": len(edits), "replies": len(replies)}
 
 
-def _wait(check: Any, what: str) -> None:
+def _wait(check: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + SETTLE_S
     while not check():
         if time.monotonic() > deadline:
