@@ -30,16 +30,13 @@ from bot.chat.outbox import CARD, ChatOutbox
 from bot.chat.render import render_incident, thread_evidence
 from bot.core import strings
 from bot.domain.incident import Incident
-from bot.domain.lifecycle import IncidentState
+from bot.domain.lifecycle import FIRST_DIAGNOSIS, IncidentState
 from bot.flow.storm import Storms
 from bot.flow.thread import message_ref, note, thread_ref
 from storage.approvals import ApprovalStore
 from storage.chat_outbox import Op
 from storage.incidents import IncidentStore
 from storage.renders import RenderLedger
-
-# the states a storm's member has no card in yet: its diagnosis still to come
-WAITING_FOR_DIAGNOSIS = frozenset({IncidentState.OPEN, IncidentState.DIAGNOSING})
 
 
 class Publisher:
@@ -204,7 +201,7 @@ class Publisher:
         (the closing note) are dropped (chaos seed 4242, gpu-05 #21: INC-129)."""
         storm = self.storms.place(incident, self.channel) if self.storms is not None else None
         return storm is not None and incident.diagnosis is None and \
-            incident.state in WAITING_FOR_DIAGNOSIS
+            incident.state in FIRST_DIAGNOSIS  # its first diagnosis still to come
 
     def _where_to_post(self, incident: Incident) -> tuple[str, MessageRef | None]:
         """A grouped child is posted in its parent's thread (one channel message per
