@@ -37,7 +37,7 @@ from bot.domain.incident import (
     Incident,
     apply_transition,
 )
-from bot.domain.incident_record import ChatRefs
+from bot.domain.incident_record import ChatRefs, LostCard
 from bot.domain.lifecycle import (
     FIRST_DIAGNOSIS,
     IncidentState,
@@ -106,7 +106,8 @@ class Opens(Protocol):
     ``incident.opened`` for the flow's consumer), handed to them by the composition root."""
 
     def __call__(self, alerts: Sequence[Alert], *,
-                 chats: Mapping[str, ChatRefs] | None = None) -> IngestResult: ...
+                 chats: Mapping[str, ChatRefs] | None = None,
+                 lost_cards: Mapping[str, LostCard] | None = None) -> IngestResult: ...
 
 
 def _num(incident_id: str) -> int:
@@ -144,15 +145,19 @@ class IncidentStore:
 
     # --- ingest ----------------------------------------------------------------------
     def ingest(self, alerts: Sequence[Alert], *,
-               chats: Mapping[str, ChatRefs] | None = None) -> IngestResult:
+               chats: Mapping[str, ChatRefs] | None = None,
+               lost_cards: Mapping[str, LostCard] | None = None) -> IngestResult:
         """Apply a batch atomically; raises ``Contention`` after too many conflicts.
         ``chats``: alert fingerprint → the message an incident it creates takes over (the
-        data-loss watch re-opening a lost incident edits its old message, issue 39)."""
+        data-loss watch re-opening a lost incident edits its old message, issue 39).
+        ``lost_cards``: alert fingerprint → the lost incident whose card, never recorded,
+        an incident it creates looks for in the channel before posting its own."""
         if not alerts:
             return IngestResult()
         if self.before_ingest is not None:
             self.before_ingest()
-        result, records = self._retrying(lambda pipe: self._ingest_once(pipe, alerts, chats or {}))
+        result, records = self._retrying(lambda pipe: self._ingest_once(
+            pipe, alerts, chats or {}, lost_cards or {}))
         for record in records:
             self._tell(record)
         return cast(IngestResult, result)
@@ -171,15 +176,21 @@ class IncidentStore:
         return self.get(incident_id) if incident_id else None
 
     def _ingest_once(self, pipe: Pipeline, alerts: Sequence[Alert],
-                     chats: Mapping[str, ChatRefs]) -> tuple[IngestResult, builtins.list[Incident]]:
+                     chats: Mapping[str, ChatRefs], lost_cards: Mapping[str, LostCard]
+                     ) -> tuple[IngestResult, builtins.list[Incident]]:
         view = read_view(pipe, alerts)
         now = self.clock()
         plan = Planner(view, now, self.group_wait_s, self.ids,
                        xid_policy=self.xid_policy).run(list(alerts))
         for alert, (outcome, incident_id) in zip(alerts, plan.outcomes, strict=True):
-            chat = chats.get(alert.fp)
-            if chat is not None and outcome is PlanOutcome.CREATED and incident_id is not None:
+            if outcome is not PlanOutcome.CREATED or incident_id is None:
+                continue
+            chat, lost = chats.get(alert.fp), lost_cards.get(alert.fp)
+            if chat is not None:
                 plan.incidents[incident_id] = replace(plan.incidents[incident_id], chat=chat)
+            elif lost is not None:
+                plan.incidents[incident_id] = replace(plan.incidents[incident_id],
+                                                      lost_card=lost)
         write_plan(pipe, plan, view, now, open_deadline_s=self.deadlines.open_s)
         return IngestResult(plan.outcomes), list(plan.incidents.values())
 

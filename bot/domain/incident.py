@@ -22,6 +22,7 @@ from bot.domain.incident_record import (
     GateRecord,
     HostRebootMark,
     LastOutcome,
+    LostCard,
     ProbeOutput,
     ProgressTracker,
     RebootPending,
@@ -153,6 +154,9 @@ class Incident:
     last_outcome: LastOutcome | None = None
     running: Running | None = None
     chat: ChatRefs | None = None
+    # re-opened after a data loss from an incident whose card's ts was never recorded: the
+    # card to look for before posting one (``bot.chat.outbox``), never rendered
+    lost_card: LostCard | None = None
     progress: ProgressTracker | None = None
     job_id: str | None = None
     reboot: RebootPending | None = None
@@ -203,7 +207,8 @@ class Incident:
             "plans": [p.to_json() for p in self.plans], "revert_plan": js(self.revert_plan),
             "results": [r.to_json() for r in self.results],
             "last_outcome": js(self.last_outcome), "running": js(self.running),
-            "chat": js(self.chat), "progress": js(self.progress), "job": self.job_id,
+            "chat": js(self.chat), "lost_card": js(self.lost_card),
+            "progress": js(self.progress), "job": self.job_id,
             "reboot": js(self.reboot), "host_reboot": js(self.host_reboot),
             "acked_by": self.acked_by, "resolved_by": self.resolved_by,
             "escalated_by": self.escalated_by, "snooze": js(self.snooze), "gate": js(self.gate),
@@ -265,8 +270,8 @@ class Incident:
 
 
 _PART_FIELDS = ("diagnosis", "probe_output", "plans", "revert_plan", "results", "last_outcome",
-                "running", "chat", "progress", "reboot", "host_reboot", "snooze", "gate", "xids",
-                "accepted")
+                "running", "chat", "lost_card", "progress", "reboot", "host_reboot", "snooze",
+                "gate", "xids", "accepted")
 
 
 def flat(value: object) -> str:
@@ -313,6 +318,7 @@ def _structured(parts: dict[str, Any]) -> dict[str, Any]:
         "last_outcome": _opt(parts.get("last_outcome"), LastOutcome.from_json),
         "running": _opt(parts.get("running"), Running.from_json),
         "chat": _opt(parts.get("chat"), ChatRefs.from_json),
+        "lost_card": _opt(parts.get("lost_card"), LostCard.from_json),
         "progress": _opt(parts.get("progress"), ProgressTracker.from_json),
         "reboot": _opt(parts.get("reboot"), RebootPending.from_json),
         "host_reboot": _opt(parts.get("host_reboot"), HostRebootMark.from_json),

@@ -145,6 +145,26 @@ class ChatRefs:
 
 
 @dataclass(frozen=True)
+class LostCard:
+    """A re-opened incident's lead to the card of the incident it replaces (issue 39): Redis
+    lost the old incident while its card's post was in flight (Slack acted on it, the answer
+    never came back), so no ``ChatRefs`` survived. Its first card post looks in the channel
+    for a top-level message the old incident's outbox posted (tagged with its outbox key)
+    and edits that one instead of posting a second. ``since``: the old incident's first
+    alert, before which its card cannot have been posted."""
+
+    incident_id: str
+    since: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"incident_id": self.incident_id, "since": self.since}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> LostCard:
+        return cls(str(raw["incident_id"]), float(raw.get("since") or 0.0))
+
+
+@dataclass(frozen=True)
 class Running:
     """The action an approval started and that has not finished yet."""
 

@@ -8,7 +8,7 @@ import pytest
 
 from bot.domain.findings import Severity
 from bot.domain.incident import Alert, Incident, apply_transition, fold, parse_severity
-from bot.domain.incident_record import ChatRefs
+from bot.domain.incident_record import ChatRefs, LostCard
 from bot.domain.lifecycle import (
     TRANSITIONS,
     IllegalTransition,
@@ -111,6 +111,7 @@ def test_hash_round_trip_keeps_every_field() -> None:
         labels={"a": "b"},
         details={"gpus": [1, 2]},
         chat=ChatRefs("C1", "1.2", "1.2"),
+        lost_card=LostCard("INC-3", 1.25),
         acked_by="UALICE",
         source="agent",
         accepted=("ap1", "ap2"),
