@@ -89,6 +89,11 @@ class NewItem:
     ref_ts: str = ""
     version: int = 0  # the render's sequence number: an older one never overwrites a newer
     urgent: bool = False  # in the top-level lane though not a first post (a storm's table)
+    # a top-level post that first looks for a top-level message another incident's outbox
+    # posted (its key under ``key_prefix(look_for)``, posted after ``look_since``) and edits
+    # that one instead: a re-opened incident's card after a data loss (issue 39)
+    look_for: str = ""
+    look_since: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -111,11 +116,18 @@ class OutboxItem:
     last_error: str
     token: str  # this claim's token; ack/release need it
     urgent: bool = False  # queued urgent (a storm's table): first in line, first to Slack
+    look_for: str = ""  # ``NewItem.look_for``: whose post to take over, if Slack has one
+    look_since: float = 0.0
 
     @property
     def key(self) -> str:
         """Stable per item: tagged on the posted message so a lost response can be found."""
-        return f"{self.incident_id}/{self.seq}"
+        return f"{key_prefix(self.incident_id)}{self.seq}"
+
+
+def key_prefix(incident_id: str) -> str:
+    """What every item key of ``incident_id`` starts with (and no other incident's does)."""
+    return f"{incident_id}/"
 
 
 # Every script that moves an incident in the due ZSET calls ``remark`` (or ``mark``,
@@ -511,6 +523,7 @@ def _item_json(item: NewItem, now: float) -> str:
         "op": item.op.value, "purpose": item.purpose, "message": item.message,
         "channel": item.channel, "thread_ts": item.thread_ts, "thread_of": item.thread_of,
         "ref_ts": item.ref_ts, "version": item.version, "lane": "top" if item.urgent else "",
+        "look_for": item.look_for, "look_since": item.look_since,
         "attempts": 0, "due": now, "created": now,
         "claim": "", "claim_until": 0, "uncertain": False, "last_error": "",
     })
@@ -524,7 +537,8 @@ def _item(incident_id: str, seq: int, data: dict[str, Any]) -> OutboxItem:
         ref_ts=str(data.get("ref_ts") or ""), attempts=int(data["attempts"]),
         due=float(data["due"]), created=float(data["created"]),
         uncertain=bool(data.get("uncertain")), last_error=str(data.get("last_error") or ""),
-        token=str(data["claim"]), urgent=data.get("lane") == "top")
+        token=str(data["claim"]), urgent=data.get("lane") == "top",
+        look_for=str(data.get("look_for") or ""), look_since=float(data.get("look_since") or 0))
 
 
 def _audit_args(item: OutboxItem, note: AuditNote | None, now: float) -> list[str]:

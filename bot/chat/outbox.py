@@ -36,7 +36,15 @@ from bot.chat.base import (
 from bot.core import metrics
 from bot.core.heartbeat import Heartbeats
 from bot.domain.backoff import Backoff
-from storage.chat_outbox import AuditNote, ChatOutboxStore, NewItem, Op, OutboxItem, Posted
+from storage.chat_outbox import (
+    AuditNote,
+    ChatOutboxStore,
+    NewItem,
+    Op,
+    OutboxItem,
+    Posted,
+    key_prefix,
+)
 from storage.connection import StorageError, refusal
 
 log = logging.getLogger(__name__)
@@ -65,7 +73,7 @@ class DirectChat(Protocol):
                     urgent: bool = False) -> None: ...
 
     def find_posted(self, channel: str, thread: MessageRef | None, key: str,
-                    oldest: float) -> MessageRef | None: ...
+                    oldest: float, *, prefix: bool = False) -> MessageRef | None: ...
 
 
 class _Plain:
@@ -89,7 +97,7 @@ class _Plain:
             raise ChatSendError(f"{type(exc).__name__}: {exc}", transient=True) from exc
 
     def find_posted(self, channel: str, thread: MessageRef | None, key: str,
-                    oldest: float) -> MessageRef | None:
+                    oldest: float, *, prefix: bool = False) -> MessageRef | None:
         return None
 
 
@@ -131,7 +139,8 @@ class ChatOutbox:
     def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
              channel: str, thread: MessageRef | None = None, ref: MessageRef | None = None,
              *, thread_of: str = "", deliver: bool = True,
-             urgent: bool = False) -> MessageRef | None:
+             urgent: bool = False, look_for: str = "",
+             look_since: float = 0.0) -> MessageRef | None:
         """Queue one post or edit and try it now: the ref when delivered now, None when
         it waits (Slack refused, or an earlier item of the incident is still waiting).
         ``message.seq`` (a render's number) orders renders of one purpose: an older one
@@ -145,13 +154,16 @@ class ChatOutbox:
         ``deliver`` False: only queued, for the retry loop to send (a caller that must
         not wait on Slack, like the flow's event loop).
         ``urgent``: listed with the first messages though it is an edit (a storm's table:
-        the one message that shows a whole burst goes before anyone's own edits)."""
+        the one message that shows a whole burst goes before anyone's own edits).
+        ``look_for``: another incident whose top-level post (since ``look_since``) this
+        top-level post takes over when Slack has one: edited, not posted again (the card
+        of an incident Redis lost before its ts was recorded, issue 39)."""
         now = self.clock()
         item = NewItem(op=Op(op), purpose=purpose, message=message_to_json(message),
                        channel=ref.channel if ref is not None else channel,
                        thread_ts=thread.ts if thread is not None else "", thread_of=thread_of,
                        ref_ts=ref.ts if ref is not None else "", version=message.seq,
-                       urgent=urgent)
+                       urgent=urgent, look_for=look_for, look_since=look_since)
         seq = self.store.append(incident_id, item, now)
         if not deliver:
             self._queued.set()
@@ -265,7 +277,7 @@ class ChatOutbox:
 
     def _deliver_claimed(self, item: OutboxItem) -> MessageRef | None:
         try:
-            ref, thread_ts = self._attempt(item)
+            ref, thread_ts, taken = self._attempt(item)
         except ChatSendError as exc:
             self._failed(item, exc)
             return None
@@ -282,6 +294,10 @@ class ChatOutbox:
         note = AuditNote("chat.delivered_late", {
             "purpose": item.purpose, "op": item.op.value, "seconds": round(at - item.created, 3),
             "attempts": item.attempts, "last_error": item.last_error}) if late else None
+        if taken:  # the timeline says which message it is, and whose it was
+            note = AuditNote("chat.card_taken_over", {
+                "purpose": item.purpose, "ts": ref.ts, "was": item.look_for,
+                "seconds": round(at - item.created, 3), "attempts": item.attempts})
         metrics.CHAT_OUTBOX.labels(outcome="delivered_late" if late else "delivered").inc()
         if not self.store.ack(item, Posted(ref.channel, ref.ts, thread_ts), note, at):
             log.warning("chat outbox: claim on %s was lost before its ack", item.key)
@@ -320,17 +336,25 @@ class ChatOutbox:
                     self._unrecorded.extend(waiting[n + 1:])
                 return
 
-    def _attempt(self, item: OutboxItem) -> tuple[MessageRef, str]:
-        """Send the item once; where it now is and the thread it sits in."""
+    def _attempt(self, item: OutboxItem) -> tuple[MessageRef, str, bool]:
+        """Send the item once; where it now is, the thread it sits in, and whether it took
+        over another incident's message (``look_for``)."""
         posted = self.store.posted(item.incident_id)
         message = message_from_json(item.message)
         known = posted.get(item.purpose)
         if item.op is Op.POST and known is None:
             thread = self._placed(item) or self._thread(item, posted)
             channel = thread.channel if thread is not None else item.channel
-            found = self._find(item, channel, thread) if item.uncertain else None
+            found = self._find(item, channel, thread, item.key, item.created) \
+                if item.uncertain else None
+            if found is None and thread is None and item.look_for:
+                lost = self._find(item, channel, None, key_prefix(item.look_for),
+                                  item.look_since or item.created, prefix=True)
+                if lost is not None:  # edited into this item's message: one message still
+                    self.direct.update_once(lost, message)
+                    return lost, lost.ts, True
             ref = found or self.direct.post_once(channel, message, thread, item.key)
-            return ref, thread.ts if thread is not None else ref.ts
+            return ref, thread.ts if thread is not None else ref.ts, False
         if item.ref_ts:
             target = MessageRef(item.channel, item.ref_ts)
         elif known is not None:
@@ -343,18 +367,22 @@ class ChatOutbox:
             self.direct.update_once(target, message)
         # the first edit of a message this incident did not post (taken over after a data
         # loss) records the thread it was told the message sits in, else its own
-        return target, known.thread_ts if known is not None else (item.thread_ts or target.ts)
+        return (target, known.thread_ts if known is not None else (item.thread_ts or target.ts),
+                False)
 
-    def _find(self, item: OutboxItem, channel: str, thread: MessageRef | None) -> MessageRef | None:
-        """The post an earlier try may have left; when the channel cannot be read (a missing
-        ``channels:history`` scope), post again: a second card beats no card."""
+    def _find(self, item: OutboxItem, channel: str, thread: MessageRef | None, key: str,
+              oldest: float, *, prefix: bool = False) -> MessageRef | None:
+        """The post an earlier try may have left (``key``), or the first post of a lost
+        incident whose items' keys start with it (``prefix``). Slack refusing for now: the
+        item is tried again later, the look first. When the channel cannot be read (a
+        missing ``channels:history`` scope), post: a second card beats no card."""
         try:
-            return self.direct.find_posted(channel, thread, item.key, item.created)
+            return self.direct.find_posted(channel, thread, key, oldest, prefix=prefix)
         except ChatSendError as exc:
             if exc.transient:
                 raise
-            log.warning("chat outbox: cannot look for %s before posting again: %s",
-                        item.key, exc.error)
+            log.warning("chat outbox: cannot look for %s before posting %s: %s",
+                        key, item.key, exc.error)
             return None
 
     def _placed(self, item: OutboxItem) -> MessageRef | None:

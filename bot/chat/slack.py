@@ -272,9 +272,10 @@ class SlackBackend:
             self.ledger.mark_applied(message.incident_id, message.seq)
 
     def find_posted(self, channel: str, thread: MessageRef | None, key: str,
-                    oldest: float) -> MessageRef | None:
+                    oldest: float, *, prefix: bool = False) -> MessageRef | None:
         """The message an earlier post with ``key`` left in the channel (or the thread),
-        if any: asked before posting again after a timeout."""
+        if any: asked before posting again after a timeout. ``prefix``: the first (oldest)
+        one whose key starts with ``key`` (a lost incident's card, issue 39)."""
         def call() -> SlackResponse:
             if thread is not None:
                 return self.client.conversations_replies(
@@ -282,10 +283,14 @@ class SlackBackend:
             return self.client.conversations_history(
                 channel=channel, oldest=f"{max(0.0, oldest - 60):.6f}",
                 include_all_metadata=True, limit=200)
-        for found in self._once("conversations.history", call).get("messages") or []:
+        messages = self._once("conversations.history", call).get("messages") or []
+        if prefix:  # its first post: history lists the newest first, replies the oldest
+            messages = sorted(messages, key=lambda m: float(m.get("ts") or 0))
+        for found in messages:
             meta = found.get("metadata") or {}
-            if meta.get("event_type") == OUTBOX_EVENT and \
-                    (meta.get("event_payload") or {}).get("key") == key:
+            tag = str((meta.get("event_payload") or {}).get("key") or "")
+            if meta.get("event_type") == OUTBOX_EVENT and tag and (
+                    tag.startswith(key) if prefix else tag == key):
                 return MessageRef(channel=channel, ts=str(found["ts"]))
         return None
 

@@ -173,6 +173,62 @@ def test_a_lookup_refused_for_good_posts_again_rather_than_lose_the_card(
     assert [m["text"] for m in slack_standin.top_level(CHANNEL)] == ["v1"]
 
 
+def lost_cards(standin: SlackStandIn, redis: Redis) -> MessageRef:
+    """INC-1's card reached Slack but its answer never came back, then Redis lost the
+    outbox with the incident; INC-10's card, posted before it, carries a key that starts
+    with INC-1 but for the ``/``."""
+    outbox = ChatOutbox(ChatOutboxStore(redis), backend(standin))
+    assert outbox.send("INC-10", CARD, Op.POST, card("INC-10 v1"), CHANNEL) is not None
+    standin.lose_response("chat.postMessage", 1)
+    assert outbox.send("INC-1", CARD, Op.POST, card("INC-1 v1"), CHANNEL) is None
+    redis.flushdb()
+    (lost,) = [m for m in standin.top_level(CHANNEL) if m["text"] == "INC-1 v1"]
+    return MessageRef(CHANNEL, str(lost["ts"]))
+
+
+def test_a_reopened_card_takes_over_the_lost_incidents_card_instead_of_posting(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    """Issue 39 (INC-5837): the re-opened incident's first card post finds the message
+    the lost incident's outbox posted and edits it: delivered there, nothing posted."""
+    delivered: list[tuple[str, str, MessageRef]] = []
+    lost = lost_cards(slack_standin, redis)
+    store = ChatOutboxStore(redis)
+    outbox = ChatOutbox(store, backend(slack_standin), backoff_s=0.05,
+                        on_delivered=lambda i, p, r: delivered.append((i, p, r)))
+    posts = len(slack_standin.calls_of("chat.postMessage"))
+    slack_standin.fail("conversations.history", times=1)  # Slack refusing for now: later
+    assert outbox.send("INC-1001", CARD, Op.POST, card("INC-1001 v1"), CHANNEL,
+                       look_for="INC-1", look_since=time.time() - 30) is None
+    assert store.pending("INC-1001") == 1
+    with draining(outbox, idle_s=0.05):
+        wait_until(lambda: store.pending("INC-1001") == 0, 10, "the card")
+    assert delivered == [("INC-1001", CARD, lost)]
+    assert store.posted("INC-1001")[CARD] == Posted(CHANNEL, lost.ts, lost.ts)
+    assert len(slack_standin.calls_of("chat.postMessage")) == posts, "nothing posted"
+    assert [c.params["text"] for c in _updates(slack_standin, lost.ts)] == ["INC-1001 v1"]
+    assert sorted(m["text"] for m in slack_standin.top_level(CHANNEL)) == [
+        "INC-10 v1", "INC-1001 v1"]
+    (taken,) = entries(redis, "chat.card_taken_over", "INC-1001")
+    assert taken.detail["was"] == "INC-1" and taken.detail["ts"] == lost.ts
+    # the card's later renders edit it, as any card's
+    assert outbox.send("INC-1001", CARD, Op.POST, card("INC-1001 v2"), CHANNEL) == lost
+
+
+def test_with_nothing_to_take_over_the_reopened_card_is_posted(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    """No message of the lost incident in the channel (its post never reached Slack), or
+    the channel cannot be read at all: the card is posted, as any first card."""
+    outbox = ChatOutbox(ChatOutboxStore(redis), backend(slack_standin))
+    ref = outbox.send("INC-1002", CARD, Op.POST, card("INC-1002 v1"), CHANNEL,
+                      look_for="INC-2", look_since=time.time() - 30)
+    assert ref is not None and [m["ts"] for m in slack_standin.top_level(CHANNEL)] == [ref.ts]
+    assert len(slack_standin.calls_of("conversations.history")) == 1
+    slack_standin.fail("conversations.history", times=1, status=200, error="missing_scope")
+    other = outbox.send("INC-1003", CARD, Op.POST, card("INC-1003 v1"), CHANNEL,
+                        look_for="INC-3", look_since=time.time() - 30)
+    assert other is not None and len(slack_standin.top_level(CHANNEL)) == 2
+
+
 def test_two_senders_draining_together_send_each_item_once_in_order(
         slack_standin: SlackStandIn, redis: Redis) -> None:
     store = ChatOutboxStore(redis)

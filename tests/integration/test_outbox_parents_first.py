@@ -38,7 +38,7 @@ class PacedChat:
         """Edits have their own budget (not the channel's posts)."""
 
     def find_posted(self, channel: str, thread: MessageRef | None, key: str,
-                    oldest: float) -> MessageRef | None:
+                    oldest: float, *, prefix: bool = False) -> MessageRef | None:
         return None
 
 
