@@ -58,6 +58,7 @@ from bot.chat.text import escape, mention
 from bot.core import metrics, strings
 from bot.core.errors import log_internal
 from bot.domain.incident import RECOVERED, Alert, Incident
+from bot.domain.incident_record import LostCard
 from bot.domain.lifecycle import ACTING, IncidentState
 from bot.domain.planner import PlanOutcome
 from bot.flow.message import Publisher
@@ -268,8 +269,11 @@ class DataLossWatch:
                 continue  # a grouped host comes back with its parent's hosts
             alerts = [_alert(old, host) for host in (old.hosts or (old.host,))]
             chats = {alerts[0].fp: old.chat} if old.chat is not None else {}
+            # its card's ts never recorded (its post in flight at the loss, the answer lost):
+            # the new card looks for it in the channel before posting one (INC-5837)
+            lost = {alerts[0].fp: LostCard(old.id, old.first_seen)} if old.chat is None else {}
             try:
-                result = self.opens(alerts, chats=chats)
+                result = self.opens(alerts, chats=chats, lost_cards=lost)
             except Exception as exc:  # Redis refused again: the announcement says so
                 log.warning("re-opening %s after the data loss failed: %s", old.id, exc)
                 continue

@@ -132,7 +132,9 @@ class Publisher:
         message = render_alert_card(incident, seq=self.renders.next_seq(incident_id),
                                     now=incident.updated or self.clock(), oncall=self.oncall,
                                     can_escalate=self.can_escalate)
-        self.outbox.send(incident_id, CARD, Op.POST, message, self.channel, deliver=False)
+        look_for, look_since = _lost_card(incident)
+        self.outbox.send(incident_id, CARD, Op.POST, message, self.channel, deliver=False,
+                         look_for=look_for, look_since=look_since)
         return True
 
     def reply(self, incident: Incident, text: str, code: str | None = None, *,
@@ -180,7 +182,9 @@ class Publisher:
         in_storm = self.storms is not None and self.storms.storm_of(incident.id) is not None
         # a storm's member goes in the storm's thread (the outbox puts it there when sent)
         channel, parent_ref = (self.channel, None) if in_storm else self._where_to_post(incident)
-        ref = self.outbox.send(incident.id, CARD, Op.POST, message, channel, thread=parent_ref)
+        look_for, look_since = _lost_card(incident)
+        ref = self.outbox.send(incident.id, CARD, Op.POST, message, channel, thread=parent_ref,
+                               look_for=look_for, look_since=look_since)
         self._evidence(incident, channel)
         return ref
 
@@ -215,3 +219,11 @@ class Publisher:
             if ref is not None or time.monotonic() >= deadline:
                 return (ref.channel, ref) if ref is not None else (self.channel, None)
             time.sleep(0.2)
+
+
+def _lost_card(incident: Incident) -> tuple[str, float]:
+    """The card post's lead to the card of the incident it re-opens after a data loss, if
+    that one's ts was never recorded: the outbox edits it, if Slack has it, rather than
+    post a second message for one alert (issue 39, INC-5837)."""
+    lost = incident.lost_card
+    return ("", 0.0) if lost is None else (lost.incident_id, lost.since)
