@@ -53,8 +53,9 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from enum import StrEnum
 
 from bot.chat.base import ChatMessage, Section
@@ -80,6 +81,7 @@ POLL_S = 1.0  # how often each replica reads the epoch (one GET)
 CHATLESS_WAIT_S = 3.0  # a lost incident known without its message waits for a peer's re-open
 UNSHOWN_KEEP_S = 600.0  # a closed incident without its message is remembered this long
 UNSHOWN_KEPT = 100  # and at most this many (one announcement line each)
+INCIDENT_FIELDS = frozenset(f.name for f in dataclass_fields(Incident))
 ALSO = "-also-"  # a second replica's own list, in its key after the announcement's
 
 
@@ -152,16 +154,19 @@ class DataLossWatch:
             self._shown_since(unshown)
             return None
 
-    def seen(self, incident: Incident) -> None:
+    def seen(self, incident: Incident, fields: Sequence[str] = ()) -> None:
         """An incident record this process just committed (``Stores.on_incident_written``):
         known from now on, not from the next snapshot. In memory only; never waits on a
-        check in progress."""
+        check in progress. ``fields``: the only ones the record carries (an ingest's fold
+        reads a few); the rest are kept from what was known (the running action, the
+        summary and labels a re-open is made from)."""
         with self._known:
-            _learn(self.open, incident)
-            self._learn_unshown(incident)
+            record = _over(self.open.get(incident.id), incident, fields)
+            _learn(self.open, record)
+            self._learn_unshown(record)
             if self._since is not None:
-                self._since[incident.id] = incident
-            self.counter = max(self.counter, _id_number(incident.id))
+                self._since[record.id] = record
+            self.counter = max(self.counter, _id_number(record.id))
 
     def moved(self) -> bool:
         """Whether the epoch in Redis is no longer the one this replica joined (one GET)."""
@@ -358,6 +363,13 @@ class DataLossWatch:
         for record in since.values():
             _learn(current, record)
         return current
+
+
+def _over(known: Incident | None, told: Incident, fields: Sequence[str]) -> Incident:
+    """``told`` whole, or its ``fields`` over what was ``known`` of the same incident."""
+    if not fields or known is None:
+        return told
+    return replace(known, **{f: getattr(told, f) for f in fields if f in INCIDENT_FIELDS})
 
 
 def _learn(known: dict[str, Incident], record: Incident) -> None:

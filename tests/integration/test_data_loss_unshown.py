@@ -22,7 +22,7 @@ from bot.chat.outbox import CARD
 from bot.chat.slack import SlackBackend, make_client
 from bot.core import strings
 from bot.domain.incident import Alert, AlertStatus
-from bot.domain.incident_record import ChatRefs
+from bot.domain.incident_record import ChatRefs, Running
 from bot.flow.assembly import Flow, build_flow
 from bot.flow.data_loss import UNSHOWN_KEEP_S, DataLossWatch, Loss
 from bot.rig.localredis import LocalRedis, start_local_redis
@@ -192,3 +192,28 @@ def test_a_replica_that_alone_saw_it_close_names_it_when_another_announces(
         assert peer.check() is None  # nothing to say again
     finally:
         peer_stores.close()
+
+
+def test_a_repeat_of_the_alert_leaves_what_the_watch_knew_of_the_incident(rig: Rig) -> None:
+    """An ingest's fold reads a few fields of the incident (``CORE_FIELDS``) and tells the
+    watch that record: it replaced the whole one, so a wipe after Alertmanager's repeat
+    re-opened the incident without its summary and labels, and the announcement no longer
+    said which action had been sent to the host. The fold's fields now go over what the
+    watch knew."""
+    alert = Alert("alertmanager", "gpu-08", "vram_idle", summary="VRAM held at 0% on gpu-08",
+                  labels={"alertname": "GpuMemoryHeldIdle", "team": "ml"},
+                  fingerprint="fp-gpu-08")
+    incident, _ = rig.flow.incidents.open_or_fold(alert)
+    running = Running("systemd.stop_disable", "UALICE", time.time(), "appr-1")
+    rig.flow.incidents.update(incident.id, lambda i: replace(i, running=running))
+    rig.flow.incidents.ingest([alert])  # Alertmanager's repeat: folded, count 2
+    known = rig.watch.open[incident.id]
+    assert known.count == 2, "the fold's own fields are taken"
+    assert known.running == running and known.summary == alert.summary
+    assert known.labels == alert.labels
+
+    loss = wiped(rig)
+    (lost,) = loss.lost
+    assert lost.running == running and lost.count == 2
+    new = rig.flow.incidents.require(loss.reopened[incident.id])
+    assert new.summary == alert.summary and new.labels == alert.labels
