@@ -43,6 +43,16 @@ if current < wanted then redis.call('SET', KEYS[1], wanted) return wanted end
 return current
 """
 
+# each of ARGV[2..] added to the set KEYS[1]; those it was not in yet are returned
+_FIRST_TO_TELL = """
+local fresh = {}
+for i = 2, #ARGV do
+  if redis.call('SADD', KEYS[1], ARGV[i]) == 1 then fresh[#fresh + 1] = ARGV[i] end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return fresh
+"""
+
 
 @dataclass(frozen=True)
 class Epoch:
@@ -99,3 +109,14 @@ class EpochStore:
     def claim_announcement(self, lost: Epoch, token: str) -> bool:
         """True for exactly one replica per lost epoch: it says so in chat."""
         return claim(self.redis, keys.data_loss(lost.id), token, ANNOUNCE_TTL_S)
+
+    def first_to_tell(self, lost: Epoch, incident_ids: list[str]) -> list[str]:
+        """Of ``incident_ids``, those no replica has named yet for the loss of ``lost``
+        (each is named by one replica, whichever asks first), in the order given."""
+        if not incident_ids:
+            return []
+        fresh = cast(list[str], self.redis.eval(
+            _FIRST_TO_TELL, 1, keys.data_loss_told(lost.id), str(int(ANNOUNCE_TTL_S)),
+            *incident_ids))
+        told = set(fresh)
+        return [i for i in incident_ids if i in told]

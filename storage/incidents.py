@@ -53,7 +53,7 @@ from storage.audit import AuditLog
 from storage.connection import lost_while_watching
 from storage.events import IncidentEvents
 from storage.inflight import Inflight, InflightRegistry, step_owner
-from storage.ingest import IdBlocks, read_view, write_plan
+from storage.ingest import CORE_FIELDS, IdBlocks, read_view, write_plan
 
 _log = logging.getLogger(__name__)
 E = TypeVar("E")  # an effect of the decision (``bot.domain.flow.Effect``)
@@ -122,7 +122,7 @@ class IncidentStore:
                  clock: Callable[[], float] = time.time, max_attempts: int = 50,
                  id_block: int = 64, deadlines: StepDeadlines | None = None,
                  xid_policy: XidPolicy = DEFAULT_POLICY, ids: IdBlocks | None = None,
-                 written: Callable[[Incident], None] | None = None,
+                 written: Callable[[Incident, Sequence[str]], None] | None = None,
                  before_ingest: Callable[[], None] | None = None) -> None:
         if not redis.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("IncidentStore needs a Redis client with decode_responses=True")
@@ -137,7 +137,8 @@ class IncidentStore:
         self.inflight = InflightRegistry(redis, clock)
         self.xid_policy = xid_policy  # which Xids are the application's (storms, issue 36)
         # told each record this process wrote, after its commit (``Stores.on_incident_written``:
-        # the data-loss watch learns of an incident as it opens, not a period later)
+        # the data-loss watch learns of an incident as it opens, not a period later), with
+        # the fields it carries when it is not whole (an ingest reads only ``CORE_FIELDS``)
         self.written = written
         # called before each ingest (``Stores.before_incident_ingest``: the data-loss watch
         # re-opens what a wipe took before an alert can open it anew, issue 39)
@@ -159,7 +160,7 @@ class IncidentStore:
         result, records = self._retrying(lambda pipe: self._ingest_once(
             pipe, alerts, chats or {}, lost_cards or {}))
         for record in records:
-            self._tell(record)
+            self._tell(record, CORE_FIELDS)
         return cast(IngestResult, result)
 
     def open_or_fold(self, alert: Alert) -> tuple[Incident, bool]:
@@ -194,11 +195,12 @@ class IncidentStore:
         write_plan(pipe, plan, view, now, open_deadline_s=self.deadlines.open_s)
         return IngestResult(plan.outcomes), list(plan.incidents.values())
 
-    def _tell(self, record: Incident) -> Incident:
-        """Hand a committed record to ``written`` (in memory; its failure is not the write's)."""
+    def _tell(self, record: Incident, fields: Sequence[str] = ()) -> Incident:
+        """Hand a committed record to ``written`` (in memory; its failure is not the write's).
+        ``fields``: the only ones it carries (empty: all)."""
         if self.written is not None:
             try:
-                self.written(record)
+                self.written(record, fields)
             except Exception:  # an observer must not undo a commit
                 _log.exception("telling the written record of %s failed", record.id)
         return record

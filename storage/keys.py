@@ -331,6 +331,11 @@ def data_loss(epoch_id: str) -> str:
     return _k("epoch", "lost", epoch_id)
 
 
+def data_loss_told(epoch_id: str) -> str:
+    """Set: the incidents some replica has named in chat for the loss of ``epoch_id``."""
+    return _k("epoch", "lost", epoch_id, "told")
+
+
 def write_probe(replica: str) -> str:
     """String with a short expiry: ``/readyz``'s proof that Redis takes a write now."""
     return _k("readyz", replica)

@@ -12,7 +12,7 @@ individual stores, never the bundle and never the client (``tests/test_architect
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from bot.domain.incident import Incident
@@ -53,7 +53,7 @@ class Stores:
         # built later and first used after Redis lost its data would otherwise take INC-1…
         # from the emptied counter, numbers old messages still name (issue 39's chaos run)
         self._ids = IdBlocks(text)
-        self._written: list[Callable[[Incident], None]] = []
+        self._written: list[Callable[[Incident, Sequence[str]], None]] = []
         self._before_ingest: list[Callable[[], None]] = []
 
     def before_incident_ingest(self, hook: Callable[[], None]) -> None:
@@ -65,14 +65,15 @@ class Stores:
         for hook in self._before_ingest:
             hook()
 
-    def on_incident_written(self, observer: Callable[[Incident], None]) -> None:
+    def on_incident_written(self, observer: Callable[[Incident, Sequence[str]], None]) -> None:
         """``observer`` is told every incident record any incident store of this process
-        commits, right after the commit (the data-loss watch, issue 39): in memory, cheap."""
+        commits, right after the commit (the data-loss watch, issue 39): in memory, cheap.
+        With the record, the fields it carries when it is not whole (an ingest's)."""
         self._written.append(observer)
 
-    def _incident_written(self, record: Incident) -> None:
+    def _incident_written(self, record: Incident, fields: Sequence[str] = ()) -> None:
         for observer in self._written:
-            observer(record)
+            observer(record, fields)
 
     def ping(self) -> None:
         """Raises ``StorageError`` when the server does not answer (``/readyz``)."""

@@ -41,16 +41,21 @@ closed without a message (``chat`` unset), until a committed record of it has on
 process's outbox delivered it, or each period's check reads it back with one: another
 replica's did), or for ``UNSHOWN_KEEP_S`` (at most ``UNSHOWN_KEPT`` of them, the oldest
 forgotten first). The announcement names those a loss took, one line each: their state is
-known and final, so they are not re-opened (chaos seed 4242: INC-4705, issue 39).
+known and final, so they are not re-opened (chaos seed 4242: INC-4705, issue 39). Only the
+replica that committed such a close remembers it; one that did not announce names those
+it alone knew in a message of its own (``DATA_LOSS_ALSO``), each incident named once
+whichever replicas knew it (``EpochStore.first_to_tell``; INC-312).
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from enum import StrEnum
 
 from bot.chat.base import ChatMessage, Section
@@ -77,6 +82,8 @@ POLL_S = 1.0  # how often each replica reads the epoch (one GET)
 CHATLESS_WAIT_S = 3.0  # a lost incident known without its message waits for a peer's re-open
 UNSHOWN_KEEP_S = 600.0  # a closed incident without its message is remembered this long
 UNSHOWN_KEPT = 100  # and at most this many (one announcement line each)
+INCIDENT_FIELDS = frozenset(f.name for f in dataclass_fields(Incident))
+ALSO = "-also-"  # a second replica's own list, in its key after the announcement's
 
 
 class LossKind(StrEnum):
@@ -148,16 +155,19 @@ class DataLossWatch:
             self._shown_since(unshown)
             return None
 
-    def seen(self, incident: Incident) -> None:
+    def seen(self, incident: Incident, fields: Sequence[str] = ()) -> None:
         """An incident record this process just committed (``Stores.on_incident_written``):
         known from now on, not from the next snapshot. In memory only; never waits on a
-        check in progress."""
+        check in progress. ``fields``: the only ones the record carries (an ingest's fold
+        reads a few); the rest are kept from what was known (the running action, the
+        summary and labels a re-open is made from)."""
         with self._known:
-            _learn(self.open, incident)
-            self._learn_unshown(incident)
+            record = _over(self.open.get(incident.id), incident, fields)
+            _learn(self.open, record)
+            self._learn_unshown(record)
             if self._since is not None:
-                self._since[incident.id] = incident
-            self.counter = max(self.counter, _id_number(incident.id))
+                self._since[record.id] = record
+            self.counter = max(self.counter, _id_number(record.id))
 
     def moved(self) -> bool:
         """Whether the epoch in Redis is no longer the one this replica joined (one GET)."""
@@ -238,6 +248,8 @@ class DataLossWatch:
         with self._known:
             for incident in untold:  # named once, with this loss
                 self.unshown.pop(incident.id, None)
+        first = set(self.epochs.first_to_tell(lost_epoch, [i.id for i in untold]))
+        untold = tuple(i for i in untold if i.id in first)  # by whichever replica asks first
         metrics.DATA_LOSSES.labels(kind=kind.value).inc()
         log.error("Redis lost the bot's data (%s): epoch %s, incident counter %d (seen %d); "
                   "%d open incidents gone: %s", kind.value, lost_epoch.id, seen_counter,
@@ -249,6 +261,8 @@ class DataLossWatch:
         loss = Loss(kind, gone, reopened, announced=announces, unshown=untold)
         if announces:
             self._announce(loss, reopened, lost_epoch.id)
+        elif untold:
+            self._also(untold, lost_epoch.id)
         self._snapshot()
         return loss
 
@@ -307,15 +321,25 @@ class DataLossWatch:
             lines += [_line(i, reopened) for i in loss.lost]
         sections = [Section("\n".join(lines))]
         if loss.unshown:  # a section of its own: each section is clipped at Slack's limit
-            sections.append(Section("\n".join([strings.DATA_LOSS_UNSHOWN] + [
-                strings.DATA_LOSS_UNSHOWN_LINE.format(
-                    id=i.id, host=escape(i.host), kind=escape(i.kind), state=_state(i))
-                for i in loss.unshown])))
-        text = "\n".join(s.text for s in sections)
-        key = f"data-loss-{which.replace(':', '-')}"
+            sections.append(_unshown_section(strings.DATA_LOSS_UNSHOWN, loss.unshown))
+        key = announcement_key(which)
         self.audit.append(key, ACTOR, "data.lost", {
             "kind": loss.kind.value, "lost": [i.id for i in loss.lost], "reopened": reopened,
             "unshown": [i.id for i in loss.unshown]})
+        self._post(key, sections)
+
+    def _also(self, unshown: tuple[Incident, ...], which: str) -> None:
+        """A replica that did not announce the loss, but alone knew of incidents that closed
+        before their message went out (it committed their close; the announcer never saw
+        them): a message of its own names them, so each is shown once (chaos seed 4242:
+        INC-312, issue 39)."""
+        key = f"{announcement_key(which)}{ALSO}{secrets.token_hex(4)}"
+        self.audit.append(key, ACTOR, "data.lost.also", {"unshown": [i.id for i in unshown]})
+        self._post(key, [_unshown_section(strings.DATA_LOSS_ALSO, unshown)])
+
+    def _post(self, key: str, sections: list[Section]) -> None:
+        """Through the outbox: Slack may be down too."""
+        text = "\n".join(s.text for s in sections)
         self.publisher.outbox.send(key, PURPOSE, Op.POST,
                                    ChatMessage(text=text, sections=tuple(sections)),
                                    self.publisher.channel)
@@ -345,12 +369,31 @@ class DataLossWatch:
         return current
 
 
+def _over(known: Incident | None, told: Incident, fields: Sequence[str]) -> Incident:
+    """``told`` whole, or its ``fields`` over what was ``known`` of the same incident."""
+    if not fields or known is None:
+        return told
+    return replace(known, **{f: getattr(told, f) for f in fields if f in INCIDENT_FIELDS})
+
+
 def _learn(known: dict[str, Incident], record: Incident) -> None:
     """``record`` into ``known``: kept while open, forgotten once closed."""
     if record.is_open:
         known[record.id] = record
     else:
         known.pop(record.id, None)
+
+
+def announcement_key(epoch_id: str) -> str:
+    """The outbox key of the one announcement of the loss of ``epoch_id``."""
+    return f"data-loss-{epoch_id.replace(':', '-')}"
+
+
+def _unshown_section(head: str, unshown: tuple[Incident, ...]) -> Section:
+    return Section("\n".join([head] + [
+        strings.DATA_LOSS_UNSHOWN_LINE.format(
+            id=i.id, host=escape(i.host), kind=escape(i.kind), state=_state(i))
+        for i in unshown]))
 
 
 def _alert(old: Incident, host: str) -> Alert:

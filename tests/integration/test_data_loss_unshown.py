@@ -22,7 +22,7 @@ from bot.chat.outbox import CARD
 from bot.chat.slack import SlackBackend, make_client
 from bot.core import strings
 from bot.domain.incident import Alert, AlertStatus
-from bot.domain.incident_record import ChatRefs
+from bot.domain.incident_record import ChatRefs, Running
 from bot.flow.assembly import Flow, build_flow
 from bot.flow.data_loss import UNSHOWN_KEEP_S, DataLossWatch, Loss
 from bot.rig.localredis import LocalRedis, start_local_redis
@@ -155,3 +155,65 @@ def test_an_incident_whose_alert_resolved_after_its_card_went_out_is_not_named(
     assert incident.id not in rig.watch.unshown
     loss = wiped(rig)
     assert loss.unshown == ()
+
+
+def test_a_replica_that_alone_saw_it_close_names_it_when_another_announces(
+        rig: Rig, slack_standin: SlackStandIn) -> None:
+    """The chaos run's seed 4242 at a2f08cc (INC-312): it closed with its card queued, on the
+    replica that committed the close; a wipe took both, and the replica that won the
+    announcement had never seen it close: no message ever showed it. The replica that saw
+    it names it in a message of its own; one both saw is named once."""
+    peer_stores = Stores(connect(rig.server.url), connect(rig.server.url, decode=False))
+    peer = DataLossWatch(peer_stores.epochs(), peer_stores.incidents(), rig.flow.audit,
+                         rig.flow.publisher, opens=peer_stores.incidents().ingest,
+                         clock=rig.clock, chatless_wait_s=0.0)
+    peer.start()
+    peer_stores.on_incident_written(peer.seen)
+    try:
+        alone = Alert("alertmanager", "gpu-03", "vram_idle", fingerprint="fp-gpu-03")
+        incident, _ = peer_stores.incidents().open_or_fold(alone)
+        peer_stores.incidents().ingest([replace(alone, status=AlertStatus.RESOLVED)])
+        both = closed_without_card(rig, "gpu-04")  # this one's close, told to both below
+        peer.seen(rig.flow.incidents.require(both))
+        assert incident.id in peer.unshown and incident.id not in rig.watch.unshown
+
+        loss = wiped(rig)  # this replica notices first and announces
+        assert loss.announced and [i.id for i in loss.unshown] == [both]
+        late = peer.check()
+        assert late is not None and not late.announced
+        assert [i.id for i in late.unshown] == [incident.id]  # ``both`` was named already
+        rig.flow.outbox.drain_once(time.time() + 60)
+        rig.flow.outbox.drain_once(time.time() + 120)
+        texts = [str(m.get("text")) for m in slack_standin.top_level(CHANNEL)]
+        named = [i for t in texts for i in UNSHOWN_RE.findall(t)]
+        assert sorted(named) == sorted([incident.id, both]), texts  # each once
+        (also,) = [t for t in texts if incident.id in t]
+        assert also.startswith(strings.DATA_LOSS_ALSO) and HEAD not in also
+        assert peer.check() is None  # nothing to say again
+    finally:
+        peer_stores.close()
+
+
+def test_a_repeat_of_the_alert_leaves_what_the_watch_knew_of_the_incident(rig: Rig) -> None:
+    """An ingest's fold reads a few fields of the incident (``CORE_FIELDS``) and tells the
+    watch that record: it replaced the whole one, so a wipe after Alertmanager's repeat
+    re-opened the incident without its summary and labels, and the announcement no longer
+    said which action had been sent to the host. The fold's fields now go over what the
+    watch knew."""
+    alert = Alert("alertmanager", "gpu-08", "vram_idle", summary="VRAM held at 0% on gpu-08",
+                  labels={"alertname": "GpuMemoryHeldIdle", "team": "ml"},
+                  fingerprint="fp-gpu-08")
+    incident, _ = rig.flow.incidents.open_or_fold(alert)
+    running = Running("systemd.stop_disable", "UALICE", time.time(), "appr-1")
+    rig.flow.incidents.update(incident.id, lambda i: replace(i, running=running))
+    rig.flow.incidents.ingest([alert])  # Alertmanager's repeat: folded, count 2
+    known = rig.watch.open[incident.id]
+    assert known.count == 2, "the fold's own fields are taken"
+    assert known.running == running and known.summary == alert.summary
+    assert known.labels == alert.labels
+
+    loss = wiped(rig)
+    (lost,) = loss.lost
+    assert lost.running == running and lost.count == 2
+    new = rig.flow.incidents.require(loss.reopened[incident.id])
+    assert new.summary == alert.summary and new.labels == alert.labels

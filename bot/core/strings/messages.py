@@ -297,6 +297,8 @@ DATA_LOSS_RUNNING = " (`{kind}` had been sent to the host, approved by {who}: wh
 DATA_LOSS_WAITING = " (its approval buttons no longer act)"
 DATA_LOSS_NEW = " → diagnosed again from the host as *{new}*"
 DATA_LOSS_UNSHOWN = "These had closed before their message went out (final: nothing to re-open):"
+DATA_LOSS_ALSO = (":warning: The same loss of the bot's store (Redis) also took these, which "
+                  "had closed before their message went out (final: nothing to re-open):")
 DATA_LOSS_UNSHOWN_LINE = "• {id} · {host} · {kind}: {state} before its message went out"
 DATA_LOSS_THREAD = ("The bot's store lost {old} ({state}). This incident is *{new}* now, "
                     "diagnosed again from the host; this message is its message.")

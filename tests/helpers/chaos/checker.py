@@ -38,6 +38,7 @@ from typing import Any
 
 from bot.core import strings
 from bot.domain.lifecycle import TRANSIENT, IncidentState
+from bot.flow.data_loss import ALSO
 from bot.rig.slack_standin import Call
 from storage.approvals import ApprovalStore
 from storage.audit import AuditEntry
@@ -220,7 +221,8 @@ def _answered_once(h: History) -> Iterable[Violation]:
             yield Violation("answered", f"{a.fingerprint}: {shown} messages for incidents "
                                         f"{a.incidents}")
     lost = sum(1 for f in h.faults if f.kind == "redis_wipe")
-    said = sum(n for owner, n in posts.items() if owner.startswith("data-loss-"))
+    said = sum(n for owner, n in posts.items()  # a second replica's own list is not one
+               if owner.startswith("data-loss-") and ALSO not in owner)
     if said > lost:
         yield Violation("answered", f"{said} data-loss announcements for {lost} wipes")
 
