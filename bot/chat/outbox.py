@@ -10,7 +10,9 @@ a log line carrying an error id. A delivery after a delay is audited with the de
 
 Duplicates: a retried ``post`` whose purpose already has a ``ts`` is sent as an edit of
 that message; a post whose last try timed out (it may have reached Slack) is first looked
-up by the key it carries in its metadata.
+up by the key it carries in its metadata. A re-opened incident's card after a data loss
+(``look_for``) is first looked up by the lost incident's keys: its card may be in the
+channel though no record kept its ``ts`` (issue 39), and it is edited, not posted again.
 """
 
 from __future__ import annotations

@@ -15,7 +15,11 @@ incidents and the highest incident number; ``check`` compares them with Redis:
   taking over its old message (``IncidentStore.ingest(chats=…)``, handed in as ``opens``:
   the alert receiver's own path, so its ``incident.opened`` event reaches the flow's
   consumer and runner as an alert's does), so the host is diagnosed again: what the host
-  shows now is what the message will say.
+  shows now is what the message will say. One whose message no record knew (its card's
+  post was in flight at the loss: Slack acted on it, the answer never came) is re-opened
+  with a lead to it (``Incident.lost_card``, ``lost_cards``): the new card's first post
+  looks in the channel for the old card by its outbox key and edits it instead of posting
+  a second message for the alert (``bot/chat/outbox.py``; chaos seed 4242: INC-5837).
 
 Between snapshots the watch is told every incident record this process commits, as it
 commits it (``seen``, wired to ``Stores.on_incident_written``: in memory, no Redis), so an
