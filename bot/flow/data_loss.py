@@ -54,6 +54,7 @@ whichever replicas knew it (``EpochStore.first_to_tell``; INC-312).
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import threading
 import time
@@ -83,6 +84,7 @@ ACTOR = "incident-bot"
 ID_MARGIN = 1000  # numbers other replicas reserved after our last look are skipped too
 PURPOSE = "data-loss"
 POLL_S = 1.0  # how often each replica reads the epoch (one GET)
+QUIET_STEP_S = 0.1  # a waiting ingest looks again this often (the re-open may end sooner)
 CHATLESS_WAIT_S = 3.0  # a lost incident known without its message waits for a peer's re-open
 UNSHOWN_KEEP_S = 600.0  # a closed incident without its message is remembered this long
 UNSHOWN_KEPT = 100  # and at most this many (one announcement line each)
@@ -130,6 +132,7 @@ class DataLossWatch:
         self._known = threading.Lock()  # ``open``/``counter`` against ``seen`` (never held on I/O)
         self._since: dict[str, Incident] | None = None  # what ``seen`` told during a snapshot
         self._quiet_until = 0.0  # ingests wait for the other replicas' re-opens until then
+        self._reopening = threading.local()  # the re-opening thread's own ingests never wait
 
     def start(self) -> Epoch:
         """Join the epoch in Redis (begin one on empty data) and take the first snapshot."""
@@ -185,12 +188,16 @@ class DataLossWatch:
         while Redis was down lands the moment it is back, before the next epoch read). The
         replica that takes the delivery may not know the incident (the other one opened it):
         for ``chatless_wait_s`` after a loss it finds, ingests wait for the other replicas'
-        epoch reads to re-open what they knew."""
-        if self.moved() and self.check() is not None:
-            self._quiet_until = time.monotonic() + self.chatless_wait_s
-        wait = self._quiet_until - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
+        epoch reads to re-open what they knew. Whichever thread found the loss (the epoch
+        poller, most often), ingests wait while this replica re-opens what it knew: an alert
+        let through meanwhile opened a lost incident anew, its card a second message, and
+        the re-open folded into it (chaos seed 4242, INC-5840)."""
+        if getattr(self._reopening, "on", False):
+            return  # this thread's own re-open of a lost incident
+        if self.moved():
+            self.check()
+        while (wait := self._quiet_until - time.monotonic()) > 0:
+            time.sleep(min(wait, QUIET_STEP_S))
 
     def run_forever(self, stop: threading.Event, every_s: float = POLL_S) -> None:
         """Each ``every_s``: a check when the epoch moved. Redis away or refusing: next time."""
@@ -261,7 +268,7 @@ class DataLossWatch:
         # one announcement per lost epoch, whichever replicas notice it
         # every replica re-opens what it knew (the others may not have known it); one says so
         announces = self.epochs.claim_announcement(lost_epoch, step_owner())
-        reopened = self._reopen(gone) if self.reopen else {}
+        reopened = self._reopening_quietly(gone) if self.reopen else {}
         loss = Loss(kind, gone, reopened, announced=announces, unshown=untold)
         if announces:
             self._announce(loss, reopened, lost_epoch.id)
@@ -269,6 +276,18 @@ class DataLossWatch:
             self._also(untold, lost_epoch.id)
         self._snapshot()
         return loss
+
+    def _reopening_quietly(self, gone: tuple[Incident, ...]) -> dict[str, str]:
+        """``_reopen`` with this replica's ingests held until it is done, then for
+        ``chatless_wait_s`` and a poll more: the other replicas notice within a poll and
+        re-open what they knew, the ones without a message after their own wait."""
+        self._quiet_until = math.inf
+        self._reopening.on = True
+        try:
+            return self._reopen(gone)
+        finally:
+            self._reopening.on = False
+            self._quiet_until = time.monotonic() + self.chatless_wait_s + POLL_S
 
     def _reopen(self, gone: tuple[Incident, ...]) -> dict[str, str]:
         """Each lost top-level incident re-opened from its alert (its group's hosts too),

@@ -9,8 +9,9 @@ Before: the watch remembered open incidents only; the announcement said nothing 
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -217,3 +218,65 @@ def test_a_repeat_of_the_alert_leaves_what_the_watch_knew_of_the_incident(rig: R
     assert lost.running == running and lost.count == 2
     new = rig.flow.incidents.require(loss.reopened[incident.id])
     assert new.summary == alert.summary and new.labels == alert.labels
+
+
+def test_an_alert_during_the_watchs_reopen_folds_into_it(
+        tmp_path: Path, slack_standin: SlackStandIn) -> None:
+    """Chaos seed 4242 at a2f08cc (INC-5837 → INC-5840): the epoch poller found the wipe and
+    re-opened what its replica knew, waiting first for the peer that might know a lost
+    incident's message; Alertmanager's repeat reached that replica meanwhile, passed the
+    ingest's epoch read (the poller had already joined the new epoch), and opened the lost
+    incident anew: a second card, and the re-open folded into it. Ingests now wait while
+    the watch re-opens, whichever thread found the loss."""
+    server = start_local_redis(tmp_path / "redis")
+    stores = Stores(connect(server.url), connect(server.url, decode=False))
+    flow = build_flow(slack_test_settings(slack_standin), stores,
+                      pool := ParamikoPool(slack_test_settings(slack_standin).ssh_defaults),
+                      SlackBackend(make_client(slack_test_settings(slack_standin), timeout_s=2)))
+    watch = DataLossWatch(stores.epochs(), flow.incidents, flow.audit, flow.publisher,
+                          opens=flow.incidents.ingest, chatless_wait_s=1.0)
+    watch.start()
+    stores.on_incident_written(watch.seen)
+    stores.before_incident_ingest(watch.current)  # as ``bot/service.py`` wires both
+    try:
+        alert = Alert("alertmanager", "gpu-09", "vram_idle", fingerprint="fp-gpu-09")
+        lost, _ = flow.incidents.open_or_fold(alert)
+        assert flow.incidents.require(lost.id).chat is None  # its card not out yet
+        server.wipe()
+        found: list[Loss | None] = []
+        poller = threading.Thread(target=lambda: found.append(_checked(watch)))
+        poller.start()  # the epoch poller: it waits chatless_wait_s before this re-open
+        assert wait_for(lambda: watch.moved() is False and watch.epoch is not None, 10)
+        flow.incidents.ingest([alert])  # Alertmanager's repeat, meanwhile
+        poller.join(15)
+        (loss,) = found
+        assert loss is not None and lost.id in loss.reopened, loss  # created by the re-open
+        new = flow.incidents.require(loss.reopened[lost.id])
+        assert new.count == 2 and new.lost_card is not None  # the repeat folded into it
+        assert [i.id for i in flow.incidents.list(open_only=True)] == [new.id]
+    finally:
+        pool.close()
+        stores.close()
+        server.stop()
+
+
+def _checked(watch: DataLossWatch) -> Loss | None:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            return watch.check()
+        except RedisError:  # the clients' first commands meet the restart
+            time.sleep(0.1)
+    raise AssertionError("the watch never got an answer from Redis")
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return True
+        except RedisError:
+            pass
+        time.sleep(0.02)
+    return False
