@@ -194,6 +194,7 @@ def build_service(settings: Settings, *, runner: SSHRunner | None = None,
                           flow.publisher, opens=flow.incidents.ingest, clock=flow.clock)
     watch.start()  # joins the data epoch (or begins it on empty data): Redis must answer
     stores.on_incident_written(watch.seen)  # what this process opens is known as it opens
+    flow.deliveries.watchers.append(watch.card_out)  # and each card its outbox delivered
     stores.before_incident_ingest(watch.current)  # a wipe noticed before an alert opens anew
     flow.events.on_lost_group = watch.lost_group
     service = Service(settings=settings, stores=stores, flow=flow, app=app, desk=desk,

@@ -110,6 +110,22 @@ class EpochStore:
         """True for exactly one replica per lost epoch: it says so in chat."""
         return claim(self.redis, keys.data_loss(lost.id), token, ANNOUNCE_TTL_S)
 
+    def pool_shown(self, lost: Epoch, incident_ids: list[str]) -> None:
+        """Add the incidents whose card this replica delivered to the lost epoch's pool."""
+        if incident_ids:
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.sadd(keys.data_loss_shown(lost.id), *incident_ids)
+            pipe.expire(keys.data_loss_shown(lost.id), int(ANNOUNCE_TTL_S))
+            pipe.execute()
+
+    def shown(self, lost: Epoch, incident_ids: list[str]) -> set[str]:
+        """Of ``incident_ids``, those some replica pooled as shown for the loss of ``lost``."""
+        if not incident_ids:
+            return set()
+        found = cast(list[int], self.redis.smismember(keys.data_loss_shown(lost.id),
+                                                       incident_ids))
+        return {i for i, hit in zip(incident_ids, found, strict=True) if hit}
+
     def first_to_tell(self, lost: Epoch, incident_ids: list[str]) -> list[str]:
         """Of ``incident_ids``, those no replica has named yet for the loss of ``lost``
         (each is named by one replica, whichever asks first), in the order given."""

@@ -331,6 +331,12 @@ def data_loss(epoch_id: str) -> str:
     return _k("epoch", "lost", epoch_id)
 
 
+def data_loss_shown(epoch_id: str) -> str:
+    """Set: the incidents whose card some replica delivered shortly before the loss of
+    ``epoch_id`` (each replica's memory, pooled: none of them is named as never shown)."""
+    return _k("epoch", "lost", epoch_id, "shown")
+
+
 def data_loss_told(epoch_id: str) -> str:
     """Set: the incidents some replica has named in chat for the loss of ``epoch_id``."""
     return _k("epoch", "lost", epoch_id, "told")

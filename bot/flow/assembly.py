@@ -75,6 +75,7 @@ class Flow:
     jobs: JobBook
     chat: ChatBackend
     outbox: ChatOutbox
+    deliveries: CardDeliveries  # the outbox's ``on_delivered``: where each card went
     runner: SSHRunner
     hosts: Hosts
     publisher: Publisher
@@ -147,8 +148,8 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     flow_runner = FlowRunner(incidents, publisher, plans, audit, events, diagnoser,
                              closing_note=closing_note, bot_user=BOT_USER, clock=clock)
     # a delivered card is an event (CardDelivered): the chat layer never writes the incident
-    outbox.on_delivered = CardDeliveries(flow_runner, outbox, bot_user=BOT_USER,
-                                         clock=clock).delivered
+    deliveries = CardDeliveries(flow_runner, outbox, bot_user=BOT_USER, clock=clock)
+    outbox.on_delivered = deliveries.delivered
     diagnose = DiagnoseStep(flow_runner, bot_user=BOT_USER, clock=clock)
     followups = Followups(flow_runner, incidents, plans, publisher, audit, runner, settings,
                           gate_need_mib=options.gate_need_mib, bot_user=BOT_USER,
@@ -168,7 +169,7 @@ def build_flow(settings: Settings, stores: Stores, runner: SSHRunner, chat: Chat
     return Flow(
         incidents=incidents, approvals=approvals, audit=audit, events=events,
         silences=stores.silences(), renders=renders, policy=policy, jobs=jobs, chat=chat,
-        outbox=outbox,
+        outbox=outbox, deliveries=deliveries,
         runner=runner, hosts=hosts, publisher=publisher, plans=plans, diagnose=diagnose,
         diagnosis_step=diagnosis_step,
         followups=followups, reboots=reboots, act=act, slurm=slurm,

@@ -48,7 +48,11 @@ forgotten first). The announcement names those a loss took, one line each: their
 known and final, so they are not re-opened (chaos seed 4242: INC-4705, issue 39). Only the
 replica that committed such a close remembers it; one that did not announce names those
 it alone knew in a message of its own (``DATA_LOSS_ALSO``), each incident named once
-whichever replicas knew it (``EpochStore.first_to_tell``; INC-312).
+whichever replicas knew it (``EpochStore.first_to_tell``; INC-312). Nor is one named
+whose card another replica's outbox delivered (a wipe can take the record of that a moment
+after): each replica remembers the cards it delivered (``card_out``, told by the flow's
+``CardDeliveries`` in memory), pools them under the lost epoch as it notices the loss, and
+the one naming waits a poll for the pool (INC-296).
 """
 
 from __future__ import annotations
@@ -88,6 +92,8 @@ QUIET_STEP_S = 0.1  # a waiting ingest looks again this often (the re-open may e
 CHATLESS_WAIT_S = 3.0  # a lost incident known without its message waits for a peer's re-open
 UNSHOWN_KEEP_S = 600.0  # a closed incident without its message is remembered this long
 UNSHOWN_KEPT = 100  # and at most this many (one announcement line each)
+CARDS_KEPT = 2000  # cards this process delivered, remembered as long (the newest kept)
+SHOWN_WAIT_S = POLL_S + 1.0  # every replica notices a loss within a poll and pools its cards
 INCIDENT_FIELDS = frozenset(f.name for f in dataclass_fields(Incident))
 ALSO = "-also-"  # a second replica's own list, in its key after the announcement's
 
@@ -115,7 +121,8 @@ class DataLossWatch:
 
     def __init__(self, epochs: EpochStore, incidents: IncidentStore, audit: AuditLog,
                  publisher: Publisher, *, opens: Opens, clock: Callable[[], float] = time.time,
-                 reopen: bool = True, chatless_wait_s: float = CHATLESS_WAIT_S) -> None:
+                 reopen: bool = True, chatless_wait_s: float = CHATLESS_WAIT_S,
+                 shown_wait_s: float = SHOWN_WAIT_S) -> None:
         self.epochs = epochs
         self.incidents = incidents  # read only: what is open, what is gone
         self.opens = opens  # a lost incident re-opened the alert receiver's way
@@ -124,10 +131,12 @@ class DataLossWatch:
         self.clock = clock
         self.reopen = reopen
         self.chatless_wait_s = chatless_wait_s
+        self.shown_wait_s = shown_wait_s  # for the other replicas' delivered cards
         self.epoch: Epoch | None = None
         self.counter = 0
         self.open: dict[str, Incident] = {}
         self.unshown: dict[str, tuple[Incident, float]] = {}  # closed, no message: since when
+        self.cards: dict[str, float] = {}  # cards this process's outbox delivered: when
         self._lock = threading.Lock()  # one check at a time
         self._known = threading.Lock()  # ``open``/``counter`` against ``seen`` (never held on I/O)
         self._since: dict[str, Incident] | None = None  # what ``seen`` told during a snapshot
@@ -175,6 +184,21 @@ class DataLossWatch:
             if self._since is not None:
                 self._since[record.id] = record
             self.counter = max(self.counter, _id_number(record.id))
+
+    def card_out(self, incident_id: str) -> None:
+        """This process's outbox delivered the incident's card (``CardDeliveries``): in
+        memory, before Redis records it, so a wipe a moment later cannot take this."""
+        with self._known:
+            self.unshown.pop(incident_id, None)
+            self.cards[incident_id] = self.clock()
+            while len(self.cards) > CARDS_KEPT:
+                self.cards.pop(next(iter(self.cards)))
+
+    def _cards_now(self) -> list[str]:
+        """The cards this process delivered in the last ``UNSHOWN_KEEP_S``."""
+        cutoff = self.clock() - UNSHOWN_KEEP_S
+        with self._known:
+            return [i for i, at in self.cards.items() if at >= cutoff]
 
     def moved(self) -> bool:
         """Whether the epoch in Redis is no longer the one this replica joined (one GET)."""
@@ -251,6 +275,8 @@ class DataLossWatch:
         self.epoch = self.epochs.begin() if kind is LossKind.WIPED \
             else self.epochs.rotate(lost_epoch)
         self.epochs.raise_counter(self.counter + ID_MARGIN)
+        noticed = time.monotonic()
+        self.epochs.pool_shown(lost_epoch, self._cards_now())  # for the other replicas
         gone = tuple(i for i in known if self.incidents.get(i.id) is None)
         # a closed one still in Redis (a roll-back) may yet have its message delivered
         still = {i.id for i in self.incidents.get_many([i.id for i in unshown])} \
@@ -259,8 +285,6 @@ class DataLossWatch:
         with self._known:
             for incident in untold:  # named once, with this loss
                 self.unshown.pop(incident.id, None)
-        first = set(self.epochs.first_to_tell(lost_epoch, [i.id for i in untold]))
-        untold = tuple(i for i in untold if i.id in first)  # by whichever replica asks first
         metrics.DATA_LOSSES.labels(kind=kind.value).inc()
         log.error("Redis lost the bot's data (%s): epoch %s, incident counter %d (seen %d); "
                   "%d open incidents gone: %s", kind.value, lost_epoch.id, seen_counter,
@@ -269,6 +293,7 @@ class DataLossWatch:
         # every replica re-opens what it knew (the others may not have known it); one says so
         announces = self.epochs.claim_announcement(lost_epoch, step_owner())
         reopened = self._reopening_quietly(gone) if self.reopen else {}
+        untold = self._never_shown(lost_epoch, untold, noticed)
         loss = Loss(kind, gone, reopened, announced=announces, unshown=untold)
         if announces:
             self._announce(loss, reopened, lost_epoch.id)
@@ -276,6 +301,25 @@ class DataLossWatch:
             self._also(untold, lost_epoch.id)
         self._snapshot()
         return loss
+
+    def _never_shown(self, lost_epoch: Epoch, untold: tuple[Incident, ...],
+                     noticed: float) -> tuple[Incident, ...]:
+        """Of the closed incidents this replica knew without a message, those to name:
+        not one whose card another replica's outbox delivered (it pools those it delivered
+        as it notices the loss, within a poll: this waits for that, ``SHOWN_WAIT_S`` from
+        ``noticed``), and each by one replica only (whichever asks first). Chaos seed 4242 at
+        59b746e, INC-296: one replica closed it, the other delivered its card half a second
+        before a wipe, and the announcement named it as closed before its message went
+        out: a second message, and a false one."""
+        if not untold:
+            return ()
+        wait = noticed + self.shown_wait_s - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        shown = self.epochs.shown(lost_epoch, [i.id for i in untold])
+        first = set(self.epochs.first_to_tell(
+            lost_epoch, [i.id for i in untold if i.id not in shown]))
+        return tuple(i for i in untold if i.id in first)
 
     def _reopening_quietly(self, gone: tuple[Incident, ...]) -> dict[str, str]:
         """``_reopen`` with this replica's ingests held until it is done, then for

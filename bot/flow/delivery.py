@@ -24,12 +24,17 @@ class CardDeliveries:
                  clock: Callable[[], float] = time.time) -> None:
         self.runner, self.outbox = runner, outbox
         self.bot_user, self.clock = bot_user, clock
+        # told each card this process delivered, in memory, before Redis records it (the
+        # data-loss watch: a wipe may take the record a moment later, issue 39)
+        self.watchers: list[Callable[[str], None]] = []
 
     def delivered(self, incident_id: str, purpose: str, ref: MessageRef) -> None:
         """Only the incident's own card is kept; its thread is where the outbox put it (its
         own, its group parent's, or a storm's table)."""
         if purpose != CARD:
             return
+        for watcher in self.watchers:
+            watcher(incident_id)
         posted = self.outbox.posted(incident_id, CARD)
         chat = ChatRefs(ref.channel, ref.ts, posted.thread_ts if posted else ref.ts)
         try:

@@ -64,9 +64,11 @@ def rig(tmp_path: Path, slack_standin: SlackStandIn) -> Iterator[Rig]:
     flow = build_flow(settings, stores, pool, SlackBackend(make_client(settings, timeout_s=2)))
     clock = Clock(time.time())
     watch = DataLossWatch(stores.epochs(), flow.incidents, flow.audit, flow.publisher,
-                          opens=flow.incidents.ingest, clock=clock, chatless_wait_s=0.0)
+                          opens=flow.incidents.ingest, clock=clock, chatless_wait_s=0.0,
+                          shown_wait_s=1.0)
     watch.start()
     stores.on_incident_written(watch.seen)  # as ``bot/service.py`` wires it
+    flow.deliveries.watchers.append(watch.card_out)
     try:
         yield Rig(server, stores, flow, watch, clock)
     finally:
@@ -280,3 +282,37 @@ def wait_for(check: Callable[[], bool], timeout_s: float) -> bool:
             pass
         time.sleep(0.02)
     return False
+
+
+def test_a_card_another_replica_delivered_just_before_the_wipe_is_not_named(
+        rig: Rig, slack_standin: SlackStandIn) -> None:
+    """Chaos seed 4242 at 59b746e (gpu-01, INC-296): one replica committed the close while
+    the card was queued; the other replica's outbox delivered the card half a second
+    before a wipe, which took the record of it; the announcement named INC-296 as closed
+    before its message went out, a second message and a false one. Each replica pools the
+    cards it delivered as it notices the loss; the one naming waits a poll for them."""
+    peer_stores = Stores(connect(rig.server.url), connect(rig.server.url, decode=False))
+    peer = DataLossWatch(peer_stores.epochs(), peer_stores.incidents(), rig.flow.audit,
+                         rig.flow.publisher, opens=peer_stores.incidents().ingest,
+                         clock=rig.clock, chatless_wait_s=0.0, shown_wait_s=1.0)
+    peer.start()
+    try:
+        delivered_elsewhere = closed_without_card(rig, "gpu-01")
+        peer.card_out(delivered_elsewhere)  # the peer's outbox posted it; no record kept it
+        never_out = closed_without_card(rig, "gpu-02")
+        assert {delivered_elsewhere, never_out} <= set(rig.watch.unshown)
+        found: list[Loss] = []
+        announcer = threading.Thread(target=lambda: found.append(wiped(rig)))
+        announcer.start()  # this replica notices first and waits for the peer's pool
+        assert wait_for(lambda: not rig.watch.moved(), 10)
+        assert peer.check() is not None  # the peer notices within its poll
+        announcer.join(15)
+        (loss,) = found
+        assert loss.announced and [i.id for i in loss.unshown] == [never_out]
+        rig.flow.outbox.drain_once(time.time() + 60)
+        texts = [str(m.get("text")) for m in slack_standin.top_level(CHANNEL)]
+        named = [i for t in texts for i in UNSHOWN_RE.findall(t)]
+        assert named == [never_out], texts
+    finally:
+        peer_stores.close()
+
