@@ -210,12 +210,12 @@ class DataLossWatch:
         moved, the check first, so a lost incident is re-opened on its message and the
         alert folds into it instead of opening it anew (a delivery Alertmanager retried
         while Redis was down lands the moment it is back, before the next epoch read). The
-        replica that takes the delivery may not know the incident (the other one opened it):
-        for ``chatless_wait_s`` after a loss it finds, ingests wait for the other replicas'
-        epoch reads to re-open what they knew. Whichever thread found the loss (the epoch
-        poller, most often), ingests wait while this replica re-opens what it knew: an alert
-        let through meanwhile opened a lost incident anew, its card a second message, and
-        the re-open folded into it (chaos seed 4242, INC-5840)."""
+        replica that takes the delivery may not know the incident (the other one opened it).
+        So after a loss, whichever thread found it (the epoch poller, most often), ingests
+        wait while this replica re-opens what it knew, then ``chatless_wait_s`` and a poll
+        more for the other replicas to re-open what they knew: an alert let through
+        meanwhile opened a lost incident anew, its card a second message, and the re-open
+        folded into it (chaos seed 4242, INC-5840)."""
         if getattr(self._reopening, "on", False):
             return  # this thread's own re-open of a lost incident
         if self.moved():
