@@ -99,7 +99,9 @@ def test_a_reboot_is_announced_marks_the_hosts_incidents_and_sees_the_unit_come_
     assert min(gpu_used(sim)) >= 77_000
     assert loop.flow.reboots.poll_reboots() == []  # settled once
     loop.wait_text(incident_id, "still there")
-    actions = [e.action for e in loop.flow.audit.timeline(incident_id)]
+    # the outbox may audit a late delivery after the settle: the flow's own last word counts
+    actions = [e.action for e in loop.flow.audit.timeline(incident_id)
+               if not e.action.startswith("chat.")]
     assert "host.reboot_requested" in actions and actions[-1] == "host.reboot_settled"
 
     # the other incident: re-diagnosed once, its problem (the unit back on the GPUs) still there
