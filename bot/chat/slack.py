@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.error import URLError
@@ -49,6 +50,7 @@ from storage.stores import Stores
 log = logging.getLogger(__name__)
 
 OUTBOX_EVENT = "incident_bot_outbox"  # message metadata tagging a post with its outbox key
+FIND_PAGES = 5  # 1,000 messages: a lookup is one attempt, at Tier 3's 50 a minute
 BUDGET_WAIT = "slack budget"  # the shared budget's spacing, not a refusal by Slack
 
 
@@ -275,15 +277,9 @@ class SlackBackend:
                     oldest: float, *, prefix: bool = False) -> MessageRef | None:
         """The message an earlier post with ``key`` left in the channel (or the thread),
         if any: asked before posting again after a timeout. ``prefix``: the first (oldest)
-        one whose key starts with ``key`` (a lost incident's card, issue 39)."""
-        def call() -> SlackResponse:
-            if thread is not None:
-                return self.client.conversations_replies(
-                    channel=channel, ts=thread.ts, include_all_metadata=True, limit=200)
-            return self.client.conversations_history(
-                channel=channel, oldest=f"{max(0.0, oldest - 60):.6f}",
-                include_all_metadata=True, limit=200)
-        messages = self._once("conversations.history", call).get("messages") or []
+        one whose key starts with ``key`` (a lost incident's card, issue 39). Up to
+        ``FIND_PAGES`` pages are read: in a busy channel the post is not on the first."""
+        messages = self._posted_since(channel, thread, oldest)
         if prefix:  # its first post: history lists the newest first, replies the oldest
             messages = sorted(messages, key=lambda m: float(m.get("ts") or 0))
         for found in messages:
@@ -293,6 +289,28 @@ class SlackBackend:
                     tag.startswith(key) if prefix else tag == key):
                 return MessageRef(channel=channel, ts=str(found["ts"]))
         return None
+
+    def _posted_since(self, channel: str, thread: MessageRef | None,
+                      oldest: float) -> list[dict[str, Any]]:
+        """The thread's messages, or the channel's top level since ``oldest`` (less a
+        minute, for clocks), following Slack's cursor for at most ``FIND_PAGES`` pages."""
+        def call(cursor: str) -> SlackResponse:
+            if thread is not None:
+                return self.client.conversations_replies(
+                    channel=channel, ts=thread.ts, include_all_metadata=True, limit=200,
+                    cursor=cursor or None)
+            return self.client.conversations_history(
+                channel=channel, oldest=f"{max(0.0, oldest - 60):.6f}",
+                include_all_metadata=True, limit=200, cursor=cursor or None)
+        messages: list[dict[str, Any]] = []
+        cursor = ""
+        for _ in range(FIND_PAGES):
+            page = self._once("conversations.history", partial(call, cursor))
+            messages += page.get("messages") or []
+            cursor = str((page.get("response_metadata") or {}).get("next_cursor") or "")
+            if not cursor:
+                break
+        return messages
 
     def _once(self, method: str, call: Callable[[], SlackResponse]) -> SlackResponse:
         try:

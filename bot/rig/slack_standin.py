@@ -13,6 +13,7 @@ Tests and the demo point ``slack.api_url`` at it; the bot's code cannot tell the
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import threading
@@ -300,14 +301,28 @@ class SlackStandIn:
             ]
         if parent is None:
             return {"ok": False, "error": "thread_not_found"}
-        return {"messages": [parent, *replies], "has_more": False}
-
+        return _page([parent, *replies], p)
 
     def _history(self, p: Params) -> Params:
         """The channel's top-level messages, newest first, from ``oldest`` on."""
         channel, oldest = str(p.get("channel", "")), float(p.get("oldest") or 0)
         found = [m for m in self.top_level(channel) if float(m["ts"]) >= oldest]
-        return {"messages": found[::-1], "has_more": False}
+        return _page(found[::-1], p)
+
+
+def _page(messages: list[Params], p: Params) -> Params:
+    """One page of ``messages`` as Slack pages them: at most ``limit`` (default 100, at
+    most 999), ``has_more`` and ``response_metadata.next_cursor`` (opaque, here the
+    offset) for the next call, so a reader that stops at one page misses the rest."""
+    try:
+        start = int(base64.b64decode(str(p.get("cursor") or "")).decode() or 0)
+        limit = min(max(int(p.get("limit") or 100), 1), 999)
+    except ValueError:
+        return {"ok": False, "error": "invalid_cursor"}
+    rest = messages[start + limit:]
+    cursor = base64.b64encode(str(start + limit).encode()).decode() if rest else ""
+    return {"messages": messages[start:start + limit], "has_more": bool(rest),
+            "response_metadata": {"next_cursor": cursor}}
 
 
 LOST = 0  # a handled call whose connection is closed without an answer

@@ -214,6 +214,24 @@ def test_a_reopened_card_takes_over_the_lost_incidents_card_instead_of_posting(
     assert outbox.send("INC-1001", CARD, Op.POST, card("INC-1001 v2"), CHANNEL) == lost
 
 
+def test_the_lost_card_is_found_under_pages_of_later_messages(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    """A busy channel: 450 messages came after the lost card, more than one page of
+    ``conversations.history``. The lookup follows Slack's cursor to it, not post again."""
+    lost = lost_cards(slack_standin, redis)
+    client = make_client(slack_test_settings(slack_standin), timeout_s=2)
+    for n in range(450):
+        client.chat_postMessage(channel=CHANNEL, text=f"chatter {n}")
+    outbox = ChatOutbox(ChatOutboxStore(redis), backend(slack_standin))
+    posts = len(slack_standin.calls_of("chat.postMessage"))
+    assert outbox.send("INC-1004", CARD, Op.POST, card("INC-1004 v1"), CHANNEL,
+                       look_for="INC-1", look_since=time.time() - 30) == lost
+    assert len(slack_standin.calls_of("chat.postMessage")) == posts, "nothing posted"
+    pages = slack_standin.calls_of("conversations.history")
+    cursors = [c.params.get("cursor") for c in pages]
+    assert len(cursors) == 3 and cursors[0] is None and all(cursors[1:])
+
+
 def test_with_nothing_to_take_over_the_reopened_card_is_posted(
         slack_standin: SlackStandIn, redis: Redis) -> None:
     """No message of the lost incident in the channel (its post never reached Slack), or
