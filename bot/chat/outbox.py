@@ -72,7 +72,7 @@ class DirectChat(Protocol):
                   key: str) -> MessageRef: ...
 
     def update_once(self, ref: MessageRef, message: ChatMessage, *,
-                    urgent: bool = False) -> None: ...
+                    urgent: bool = False, key: str = "") -> None: ...
 
     def find_posted(self, channel: str, thread: MessageRef | None, key: str,
                     oldest: float, *, prefix: bool = False) -> MessageRef | None: ...
@@ -92,7 +92,7 @@ class _Plain:
             raise ChatSendError(f"{type(exc).__name__}: {exc}", transient=True) from exc
 
     def update_once(self, ref: MessageRef, message: ChatMessage, *,
-                    urgent: bool = False) -> None:
+                    urgent: bool = False, key: str = "") -> None:
         try:
             self.backend.update(ref, message)
         except Exception as exc:
@@ -353,7 +353,9 @@ class ChatOutbox:
                 lost = self._find(item, channel, None, key_prefix(item.look_for),
                                   item.look_since or item.created, prefix=True)
                 if lost is not None:  # edited into this item's message: one message still
-                    self.direct.update_once(lost, message)
+                    # retagged with this item's key: a second loss before its ts is
+                    # recorded looks for this incident's key, and finds it
+                    self.direct.update_once(lost, message, key=item.key)
                     return lost, lost.ts, True
             ref = found or self.direct.post_once(channel, message, thread, item.key)
             return ref, thread.ts if thread is not None else ref.ts, False

@@ -245,9 +245,10 @@ class SlackBackend:
         return MessageRef(channel=str(resp["channel"]), ts=str(resp["ts"]))
 
     def update_once(self, ref: MessageRef, message: ChatMessage, *,
-                    urgent: bool = False) -> None:
+                    urgent: bool = False, key: str = "") -> None:
         """One ``chat.update`` now (not coalesced), no sleeping; a refusal raises.
-        ``urgent``: may take the tier's last call (``SlackBudget.try_update``)."""
+        ``urgent``: may take the tier's last call (``SlackBudget.try_update``). ``key``:
+        the message's metadata is retagged with it (a lost incident's card taken over)."""
         if message.seq and self.ledger is not None and message.incident_id and \
                 message.seq <= self.ledger.applied(message.incident_id):
             log.info("render %s of incident %s not sent: a newer one was", message.seq,
@@ -258,7 +259,9 @@ class SlackBackend:
                                                              urgent=urgent)) > 0:
             raise ChatSendError(BUDGET_WAIT, transient=True, retry_after_s=wait,
                                 throttled=True)
-        payload = to_payload(message)
+        payload: dict[str, Any] = to_payload(message)
+        if key:
+            payload["metadata"] = {"event_type": OUTBOX_EVENT, "event_payload": {"key": key}}
         try:
             self._once("chat.update",
                        lambda: self.client.chat_update(channel=ref.channel, ts=ref.ts, **payload))

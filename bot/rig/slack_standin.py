@@ -271,6 +271,8 @@ class SlackStandIn:
             if key not in self.messages:
                 return {"ok": False, "error": "message_not_found"}
             self.messages[key].update(text=p.get("text", ""), blocks=_as_list(p.get("blocks")))
+            if isinstance(p.get("metadata"), dict):
+                self.messages[key]["metadata"] = p["metadata"]
         return {"channel": key[0], "ts": key[1], "text": p.get("text", "")}
 
     def _publish_home(self, p: Params) -> Params:

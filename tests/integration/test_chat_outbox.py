@@ -214,6 +214,26 @@ def test_a_reopened_card_takes_over_the_lost_incidents_card_instead_of_posting(
     assert outbox.send("INC-1001", CARD, Op.POST, card("INC-1001 v2"), CHANNEL) == lost
 
 
+def test_a_second_loss_before_the_taken_over_card_is_recorded_still_finds_it(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    """The take-over retags the message with the re-opened incident's key: Redis lost
+    again before INC-1001's card was recorded, its own re-open (INC-2001) looks for
+    INC-1001's key and finds the same message, not post a second."""
+    lost = lost_cards(slack_standin, redis)
+    outbox = ChatOutbox(ChatOutboxStore(redis), backend(slack_standin))
+    assert outbox.send("INC-1001", CARD, Op.POST, card("INC-1001 v1"), CHANNEL,
+                       look_for="INC-1", look_since=time.time() - 30) == lost
+    meta = slack_standin.messages[(CHANNEL, lost.ts)]["metadata"]
+    assert meta["event_payload"]["key"].startswith("INC-1001/")
+    redis.flushdb()
+    posts = len(slack_standin.calls_of("chat.postMessage"))
+    assert outbox.send("INC-2001", CARD, Op.POST, card("INC-2001 v1"), CHANNEL,
+                       look_for="INC-1001", look_since=time.time() - 30) == lost
+    assert len(slack_standin.calls_of("chat.postMessage")) == posts, "nothing posted"
+    assert [m["text"] for m in slack_standin.top_level(CHANNEL)
+            if m["text"].startswith("INC-")] == ["INC-10 v1", "INC-2001 v1"]
+
+
 def test_the_lost_card_is_found_under_pages_of_later_messages(
         slack_standin: SlackStandIn, redis: Redis) -> None:
     """A busy channel: 450 messages came after the lost card, more than one page of
