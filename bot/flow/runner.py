@@ -182,6 +182,9 @@ class FlowRunner:
         except Exception as exc:
             if refusal(exc) is not None:  # Redis refused: the diagnosis's end posts it
                 log.warning("the alert card of %s waits: Redis refused: %s", incident.id, exc)
+            elif isinstance(exc, UnknownIncident):  # wiped under it: the data-loss watch says
+                log.warning("the alert card of %s: the incident is gone from Redis",
+                            incident.id)
             else:
                 log_internal(exc, f"the alert card of {incident.id}")
 
