@@ -288,8 +288,9 @@ end
 """
 
 # The end of an item: delivered (mode 'ack': remember where its purpose was posted) or
-# given up ('drop'). KEYS: queue, items, posted, due, audit, audit all, due top.
-# ARGV: incident id, seq, token, mode, posted JSON, audit max length, n audit fields, k v …
+# given up ('drop'). KEYS: queue, items, posted, due, audit, audit all, due top, untold.
+# ARGV: incident id, seq, token, mode, posted JSON, audit max length, tell ('1': keep the
+# delivery in untold until the flow is told), n audit fields, k v …
 FINISH = LANE + """
 local raw = redis.call('HGET', KEYS[2], ARGV[2])
 if not raw then return 0 end
@@ -299,13 +300,16 @@ local first = redis.call('HEXISTS', KEYS[3], item.purpose) == 0
 if ARGV[4] == 'ack' and (item.op == 'post' or first) then
   redis.call('HSET', KEYS[3], item.purpose, ARGV[5])
 end
+if ARGV[4] == 'ack' and ARGV[7] == '1' then
+  redis.call('SADD', KEYS[8], ARGV[1] .. '\t' .. item.purpose .. '\t' .. ARGV[2])
+end
 redis.call('HDEL', KEYS[2], ARGV[2])
 redis.call('ZREM', KEYS[1], ARGV[2])
 remark(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7], ARGV[1])
-local n = tonumber(ARGV[7])
+local n = tonumber(ARGV[8])
 if n > 0 then
   local fields = {}
-  for i = 1, n * 2 do fields[i] = ARGV[7 + i] end
+  for i = 1, n * 2 do fields[i] = ARGV[8 + i] end
   redis.call('XADD', KEYS[5], '*', unpack(fields))
   redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[6], '*', unpack(fields))
 end
@@ -335,6 +339,25 @@ if n > 0 then
 end
 return 1
 """
+
+
+@dataclass(frozen=True)
+class Untold:
+    """A delivery the flow has not been told of yet (``ChatOutboxStore.untold``)."""
+
+    incident_id: str
+    purpose: str
+    seq: int
+
+    def member(self) -> str:
+        return f"{self.incident_id}\t{self.purpose}\t{self.seq}"
+
+    @classmethod
+    def parse(cls, member: str) -> Untold | None:
+        parts = member.split("\t")
+        if len(parts) != 3 or not parts[2].isdigit():
+            return None
+        return cls(parts[0], parts[1], int(parts[2]))
 
 
 @dataclass(frozen=True)
@@ -399,14 +422,28 @@ class ChatOutboxStore:
         return _item(incident_id, int(seq), json.loads(raw))
 
     def ack(self, item: OutboxItem, posted: Posted, note: AuditNote | None = None,
-            now: float = 0.0) -> bool:
+            now: float = 0.0, *, tell: bool = False) -> bool:
         """Delivered: remember where its purpose lives, drop it, the next item is due.
-        False when this claim was lost (another sender took it after the lease)."""
-        return self._end(item, "ack", posted.to_json(), note, now)
+        False when this claim was lost (another sender took it after the lease). ``tell``:
+        the delivery is also kept in ``untold`` until ``told`` says the flow knows it."""
+        return self._end(item, "ack", posted.to_json(), note, now, tell=tell)
 
     def drop(self, item: OutboxItem, note: AuditNote, now: float) -> bool:
         """Give up on an item Slack refuses for good; the incident's next item is due."""
         return self._end(item, "drop", "", note, now)
+
+    def untold(self) -> list[Untold]:
+        """The deliveries acked with ``tell`` whose place nobody has told yet (a sender
+        killed between the ack and the telling, or Redis refusing the telling's write),
+        each incident's in the order it was sent."""
+        members = [str(m) for m in self.redis.smembers(keys.outbox_untold())]  # type: ignore[union-attr]
+        found = [u for m in members if (u := Untold.parse(m)) is not None]
+        return sorted(found, key=lambda u: (u.incident_id, u.seq))
+
+    def told(self, incident_id: str, purpose: str, seq: int) -> None:
+        """The flow knows where this delivery went (a delete: Redis takes it even when out
+        of memory)."""
+        self.redis.srem(keys.outbox_untold(), Untold(incident_id, purpose, seq).member())
 
     def release(self, item: OutboxItem, due: float, error: str, uncertain: bool,
                 note: AuditNote | None = None, now: float = 0.0) -> bool:
@@ -420,14 +457,14 @@ class ChatOutboxStore:
             args=args))
 
     def _end(self, item: OutboxItem, mode: str, posted: str, note: AuditNote | None,
-             now: float) -> bool:
+             now: float, *, tell: bool = False) -> bool:
         iid = item.incident_id
         args = [iid, str(item.seq), item.token, mode, posted, str(GLOBAL_MAXLEN),
-                *_audit_args(item, note, now)]
+                "1" if tell else "", *_audit_args(item, note, now)]
         return bool(self._finish(
             keys=[keys.outbox_queue(iid), keys.outbox_items(iid), keys.outbox_posted(iid),
                   keys.outbox_due(), keys.audit(iid), keys.audit_all(),
-                  keys.outbox_due_top()], args=args))
+                  keys.outbox_due_top(), keys.outbox_untold()], args=args))
 
     # --- readers ------------------------------------------------------------------------
     def due_incidents(self, now: float, limit: int = 100, *,

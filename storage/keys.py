@@ -308,6 +308,13 @@ def outbox_newest(incident_id: str) -> str:
     return _k("outbox", incident_id, "newest")
 
 
+def outbox_untold() -> str:
+    """Set: "incident\tpurpose\tseq" of each delivery whose place the flow has not been
+    told yet (added in the ack's own script, removed once told): a sender killed between
+    the two leaves it for any replica's next look, not lost with its memory."""
+    return _k("outbox", "untold")
+
+
 def outbox_due() -> str:
     """Sorted set: incident id → when its head chat item is due (or its claim expires)."""
     return _k("outbox", "due")

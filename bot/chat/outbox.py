@@ -45,6 +45,7 @@ from storage.chat_outbox import (
     Op,
     OutboxItem,
     Posted,
+    Untold,
     key_prefix,
 )
 from storage.connection import StorageError, refusal
@@ -59,6 +60,7 @@ Delivered = Callable[[str, str, MessageRef], None]
 Placement = Callable[[str], tuple[str, str] | None]
 UNKNOWN_TRIES = 5  # an unexpected error (not Slack's refusal) is tried this often, then dropped
 LOOP = "outbox"  # its name in ``Heartbeats``
+UNTOLD_LOOK_S = 5.0  # how often a sender looks for deliveries nobody told (a dead sender's)
 CARD = "incident-card"  # the purpose of the incident's own message (posted once, then edited)
 STORM_TABLE = "storm-table"  # the purpose of a storm's message (issue 37)
 
@@ -133,9 +135,9 @@ class ChatOutbox:
         # the claim's own answer lost): given back once Redis answers, not a lease later
         self._held: list[tuple[str, str]] = []
         self._held_lock = threading.Lock()
-        # deliveries whose record Redis refused (out of memory…): told again each pass until
-        # it takes them, or the incident's card reference would be lost for good
-        self._unrecorded: list[tuple[str, str, MessageRef]] = []
+        # when to look next for deliveries nobody told ``on_delivered`` of (0: the next
+        # pass): the store keeps them from the ack on, so a killed sender's are not lost
+        self._untold_at = 0.0
         self._queued = threading.Event()  # an item queued without a try: the loop wakes
 
     def send(self, incident_id: str, purpose: str, op: Op | str, message: ChatMessage,
@@ -301,41 +303,52 @@ class ChatOutbox:
                 "purpose": item.purpose, "ts": ref.ts, "was": item.look_for,
                 "seconds": round(at - item.created, 3), "attempts": item.attempts})
         metrics.CHAT_OUTBOX.labels(outcome="delivered_late" if late else "delivered").inc()
-        if not self.store.ack(item, Posted(ref.channel, ref.ts, thread_ts), note, at):
+        if not self.store.ack(item, Posted(ref.channel, ref.ts, thread_ts), note, at,
+                              tell=self.on_delivered is not None):
             log.warning("chat outbox: claim on %s was lost before its ack", item.key)
-        self._record(item.incident_id, item.purpose, ref)
+        self._record(Untold(item.incident_id, item.purpose, item.seq), ref)
         return ref
 
-    def _record(self, incident_id: str, purpose: str, ref: MessageRef) -> bool:
-        """Tell ``on_delivered`` where the item went: False when Redis refused, and the
-        delivery is kept to be told again on the next pass."""
+    def _record(self, delivery: Untold, ref: MessageRef) -> bool:
+        """Tell ``on_delivered`` where the item went, then the store that it was told:
+        False when Redis refused, and the delivery waits in the store to be told again."""
         if self.on_delivered is None:
             return True
         try:
-            self.on_delivered(incident_id, purpose, ref)
+            self.on_delivered(delivery.incident_id, delivery.purpose, ref)
         except Exception as exc:
             if (why := refusal(exc)) is not None:  # Redis said "not now": not our bug
                 metrics.refused(why, LOOP)  # (chaos seed 500: OOM as a card went out)
                 log.warning("chat outbox: %s/%s delivered, but Redis refused recording "
-                            "where (%s); told again on the next pass: %s", incident_id,
-                            purpose, why, exc)
-                with self._held_lock:
-                    self._unrecorded.append((incident_id, purpose, ref))
+                            "where (%s); told again on the next pass: %s",
+                            delivery.incident_id, delivery.purpose, why, exc)
+                self._untold_at = 0.0
                 return False
             error_id = uuid.uuid4().hex[:12]
-            log.error("chat outbox: error %s in on_delivered for %s/%s", error_id, incident_id,
-                      purpose, exc_info=exc)
+            log.error("chat outbox: error %s in on_delivered for %s/%s", error_id,
+                      delivery.incident_id, delivery.purpose, exc_info=exc)
+        try:
+            self.store.told(delivery.incident_id, delivery.purpose, delivery.seq)
+        except StorageError as exc:  # told again on a later look: telling twice is harmless
+            log.warning("chat outbox: %s/%s told, but Redis did not take it off the untold "
+                        "set: %s", delivery.incident_id, delivery.purpose, exc)
         return True
 
     def _record_again(self) -> None:
-        """The deliveries Redis refused to record, told again (in order, until one is
-        refused again: Redis is still refusing, the rest wait for the next pass)."""
-        with self._held_lock:
-            waiting, self._unrecorded = self._unrecorded, []
-        for n, (incident_id, purpose, ref) in enumerate(waiting):
-            if not self._record(incident_id, purpose, ref):
-                with self._held_lock:
-                    self._unrecorded.extend(waiting[n + 1:])
+        """The deliveries nobody told ``on_delivered`` of: Redis refused the telling's
+        write, or the sender that delivered them was killed first and its memory went with
+        it (chaos seed 4242 at 392748c, INC-5924: its card in Slack, the incident without
+        it, no button to click). Looked for on the first pass, every ``UNTOLD_LOOK_S`` and
+        on the pass after a refusal; each incident's in order, until Redis refuses again.
+        Any replica may tell one: the flow takes the same place twice as once."""
+        if self.on_delivered is None or time.monotonic() < self._untold_at:
+            return
+        self._untold_at = time.monotonic() + UNTOLD_LOOK_S
+        for delivery in self.store.untold():
+            where = self.store.posted(delivery.incident_id).get(delivery.purpose)
+            if where is None:  # nothing to tell (dropped since): only forget it
+                self.store.told(delivery.incident_id, delivery.purpose, delivery.seq)
+            elif not self._record(delivery, MessageRef(where.channel, where.ts)):
                 return
 
     def _attempt(self, item: OutboxItem) -> tuple[MessageRef, str, bool]:

@@ -602,3 +602,29 @@ def test_a_delivery_whose_record_redis_refuses_is_said_and_told_again(
     assert outbox.drain_once() == 0 and told == [("42", CARD, ref)]
     outbox.drain_once()
     assert told == [("42", CARD, ref)] and len(slack_standin.top_level(CHANNEL)) == 1
+    assert ChatOutboxStore(redis).untold() == []
+
+
+def test_a_delivery_its_killed_sender_never_told_is_told_by_another(
+        slack_standin: SlackStandIn, redis: Redis) -> None:
+    """Chaos seed 4242 at 392748c (INC-5924): a replica delivered a card while Redis was
+    out of memory, the write that records where was refused, and the replica was killed
+    before its next pass: the incident never learnt its card, and its buttons never
+    answered. The ack keeps the delivery in Redis until it is told; another sender's (or
+    the restarted one's) first pass tells it, once."""
+    from redis.exceptions import OutOfMemoryError
+
+    def refused(incident_id: str, purpose: str, ref: MessageRef) -> None:
+        raise OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
+
+    dead = ChatOutbox(ChatOutboxStore(redis), backend(slack_standin), on_delivered=refused)
+    ref = dead.send("42", CARD, Op.POST, card("v1"), CHANNEL)
+    assert ref is not None
+    del dead  # killed: whatever it kept in memory is gone
+    told: list[tuple[str, str, MessageRef]] = []
+    other = ChatOutbox(ChatOutboxStore(redis), backend(slack_standin),
+                       on_delivered=lambda i, p, r: told.append((i, p, r)))
+    assert other.drain_once() == 0 and told == [("42", CARD, ref)]
+    assert ChatOutboxStore(redis).untold() == []
+    other.drain_once()
+    assert told == [("42", CARD, ref)] and len(slack_standin.top_level(CHANNEL)) == 1
