@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -282,21 +282,24 @@ class SlackBackend:
         if any: asked before posting again after a timeout. ``prefix``: the first (oldest)
         one whose key starts with ``key`` (a lost incident's card, issue 39). Up to
         ``FIND_PAGES`` pages are read: in a busy channel the post is not on the first."""
-        messages = self._posted_since(channel, thread, oldest)
-        if prefix:  # its first post: history lists the newest first, replies the oldest
-            messages = sorted(messages, key=lambda m: float(m.get("ts") or 0))
-        for found in messages:
-            meta = found.get("metadata") or {}
-            tag = str((meta.get("event_payload") or {}).get("key") or "")
-            if meta.get("event_type") == OUTBOX_EVENT and tag and (
-                    tag.startswith(key) if prefix else tag == key):
-                return MessageRef(channel=channel, ts=str(found["ts"]))
+        pages = self._pages_since(channel, thread, oldest)
+        if prefix and thread is None:  # its first post: history lists the newest first
+            pages = iter([sorted((m for page in pages for m in page),
+                                 key=lambda m: float(m.get("ts") or 0))])
+        for page in pages:  # the next page is asked only while the post is not found
+            for found in page:
+                meta = found.get("metadata") or {}
+                tag = str((meta.get("event_payload") or {}).get("key") or "")
+                if meta.get("event_type") == OUTBOX_EVENT and tag and (
+                        tag.startswith(key) if prefix else tag == key):
+                    return MessageRef(channel=channel, ts=str(found["ts"]))
         return None
 
-    def _posted_since(self, channel: str, thread: MessageRef | None,
-                      oldest: float) -> list[dict[str, Any]]:
-        """The thread's messages, or the channel's top level since ``oldest`` (less a
-        minute, for clocks), following Slack's cursor for at most ``FIND_PAGES`` pages."""
+    def _pages_since(self, channel: str, thread: MessageRef | None,
+                     oldest: float) -> Iterator[list[dict[str, Any]]]:
+        """The thread's messages (oldest first), or the channel's top level since
+        ``oldest`` (less a minute, for clocks; newest first), page by page as asked,
+        following Slack's cursor for at most ``FIND_PAGES`` pages."""
         def call(cursor: str) -> SlackResponse:
             if thread is not None:
                 return self.client.conversations_replies(
@@ -305,15 +308,13 @@ class SlackBackend:
             return self.client.conversations_history(
                 channel=channel, oldest=f"{max(0.0, oldest - 60):.6f}",
                 include_all_metadata=True, limit=200, cursor=cursor or None)
-        messages: list[dict[str, Any]] = []
         cursor = ""
         for _ in range(FIND_PAGES):
             page = self._once("conversations.history", partial(call, cursor))
-            messages += page.get("messages") or []
+            yield list(page.get("messages") or [])
             cursor = str((page.get("response_metadata") or {}).get("next_cursor") or "")
             if not cursor:
-                break
-        return messages
+                return
 
     def _once(self, method: str, call: Callable[[], SlackResponse]) -> SlackResponse:
         try:

@@ -250,6 +250,11 @@ def test_the_lost_card_is_found_under_pages_of_later_messages(
     pages = slack_standin.calls_of("conversations.history")
     cursors = [c.params.get("cursor") for c in pages]
     assert len(cursors) == 3 and cursors[0] is None and all(cursors[1:])
+    # a post's own key (the look after a timeout) is on the newest page: one call, not 3
+    newest = outbox.send("INC-1005", CARD, Op.POST, card("INC-1005 v1"), CHANNEL)
+    assert backend(slack_standin).find_posted(CHANNEL, None, "INC-1005/1",
+                                              time.time() - 30) == newest
+    assert len(slack_standin.calls_of("conversations.history")) == 4
 
 
 def test_with_nothing_to_take_over_the_reopened_card_is_posted(
